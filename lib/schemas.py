@@ -1,0 +1,165 @@
+"""The JSON Schemas of workspace files, and schema validation with readable errors.
+
+jsonschema's own messages name neither the line nor what would have been
+accepted; `validate_document` turns each error into a `Diagnostic` with the
+file, the YAML line of the offending node, the field path, and what is allowed.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from .diagnostics import ERROR, Diagnostic, format_path
+from .yamlio import Document, declared_properties, resolve_ref
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+
+# Memory category -> file name, in the order files are shown and composed.
+FILES: dict[str, str] = {
+    "workspace": "workspace.yaml",
+    "task": "task.yaml",
+    "sources": "sources.yaml",
+    "output": "output.yaml",
+    "profile": "profile.yaml",
+    "dashboard": "dashboard.yaml",
+}
+
+
+@functools.cache
+def load_schema(kind: str) -> dict:
+    return json.loads((SCHEMA_DIR / f"{kind}.schema.json").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _validator(kind: str) -> Draft202012Validator:
+    schema = load_schema(kind)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def header(kind: str) -> str:
+    """First line of every workspace file, so editors validate and complete it."""
+    return f"# yaml-language-server: $schema=../schemas/{kind}.schema.json"
+
+
+def validate_document(kind: str, doc: Document, filename: str) -> list[Diagnostic]:
+    root = load_schema(kind)
+    if doc.data is None:
+        return [Diagnostic("schema.empty", ERROR, "file is empty", filename, 1, None, "a mapping of fields")]
+    errors = sorted(_validator(kind).iter_errors(doc.data), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    out: list[Diagnostic] = []
+    for error in errors:
+        out.extend(_explain(error, doc, filename, root))
+    # One problem reported once, even when several schema branches saw it.
+    unique: dict[tuple, Diagnostic] = {}
+    for d in out:
+        unique.setdefault((d.line, d.field, d.message), d)
+    return sorted(unique.values(), key=lambda d: (d.line or 0, d.field or ""))
+
+
+def _explain(error: ValidationError, doc: Document, filename: str, root: dict) -> list[Diagnostic]:
+    path = tuple(error.absolute_path)
+    field = format_path(path) or "(top level)"
+    line = doc.line_of(path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    kind = error.validator
+    value = error.instance
+
+    def diag(message: str, allowed: str | None = None, *, at: tuple = path, key: bool = False, name: str | None = None):
+        return Diagnostic(
+            f"schema.{kind}", ERROR, message, filename, doc.line_of(at, key=key), name or field, allowed
+        )
+
+    if kind in ("additionalProperties", "unevaluatedProperties"):
+        unexpected = re.findall(r"'([^']*)'", error.message.split("(", 1)[-1]) if "(" in error.message else []
+        allowed_keys = _allowed_keys(schema, value, root)
+        return [
+            diag(
+                f"unknown field '{key}'" + _did_you_mean(key, allowed_keys),
+                ", ".join(allowed_keys) or "no further fields",
+                at=path + (key,),
+                key=True,
+                name=format_path(path + (key,)),
+            )
+            for key in unexpected or ["?"]
+        ]
+    if kind == "required":
+        missing = error.validator_value
+        absent = [k for k in missing if isinstance(value, dict) and k not in value]
+        return [diag(f"missing required field '{k}'", _describe(_property_schema(schema, k, root))) for k in absent]
+    if kind == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return [diag(f"{_show(value)} is not of type {expected}", expected)]
+    if kind == "enum":
+        return [diag(f"{_show(value)} is not an allowed value", "one of " + ", ".join(map(str, error.validator_value)))]
+    if kind == "const":
+        return [diag(f"{_show(value)} is not allowed", f"only {error.validator_value!r}")]
+    if kind == "pattern":
+        return [diag(f"{_show(value)} does not have the required form", _describe(schema) or f"pattern {error.validator_value}")]
+    if kind == "not":
+        return [diag(f"{_show(value)} is not allowed here", _describe(schema))]
+    if kind == "propertyNames":
+        return [diag(f"field name {_show(value)} is not allowed here", _describe(schema))]
+    if kind == "oneOf":
+        choices = [b.get("required") for b in error.validator_value if isinstance(b, dict)]
+        if all(isinstance(c, list) and len(c) == 1 for c in choices):
+            names = [c[0] for c in choices]
+            present = [n for n in names if isinstance(value, dict) and n in value]
+            verb = "set only one of" if present else "set one of"
+            return [diag(f"{verb} {', '.join(names)}", "exactly one of " + ", ".join(names))]
+        best = min(error.context, key=lambda e: len(list(e.absolute_path)), default=None)
+        if best is not None:
+            return _explain(best, doc, filename, root)
+    if kind == "uniqueItems":
+        return [diag("contains duplicate entries", "each entry once")]
+    if kind in ("minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return [diag(error.message.replace(repr(value), _show(value)), f"{kind} {error.validator_value}")]
+    return [diag(error.message, _describe(schema))]
+
+
+def _allowed_keys(schema: dict, instance: Any, root: dict) -> list[str]:
+    """Keys valid at this place, honouring `if/then` branches that apply to the instance."""
+    schema = resolve_ref(schema, root)
+    keys = list(schema.get("properties", {}))
+    for branch in schema.get("allOf", []):
+        branch = resolve_ref(branch, root)
+        condition = branch.get("if")
+        if condition is not None:
+            if Draft202012Validator(condition).is_valid(instance) and "then" in branch:
+                keys += [k for k in declared_properties(resolve_ref(branch["then"], root), root) if k not in keys]
+        else:
+            keys += [k for k in declared_properties(branch, root) if k not in keys]
+    return keys
+
+
+def _property_schema(schema: dict, name: str, root: dict) -> dict:
+    return resolve_ref(declared_properties(resolve_ref(schema, root), root).get(name, {}), root)
+
+
+def _describe(schema: dict) -> str | None:
+    if not isinstance(schema, dict):
+        return None
+    text = schema.get("description")
+    examples = schema.get("examples")
+    if text and examples:
+        return f"{text} e.g. {json.dumps(examples[0], ensure_ascii=False)}"
+    return text
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _did_you_mean(key: str, choices: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

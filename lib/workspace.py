@@ -1,0 +1,277 @@
+"""A workspace folder: loading, validation and canonical saving of its files.
+
+A workspace is one folder with one YAML file per memory category (see
+`schemas.FILES`). Loading never raises on bad content: it returns whatever
+parsed plus a list of `Diagnostic`s. Saving validates everything first and
+writes nothing when anything is invalid; files whose canonical text did not
+change are not touched, so saving an unchanged workspace changes no byte.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import schemas
+from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
+from .yamlio import Document, YamlSyntaxError, dump, parse
+
+FILES = schemas.FILES
+# Files a workspace must have; a profile and a dashboard appear once data is connected.
+REQUIRED = ("workspace", "task", "sources", "output")
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+class InvalidName(ValueError):
+    pass
+
+
+def check_slug(slug: str) -> str:
+    """A workspace folder name: lower-case letters, digits and dashes; no paths."""
+    if not isinstance(slug, str) or not SLUG_RE.match(slug):
+        raise InvalidName(
+            f"invalid workspace name {slug!r}: use 1-63 lower-case letters, digits and dashes, "
+            "starting with a letter or digit (no '/', '..' or spaces)"
+        )
+    return slug
+
+
+@dataclass
+class Workspace:
+    path: Path
+    data: dict[str, Any] = field(default_factory=dict)  # kind -> parsed content (absent if missing)
+    docs: dict[str, Document] = field(default_factory=dict)
+
+    @property
+    def slug(self) -> str:
+        return self.path.name
+
+    @property
+    def name(self) -> str:
+        return (self.data.get("workspace") or {}).get("name", self.slug)
+
+    def get(self, kind: str, default: Any = None) -> Any:
+        return self.data.get(kind, default)
+
+    def text(self, kind: str) -> str:
+        """Canonical YAML of one file, exactly as `save` would write it."""
+        return render(kind, self.data[kind])
+
+
+def render(kind: str, data: Any) -> str:
+    return dump(data, schema=schemas.load_schema(kind), header=schemas.header(kind))
+
+
+def is_workspace(path: Path) -> bool:
+    return (Path(path) / FILES["workspace"]).is_file()
+
+
+def find_workspaces(path: Path) -> list[Path]:
+    """The workspace at PATH, or every workspace folder below it (sorted)."""
+    path = Path(path)
+    if is_workspace(path):
+        return [path]
+    if not path.is_dir():
+        return []
+    found = [p.parent for p in path.rglob(FILES["workspace"]) if ".git" not in p.parts]
+    return sorted(set(found))
+
+
+def load(path: Path) -> tuple[Workspace, list[Diagnostic]]:
+    """Read and validate one workspace. Never raises on bad content."""
+    path = Path(path)
+    ws = Workspace(path=path)
+    diagnostics: list[Diagnostic] = []
+    if not SLUG_RE.match(path.name):
+        diagnostics.append(Diagnostic("workspace.name", ERROR, f"folder name {path.name!r} is not a valid workspace name", str(path), None, None, "lower-case letters, digits and dashes"))
+    for kind, filename in FILES.items():
+        file = path / filename
+        shown = _shown(path, filename)
+        if not file.is_file():
+            if kind in REQUIRED:
+                diagnostics.append(Diagnostic("file.missing", ERROR, f"missing file {filename}", shown, None, None, f"a {filename} that follows schemas/{kind}.schema.json"))
+            continue
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            diagnostics.append(Diagnostic("file.encoding", ERROR, f"not UTF-8 text ({exc.reason} at byte {exc.start})", shown, None, None, "UTF-8"))
+            continue
+        try:
+            doc = parse(text)
+        except YamlSyntaxError as exc:
+            diagnostics.append(Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None))
+            continue
+        ws.docs[kind] = doc
+        ws.data[kind] = doc.data
+        file_diags = schemas.validate_document(kind, doc, shown)
+        if not file_diags:
+            file_diags = [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
+        diagnostics.extend(file_diags)
+    return ws, diagnostics
+
+
+def validate(path: Path) -> list[Diagnostic]:
+    return load(path)[1]
+
+
+def _shown(ws_path: Path, filename: str) -> str:
+    """File name as shown in messages: relative to the current directory when possible."""
+    full = (ws_path / filename)
+    try:
+        return str(full.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(full)
+
+
+# --------------------------------------------------------------------------- semantic checks
+# Small validators for what JSON Schema cannot say. Each takes the parsed
+# document and the file name shown in messages, and returns Diagnostics.
+
+
+def _unique(list_key: str, item_key: str, what: str) -> Callable[[Document, str], list[Diagnostic]]:
+    def check(doc: Document, shown: str) -> list[Diagnostic]:
+        seen: dict[Any, int] = {}
+        out = []
+        for i, item in enumerate(doc.data.get(list_key) or []):
+            value = item.get(item_key)
+            if value in seen:
+                path = (list_key, i, item_key)
+                out.append(Diagnostic(f"{what}.duplicate", ERROR, f"duplicate {what} {value!r} (first at {list_key}[{seen[value]}])", shown, doc.line_of(path), format_path(path), f"a unique {item_key}"))
+            else:
+                seen[value] = i
+        return out
+
+    check.__name__ = f"unique_{what}"
+    return check
+
+
+def _layout_references(doc: Document, shown: str) -> list[Diagnostic]:
+    ids = {c.get("id") for c in doc.data.get("components") or []}
+    out = []
+    for r, row in enumerate(doc.data.get("layout") or []):
+        for c, cell in enumerate(row):
+            ref = cell if isinstance(cell, str) else cell.get("id")
+            path = ("layout", r, c)
+            if ref not in ids:
+                out.append(Diagnostic("layout.unknown_component", ERROR, f"layout names unknown component {ref!r}", shown, doc.line_of(path), format_path(path), ", ".join(sorted(i for i in ids if i))))
+    return out
+
+
+def _access_has_owner(doc: Document, shown: str) -> list[Diagnostic]:
+    owners = (doc.data.get("access") or {}).get("owners") or []
+    if owners == ["*"]:
+        path = ("access", "owners")
+        return [Diagnostic("access.everyone_owner", WARNING, "every signed-in user is an owner", shown, doc.line_of(path), format_path(path), "named owners")]
+    return []
+
+
+SEMANTIC_CHECKS: dict[str, tuple[Callable[[Document, str], list[Diagnostic]], ...]] = {
+    "workspace": (_access_has_owner,),
+    "task": (_unique("rules", "id", "rule id"),),
+    "sources": (_unique("sources", "name", "source name"),),
+    "profile": (_unique("tables", "name", "table"),),
+    "dashboard": (_unique("components", "id", "component id"), _unique("filters", "id", "filter id"), _layout_references),
+}
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def validate_content(path: Path, data: dict[str, Any]) -> list[Diagnostic]:
+    """Validate in-memory content for a workspace folder without writing it."""
+    out: list[Diagnostic] = []
+    for kind, content in data.items():
+        if kind not in FILES:
+            raise KeyError(f"unknown workspace file kind {kind!r}; known: {', '.join(FILES)}")
+        shown = _shown(Path(path), FILES[kind])
+        text = render(kind, content)
+        doc = parse(text)  # re-parse the canonical text so line numbers match what would be written
+        diags = schemas.validate_document(kind, doc, shown)
+        if not diags:
+            diags = [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
+        out.extend(diags)
+    return out
+
+
+def save(path: Path, data: dict[str, Any]) -> list[str]:
+    """Write the given files (kind -> content) canonically; returns the file names that changed.
+
+    Validates all given content first and raises `ValidationFailed` without
+    writing anything if any of it is invalid. Each file is replaced atomically.
+    """
+    path = Path(path)
+    check_slug(path.name)
+    diagnostics = validate_content(path, data)
+    if has_errors(diagnostics):
+        raise ValidationFailed(diagnostics)
+    pending: list[tuple[Path, str]] = []
+    for kind, content in data.items():
+        target = path / FILES[kind]
+        text = render(kind, content)
+        if target.is_file() and target.read_bytes() == text.encode("utf-8"):
+            continue
+        pending.append((target, text))
+    path.mkdir(parents=True, exist_ok=True)
+    temps = []
+    try:
+        for target, text in pending:
+            fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{target.name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+            temps.append((tmp, target))
+        for tmp, target in temps:
+            os.replace(tmp, target)
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return [t.name for t, _ in pending]
+
+
+def blank(name: str, owner: str, today: str) -> dict[str, Any]:
+    """Content of a new, empty workspace that validates."""
+    return {
+        "workspace": {
+            "name": name,
+            "description": "",
+            "access": {"owners": [owner], "stewards": [], "viewers": []},
+            "policy": {"stewards_can_publish": False, "require_valid_to_publish": True},
+        },
+        "task": {"goal": "", "rules": []},
+        "sources": {"sources": []},
+        "output": {
+            "data_injection": {"mode": "queries_at_render", "max_rows_per_query": 10000, "query_timeout_s": 10},
+            "theme": {"background": "#ffffff", "text": "#1f2933", "primary": "#1f77b4"},
+        },
+    }
+
+
+def copy_template(template: Path, target: Path, *, name: str | None = None) -> None:
+    """Copy a template workspace folder (YAML and its data files) into a new folder."""
+    import shutil
+
+    target = Path(target)
+    if target.exists():
+        raise FileExistsError(f"{target} already exists; choose another name")
+    ws, diags = load(template)
+    if has_errors(diags):
+        raise ValidationFailed(diags)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        shutil.copytree(template, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+        if name:
+            meta = dict(ws.data["workspace"], name=name)
+            (staging / FILES["workspace"]).write_text(render("workspace", meta), encoding="utf-8")
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def iter_errors(results: dict[Path, list[Diagnostic]]) -> Iterable[Diagnostic]:
+    for diags in results.values():
+        yield from (d for d in diags if d.level == ERROR)
