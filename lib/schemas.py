@@ -53,8 +53,14 @@ def validate_document(kind: str, doc: Document, filename: str) -> list[Diagnosti
     if doc.data is None:
         return [Diagnostic("schema.empty", ERROR, "file is empty", filename, 1, None, "a mapping of fields")]
     errors = sorted(_validator(kind).iter_errors(doc.data), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    # When a type-specific branch fails (say an unknown `type`), its fields
+    # also show up as "unevaluated"; those echoes would bury the real error.
+    failing = [tuple(e.absolute_path) for e in errors if e.validator != "unevaluatedProperties"]
     out: list[Diagnostic] = []
     for error in errors:
+        if error.validator == "unevaluatedProperties":
+            path = tuple(error.absolute_path)
+            error.echo_suppressed = any(p[: len(path)] == path for p in failing)
         out.extend(_explain(error, doc, filename, root))
     # One problem reported once, even when several schema branches saw it.
     unique: dict[tuple, Diagnostic] = {}
@@ -71,6 +77,9 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict) -
     kind = error.validator
     value = error.instance
 
+    if _holds_secret(schema, root):
+        value = "<hidden>"  # a literal secret typed where a reference belongs: never echo it
+
     def diag(message: str, allowed: str | None = None, *, at: tuple = path, key: bool = False, name: str | None = None):
         return Diagnostic(
             f"schema.{kind}", ERROR, message, filename, doc.line_of(at, key=key), name or field, allowed
@@ -79,6 +88,12 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict) -
     if kind in ("additionalProperties", "unevaluatedProperties"):
         unexpected = re.findall(r"'([^']*)'", error.message.split("(", 1)[-1]) if "(" in error.message else []
         allowed_keys = _allowed_keys(schema, value, root)
+        known_anywhere = declared_properties(resolve_ref(schema, root), root)
+        unexpected = [k for k in unexpected if k not in allowed_keys]
+        if getattr(error, "echo_suppressed", False):
+            unexpected = [k for k in unexpected if k not in known_anywhere]
+        if not unexpected:
+            return []
         return [
             diag(
                 f"unknown field '{key}'" + _did_you_mean(key, allowed_keys),
@@ -87,12 +102,12 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict) -
                 key=True,
                 name=format_path(path + (key,)),
             )
-            for key in unexpected or ["?"]
+            for key in unexpected
         ]
     if kind == "required":
         missing = error.validator_value
         absent = [k for k in missing if isinstance(value, dict) and k not in value]
-        return [diag(f"missing required field '{k}'", _describe(_property_schema(schema, k, root))) for k in absent]
+        return [diag(f"missing required field '{k}'", _describe(_property_schema(schema, k, root)), key=True) for k in absent]
     if kind == "type":
         expected = error.validator_value
         expected = " or ".join(expected) if isinstance(expected, list) else expected
@@ -153,8 +168,18 @@ def _describe(schema: dict) -> str | None:
     return text
 
 
+_URL_PASSWORD = re.compile(r"(://[^/:@\s]*:)[^/@\s]+@")
+
+
+def _holds_secret(schema: dict, root: dict) -> bool:
+    pattern = resolve_ref(schema, root).get("pattern", "") if isinstance(schema, dict) else ""
+    return pattern.startswith("^(env:")
+
+
 def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    if value == "<hidden>":
+        return "a literal value"
+    text = _URL_PASSWORD.sub(r"\1***@", json.dumps(value, ensure_ascii=False, default=str))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

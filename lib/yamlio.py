@@ -37,14 +37,13 @@ class Document:
 
     def line_of(self, path: JsonPath, *, key: bool = False) -> int | None:
         """Best line for `path`: the exact node, else its nearest ancestor."""
-        lines = self.key_lines if key else self.value_lines
-        if path in lines:
-            return lines[path]
         path = tuple(path)
+        if key and path in self.key_lines:
+            return self.key_lines[path]
         while path:
-            path = path[:-1]
             if path in self.value_lines:
                 return self.value_lines[path]
+            path = path[:-1]
         return self.value_lines.get((), 1)
 
 
@@ -121,33 +120,43 @@ def _represent_date(dumper: yaml.SafeDumper, value: _dt.date):
     return dumper.represent_scalar("tag:yaml.org,2002:str", value.isoformat())
 
 
-# Short leaf collections (tags, palettes, a threshold) read best on one line.
-# Whether a collection is a "short leaf" depends only on its content, so the
-# choice is stable from save to save.
+# Short leaf collections (tags, a palette, a threshold) read best on one line;
+# top-level sections stay in block style. Whether a collection goes on one
+# line depends only on its content and depth, so the choice is stable.
 _FLOW_MAX = 80
 
 
+class _FlowList(list):
+    pass
+
+
+class _FlowDict(dict):
+    pass
+
+
 def _is_short_leaf(value: list | dict) -> bool:
-    items = value.values() if isinstance(value, dict) else value
-    if not value or any(isinstance(v, (list, dict)) for v in items):
+    items = list(value.values() if isinstance(value, dict) else value)
+    if not items or any(isinstance(v, (list, dict)) for v in items):
         return False
     if any(isinstance(v, str) and ("\n" in v or len(v) > 40) for v in items):
         return False
     return len(repr(value)) <= _FLOW_MAX
 
 
-def _represent_list(dumper: yaml.SafeDumper, value: list):
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=_is_short_leaf(value))
+def _mark_flow(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, dict):
+        inner = {k: _mark_flow(v, depth + 1) for k, v in value.items()}
+        return _FlowDict(inner) if depth >= 2 and len(value) <= 4 and _is_short_leaf(value) else inner
+    if isinstance(value, list):
+        inner = [_mark_flow(v, depth + 1) for v in value]
+        return _FlowList(inner) if depth >= 1 and _is_short_leaf(value) else inner
+    return value
 
 
-def _represent_dict(dumper: yaml.SafeDumper, value: dict):
-    flow = _is_short_leaf(value) and len(value) <= 4
-    node = dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=flow)
-    return node
-
-
-_CanonicalDumper.add_representer(list, _represent_list)
-_CanonicalDumper.add_representer(dict, _represent_dict)
+_CanonicalDumper.add_representer(
+    _FlowList, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+_CanonicalDumper.add_representer(
+    _FlowDict, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v.items(), flow_style=True))
 _CanonicalDumper.add_representer(str, _represent_str)
 _CanonicalDumper.add_representer(_dt.date, _represent_date)
 _CanonicalDumper.add_representer(_dt.datetime, _represent_date)
@@ -158,7 +167,7 @@ def dump(data: Any, *, schema: dict | None = None, header: str | None = None) ->
     if schema is not None:
         data = order_keys(data, schema, schema)
     body = yaml.dump(
-        data,
+        _mark_flow(data),
         Dumper=_CanonicalDumper,
         sort_keys=False,
         allow_unicode=True,

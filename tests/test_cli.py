@@ -1,0 +1,131 @@
+"""`python -m lib ...` as a person or CI runs it: real processes, real git checkouts."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from .conftest import ROOT, WORKSPACES
+
+
+def run(*args, cwd=ROOT, check_rc=None):
+    proc = subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd),
+                               "GIT_CONFIG_NOSYSTEM": "1"}, timeout=60)
+    if check_rc is not None:
+        assert proc.returncode == check_rc, proc.stdout + proc.stderr
+    return proc
+
+
+def test_validate_shipped_workspaces_exits_0():
+    proc = run("validate", "workspaces/", check_rc=0)
+    assert "2 workspace(s), 0 error(s)" in proc.stdout
+
+
+def test_validate_json_parses():
+    proc = run("validate", "workspaces/", "--json", check_rc=0)
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True and {Path(w["path"]).name for w in report["workspaces"]} == {"gdp-explorer", "supply-chain-weekly"}
+
+
+@pytest.fixture
+def broken(tmp_path):
+    shutil.copytree(WORKSPACES, tmp_path / "ws", symlinks=True)
+    task = tmp_path / "ws" / "supply-chain-weekly" / "task.yaml"
+    task.write_text(task.read_text().replace("author: sam", "author: [sam]", 1))
+    (tmp_path / "ws" / "gdp-explorer" / "output.yaml").write_text("data_injection: {mode: queries_at_render\n")
+    return tmp_path / "ws"
+
+
+def test_validate_broken_copy_exits_1_with_file_line_messages(broken):
+    proc = run("validate", broken, check_rc=1)
+    lines = proc.stdout.splitlines()
+    assert any(re.search(r"supply-chain-weekly/task\.yaml:\d+: rules\[\d\]\.author: error: \[\"sam\"\] is not of type string", l) for l in lines), proc.stdout
+    assert any(re.search(r"gdp-explorer/output\.yaml:\d+: error: malformed YAML", l) for l in lines), proc.stdout
+    assert lines[-1] == "2 workspace(s), 2 error(s)"
+
+
+def test_validate_broken_copy_json(broken):
+    proc = run("validate", broken, "--json", check_rc=1)
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False and report["errors"] == 2
+    diags = [d for w in report["workspaces"] for d in w["diagnostics"]]
+    assert {d["id"] for d in diags} == {"schema.type", "yaml.syntax"}
+    assert all(d["file"] and d["line"] for d in diags)
+
+
+def test_validate_missing_path(tmp_path):
+    proc = run("validate", tmp_path / "nope", check_rc=1)
+    assert "no such file" in proc.stderr
+
+
+def test_new_creates_a_valid_workspace_and_refuses_traversal(tmp_path):
+    run("new", tmp_path / "team-kpis", "--owner", "alice", check_rc=0)
+    run("validate", tmp_path / "team-kpis", check_rc=0)
+    proc = run("new", tmp_path / "team-kpis", check_rc=1)
+    assert "already exists" in proc.stderr
+    proc = run("new", "../escape", cwd=tmp_path, check_rc=1)
+    assert "without '..'" in proc.stderr and not (tmp_path.parent / "escape").exists()
+    proc = run("new", tmp_path / "Bad Name", check_rc=1)
+    assert "invalid workspace name" in proc.stderr and not (tmp_path / "Bad Name").exists()
+
+
+def test_new_from_template(tmp_path):
+    run("new", tmp_path / "gdp-copy", "--template", "gdp-explorer", "--name", "GDP copy", check_rc=0)
+    assert (tmp_path / "gdp-copy" / "data" / "gdp.csv").exists()
+    assert "name: GDP copy" in (tmp_path / "gdp-copy" / "workspace.yaml").read_text()
+
+
+@pytest.fixture
+def plain_checkout(config_repo, tmp_path):
+    """A plain clone of a config repo, as a platform engineer would have."""
+    clone = git.Repo.clone_from(config_repo.path, tmp_path / "checkout")
+    with clone.config_writer() as cw:
+        cw.set_value("user", "name", "Platform Pat")
+        cw.set_value("user", "email", "pat@example.com")
+    return clone
+
+
+def _commit_edit(clone: git.Repo, text: str) -> str:
+    task = Path(clone.working_tree_dir) / "gdp-explorer" / "task.yaml"
+    task.write_text(task.read_text().replace("Let anyone compare", text, 1))
+    clone.index.add([str(task)])
+    return clone.index.commit(f"edit: {text}").hexsha
+
+
+def test_history_diff_and_revert_on_a_plain_checkout(plain_checkout):
+    path = Path(plain_checkout.working_tree_dir) / "gdp-explorer"
+    first = plain_checkout.head.commit.hexsha
+    original = (path / "task.yaml").read_bytes()
+    _commit_edit(plain_checkout, "Help anyone compare")
+
+    history = json.loads(run("history", path, "--json", check_rc=0).stdout)
+    assert [h["message"] for h in history][:2] == ["edit: Help anyone compare", "Create config repo from templates"]
+
+    diff = run("diff", path, first, "HEAD", "--file", "task.yaml", check_rc=0).stdout
+    assert "-goal: Let anyone compare" in diff and "+goal: Help anyone compare" in diff
+
+    out = run("revert", path, first, check_rc=0).stdout
+    assert out.startswith("reverted gdp-explorer to")
+    assert (path / "task.yaml").read_bytes() == original
+    head = plain_checkout.head.commit
+    assert head.author.email == "pat@example.com" and len(list(plain_checkout.iter_commits())) == 3
+    assert "Dashmem-Action: revert" in head.message
+
+
+def test_publish_a_branch_on_a_plain_checkout(plain_checkout):
+    path = Path(plain_checkout.working_tree_dir) / "gdp-explorer"
+    plain_checkout.git.checkout("-b", "draft/sam/gdp-explorer")
+    _commit_edit(plain_checkout, "Help anyone compare")
+    plain_checkout.git.checkout("main")
+    proc = run("publish", path, "--as", "vera", "--branch", "draft/sam/gdp-explorer", check_rc=1)
+    assert "vera (viewer) may not publish" in proc.stderr
+    run("publish", path, "--as", "olivia", "--branch", "draft/sam/gdp-explorer", check_rc=0)
+    assert "Help anyone compare" in (path / "task.yaml").read_text()
+    assert len(plain_checkout.head.commit.parents) == 2  # a merge: both histories kept
