@@ -27,3 +27,11 @@ def cache_dir() -> Path:
 
 def templates_dir() -> Path:
     return _path("DASHMEM_TEMPLATES", PROJECT_ROOT / "workspaces")
+
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+def model_id() -> str:
+    """The Claude model sessions use (DASHMEM_MODEL), defaulting to a current Sonnet."""
+    return os.environ.get("DASHMEM_MODEL", DEFAULT_MODEL)

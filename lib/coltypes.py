@@ -1,0 +1,44 @@
+"""Column types: the DuckDB names used in sources.yaml and profiles, their Arrow
+equivalents, and which changes a dashboard survives.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+_ARROW = {
+    "VARCHAR": pa.string(),
+    "BOOLEAN": pa.bool_(),
+    "BIGINT": pa.int64(),
+    "INTEGER": pa.int32(),
+    "DOUBLE": pa.float64(),
+    "DECIMAL": pa.float64(),  # pinned decimals are read as doubles: dashboards aggregate, not account
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "TIME": pa.time64("us"),
+}
+
+_FAMILIES = {
+    "number": ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+               "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL"),
+    "text": ("VARCHAR", "UUID", "JSON"),
+    "time": ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"),
+    "boolean": ("BOOLEAN",),
+}
+
+
+def arrow_type(duckdb_name: str) -> pa.DataType:
+    return _ARROW[duckdb_name.upper()]
+
+
+def family(duckdb_type: str) -> str:
+    """'number', 'text', 'time', 'boolean' or 'other' (lists, structs, time of day...)."""
+    base = duckdb_type.upper().split("(")[0].strip()
+    for name, members in _FAMILIES.items():
+        if base in members:
+            return name
+    return "other"
+
+
+def compatible(old: str, new: str) -> bool:
+    """A dashboard written for `old` still works on `new`: same family (an int may become a double)."""
+    return old.upper() == new.upper() or (family(old) == family(new) and family(old) != "other")

@@ -1,0 +1,90 @@
+"""What every connector shares: the fetch context, the error type, and JSON records to Arrow."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+from .. import secrets
+
+
+class SourceError(RuntimeError):
+    """A source could not be fetched. The message names the source and never holds a secret value."""
+
+    def __init__(self, source: str, message: str):
+        self.source = source
+        super().__init__(f"source {source!r}: {message}")
+
+
+@dataclass
+class FetchContext:
+    workspace_path: Path  # relative file paths in sources.yaml are relative to this folder
+    uploads_dir: Path | None = None  # where `upload:NAME` files live (outside git)
+    resolved: list[str] = field(default_factory=list)  # secret values resolved during this fetch, for redaction
+
+    def secret(self, source: str, ref: str) -> str:
+        try:
+            value = secrets.resolve(ref)
+        except secrets.SecretMissing as exc:
+            raise SourceError(source, str(exc)) from None
+        self.resolved.append(value)
+        return value
+
+    def redact(self, text: str) -> str:
+        return secrets.redact(text, self.resolved)
+
+    def error(self, source: str, message: str) -> SourceError:
+        """A SourceError whose text has every secret resolved so far scrubbed out."""
+        return SourceError(source, self.redact(message))
+
+
+def dig(data: Any, dotted: str | None) -> Any:
+    """Follow a dotted path (`data.items`, `results.0.rows`) into parsed JSON; '' or None is the root."""
+    if not dotted:
+        return data
+    for part in dotted.split("."):
+        if isinstance(data, list) and part.isdigit():
+            data = data[int(part)] if int(part) < len(data) else None
+        elif isinstance(data, dict):
+            data = data.get(part)
+        else:
+            return None
+    return data
+
+
+def flatten(record: dict, prefix: str = "", out: dict | None = None) -> dict:
+    """Nested objects become `parent_child` columns; lists are kept as JSON text."""
+    out = {} if out is None else out
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flatten(value, f"{name}_", out)
+        elif isinstance(value, list):
+            out[name] = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        else:
+            out[name] = value
+    return out
+
+
+def records_to_table(records: Iterable[dict]) -> pa.Table:
+    """JSON records (possibly nested, possibly with differing keys) as one Arrow table.
+
+    Columns appear in first-seen order. A column whose values mix types that
+    Arrow cannot unify (say numbers and text) becomes text rather than failing.
+    """
+    rows = [flatten(r) if isinstance(r, dict) else {"value": r} for r in records]
+    columns: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            columns.setdefault(key, None)
+    arrays = {}
+    for name in columns:
+        values = [row.get(name) for row in rows]
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays[name] = pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values], type=pa.string())
+    return pa.table(arrays) if arrays else pa.table({})

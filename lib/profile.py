@@ -1,0 +1,318 @@
+"""Data profiles: the "data schemas" memory, computed in DuckDB in two scans per table.
+
+Scan 1 is one aggregate query over every column (non-null count, distinct
+count, min/max, mean, std, quantiles). Scan 2 is one GROUPING SETS query
+that counts the values of every categorical column at once (top values, the
+rest, rare values). Samples come from the first rows, which costs no scan.
+Nothing is loaded into pandas.
+
+`build` returns the content of profile.yaml: sorted, rounded, no timestamps,
+so the same data always gives the same bytes. `text` renders the compact,
+model-facing version under a token budget (see `text` for the order in which
+detail is dropped).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from . import coltypes, tokens
+from .warehouse import describe, sandbox
+
+TOP_K = 5
+RARE_K = 3
+SAMPLES_K = 3
+CATEGORICAL_MAX_DISTINCT = 10_000  # above this, value counts are not worth a scan
+EXACT_DISTINCT_MAX_ROWS = 200_000  # beyond this, distinct counts are approximate (HyperLogLog)
+QUANTILES = {"p05": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _round(value: Any) -> Any:
+    """Six significant digits: stable across platforms, plenty for a model."""
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        return float(f"{value:.6g}")
+    return value
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return _round(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+# --------------------------------------------------------------------------- computing
+
+
+def profile_table(name: str, table: pa.Table, *, source: str | None = None, sample_values: bool = True) -> dict[str, Any]:
+    types = describe({name: table})[name]
+    rows = table.num_rows
+    cursor = sandbox().cursor()
+    try:
+        cursor.register(name, table)
+        stats = _scan_stats(cursor, name, types, rows)
+        categorical = [c for c, t in types if coltypes.family(t) in ("text", "boolean")
+                       and 0 < stats[c]["distinct"] <= min(CATEGORICAL_MAX_DISTINCT, max(20, rows // 2))]
+        counts = _scan_value_counts(cursor, name, categorical) if categorical and sample_values else {}
+        head = table.slice(0, 1000)
+    finally:
+        cursor.close()
+    columns = []
+    for col, kind in types:
+        s = stats[col]
+        entry: dict[str, Any] = {"name": col, "type": kind, "role": _role(col, kind, s, rows)}
+        entry["null_share"] = _round(1 - s["nonnull"] / rows) if rows else 0
+        entry["distinct"] = s["distinct"]
+        fam = coltypes.family(kind)
+        if fam in ("number", "time") or (fam == "text" and sample_values):
+            if s.get("min") is not None:
+                entry["min"], entry["max"] = _scalar(s["min"]), _scalar(s["max"])
+        if fam == "number" and s.get("mean") is not None:
+            entry["mean"] = _round(float(s["mean"]))
+            if s.get("std") is not None:
+                entry["std"] = _round(float(s["std"]))
+            if s.get("quantiles"):
+                entry["quantiles"] = {k: _round(float(v)) for k, v in zip(QUANTILES, s["quantiles"]) if v is not None}
+        if col in counts:
+            ordered = counts[col]
+            top = ordered[:TOP_K]
+            entry["top"] = [{"value": _scalar(v), "count": c} for v, c in top]
+            entry["other_count"] = int(s["nonnull"] - sum(c for _, c in top))
+            rare = [v for v, _ in ordered[TOP_K:][-RARE_K:]]
+            if rare:
+                entry["rare"] = [_scalar(v) for v in rare]
+        if sample_values and col not in counts:
+            samples = _samples(head.column(col).to_pylist())
+            if samples:
+                entry["samples"] = samples
+        columns.append(entry)
+    head_fields = {"name": name, "source": source} if source else {"name": name}
+    return {**head_fields, "rows": rows, "columns": columns}
+
+
+def _scan_stats(cursor, name: str, types: list[list[str]], rows: int) -> dict[str, dict[str, Any]]:
+    exact = rows <= EXACT_DISTINCT_MAX_ROWS
+    select, layout = [], []
+    for col, kind in types:
+        fam = coltypes.family(kind)
+        q = _q(col)
+        parts = {"nonnull": f"count({q})", "distinct": f"count(DISTINCT {q})" if exact else f"approx_count_distinct({q})"}
+        if fam in ("number", "time", "text"):
+            parts["min"], parts["max"] = f"min({q})", f"max({q})"
+        if fam == "number":
+            parts["mean"] = f"avg({q}::DOUBLE)"
+            parts["std"] = f"stddev_samp({q}::DOUBLE)"
+            parts["quantiles"] = f"quantile_cont({q}::DOUBLE, {list(QUANTILES.values())})"
+        for key, expr in parts.items():
+            select.append(expr)
+            layout.append((col, key))
+    row = cursor.execute(f"SELECT {', '.join(select)} FROM {_q(name)}").fetchone() if select else ()
+    out: dict[str, dict[str, Any]] = {col: {} for col, _ in types}
+    for (col, key), value in zip(layout, row):
+        out[col][key] = value
+    return out
+
+
+def _scan_value_counts(cursor, name: str, columns: list[str]) -> dict[str, list[tuple[Any, int]]]:
+    """Value counts of several columns in one scan, most frequent first (ties by value)."""
+    sets = ", ".join(f"({_q(c)})" for c in columns)
+    ids = ", ".join(f"GROUPING({_q(c)})" for c in columns)
+    cols = ", ".join(_q(c) for c in columns)
+    sql = (f"SELECT {cols}, [{ids}] AS g, count(*) AS n FROM {_q(name)} "
+           f"GROUP BY GROUPING SETS ({sets})")
+    result = cursor.execute(sql).fetchall()
+    out: dict[str, list[tuple[Any, int]]] = {c: [] for c in columns}
+    for row in result:
+        grouping = row[len(columns)]
+        i = grouping.index(0)  # the column this row groups by
+        value = row[i]
+        if value is not None:
+            out[columns[i]].append((value, int(row[-1])))
+    for col in out:
+        out[col].sort(key=lambda vc: (-vc[1], str(vc[0])))
+    return out
+
+
+def _samples(values: Iterable[Any]) -> list[Any]:
+    seen: list[Any] = []
+    for v in values:
+        if v is not None and v != "" and v not in seen:
+            seen.append(v)
+            if len(seen) == SAMPLES_K:
+                break
+    return [_scalar(v) if not isinstance(v, str) else v[:60] for v in seen]
+
+
+_ID_NAME = re.compile(r"(^id$|_id$|^id_|key$|code$|_no$|number$|^uuid)", re.IGNORECASE)
+_TIME_NAME = re.compile(r"(^|[_\s])(year|yr|month|week|date|day|time)([_\s]|$)", re.IGNORECASE)
+
+
+def _role(col: str, kind: str, s: dict[str, Any], rows: int) -> str:
+    fam = coltypes.family(kind)
+    nonnull = s.get("nonnull") or 0
+    distinct = s.get("distinct") or 0
+    if fam == "time":
+        return "time"
+    if fam == "number" and _TIME_NAME.search(col) and s.get("min") is not None and 1800 <= s["min"] and s["max"] <= 2200:
+        return "time"
+    unique = nonnull > 20 and distinct >= 0.95 * nonnull
+    if _ID_NAME.search(col) and (unique or fam == "text"):
+        return "identifier"
+    if fam == "number":
+        return "identifier" if unique and kind.upper() in ("BIGINT", "INTEGER") and _ID_NAME.search(col) else "measure"
+    if fam == "boolean":
+        return "dimension"
+    if fam == "text":
+        if distinct <= max(50, rows // 20):
+            return "dimension"
+        return "identifier" if unique else "text"
+    return "text"
+
+
+def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]], min_overlap: float = 0.5) -> list[dict[str, Any]]:
+    """Candidate join keys: columns of different tables with matching names or key roles, and their value overlap."""
+    def norm(s: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", s.lower())
+
+    columns = [(p["name"], c) for p in profiles for c in p["columns"] if c["role"] in ("identifier", "dimension") or _ID_NAME.search(c["name"])]
+    found = []
+    cursor = sandbox().cursor()
+    try:
+        for name, table in tables.items():
+            cursor.register(name, table)
+        for i, (lt, lc) in enumerate(columns):
+            for rt, rc in columns:
+                if lt == rt or coltypes.family(lc["type"]) != coltypes.family(rc["type"]):
+                    continue
+                names_match = norm(lc["name"]) == norm(rc["name"]) or norm(lc["name"]) in (norm(rt) + norm(rc["name"]), norm(rt) + "id")
+                if not names_match and not (lc["role"] == "identifier" and rc["role"] == "identifier"):
+                    continue
+                # `right` should be the "one" side: its values are (nearly) unique.
+                if (rc.get("distinct") or 0) < (lc.get("distinct") or 0):
+                    continue
+                sql = (f"WITH l AS (SELECT DISTINCT {_q(lc['name'])} AS v FROM {_q(lt)} WHERE {_q(lc['name'])} IS NOT NULL), "
+                       f"r AS (SELECT DISTINCT {_q(rc['name'])} AS v FROM {_q(rt)}) "
+                       f"SELECT count(*), count(r.v) FROM l LEFT JOIN r ON l.v = r.v")
+                total, matched = cursor.execute(sql).fetchone()
+                overlap = matched / total if total else 0.0
+                if overlap >= min_overlap and total > 1:
+                    found.append({"left": f"{lt}.{lc['name']}", "right": f"{rt}.{rc['name']}", "overlap": _round(overlap),
+                                  "evidence": "name and values" if names_match else "values"})
+    finally:
+        cursor.close()
+    return sorted(found, key=lambda r: (r["left"], r["right"]))
+
+
+def build(tables: Mapping[str, pa.Table], sources: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    """profile.yaml content for a workspace's tables."""
+    by_name = {s["name"]: s for s in sources}
+    profiles = [
+        profile_table(name, tables[name], source=name if name in by_name else None,
+                      sample_values=by_name.get(name, {}).get("sample_values", True))
+        for name in sorted(tables)
+    ]
+    out: dict[str, Any] = {"tables": profiles}
+    rels = relationships(tables, profiles) if len(tables) > 1 else []
+    if rels:
+        out["relationships"] = rels
+    out["data_version"] = fingerprint(profiles)
+    return out
+
+
+def fingerprint(profiles: list[dict[str, Any]]) -> str:
+    shape = [(p["name"], p["rows"], [(c["name"], c["type"]) for c in p["columns"]]) for p in profiles]
+    return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------- the model-facing text
+
+# Detail is dropped in this order when the text is over budget, first for
+# columns the dashboard does not use, then for those it does. Table names,
+# row counts, column names and types are never dropped.
+DROP_ORDER = ("rare", "samples", "quantiles", "std", "top_tail", "mean", "null_share", "distinct", "top", "minmax", "role")
+
+
+def text(profile: Mapping[str, Any], budget: int | None = None, keep: Iterable[str] = ()) -> str:
+    """Compact profile text for the model, within `budget` tokens when possible.
+
+    `keep` names columns (as `table.column` or bare `column`) that the
+    dashboard references; they keep their detail longest.
+    """
+    keep = set(keep)
+    dropped_other: set[str] = set()
+    dropped_kept: set[str] = set()
+    rendered = _render(profile, keep, dropped_other, dropped_kept)
+    if budget is None:
+        return rendered
+    for dropped in (dropped_other, dropped_kept):
+        for item in DROP_ORDER:
+            if tokens.estimate(rendered) <= budget:
+                return rendered
+            dropped.add(item)
+            rendered = _render(profile, keep, dropped_other, dropped_kept)
+    if tokens.estimate(rendered) > budget:
+        rendered = _render(profile, keep, dropped_other, dropped_kept, names_only=True)
+    return rendered
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.5g}"
+    if isinstance(value, str):
+        value = value if len(value) <= 40 else value[:39] + "…"
+        return json.dumps(value, ensure_ascii=False) if (not value or "," in value or ";" in value or value != value.strip()) else value
+    return str(value)
+
+
+def _render(profile: Mapping[str, Any], keep: set[str], dropped_other: set[str], dropped_kept: set[str], names_only: bool = False) -> str:
+    lines = []
+    for table in profile.get("tables", []):
+        lines.append(f"table {table['name']} ({table['rows']} rows)")
+        if names_only:
+            lines.append("  " + ", ".join(f"{c['name']} {c['type']}" for c in table["columns"]))
+            continue
+        for c in table["columns"]:
+            kept = c["name"] in keep or f"{table['name']}.{c['name']}" in keep
+            drop = dropped_kept if kept else dropped_other
+            parts = [f"{c['name']} {c['type']}"]
+            if "role" not in drop and c.get("role"):
+                parts[0] += f" {c['role']}"
+            if "null_share" not in drop and c.get("null_share"):
+                parts.append(f"null {c['null_share']:.0%}" if c["null_share"] >= 0.01 else "null <1%")
+            if "distinct" not in drop and "distinct" in c:
+                parts.append(f"{c['distinct']} distinct")
+            if "minmax" not in drop and "min" in c:
+                parts.append(f"{_fmt(c['min'])}..{_fmt(c['max'])}")
+            if "mean" not in drop and "mean" in c:
+                parts.append(f"mean {_fmt(c['mean'])}")
+            if "std" not in drop and "std" in c:
+                parts.append(f"sd {_fmt(c['std'])}")
+            if "quantiles" not in drop and c.get("quantiles"):
+                parts.append("q " + "/".join(_fmt(v) for v in c["quantiles"].values()))
+            if "top" not in drop and c.get("top"):
+                top = c["top"] if "top_tail" not in drop else c["top"][:2]
+                text_top = ", ".join(f"{_fmt(t['value'])} {t['count']}" for t in top)
+                rest = c.get("other_count", 0) + sum(t["count"] for t in c["top"][len(top):])
+                parts.append(f"top {text_top}" + (f", other {rest}" if rest else ""))
+            if "rare" not in drop and c.get("rare"):
+                parts.append("rare " + ", ".join(_fmt(v) for v in c["rare"]))
+            if "samples" not in drop and c.get("samples"):
+                parts.append("e.g. " + ", ".join(_fmt(v) for v in c["samples"]))
+            lines.append("  " + "; ".join(parts))
+    rels = profile.get("relationships") or []
+    if rels:
+        lines.append("joins")
+        lines.extend(f"  {r['left']} -> {r['right']} ({r['overlap']:.0%} of values match)" for r in rels)
+    return "\n".join(lines) + "\n"

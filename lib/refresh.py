@@ -1,0 +1,247 @@
+"""Zero-token refresh: pull every source again, check it still fits, switch to it in one step.
+
+No model is involved anywhere on this path. For each source the new table must
+keep every column of the recorded schema (the data currently served, and
+profile.yaml) with a compatible type, and every dashboard query must still
+run on it. New columns are fine. If anything fails or no longer fits, nothing
+is switched: the previous snapshot keeps being served, and the report says
+which source, which columns went missing or changed type, and what they were
+probably renamed to.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+
+from . import coltypes, workspace
+from .connectors import FetchContext, SourceError, fetch
+from .warehouse import QueryError, Warehouse, bind, describe
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class SourceReport:
+    name: str
+    type: str
+    status: str = "ok"  # ok | failed | incompatible
+    rows_before: int | None = None
+    rows_after: int | None = None
+    seconds: float = 0.0
+    message: str = ""
+    missing: list[str] = field(default_factory=list)
+    changed: list[dict[str, str]] = field(default_factory=list)  # {"column", "was", "now"}
+    renames: dict[str, str] = field(default_factory=dict)  # missing column -> likely new name
+
+
+@dataclass
+class RefreshReport:
+    workspace: str
+    swapped: bool = False
+    snapshot: str | None = None
+    previous: str | None = None
+    seconds: float = 0.0
+    sources: list[SourceReport] = field(default_factory=list)
+    dashboard_errors: list[str] = field(default_factory=list)
+    model_calls: int = 0  # always 0: the point of this module
+
+    @property
+    def ok(self) -> bool:
+        return self.swapped and all(s.status == "ok" for s in self.sources) and not self.dashboard_errors
+
+    @property
+    def incompatible(self) -> list[SourceReport]:
+        return [s for s in self.sources if s.status == "incompatible"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+    def summary(self) -> str:
+        lines = []
+        for s in self.sources:
+            rows = f"{_n(s.rows_before)} -> {_n(s.rows_after)} rows"
+            lines.append(f"{s.name:<20} {s.status:<12} {rows:<24} {s.seconds * 1000:7.1f} ms  {s.message}")
+            for col in s.missing:
+                hint = f" (renamed to {s.renames[col]!r}?)" if col in s.renames else ""
+                lines.append(f"{'':<20} missing column {col!r}{hint}")
+            for ch in s.changed:
+                lines.append(f"{'':<20} column {ch['column']!r} changed type {ch['was']} -> {ch['now']}")
+        lines.extend(f"dashboard: {e}" for e in self.dashboard_errors)
+        if self.swapped:
+            lines.append(f"switched to snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls")
+        elif self.previous:
+            lines.append(f"kept the previous data (snapshot {self.previous}); nothing was switched")
+        else:
+            lines.append("no data loaded")
+        return "\n".join(lines)
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = None,
+            progress: Progress | None = None, _before_switch: Callable[[], None] | None = None) -> RefreshReport:
+    """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit."""
+    started = time.perf_counter()
+    progress = progress or (lambda fraction, message: None)
+    ws, diagnostics = workspace.load(ws_path)
+    report = RefreshReport(workspace=Path(ws_path).name)
+    sources = (ws.get("sources") or {}).get("sources") or []
+    if workspace.has_errors([d for d in diagnostics if d.file and d.file.endswith(workspace.FILES["sources"])]):
+        report.dashboard_errors.append("sources.yaml does not validate; run `python -m lib validate`")
+        return report
+    current = warehouse.current()
+    report.previous = current.id if current else None
+    old_tables = warehouse.tables(current) if current else {}
+    recorded = _recorded_schema(current, ws.get("profile"))
+    ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=uploads_dir)
+
+    fetched: dict[str, pa.Table] = {}
+    for i, source in enumerate(sources):
+        name = source["name"]
+        progress(i / max(len(sources), 1), f"Loading {name} ({source['type']})…")
+        entry = SourceReport(name=name, type=source["type"])
+        entry.rows_before = current.tables[name]["rows"] if current and name in current.tables else None
+        t0 = time.perf_counter()
+        try:
+            table = _normalise(fetch(source, ctx), source)
+        except SourceError as exc:
+            entry.status, entry.message = "failed", str(exc)
+        except Exception as exc:  # a connector bug must not take the old data down with it
+            entry.status, entry.message = "failed", ctx.redact(f"source {name!r}: unexpected {type(exc).__name__}: {exc}")
+        else:
+            fetched[name] = table
+            entry.rows_after = table.num_rows
+        entry.seconds = time.perf_counter() - t0
+        report.sources.append(entry)
+
+    progress(0.9, "Checking compatibility…")
+    new_types = describe(fetched) if fetched else {}
+    for entry in report.sources:
+        if entry.status == "ok" and entry.name in recorded:
+            _compare(entry, recorded[entry.name], dict((c, t) for c, t in new_types[entry.name]))
+    candidate = {**old_tables, **fetched}
+    report.dashboard_errors.extend(dashboard_query_errors(ws.get("dashboard"), candidate))
+
+    protect_old = current is not None
+    if protect_old and (any(s.status != "ok" for s in report.sources) or report.dashboard_errors):
+        report.seconds = time.perf_counter() - started
+        progress(1.0, "Kept the previous data")
+        return report
+    if not fetched:
+        report.seconds = time.perf_counter() - started
+        return report
+    progress(0.95, "Switching to the new data…")
+    types = {name: current.tables[name]["columns"] for name in old_tables} if current else {}
+    types.update(new_types)
+    snapshot = warehouse.write_snapshot(candidate, {s["name"]: s["name"] for s in sources}, types,
+                                        _before_switch=_before_switch)
+    report.swapped, report.snapshot = True, snapshot.id
+    report.seconds = time.perf_counter() - started
+    progress(1.0, "Refreshed")
+    return report
+
+
+def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
+    """Apply pinned column types, and give all-empty columns a text type instead of NULL."""
+    pinned = source.get("columns") or {}
+    fields = []
+    for f in table.schema:
+        if f.name in pinned:
+            fields.append(pa.field(f.name, coltypes.arrow_type(pinned[f.name])))
+        elif pa.types.is_null(f.type):
+            fields.append(pa.field(f.name, pa.string()))
+        else:
+            fields.append(f)
+    target = pa.schema(fields)
+    if target == table.schema:
+        return table
+    try:
+        return table.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SourceError(source["name"], f"a pinned column type does not fit the data: {exc}") from None
+
+
+def _recorded_schema(current, profile: dict | None) -> dict[str, dict[str, str]]:
+    """table -> {column: type} that new data must keep: the served snapshot's and profile.yaml's."""
+    out: dict[str, dict[str, str]] = {}
+    for table in (profile or {}).get("tables") or []:
+        out.setdefault(table["name"], {}).update({c["name"]: c["type"] for c in table["columns"]})
+    if current:
+        for name in current.tables:
+            out.setdefault(name, {}).update(current.columns(name))
+    return out
+
+
+def _compare(entry: SourceReport, old: dict[str, str], new: dict[str, str]) -> None:
+    added = [c for c in new if c not in old]
+    for col, was in old.items():
+        if col not in new:
+            entry.missing.append(col)
+            guess = likely_rename(col, was, {c: new[c] for c in added})
+            if guess:
+                entry.renames[col] = guess
+        elif not coltypes.compatible(was, new[col]):
+            entry.changed.append({"column": col, "was": was, "now": new[col]})
+    if entry.missing or entry.changed:
+        entry.status = "incompatible"
+        parts = []
+        if entry.missing:
+            parts.append("missing " + ", ".join(repr(c) for c in entry.missing))
+        if entry.changed:
+            parts.append("changed type " + ", ".join(repr(c["column"]) for c in entry.changed))
+        entry.message = "; ".join(parts)
+
+
+def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | None:
+    """The new column that most plausibly is `column` renamed: similar name, compatible type."""
+    def norm(s: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", s.lower())
+
+    best, best_score = None, 0.0
+    for name, new_kind in candidates.items():
+        score = difflib.SequenceMatcher(None, norm(column), norm(name)).ratio()
+        if norm(column) in norm(name) or norm(name) in norm(column):
+            score = max(score, 0.75)
+        if coltypes.compatible(kind, new_kind):
+            score += 0.2
+        if score > best_score:
+            best, best_score = name, score
+    return best if best_score >= 0.65 else None
+
+
+PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def dashboard_queries(dashboard: dict | None) -> Iterable[tuple[str, str]]:
+    """(where, sql) for every query a dashboard runs."""
+    if not dashboard:
+        return
+    for f in dashboard.get("filters") or []:
+        for key in ("options_query", "bounds_query"):
+            if f.get(key):
+                yield f"filter {f['id']}.{key}", f[key]
+    for c in dashboard.get("components") or []:
+        if c.get("query"):
+            yield f"component {c['id']}", c["query"]
+        for qname, sql in (c.get("queries") or {}).items():
+            yield f"component {c['id']}.queries.{qname}", sql
+
+
+def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table]) -> list[str]:
+    """Bind each dashboard query to the candidate tables (filters unset); report those that fail."""
+    errors = []
+    for where, sql in dashboard_queries(dashboard):
+        params = {name: None for name in PARAM_RE.findall(sql)}
+        try:
+            bind(tables, sql, params)
+        except QueryError as exc:
+            errors.append(f"{where}: {exc}")
+    return errors

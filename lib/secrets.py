@@ -1,0 +1,59 @@
+"""Secret references: `env:NAME` or `secrets:KEY` (Streamlit secrets), resolved at fetch time.
+
+Workspace files only ever hold references. Resolved values live in memory for
+the duration of one fetch, and `redact` scrubs them out of any error text
+before it is shown, logged or returned.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable
+
+REF_RE = re.compile(r"^(env|secrets):([A-Za-z0-9_][A-Za-z0-9_.-]*)$")
+
+
+class SecretMissing(KeyError):
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+def is_reference(value: Any) -> bool:
+    return isinstance(value, str) and bool(REF_RE.match(value))
+
+
+def resolve(ref: str) -> str:
+    """The value a reference points to; raises SecretMissing naming the reference only."""
+    match = REF_RE.match(ref or "")
+    if not match:
+        raise SecretMissing(f"{ref!r} is not a secret reference (use env:NAME or secrets:KEY)")
+    kind, key = match.groups()
+    if kind == "env":
+        value = os.environ.get(key)
+        if value is None:
+            raise SecretMissing(f"secret {ref} is not set: define the environment variable {key}")
+        return value
+    value = _streamlit_secret(key)
+    if value is None:
+        raise SecretMissing(f"secret {ref} is not set: add `{key}` to .streamlit/secrets.toml")
+    return str(value)
+
+
+def _streamlit_secret(dotted: str) -> Any:
+    try:
+        import streamlit as st
+
+        node: Any = st.secrets
+        for part in dotted.split("."):
+            node = node[part]
+        return node
+    except Exception:  # no secrets file, or no such key: treated as unset
+        return None
+
+
+def redact(text: str, values: Iterable[str]) -> str:
+    """Replace every resolved secret value in `text` with ***."""
+    for value in sorted((v for v in values if v), key=len, reverse=True):
+        if len(value) >= 3:
+            text = text.replace(value, "***")
+    return text

@@ -1,0 +1,299 @@
+"""A workspace's data: immutable snapshots on disk, served through a sandboxed DuckDB.
+
+Storage. Each refresh writes a new snapshot folder holding one Arrow IPC file
+per table plus a manifest, then switches the small `CURRENT` pointer with an
+atomic rename. All of a workspace's tables therefore change in one step, a
+failed refresh leaves the last good snapshot in place, and a cron `refresh`
+never fights the running app for a write lock (DuckDB allows one writer per
+file across processes). The last few snapshots are kept, so earlier data stays
+available. Arrow IPC files are memory-mapped, so opening a snapshot costs
+almost nothing and writing one is close to a memory copy.
+
+Queries. Dashboards and the model query through `Warehouse.query`: one
+in-memory DuckDB per process, opened with external access disabled and its
+configuration locked (no files, COPY, ATTACH, INSTALL/LOAD). Each query gets
+its own cursor with the snapshot's tables registered zero-copy, must be a
+single SELECT (WITH … SELECT included), returns at most `max_rows` rows and
+is interrupted after `timeout_s`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets as _random
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import duckdb
+import pyarrow as pa
+
+KEEP_SNAPSHOTS = 5
+DEFAULT_MAX_ROWS = 10_000
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class QueryError(ValueError):
+    """A query was refused or failed; the message says why in user terms."""
+
+
+class QueryRefused(QueryError):
+    """The sandbox refused the statement before running it."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    id: str
+    path: Path
+    created: str
+    tables: dict[str, dict[str, Any]]  # name -> {"rows": int, "columns": [[name, type], ...], "source": str}
+
+    def columns(self, table: str) -> dict[str, str]:
+        return {name: kind for name, kind in self.tables[table]["columns"]}
+
+
+@dataclass
+class QueryResult:
+    table: pa.Table
+    truncated: bool
+    seconds: float
+    columns: list[str] = field(default_factory=list)
+
+    def to_pandas(self):
+        return self.table.to_pandas()
+
+    @property
+    def rows(self) -> list[tuple]:
+        return list(zip(*(self.table.column(i).to_pylist() for i in range(self.table.num_columns)))) if self.table.num_columns else []
+
+
+# --------------------------------------------------------------------------- the process-wide sandbox
+
+_SANDBOX_LOCK = threading.Lock()
+_SANDBOX: duckdb.DuckDBPyConnection | None = None
+
+
+def sandbox() -> duckdb.DuckDBPyConnection:
+    """The process's locked-down DuckDB; every query runs on a cursor of it."""
+    global _SANDBOX
+    with _SANDBOX_LOCK:
+        if _SANDBOX is None:
+            _SANDBOX = duckdb.connect(":memory:", config={
+                "enable_external_access": False,
+                "autoload_known_extensions": False,
+                "autoinstall_known_extensions": False,
+                "memory_limit": os.environ.get("DASHMEM_QUERY_MEMORY", "4GB"),
+                "lock_configuration": True,
+            })
+        return _SANDBOX
+
+
+def check_statement(sql: str) -> None:
+    """Accept exactly one SELECT statement; refuse anything else with a clear reason."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise QueryRefused("the query is empty")
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"SQL syntax error: {_first_line(exc)}") from None
+    if len(statements) != 1:
+        raise QueryRefused(f"exactly one statement is allowed, got {len(statements)}")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise QueryRefused(f"only SELECT queries are allowed (WITH … SELECT included), not {kind.name}")
+
+
+def run_query(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None = None, *,
+              max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> QueryResult:
+    """Run one sandboxed SELECT over the given Arrow tables."""
+    check_statement(sql)
+    if max_rows < 1:
+        raise QueryRefused("max_rows must be at least 1")
+    start = time.perf_counter()
+    cursor = sandbox().cursor()
+    timer = threading.Timer(timeout_s, cursor.interrupt)
+    try:
+        for name, table in tables.items():
+            cursor.register(name, table)
+        timer.start()
+        try:
+            relation = cursor.sql(sql, params=dict(params) if params else None)
+            reader = relation.to_arrow_reader(min(max_rows + 1, 100_000))
+            batches, count = [], 0
+            for batch in reader:
+                batches.append(batch)
+                count += batch.num_rows
+                if count > max_rows:
+                    break
+        except duckdb.InterruptException:
+            raise QueryError(f"query took longer than {timeout_s:g} s and was stopped") from None
+        except duckdb.Error as exc:
+            if timer.finished.is_set() and "interrupt" in str(exc).lower():
+                raise QueryError(f"query took longer than {timeout_s:g} s and was stopped") from None
+            raise QueryError(_first_line(exc)) from None
+        result = pa.Table.from_batches(batches, schema=reader.schema) if batches else reader.schema.empty_table()
+    finally:
+        timer.cancel()
+        cursor.close()
+    truncated = result.num_rows > max_rows
+    if truncated:
+        result = result.slice(0, max_rows)
+    return QueryResult(result, truncated, time.perf_counter() - start, result.column_names)
+
+
+def bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """Check a SELECT against the tables without running it; returns its output (column, type) pairs.
+
+    Binding resolves every table and column, so a renamed or dropped column
+    fails here in milliseconds, however large the data.
+    """
+    check_statement(sql)
+    cursor = sandbox().cursor()
+    try:
+        for name, table in tables.items():
+            cursor.register(name, table)
+        relation = cursor.sql(sql, params=dict(params) if params else None)
+        return list(zip(relation.columns, map(str, relation.types)))
+    except duckdb.Error as exc:
+        raise QueryError(_first_line(exc)) from None
+    finally:
+        cursor.close()
+
+
+def describe(tables: Mapping[str, pa.Table]) -> dict[str, list[list[str]]]:
+    """DuckDB column types of Arrow tables, without scanning them."""
+    cursor = sandbox().cursor()
+    try:
+        out = {}
+        for name, table in tables.items():
+            cursor.register(name, table)
+            out[name] = [[row[0], row[1]] for row in cursor.execute(f'DESCRIBE "{name}"').fetchall()]
+        return out
+    finally:
+        cursor.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- snapshots on disk
+
+_OPENED: dict[Path, dict[str, pa.Table]] = {}
+_OPENED_LOCK = threading.Lock()
+
+
+class Warehouse:
+    """The snapshots of one workspace (or of one person's draft of it) in `folder`."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    @property
+    def pointer(self) -> Path:
+        return self.folder / "CURRENT"
+
+    def current(self) -> Snapshot | None:
+        try:
+            snapshot_id = self.pointer.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        return self.snapshot(snapshot_id)
+
+    def snapshot(self, snapshot_id: str) -> Snapshot:
+        path = self.folder / "snapshots" / snapshot_id
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        return Snapshot(snapshot_id, path, manifest["created"], manifest["tables"])
+
+    def snapshots(self) -> list[Snapshot]:
+        """Kept snapshots, newest first."""
+        root = self.folder / "snapshots"
+        ids = sorted((p.name for p in root.iterdir() if (p / "manifest.json").exists()), reverse=True) if root.exists() else []
+        return [self.snapshot(i) for i in ids]
+
+    def tables(self, snapshot: Snapshot | None = None) -> dict[str, pa.Table]:
+        """The snapshot's tables, memory-mapped once per process."""
+        snapshot = snapshot or self.current()
+        if snapshot is None:
+            return {}
+        with _OPENED_LOCK:
+            if snapshot.path not in _OPENED:
+                opened = {}
+                for name in snapshot.tables:
+                    with pa.memory_map(str(snapshot.path / f"{name}.arrow"), "r") as source:
+                        opened[name] = pa.ipc.open_file(source).read_all()
+                _OPENED[snapshot.path] = opened
+                # Keep the few most recent snapshots open; older mappings are dropped.
+                for stale in list(_OPENED)[:-2 * KEEP_SNAPSHOTS]:
+                    del _OPENED[stale]
+            return _OPENED[snapshot.path]
+
+    def query(self, sql: str, params: Mapping[str, Any] | None = None, *, max_rows: int = DEFAULT_MAX_ROWS,
+              timeout_s: float = DEFAULT_TIMEOUT_S, snapshot: Snapshot | None = None) -> QueryResult:
+        return run_query(self.tables(snapshot), sql, params, max_rows=max_rows, timeout_s=timeout_s)
+
+    def write_snapshot(self, tables: Mapping[str, pa.Table], sources: Mapping[str, str] | None = None,
+                       column_types: Mapping[str, list[list[str]]] | None = None, *, _before_switch=None) -> Snapshot:
+        """Write all tables as a new snapshot and make it current in one atomic switch.
+
+        `_before_switch` is a test hook called after the files are written and
+        before the pointer moves, to prove that a failure there changes nothing.
+        """
+        created = dt.datetime.now(dt.timezone.utc)
+        snapshot_id = created.strftime("%Y%m%dT%H%M%S.%fZ") + "-" + _random.token_hex(3)
+        root = self.folder / "snapshots"
+        root.mkdir(parents=True, exist_ok=True)
+        staging = root / f".{snapshot_id}.tmp"
+        staging.mkdir()
+        try:
+            types = dict(column_types) if column_types else describe(tables)
+            manifest_tables = {}
+            for name, table in tables.items():
+                with pa.OSFile(str(staging / f"{name}.arrow"), "wb") as sink:
+                    with pa.ipc.new_file(sink, table.schema) as writer:
+                        writer.write_table(table)
+                manifest_tables[name] = {"rows": table.num_rows, "columns": types[name], "source": (sources or {}).get(name, name)}
+            manifest = {"created": created.isoformat(), "tables": manifest_tables}
+            (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+            final = root / snapshot_id
+            os.replace(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        try:
+            if _before_switch:
+                _before_switch()
+            _atomic_write(self.pointer, snapshot_id)
+        except BaseException:
+            shutil.rmtree(final, ignore_errors=True)
+            raise
+        self._prune()
+        return self.snapshot(snapshot_id)
+
+    def switch_to(self, snapshot_id: str) -> Snapshot:
+        """Serve an earlier kept snapshot again (step back to earlier data)."""
+        snapshot = self.snapshot(snapshot_id)
+        _atomic_write(self.pointer, snapshot_id)
+        return snapshot
+
+    def _prune(self) -> None:
+        current = self.pointer.read_text().strip() if self.pointer.exists() else None
+        for old in self.snapshots()[KEEP_SNAPSHOTS:]:
+            if old.id != current:
+                shutil.rmtree(old.path, ignore_errors=True)
+        for stale in (self.folder / "snapshots").glob(".*.tmp"):
+            if time.time() - stale.stat().st_mtime > 3600:  # a crashed writer's leftovers
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{_random.token_hex(4)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
