@@ -133,6 +133,90 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def cmd_source_add(args) -> int:
+    import yaml
+
+    ws_path = Path(args.path)
+    ws, diagnostics = workspace.load(ws_path)
+    if has_errors(diagnostics):
+        for d in diagnostics:
+            print(d.format(), file=sys.stderr)
+        return _fail(args, "the workspace does not validate; fix it first")
+    source: dict = {"name": args.name, "type": args.type}
+    if args.path_option:
+        source["path"] = args.path_option
+    if args.url:
+        source["url"] = args.url
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        source[key] = yaml.safe_load(value) if value else ""
+    if args.yaml:
+        source.update(yaml.safe_load(args.yaml) or {})
+    sources = ws.get("sources") or {"sources": []}
+    if any(s["name"] == args.name for s in sources["sources"]):
+        return _fail(args, f"a source named {args.name!r} already exists")
+    sources["sources"].append(source)
+    workspace.save(ws_path, {"sources": sources})
+    print(f"added source {args.name!r} ({args.type}) to {ws_path / workspace.FILES['sources']}")
+    return 0
+
+
+def cmd_refresh(args) -> int:
+    from .refresh import refresh
+    from .warehouse import Warehouse
+
+    wh = Warehouse.for_workspace(Path(args.path))
+    report = refresh(Path(args.path), wh, uploads_dir=wh.uploads)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(report.summary())
+    return 0 if report.ok else 1
+
+
+def cmd_query(args) -> int:
+    from .warehouse import QueryError, Warehouse
+
+    wh = Warehouse.for_workspace(Path(args.path))
+    if wh.current() is None:
+        return _fail(args, f"no data loaded for {args.path}; run `python -m lib refresh {args.path}` first")
+    try:
+        result = wh.query(args.sql, max_rows=args.max_rows)
+    except QueryError as exc:
+        return _fail(args, str(exc))
+    if args.json:
+        _print_json({"columns": result.columns, "rows": result.table.to_pylist(), "truncated": result.truncated})
+        return 0
+    frame = result.to_pandas()
+    print(frame.to_string(index=False, max_rows=args.max_rows))
+    print(f"({result.table.num_rows} row(s){', truncated' if result.truncated else ''}, {result.seconds * 1000:.1f} ms)")
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from . import profile, tokens
+    from .refresh import refresh
+    from .warehouse import Warehouse
+
+    ws_path = Path(args.path)
+    wh = Warehouse.for_workspace(ws_path)
+    if wh.current() is None:
+        report = refresh(ws_path, wh, uploads_dir=wh.uploads)
+        if not report.swapped:
+            print(report.summary(), file=sys.stderr)
+            return _fail(args, "could not load the data to profile")
+    ws, _ = workspace.load(ws_path)
+    content = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
+    if args.write:
+        changed = workspace.save(ws_path, {"profile": content})
+        print(f"{'wrote' if changed else 'unchanged:'} {ws_path / workspace.FILES['profile']}", file=sys.stderr)
+    rendered = profile.text(content, budget=args.budget)
+    count, method = tokens.count(rendered)
+    print(rendered, end="")
+    print(f"-- {count} tokens ({method})" + (f", budget {args.budget}" if args.budget else ""), file=sys.stderr)
+    return 0
+
+
 def _fail(args, message: str) -> int:
     if getattr(args, "json", False):
         _print_json({"ok": False, "error": message})
@@ -183,6 +267,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as", dest="as_user", required=True, help="your user name; checked against the workspace's access list")
     p.add_argument("--branch", help="branch to publish (default: your own draft)")
     p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("source", help="manage a workspace's sources")
+    source_sub = p.add_subparsers(dest="source_command", required=True)
+    p = source_sub.add_parser("add", help="add a source (validated; secrets only as env:NAME or secrets:KEY)")
+    p.add_argument("path")
+    p.add_argument("name", help="table name for the source (lower-case snake_case)")
+    p.add_argument("--type", required=True, choices=["csv", "sql", "rest", "mcp"])
+    p.add_argument("--path", dest="path_option", help="CSV file (relative to the workspace folder)")
+    p.add_argument("--url", help="SQLAlchemy URL (sql), endpoint (rest) or server URL (mcp)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other setting, value parsed as YAML; repeatable")
+    p.add_argument("--yaml", help="settings as a YAML mapping, e.g. '{query: SELECT * FROM t, password: env:DB_PW}'")
+    p.set_defaults(func=cmd_source_add)
+
+    p = sub.add_parser("refresh", help="reload every source; exits 1 if any failed or no longer fits")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_refresh)
+
+    p = sub.add_parser("query", help="run one read-only SELECT in the sandbox")
+    p.add_argument("path")
+    p.add_argument("sql")
+    p.add_argument("--max-rows", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("profile", help="print the model-facing data profile and its token count")
+    p.add_argument("path")
+    p.add_argument("--budget", type=int, help="token budget; detail is dropped to fit")
+    p.add_argument("--write", action="store_true", help="also write profile.yaml")
+    p.set_defaults(func=cmd_profile)
     return parser
 
 

@@ -76,7 +76,7 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
         entry["null_share"] = _round(1 - s["nonnull"] / rows) if rows else 0
         entry["distinct"] = s["distinct"]
         fam = coltypes.family(kind)
-        if fam in ("number", "time") or (fam == "text" and sample_values):
+        if fam in ("number", "time") or (fam == "text" and sample_values and col not in counts):
             if s.get("min") is not None:
                 entry["min"], entry["max"] = _scalar(s["min"]), _scalar(s["max"])
         if fam == "number" and s.get("mean") is not None:
@@ -87,10 +87,11 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
                 entry["quantiles"] = {k: _round(float(v)) for k, v in zip(QUANTILES, s["quantiles"]) if v is not None}
         if col in counts:
             ordered = counts[col]
-            top = ordered[:TOP_K]
+            # A handful of values is shown whole; otherwise the head, the rest's count and a few rare ones.
+            top = ordered if len(ordered) <= TOP_K + RARE_K else ordered[:TOP_K]
             entry["top"] = [{"value": _scalar(v), "count": c} for v, c in top]
             entry["other_count"] = int(s["nonnull"] - sum(c for _, c in top))
-            rare = [v for v, _ in ordered[TOP_K:][-RARE_K:]]
+            rare = [v for v, _ in ordered[len(top):][-RARE_K:]]
             if rare:
                 entry["rare"] = [_scalar(v) for v in rare]
         if sample_values and col not in counts:
@@ -269,7 +270,7 @@ def text(profile: Mapping[str, Any], budget: int | None = None, keep: Iterable[s
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.5g}"
+        return str(int(value)) if value.is_integer() and abs(value) < 1e7 else f"{value:.5g}"
     if isinstance(value, str):
         value = value if len(value) <= 40 else value[:39] + "…"
         return json.dumps(value, ensure_ascii=False) if (not value or "," in value or ";" in value or value != value.strip()) else value

@@ -19,6 +19,7 @@ is interrupted after `timeout_s`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import secrets as _random
@@ -192,6 +193,23 @@ class Warehouse:
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
+
+    @classmethod
+    def for_workspace(cls, ws_path: Path, cache_root: Path | None = None) -> "Warehouse":
+        """The cache of the workspace folder at `ws_path`: one per folder, outside git.
+
+        The key includes a hash of the folder's absolute path, so the app and a
+        CLI run on the same folder share data while two checkouts never do.
+        """
+        from .settings import cache_dir
+
+        ws_path = Path(ws_path).resolve()
+        digest = hashlib.sha256(str(ws_path).encode()).hexdigest()[:10]
+        return cls(Path(cache_root or cache_dir()) / f"{ws_path.name}-{digest}")
+
+    @property
+    def uploads(self) -> Path:
+        return self.folder / "uploads"
 
     @property
     def pointer(self) -> Path:
