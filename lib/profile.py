@@ -172,7 +172,7 @@ def _role(col: str, kind: str, s: dict[str, Any], rows: int) -> str:
     if _ID_NAME.search(col) and (unique or fam == "text"):
         return "identifier"
     if fam == "number":
-        return "identifier" if unique and kind.upper() in ("BIGINT", "INTEGER") and _ID_NAME.search(col) else "measure"
+        return "identifier" if _ID_NAME.search(col) and kind.upper() in ("BIGINT", "INTEGER") else "measure"
     if fam == "boolean":
         return "dimension"
     if fam == "text":
@@ -197,8 +197,11 @@ def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]]
             for rt, rc in columns:
                 if lt == rt or coltypes.family(lc["type"]) != coltypes.family(rc["type"]):
                     continue
-                names_match = norm(lc["name"]) == norm(rc["name"]) or norm(lc["name"]) in (norm(rt) + norm(rc["name"]), norm(rt) + "id")
-                if not names_match and not (lc["role"] == "identifier" and rc["role"] == "identifier"):
+                singular = {norm(rt), norm(rt).removesuffix("s"), norm(rt).removesuffix("es")}
+                names_match = norm(lc["name"]) == norm(rc["name"]) or norm(lc["name"]) in {t + norm(rc["name"]) for t in singular}
+                # Value overlap alone is evidence only for text codes: small integer keys overlap by accident.
+                by_values = lc["role"] == rc["role"] == "identifier" and coltypes.family(lc["type"]) == "text"
+                if not names_match and not by_values:
                     continue
                 # `right` should be the "one" side: its values are (nearly) unique.
                 if (rc.get("distinct") or 0) < (lc.get("distinct") or 0):

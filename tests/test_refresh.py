@@ -1,0 +1,221 @@
+"""Zero-token refresh: new data switches in whole, or the old data keeps being served with a clear report."""
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pytest
+
+from lib import workspace
+from lib.refresh import likely_rename, refresh
+from lib.warehouse import Warehouse
+
+from .conftest import ROOT, WORKSPACES
+
+KPI = "SELECT sum(actual) / sum(target) AS value FROM gates"
+
+
+@pytest.fixture
+def supply(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp_path / "cache")
+    first = refresh(folder, wh)
+    assert first.ok, first.summary()
+    return folder, wh
+
+
+def test_first_load_then_next_week_changes_the_numbers(supply):
+    folder, wh = supply
+    before = wh.query(KPI).rows[0][0]
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+    dashboard_before = (folder / "dashboard.yaml").read_bytes()
+    report = refresh(folder, wh)
+    assert report.ok and report.swapped and report.model_calls == 0
+    [source] = report.sources
+    assert (source.name, source.status, source.rows_before, source.rows_after) == ("gates", "ok", 126, 126)
+    after = wh.query(KPI).rows[0][0]
+    assert after != before and abs(after - before) > 0.01
+    assert wh.query("SELECT DISTINCT week FROM gates").rows == [("2026-W48",)]
+    assert (folder / "dashboard.yaml").read_bytes() == dashboard_before
+
+
+def test_dropped_column_keeps_old_data_and_names_a_likely_rename(supply):
+    folder, wh = supply
+    served = wh.current().id
+    table = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
+    pacsv.write_csv(table.rename_columns([c if c != "actual" else "actual_units" for c in table.column_names]), folder / "data" / "gates.csv")
+    report = refresh(folder, wh)
+    assert not report.ok and not report.swapped
+    [source] = report.sources
+    assert source.status == "incompatible" and source.missing == ["actual"]
+    assert source.renames == {"actual": "actual_units"}
+    assert "missing column 'actual' (renamed to 'actual_units'?)" in report.summary()
+    assert any("kpi_attainment" in e and '"actual"' in e for e in report.dashboard_errors)
+    assert wh.current().id == served
+    assert wh.query("SELECT DISTINCT week FROM gates").rows == [("2026-W47",)]
+
+
+def test_changed_type_is_incompatible_but_new_columns_are_fine(supply):
+    folder, wh = supply
+    table = pacsv.read_csv(folder / "data" / "gates.csv")
+    import pyarrow as pa
+
+    widened = table.append_column("comment", pa.array(["ok"] * table.num_rows))
+    pacsv.write_csv(widened, folder / "data" / "gates.csv")
+    assert refresh(folder, wh).ok  # a new column is fine
+
+    broken = widened.set_column(widened.column_names.index("target"), "target", pa.array(["n/a"] * widened.num_rows))
+    pacsv.write_csv(broken, folder / "data" / "gates.csv")
+    sources = workspace.load(folder)[0].data["sources"]
+    del sources["sources"][0]["columns"]["target"]  # unpinned, so the text arrives as text
+    workspace.save(folder, {"sources": sources})
+    report = refresh(folder, wh)
+    [source] = report.sources
+    assert source.status == "incompatible"
+    assert source.changed == [{"column": "target", "was": "BIGINT", "now": "VARCHAR"}]
+
+
+def test_csv_with_a_bad_row_fails_clearly_and_keeps_old_data(supply):
+    folder, wh = supply
+    served = wh.current().id
+    with open(folder / "data" / "gates.csv", "a") as handle:
+        handle.write("2026-11-23,2026-W48,Brno,Supply,1,2,3,EXTRA\n")
+    report = refresh(folder, wh)
+    [source] = report.sources
+    assert source.status == "failed" and "gates" in source.message and "malformed row" in source.message
+    assert wh.current().id == served and not report.swapped
+
+
+def test_pinned_type_that_does_not_fit_fails_the_source(supply):
+    folder, wh = supply
+    text = (folder / "data" / "gates.csv").read_text().replace("2026-11-16,", "16/11/2026,", 1)
+    (folder / "data" / "gates.csv").write_text(text)
+    report = refresh(folder, wh)
+    [source] = report.sources
+    assert source.status == "failed" and "day" in source.message
+
+
+def test_failure_between_loading_and_switching_leaves_everything_as_it_was(supply):
+    folder, wh = supply
+    served = wh.current()
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+
+    def crash():
+        raise OSError("power cut")
+
+    with pytest.raises(OSError):
+        refresh(folder, wh, _before_switch=crash)
+    assert wh.current() == served
+    assert [s.id for s in wh.snapshots()] == [served.id]
+    assert wh.query("SELECT DISTINCT week FROM gates").rows == [("2026-W47",)]
+    assert refresh(folder, wh).ok  # and the next refresh works
+
+
+def test_refresh_never_constructs_a_model_client(supply, monkeypatch):
+    import anthropic
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the refresh path constructed a model client")
+
+    monkeypatch.setattr(anthropic.Anthropic, "__init__", forbidden)
+    monkeypatch.setattr(anthropic.AsyncAnthropic, "__init__", forbidden)
+    folder, wh = supply
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+    assert refresh(folder, wh).ok
+
+
+def test_refresh_cli_does_not_even_import_the_model_sdk(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from lib.cli import main\n"
+        f"rc = main(['refresh', {str(folder)!r}])\n"
+        "print('anthropic imported:', 'anthropic' in sys.modules); sys.exit(rc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"DASHMEM_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert "anthropic imported: False" in proc.stdout
+    assert "0 model calls" in proc.stdout
+
+
+def test_refresh_cli_exit_code_and_json(supply, tmp_path):
+    folder, _ = supply
+    env = {"DASHMEM_CACHE_DIR": str(tmp_path / "cli-cache"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    ok = subprocess.run([sys.executable, "-m", "lib", "refresh", str(folder), "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["ok"] is True
+    (folder / "data" / "gates.csv").write_text("day,site\n2026-11-16,Brno\n")
+    bad = subprocess.run([sys.executable, "-m", "lib", "refresh", str(folder)], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 1
+    assert "missing column 'actual'" in bad.stdout and "kept the previous data" in bad.stdout
+
+
+# ------------------------------------------------------------------ faults from a real HTTP source
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    mode = "ok"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        mode = type(self).mode
+        if mode == "slow":
+            time.sleep(1.0)
+        if mode == "500":
+            self.send_response(500)
+            self.end_headers()
+            self.wfile.write(b"boom")
+            return
+        body = b"{not json" if mode == "garbage" else json.dumps({"items": [{"id": 1, "qty": 3}, {"id": 2, "qty": 4}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except BrokenPipeError:
+            pass
+
+
+@pytest.fixture
+def api(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    folder = tmp_path / "api-ws"
+    workspace.save(folder, workspace.blank("API", "alice", "2026-11-30"))
+    sources = {"sources": [{"name": "stock", "type": "rest", "url": f"http://127.0.0.1:{server.server_port}/stock",
+                            "records_path": "items", "timeout_s": 0.3, "retries": 1}]}
+    workspace.save(folder, {"sources": sources})
+    _Handler.mode = "ok"
+    wh = Warehouse(tmp_path / "api-cache")
+    assert refresh(folder, wh).ok
+    yield folder, wh
+    server.shutdown()
+
+
+@pytest.mark.parametrize("mode,needle", [("slow", "timed out"), ("500", "HTTP 500"), ("garbage", "not valid JSON")])
+def test_http_faults_keep_previous_data(api, mode, needle):
+    folder, wh = api
+    served = wh.current().id
+    _Handler.mode = mode
+    report = refresh(folder, wh)
+    [source] = report.sources
+    assert source.status == "failed" and "'stock'" in source.message and needle in source.message
+    assert wh.current().id == served and wh.query("SELECT sum(qty) FROM stock").rows == [(7,)]
+
+
+def test_likely_rename_prefers_similar_names_of_compatible_type():
+    assert likely_rename("actual", "BIGINT", {"actual_units": "BIGINT", "notes": "VARCHAR"}) == "actual_units"
+    assert likely_rename("Country Name", "VARCHAR", {"country_name": "VARCHAR"}) == "country_name"
+    assert likely_rename("revenue", "DOUBLE", {"site": "VARCHAR"}) is None

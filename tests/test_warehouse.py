@@ -1,0 +1,142 @@
+"""Snapshots and the sandboxed query API."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from lib.warehouse import KEEP_SNAPSHOTS, QueryError, QueryRefused, Warehouse, bind, run_query
+
+from .conftest import ROOT
+
+TABLES = {"sales": pa.table({"region": ["north", "south", "north"], "amount": [10.0, 20.0, 5.5]})}
+
+
+@pytest.fixture
+def wh(tmp_path):
+    w = Warehouse(tmp_path / "cache")
+    w.write_snapshot(TABLES)
+    return w
+
+
+def test_snapshot_round_trip_and_manifest(wh):
+    snap = wh.current()
+    assert snap.tables["sales"]["rows"] == 3
+    assert snap.columns("sales") == {"region": "VARCHAR", "amount": "DOUBLE"}
+    assert wh.query("SELECT region, sum(amount) AS total FROM sales GROUP BY 1 ORDER BY 1").rows == [("north", 15.5), ("south", 20.0)]
+
+
+def test_named_parameters_are_bound_not_pasted(wh):
+    result = wh.query("SELECT count(*) FROM sales WHERE region = $region", {"region": "north' OR 1=1 --"})
+    assert result.rows == [(0,)]
+    assert wh.query("SELECT count(*) FROM sales WHERE region = $region", {"region": "north"}).rows == [(2,)]
+
+
+def test_row_cap_truncates_and_says_so(tmp_path):
+    big = {"t": pa.table({"a": list(range(5000))})}
+    result = run_query(big, "SELECT * FROM t", max_rows=100)
+    assert result.truncated and result.table.num_rows == 100
+    assert not run_query(big, "SELECT * FROM t", max_rows=5000).truncated
+
+
+def test_time_limit_interrupts(wh):
+    with pytest.raises(QueryError, match="longer than 0.3 s"):
+        wh.query("SELECT count(*) FROM range(100000000000) a, range(1000) b", timeout_s=0.3)
+    assert wh.query("SELECT 1").rows == [(1,)]  # the sandbox still works afterwards
+
+
+ESCAPES = [
+    ("SELECT * FROM read_csv('/etc/passwd')", QueryError, "disabled"),
+    ("SELECT * FROM '/etc/passwd'", QueryError, "does not exist|disabled"),
+    ("SELECT * FROM read_text('/etc/hostname')", QueryError, "disabled"),
+    ("SELECT * FROM glob('/etc/*')", QueryError, "disabled"),
+    ("COPY sales TO '/tmp/leak.csv'", QueryRefused, "COPY"),
+    ("COPY (SELECT * FROM sales) TO '/tmp/leak.parquet' (FORMAT parquet)", QueryRefused, "COPY"),
+    ("ATTACH '/tmp/other.db' AS other", QueryRefused, "ATTACH"),
+    ("INSTALL httpfs", QueryRefused, "LOAD"),
+    ("LOAD httpfs", QueryRefused, "LOAD"),
+    ("PRAGMA database_list", QueryRefused, "PRAGMA"),
+    ("SET enable_external_access = true", QueryRefused, "SET"),
+    ("SELECT 1; DROP TABLE sales", QueryRefused, "exactly one statement"),
+    ("DELETE FROM sales", QueryRefused, "DELETE"),
+    ("DROP TABLE sales", QueryRefused, "DROP"),
+    ("CREATE TABLE x AS SELECT 1", QueryRefused, "CREATE"),
+    ("INSERT INTO sales VALUES ('x', 1)", QueryRefused, "INSERT"),
+    ("EXPORT DATABASE '/tmp/dump'", QueryRefused, "EXPORT"),
+    ("CALL pragma_version()", QueryRefused, "CALL"),
+    ("", QueryRefused, "empty"),
+]
+
+
+@pytest.mark.parametrize("sql,error,needle", ESCAPES)
+def test_sandbox_refuses_escape_attempts(wh, tmp_path, sql, error, needle):
+    with pytest.raises(error, match=needle):
+        wh.query(sql)
+    assert not (tmp_path / "leak.csv").exists()
+    assert wh.query("SELECT count(*) FROM sales").rows == [(3,)]  # nothing was changed
+
+
+def test_sandbox_configuration_cannot_be_unlocked_even_by_a_select(wh):
+    with pytest.raises(QueryError):
+        wh.query("SELECT * FROM duckdb_extensions()")
+    assert wh.query("SELECT current_setting('enable_external_access')").rows == [(False,)]
+
+
+def test_syntax_errors_are_clear(wh):
+    with pytest.raises(QueryError, match="syntax"):
+        wh.query("SELEC 1")
+
+
+def test_bind_checks_columns_without_running(wh):
+    assert bind(TABLES, "SELECT region, sum(amount) AS total FROM sales GROUP BY 1") == [("region", "VARCHAR"), ("total", "DOUBLE")]
+    with pytest.raises(QueryError, match='"amout" not found'):
+        bind(TABLES, "SELECT amout FROM sales")
+    with pytest.raises(QueryRefused):
+        bind(TABLES, "DROP TABLE sales")
+
+
+def test_failure_between_write_and_switch_changes_nothing(wh):
+    before = wh.current()
+
+    def boom():
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})}, _before_switch=boom)
+    assert wh.current() == before
+    assert [s.id for s in wh.snapshots()] == [before.id]  # the unswitched snapshot was removed
+    assert wh.query("SELECT count(*) FROM sales").rows == [(3,)]
+
+
+def test_keeps_the_last_snapshots_and_can_step_back(wh):
+    ids = [wh.current().id]
+    for i in range(KEEP_SNAPSHOTS + 2):
+        ids.append(wh.write_snapshot({"sales": pa.table({"region": ["n"] * (i + 1), "amount": [1.0] * (i + 1)})}).id)
+    kept = [s.id for s in wh.snapshots()]
+    assert kept == list(reversed(ids))[:KEEP_SNAPSHOTS]
+    wh.switch_to(kept[2])
+    assert wh.query("SELECT count(*) FROM sales").rows == [(wh.snapshot(kept[2]).tables["sales"]["rows"],)]
+
+
+def test_another_process_sees_the_switch(wh):
+    """A cron refresh in one process, the app in another: readers follow the pointer."""
+    wh.query("SELECT 1")
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import pyarrow as pa\n"
+        "from lib.warehouse import Warehouse\n"
+        "Warehouse(%r).write_snapshot({'sales': pa.table({'region': ['x'] * 7, 'amount': [1.0] * 7})})\n"
+    ) % (str(ROOT), str(wh.folder))
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert wh.query("SELECT count(*) FROM sales").rows == [(7,)]
+    assert json.loads((wh.current().path / "manifest.json").read_text())["tables"]["sales"]["rows"] == 7
+
+
+def test_for_workspace_keys_by_folder(tmp_path):
+    a = Warehouse.for_workspace(tmp_path / "one" / "ws", cache_root=tmp_path / "c")
+    b = Warehouse.for_workspace(tmp_path / "two" / "ws", cache_root=tmp_path / "c")
+    assert a.folder != b.folder and a.folder.name.startswith("ws-")
+    assert Warehouse.for_workspace(tmp_path / "one" / "ws", cache_root=tmp_path / "c").folder == a.folder
