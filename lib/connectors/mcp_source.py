@@ -1,0 +1,244 @@
+"""MCP source: call one tool, or read one resource, on an MCP server and turn its JSON rows into a table.
+
+The server is either started as a `command` speaking stdio (in the workspace
+folder, so relative script paths work, with `env` secrets in its environment)
+or reached at a streamable-HTTP `url` (with `secret_headers`). `timeout_s`
+bounds the whole fetch: start, handshake, call and shutdown of the server.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any
+
+import anyio
+import httpx2
+import pyarrow as pa
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from .base import FetchContext, SourceError, records_to_table
+
+DEFAULT_TIMEOUT_S = 30
+
+# Keys under which a tool commonly wraps its rows in an object (MCPServer uses "result").
+ROW_KEYS = ("result", "rows", "data", "items", "records")
+
+# How much of the server's stderr to quote when it dies; the end holds the traceback.
+STDERR_TAIL_CHARS = 1500
+
+
+class NotRows(ValueError):
+    """The server answered, but not with JSON rows."""
+
+
+class NoHandshake(RuntimeError):
+    """Something answered, but refused or did not understand the MCP handshake."""
+
+
+def fetch(source: dict, ctx: FetchContext) -> pa.Table:
+    name = source.get("name", "?")
+    timeout_s = float(source.get("timeout_s", DEFAULT_TIMEOUT_S))
+    # The server's stderr goes to a file, not the app's console, so a server
+    # that dies can be explained with its own last words.
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as server_stderr:
+        try:
+            records = _run_blocking(_fetch_records, source, ctx, timeout_s, server_stderr)
+        except SourceError:
+            raise
+        except BaseException as exc:  # anyio raises a BaseExceptionGroup when a cancellation is among the failures
+            cause = _root_cause(exc)
+            if isinstance(cause, SourceError):
+                raise cause from None
+            if isinstance(cause, KeyboardInterrupt | SystemExit):
+                raise
+            raise ctx.error(name, _explain(cause, source, ctx, timeout_s, server_stderr)) from None
+    return records_to_table(records)
+
+
+def _run_blocking(async_fn, *args) -> Any:
+    """Run the async client to completion from synchronous code.
+
+    anyio.run starts a fresh event loop, which works in any thread without one
+    (Streamlit's script threads). A caller already inside an event loop cannot
+    start a second one in the same thread, so it gets a worker thread instead.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(async_fn, *args)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, async_fn, *args).result()
+
+
+async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, server_stderr: IO[str]) -> list:
+    name = source.get("name", "?")
+    with anyio.fail_after(timeout_s):
+        if source.get("command"):
+            transport = stdio_client(_stdio_parameters(source, ctx), errlog=server_stderr)
+            async with transport as (read_stream, write_stream):
+                return await _query(ClientSession(read_stream, write_stream), source, ctx)
+        headers = {header: ctx.secret(name, ref) for header, ref in (source.get("secret_headers") or {}).items()}
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout_s) as http_client:
+            async with streamable_http_client(source["url"], http_client=http_client) as (read_stream, write_stream):
+                return await _query(ClientSession(read_stream, write_stream), source, ctx)
+
+
+def _stdio_parameters(source: dict, ctx: FetchContext) -> StdioServerParameters:
+    name = source.get("name", "?")
+    env = {"PATH": _server_path()}
+    env.update({var: ctx.secret(name, ref) for var, ref in (source.get("env") or {}).items()})
+    program, *args = source["command"]
+    return StdioServerParameters(command=program, args=args, env=env, cwd=ctx.workspace_path)
+
+
+def _server_path() -> str:
+    """The app's PATH, with the app's virtual environment first when it runs in one.
+
+    Then `python` in a command means the interpreter that has `mcp` installed,
+    even when the app was started without activating its environment.
+    """
+    path = os.environ.get("PATH", os.defpath)
+    if sys.prefix != sys.base_prefix:
+        return os.pathsep.join([os.path.dirname(sys.executable), path])
+    return path
+
+
+async def _query(session: ClientSession, source: dict, ctx: FetchContext) -> list:
+    name = source.get("name", "?")
+    async with session:
+        try:
+            await session.initialize()
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:  # a dying stdio server; explained with its stderr
+                raise
+            raise NoHandshake(exc.message) from None
+        if source.get("resource"):
+            return _resource_rows(await session.read_resource(source["resource"]))
+        tool = source["tool"]
+        available = await _tool_names(session)
+        if tool not in available:
+            raise ctx.error(name, f"MCP server has no tool {tool!r}; available tools: {', '.join(sorted(available)) or '(none)'}")
+        result = await session.call_tool(tool, source.get("arguments") or {})
+        if result.is_error:
+            raise ctx.error(name, f"MCP tool {tool!r} failed: {_texts(result.content) or '(no message)'}")
+        return _tool_rows(result)
+
+
+async def _tool_names(session: ClientSession) -> list[str]:
+    names: list[str] = []
+    cursor = None
+    while True:
+        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        names.extend(tool.name for tool in page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return names
+
+
+def _tool_rows(result: types.CallToolResult) -> list:
+    """Rows from a tool result, preferring structured content over the text items that mirror it."""
+    structured = result.structured_content
+    if isinstance(structured, list):
+        return structured
+    if isinstance(structured, dict):
+        for key in ROW_KEYS:
+            if isinstance(structured.get(key), list):
+                return structured[key]
+    # Without structured rows, servers send one JSON text item per row, or one holding them all.
+    rows: list = []
+    for block in result.content:
+        if not isinstance(block, types.TextContent):
+            raise NotRows(f"the tool returned {block.type} content, not JSON text")
+        rows.extend(_json_rows(block.text))
+    return rows
+
+
+def _resource_rows(result: types.ReadResourceResult) -> list:
+    rows: list = []
+    for contents in result.contents:
+        if isinstance(contents, types.BlobResourceContents):
+            try:
+                text = base64.b64decode(contents.blob).decode("utf-8")
+            except ValueError:
+                raise NotRows(f"resource {contents.uri} is binary, not JSON text") from None
+        else:
+            text = contents.text
+        rows.extend(_json_rows(text))
+    return rows
+
+
+def _json_rows(text: str) -> list:
+    """One JSON text as rows: an array is many rows, an object one row unless it wraps an array of them."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise NotRows(f"the result is not JSON: {_excerpt(text)}") from None
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        for key in ROW_KEYS:
+            if isinstance(value.get(key), list):
+                return value[key]
+        return [value]
+    raise NotRows(f"the result is a JSON {type(value).__name__}, not rows: {_excerpt(text)}")
+
+
+def _texts(content: list) -> str:
+    return " ".join(block.text for block in content if isinstance(block, types.TextContent)).strip()
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The failure itself: anyio task groups wrap it in (nested) exception groups, beside cancellations."""
+    while isinstance(exc, BaseExceptionGroup):
+        real = [inner for inner in exc.exceptions if not isinstance(inner, asyncio.CancelledError)]
+        exc = (real or list(exc.exceptions))[0]
+    return exc
+
+
+def _explain(cause: BaseException, source: dict, ctx: FetchContext, timeout_s: float, server_stderr: IO[str]) -> str:
+    """A message for the person who configured the source, naming what to check."""
+    command = source.get("command")
+    where = f"MCP server command {command}" if command else f"MCP server at {source.get('url')}"
+    if isinstance(cause, TimeoutError):
+        return f"{where} timed out after {timeout_s:g} s (raise timeout_s if the tool is just slow)"
+    if isinstance(cause, NotRows):
+        return f"{_target(source)} did not return JSON rows: {cause}"
+    if isinstance(cause, OSError) and command:
+        return f"cannot start {where} (working folder {ctx.workspace_path}): {cause}"
+    if isinstance(cause, NoHandshake):
+        hint = "" if command else " (check the URL's path; MCPServer serves /mcp)"
+        return f"{where} did not complete the MCP handshake: {cause}{hint}"
+    if isinstance(cause, httpx2.HTTPError):
+        return f"cannot reach {where}: {cause or type(cause).__name__}"
+    if isinstance(cause, MCPError) and cause.code == types.CONNECTION_CLOSED and command:
+        return f"{where} exited or closed the connection before answering{_stderr_tail(server_stderr)}"
+    if isinstance(cause, MCPError):
+        return f"{_target(source)} failed: {cause.message}"
+    return f"{where}: {type(cause).__name__}: {cause}"
+
+
+def _target(source: dict) -> str:
+    if source.get("resource"):
+        return f"MCP resource {source['resource']!r}"
+    return f"MCP tool {source.get('tool')!r}"
+
+
+def _stderr_tail(server_stderr: IO[str]) -> str:
+    server_stderr.flush()
+    server_stderr.seek(0)
+    text = server_stderr.read().strip()
+    if not text:
+        return ""
+    return "; its last output: " + text[-STDERR_TAIL_CHARS:]

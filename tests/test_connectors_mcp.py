@@ -1,0 +1,268 @@
+"""The MCP connector against a real MCP server (tests/mcp_server.py), over stdio and streamable HTTP."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from mcp import types
+
+from lib.connectors import fetch
+from lib.connectors import mcp_source
+from lib.connectors.base import FetchContext, SourceError
+
+SERVER = Path(__file__).resolve().parent / "mcp_server.py"
+
+# The value tests/mcp_server.py expects in INVENTORY_TOKEN. Not imported from
+# there: importing the server would configure this process's logging.
+INVENTORY_TOKEN = "open-sesame-4711"
+
+
+@pytest.fixture
+def ctx(tmp_path) -> FetchContext:
+    """A workspace holding the server script at servers/inventory.py.
+
+    A folder per test means a leftover server process can be told apart from
+    other tests' servers by its working directory.
+    """
+    (tmp_path / "servers").mkdir()
+    shutil.copy(SERVER, tmp_path / "servers" / "inventory.py")
+    return FetchContext(workspace_path=tmp_path)
+
+
+def stdio_source(**settings) -> dict:
+    # A relative script path: the connector starts the server in the workspace folder.
+    return {"name": "stock", "type": "mcp", "command": [sys.executable, "servers/inventory.py"], **settings}
+
+
+def processes_in(folder: Path) -> list[int]:
+    """Ids of live processes whose working directory is `folder` (the connector starts servers there)."""
+    try:
+        import psutil
+    except ImportError:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    cwd = (entry / "cwd").readlink()
+                except OSError:  # ended while we looked, or not ours to inspect
+                    continue
+                if cwd == folder.resolve():
+                    pids.append(int(entry.name))
+        return pids
+    return [p.pid for p in psutil.process_iter(["cwd"]) if p.info["cwd"] == str(folder.resolve())]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def http_url(tmp_path_factory):
+    """URL of the server running as streamable HTTP on a free port, for this module's tests."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"HTTP MCP server exited: {log_path.read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"HTTP MCP server did not listen on port {port}: {log_path.read_text()}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+# --- stdio ---------------------------------------------------------------------------------------
+
+
+def test_dispatch_calls_a_stdio_tool_and_flattens_nested_rows(ctx):
+    table = fetch(stdio_source(tool="list_stock", arguments={"warehouse": "north"}), ctx)
+
+    assert table.column_names == ["sku", "qty", "location_aisle", "location_bin"]
+    assert table.to_pylist() == [
+        {"sku": "BOLT-M6", "qty": 120, "location_aisle": "A1", "location_bin": 3},
+        {"sku": "NUT-M6", "qty": 80, "location_aisle": "A1", "location_bin": 4},
+        {"sku": "WASHER-6", "qty": 0, "location_aisle": "B2", "location_bin": 1},
+    ]
+    assert processes_in(ctx.workspace_path) == []
+
+
+def test_arguments_select_the_data(ctx):
+    table = mcp_source.fetch(stdio_source(tool="list_stock", arguments={"warehouse": "south"}), ctx)
+
+    assert table.column("sku").to_pylist() == ["BOLT-M8", "HINGE-40"]
+    assert table.column("location_aisle").to_pylist() == ["C3", "D1"]
+
+
+def test_reads_a_resource_of_json_rows(ctx):
+    table = mcp_source.fetch(stdio_source(resource="inventory://stock"), ctx)
+
+    assert table.num_rows == 5
+    assert table.column("warehouse").to_pylist() == ["north"] * 3 + ["south"] * 2
+    assert "location_bin" in table.column_names
+
+
+def test_env_secret_reaches_the_server_by_reference(ctx, monkeypatch):
+    monkeypatch.setenv("DM_TEST_INVENTORY_TOKEN", INVENTORY_TOKEN)
+
+    table = mcp_source.fetch(stdio_source(tool="needs_token", env={"INVENTORY_TOKEN": "env:DM_TEST_INVENTORY_TOKEN"}), ctx)
+
+    assert table.to_pylist() == [{"sku": "SAFE-01", "qty": 1}]
+
+
+def test_missing_env_secret_names_the_reference_but_no_value(ctx, monkeypatch):
+    monkeypatch.setenv("DM_TEST_OTHER_SECRET", "visible-value-123")
+    monkeypatch.delenv("DM_TEST_INVENTORY_TOKEN", raising=False)
+    source = stdio_source(
+        tool="needs_token",
+        env={"OTHER": "env:DM_TEST_OTHER_SECRET", "INVENTORY_TOKEN": "env:DM_TEST_INVENTORY_TOKEN"},
+    )
+
+    with pytest.raises(SourceError) as caught:
+        mcp_source.fetch(source, ctx)
+
+    assert "env:DM_TEST_INVENTORY_TOKEN" in str(caught.value)
+    assert "visible-value-123" not in str(caught.value)
+
+
+def test_unknown_tool_lists_the_available_ones(ctx):
+    with pytest.raises(SourceError, match="no tool 'list_stocks'") as caught:
+        mcp_source.fetch(stdio_source(tool="list_stocks"), ctx)
+
+    assert "available tools: failing_tool, list_stock, needs_token, slow_tool, stock_summary" in str(caught.value)
+
+
+def test_failing_tool_reports_the_servers_message(ctx):
+    with pytest.raises(SourceError, match="MCP tool 'failing_tool' failed: .*inventory database is offline"):
+        mcp_source.fetch(stdio_source(tool="failing_tool"), ctx)
+
+
+def test_tool_answering_prose_is_not_rows(ctx):
+    with pytest.raises(SourceError, match="did not return JSON rows: the result is not JSON: 2 warehouses"):
+        mcp_source.fetch(stdio_source(tool="stock_summary"), ctx)
+
+
+def test_slow_tool_times_out_and_leaves_no_server_running(ctx):
+    started = time.monotonic()
+
+    with pytest.raises(SourceError, match="timed out after 1 s"):
+        mcp_source.fetch(stdio_source(tool="slow_tool", arguments={"seconds": 30}, timeout_s=1), ctx)
+
+    assert time.monotonic() - started < 8
+    assert processes_in(ctx.workspace_path) == []
+
+
+def test_missing_command_is_reported(ctx):
+    source = stdio_source(tool="list_stock", command=["no-such-mcp-server-binary", "--stdio"])
+
+    with pytest.raises(SourceError, match="cannot start MCP server command .*no-such-mcp-server-binary"):
+        mcp_source.fetch(source, ctx)
+
+
+def test_server_exiting_at_once_is_explained_with_its_stderr(ctx):
+    source = stdio_source(tool="list_stock", command=[sys.executable, "-c", "import sys; sys.exit('no database configured')"])
+
+    with pytest.raises(SourceError, match="exited or closed the connection before answering.*no database configured"):
+        mcp_source.fetch(source, ctx)
+
+
+# --- streamable HTTP -----------------------------------------------------------------------------
+
+
+def test_http_tool_call_with_secret_header(http_url, ctx, monkeypatch):
+    monkeypatch.setenv("DM_TEST_MCP_AUTH", "Bearer test-token")
+    source = {
+        "name": "stock",
+        "type": "mcp",
+        "url": http_url,
+        "secret_headers": {"Authorization": "env:DM_TEST_MCP_AUTH"},
+        "tool": "list_stock",
+        "arguments": {"warehouse": "south"},
+    }
+
+    table = fetch(source, ctx)
+
+    assert table.column("sku").to_pylist() == ["BOLT-M8", "HINGE-40"]
+    assert table.column("location_bin").to_pylist() == [7, 2]
+
+
+def test_http_resource_read(http_url, ctx):
+    table = mcp_source.fetch({"name": "stock", "type": "mcp", "url": http_url, "resource": "inventory://stock"}, ctx)
+
+    assert table.num_rows == 5
+
+
+def test_http_wrong_path_points_at_the_endpoint(http_url, ctx):
+    wrong = http_url.removesuffix("/mcp") + "/api"
+
+    with pytest.raises(SourceError, match="did not complete the MCP handshake.*serves /mcp"):
+        mcp_source.fetch({"name": "stock", "type": "mcp", "url": wrong, "tool": "list_stock"}, ctx)
+
+
+def test_unreachable_url_is_reported(ctx):
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+
+    with pytest.raises(SourceError, match=f"cannot reach MCP server at {url}"):
+        mcp_source.fetch({"name": "stock", "type": "mcp", "url": url, "tool": "list_stock", "timeout_s": 5}, ctx)
+
+
+def test_fetch_works_from_a_plain_thread_and_from_inside_an_event_loop(http_url, ctx):
+    source = {"name": "stock", "type": "mcp", "url": http_url, "tool": "list_stock", "arguments": {"warehouse": "north"}}
+    results = []
+
+    # A Streamlit script thread: no event loop of its own.
+    worker = threading.Thread(target=lambda: results.append(mcp_source.fetch(source, ctx).num_rows))
+    worker.start()
+    worker.join(timeout=20)
+
+    async def from_async_code():
+        results.append(mcp_source.fetch(source, ctx).num_rows)
+
+    asyncio.run(from_async_code())
+
+    assert results == [3, 3]
+
+
+# --- result shapes -------------------------------------------------------------------------------
+
+
+def text(value: str) -> types.TextContent:
+    return types.TextContent(type="text", text=value)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        types.CallToolResult(content=[text('{"sku": "A", "qty": 1}'), text('{"sku": "B", "qty": 2}')]),
+        types.CallToolResult(content=[text('[{"sku": "A", "qty": 1}, {"sku": "B", "qty": 2}]')]),
+        types.CallToolResult(content=[text('{"rows": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": 2}]}')]),
+        types.CallToolResult(content=[], structured_content={"rows": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": 2}]}),
+        # Structured content wins over text items that disagree with it.
+        types.CallToolResult(content=[text("stale")], structured_content=[{"sku": "A", "qty": 1}, {"sku": "B", "qty": 2}]),
+    ],
+    ids=["text-per-row", "text-array", "text-wrapped", "structured-wrapped", "structured-preferred"],
+)
+def test_rows_are_read_from_every_common_result_shape(result):
+    assert mcp_source._tool_rows(result) == [{"sku": "A", "qty": 1}, {"sku": "B", "qty": 2}]
