@@ -1,0 +1,322 @@
+"""The `rest` connector against a real HTTP server on 127.0.0.1 whose routes the tests control.
+
+Every fetch goes through `lib.connectors.fetch`, so the dispatch by `type` is exercised too.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from lib.connectors import fetch
+from lib.connectors.base import FetchContext, SourceError
+
+TOKEN = "Bearer s3cret-token-0123456789"
+ITEMS = [{"id": n, "name": f"item {n}"} for n in range(1, 8)]  # seven records: pages of 3, 3 and 1
+PEOPLE = [
+    {"id": 1, "name": "Ada", "address": {"city": "London", "geo": {"lat": 51.5}}, "tags": ["math", "code"]},
+    {"id": 2, "name": "Grace", "address": {"city": "Arlington"}},
+]
+
+
+class Server:
+    """A live HTTP server: routes are functions of (path, query, headers, body) -> (status, body text)."""
+
+    def __init__(self):
+        self.hits: Counter[str] = Counter()
+        self.requests: list[dict] = []
+        self.routes = {
+            "/people": lambda q, h, b: (200, {"data": {"items": PEOPLE}}),
+            "/list": lambda q, h, b: (200, ITEMS[:2]),
+            "/items": lambda q, h, b: (200, {"items": ITEMS[:2]}),
+            "/pages": self.by_page,
+            "/offsets": self.by_offset,
+            "/cursor": self.by_cursor,
+            "/linked": self.by_link,
+            "/flaky": self.flaky,
+            "/broken": lambda q, h, b: (500, "database on fire"),
+            "/slow": self.slow,
+            "/malformed": lambda q, h, b: (200, "{'not': json,"),
+            "/secure": self.secure,
+            "/search": lambda q, h, b: (200, {"results": [{"query": json.loads(b)}]}),
+            "/not-found": lambda q, h, b: (404, "no such thing"),
+        }
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.answer(self)
+
+            do_POST = do_GET
+
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+        # A short poll keeps shutdown() quick; the default 0.5 s would be paid by every test.
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def answer(self, handler: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(handler.path)
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        self.hits[parts.path] += 1
+        self.requests.append({"method": handler.command, "path": parts.path, "query": query, "headers": dict(handler.headers), "body": body})
+        route = self.routes.get(parts.path, lambda q, h, b: (404, "unknown route"))
+        status, payload = route(query, handler.headers, body)
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(text.encode())))
+            handler.end_headers()
+            handler.wfile.write(text.encode())
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting: what the timeout test wants
+            pass
+
+    def by_page(self, query, headers, body):
+        page, size = int(query.get("page", 1)), int(query.get("per_page", 3))
+        return 200, {"items": ITEMS[(page - 1) * size : page * size]}
+
+    def by_offset(self, query, headers, body):
+        offset, limit = int(query.get("offset", 0)), int(query.get("limit", 3))
+        return 200, {"items": ITEMS[offset : offset + limit]}
+
+    def by_cursor(self, query, headers, body):
+        start = int(query.get("after", "c0")[1:])
+        following = start + 3 if start + 3 < len(ITEMS) else None
+        return 200, {"items": ITEMS[start : start + 3], "meta": {"next": f"c{following}" if following else ""}}
+
+    def by_link(self, query, headers, body):
+        page = int(query.get("page", 1))
+        # Page 1 links relatively, page 2 absolutely; page 3 is the last and has no link.
+        links = {1: {"next": "/linked?page=2"}, 2: {"next": f"{self.url}/linked?page=3"}, 3: {}}[page]
+        return 200, {"items": ITEMS[(page - 1) * 3 : page * 3], "links": links}
+
+    def flaky(self, query, headers, body):
+        return (500, "try again") if self.hits["/flaky"] <= 2 else (200, ITEMS[:1])
+
+    def slow(self, query, headers, body):
+        time.sleep(1.0)
+        return 200, ITEMS
+
+    def secure(self, query, headers, body):
+        # Answers a wrong token by echoing it (without its "Bearer"), as careless APIs do: the error must not show it.
+        if headers.get("Authorization") != TOKEN:
+            return 401, f"invalid token {headers.get('Authorization', '').split()[-1:]}"
+        return 200, {"items": ITEMS[:2], "links": {"next": query.get("next_host", "") and f"{query['next_host']}/items"}}
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    live = Server()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    return FetchContext(workspace_path=tmp_path)
+
+
+def rest(url: str, **settings) -> dict:
+    return {"name": "tickets", "type": "rest", "url": url, **settings}
+
+
+# --- records ----------------------------------------------------------------------------------------
+
+
+def test_nested_records_are_flattened_into_columns(server, ctx):
+    table = fetch(rest(f"{server.url}/people", records_path="data.items"), ctx)
+    assert table.column_names == ["id", "name", "address_city", "address_geo_lat", "tags"]
+    assert table.to_pylist() == [
+        {"id": 1, "name": "Ada", "address_city": "London", "address_geo_lat": 51.5, "tags": '["math", "code"]'},
+        {"id": 2, "name": "Grace", "address_city": "Arlington", "address_geo_lat": None, "tags": None},
+    ]
+
+
+def test_a_response_that_is_the_list_needs_no_records_path(server, ctx):
+    assert fetch(rest(f"{server.url}/list", params={"status": "open", "all": True}), ctx).num_rows == 2
+    assert server.requests[0]["query"] == {"status": "open", "all": "true"}
+
+
+def test_params_join_the_query_already_in_the_url(server, ctx):
+    paging = {"style": "page", "param": "page", "max_pages": 1}
+    fetch(rest(f"{server.url}/pages?per_page=2&region=eu", records_path="items", params={"status": "open"}, pagination=paging), ctx)
+    assert server.requests[0]["query"] == {"per_page": "2", "region": "eu", "status": "open", "page": "1"}
+
+
+def test_plain_headers_are_sent(server, ctx):
+    fetch(rest(f"{server.url}/list", headers={"Accept": "application/json", "X-Client": "dashmem-tests"}), ctx)
+    assert server.requests[0]["headers"]["X-Client"] == "dashmem-tests"
+
+
+def test_post_sends_the_json_body(server, ctx):
+    body = {"filter": {"status": "open"}, "limit": 5}
+    table = fetch(rest(f"{server.url}/search", method="POST", body=body, records_path="results"), ctx)
+    assert server.requests[0]["method"] == "POST" and json.loads(server.requests[0]["body"]) == body
+    assert table.to_pylist() == [{"query_filter_status": "open", "query_limit": 5}]
+
+
+# --- pagination -------------------------------------------------------------------------------------
+
+
+def fetched_ids(table) -> list[int]:
+    return table.column("id").to_pylist()
+
+
+def test_page_numbers_until_an_empty_page(server, ctx):
+    paging = {"style": "page", "param": "page", "size_param": "per_page", "size": 3}
+    table = fetch(rest(f"{server.url}/pages", records_path="items", pagination=paging), ctx)
+    assert fetched_ids(table) == list(range(1, 8))
+    assert [(r["query"]["page"], r["query"]["per_page"]) for r in server.requests] == [("1", "3"), ("2", "3"), ("3", "3"), ("4", "3")]
+
+
+def test_page_numbers_from_a_chosen_start(server, ctx):
+    paging = {"style": "page", "param": "page", "start": 2}
+    fetch(rest(f"{server.url}/pages", records_path="items", pagination=paging), ctx)
+    assert [r["query"]["page"] for r in server.requests] == ["2", "3", "4"]
+
+
+def test_offsets_stop_at_a_short_page(server, ctx):
+    paging = {"style": "offset", "param": "offset", "size_param": "limit", "size": 3}
+    table = fetch(rest(f"{server.url}/offsets", records_path="items", pagination=paging), ctx)
+    assert fetched_ids(table) == list(range(1, 8))
+    assert [r["query"]["offset"] for r in server.requests] == ["0", "3", "6"]  # 1 record at 6 < 3: no fourth request
+
+
+def test_offsets_without_a_size_stop_at_an_empty_page(server, ctx):
+    paging = {"style": "offset", "param": "offset"}
+    assert fetched_ids(fetch(rest(f"{server.url}/offsets", records_path="items", pagination=paging), ctx)) == list(range(1, 8))
+    assert [r["query"]["offset"] for r in server.requests] == ["0", "3", "6", "7"]
+
+
+def test_cursor_is_followed_until_it_is_empty(server, ctx):
+    paging = {"style": "cursor", "param": "after", "cursor_path": "meta.next"}
+    table = fetch(rest(f"{server.url}/cursor", records_path="items", pagination=paging), ctx)
+    assert fetched_ids(table) == list(range(1, 8))
+    assert [r["query"].get("after") for r in server.requests] == [None, "c3", "c6"]
+
+
+def test_next_links_relative_and_absolute_until_none(server, ctx):
+    paging = {"style": "next_link", "next_path": "links.next"}
+    table = fetch(rest(f"{server.url}/linked", records_path="items", pagination=paging), ctx)
+    assert fetched_ids(table) == list(range(1, 8))
+    assert [r["query"].get("page") for r in server.requests] == [None, "2", "3"]
+
+
+def test_max_pages_stops_early(server, ctx):
+    paging = {"style": "page", "param": "page", "size_param": "per_page", "size": 3, "max_pages": 2}
+    table = fetch(rest(f"{server.url}/pages", records_path="items", pagination=paging), ctx)
+    assert fetched_ids(table) == list(range(1, 7)) and server.hits["/pages"] == 2
+
+
+def test_pagination_missing_its_settings_is_explained(server, ctx):
+    with pytest.raises(SourceError, match="pagination style 'cursor' needs param and cursor_path"):
+        fetch(rest(f"{server.url}/cursor", pagination={"style": "cursor"}), ctx)
+    assert server.hits["/cursor"] == 0
+
+
+# --- retries and failures ---------------------------------------------------------------------------
+
+
+def test_transient_500s_are_retried_until_success(server, ctx):
+    table = fetch(rest(f"{server.url}/flaky", retries=3), ctx)
+    assert table.num_rows == 1 and server.hits["/flaky"] == 3
+
+
+def test_a_permanent_500_fails_after_the_retries(server, ctx):
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        fetch(rest(f"{server.url}/broken?page=1&key=abc", retries=2), ctx)
+    message = str(caught.value)
+    assert message == f"source 'tickets': HTTP 500 from {server.url}/broken after 3 attempts: database on fire"
+    assert server.hits["/broken"] == 3
+    assert 0.6 <= time.monotonic() - started < 3  # backoff 0.2 s then 0.4 s
+
+
+def test_a_4xx_fails_at_once_without_retrying(server, ctx):
+    with pytest.raises(SourceError, match=f"HTTP 404 from {server.url}/not-found: no such thing"):
+        fetch(rest(f"{server.url}/not-found", retries=3), ctx)
+    assert server.hits["/not-found"] == 1
+
+
+def test_timeouts_are_retried_then_reported(server, ctx):
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=rf"request to {server.url}/slow timed out after 2 attempts \(0.3 s each\)"):
+        fetch(rest(f"{server.url}/slow", timeout_s=0.3, retries=1), ctx)
+    assert time.monotonic() - started < 2
+    assert server.hits["/slow"] == 2
+
+
+def test_an_unreachable_host_is_reported(ctx):
+    with pytest.raises(SourceError, match="cannot reach http://127.0.0.1:1/x after 1 attempt: "):
+        fetch(rest("http://127.0.0.1:1/x", retries=0), ctx)
+
+
+def test_malformed_json_is_reported(server, ctx):
+    with pytest.raises(SourceError, match=f"response is not valid JSON: .*from {server.url}/malformed"):
+        fetch(rest(f"{server.url}/malformed"), ctx)
+
+
+def test_records_path_not_found_or_not_a_list(server, ctx):
+    with pytest.raises(SourceError, match="records_path 'data.rows' not found in the response"):
+        fetch(rest(f"{server.url}/people", records_path="data.rows"), ctx)
+    with pytest.raises(SourceError, match=f"the response from {server.url}/people is an object with keys data, not a list of records; set records_path"):
+        fetch(rest(f"{server.url}/people"), ctx)
+
+
+# --- secret headers ---------------------------------------------------------------------------------
+
+
+def test_secret_header_is_resolved_and_sent(server, ctx, monkeypatch):
+    monkeypatch.setenv("DM_TEST_API_TOKEN", TOKEN)
+    table = fetch(rest(f"{server.url}/secure", records_path="items", secret_headers={"Authorization": "env:DM_TEST_API_TOKEN"}), ctx)
+    assert table.num_rows == 2 and server.requests[0]["headers"]["Authorization"] == TOKEN
+
+
+def test_a_rejected_secret_never_appears_in_the_error(server, ctx, monkeypatch):
+    wrong = "Bearer wrong-token-9876543210"
+    monkeypatch.setenv("DM_TEST_API_TOKEN", wrong)
+    with pytest.raises(SourceError) as caught:
+        fetch(rest(f"{server.url}/secure", secret_headers={"Authorization": "env:DM_TEST_API_TOKEN"}), ctx)
+    message = str(caught.value)
+    assert message.startswith(f"source 'tickets': HTTP 401 from {server.url}/secure")
+    assert "wrong-token" not in message and "***" in message  # the server echoed it; the connector scrubbed it
+    assert server.hits["/secure"] == 1
+
+
+def test_secret_headers_stay_with_the_configured_host(server, ctx, monkeypatch):
+    other = Server()
+    try:
+        monkeypatch.setenv("DM_TEST_API_TOKEN", TOKEN)
+        paging = {"style": "next_link", "next_path": "links.next"}
+        source = rest(f"{server.url}/secure?next_host={other.url}", records_path="items", pagination=paging, secret_headers={"Authorization": "env:DM_TEST_API_TOKEN"})
+        assert fetch(source, ctx).num_rows == 2 + 2
+        assert other.hits["/items"] == 1 and "Authorization" not in other.requests[0]["headers"]
+    finally:
+        other.stop()
+
+
+def test_missing_secret_names_the_reference(server, ctx, monkeypatch):
+    monkeypatch.delenv("DM_TEST_UNSET_TOKEN", raising=False)
+    with pytest.raises(SourceError, match="secret env:DM_TEST_UNSET_TOKEN is not set"):
+        fetch(rest(f"{server.url}/secure", secret_headers={"Authorization": "env:DM_TEST_UNSET_TOKEN"}), ctx)
+    assert server.hits["/secure"] == 0
+
+
+def test_a_secret_pasted_as_a_header_value_is_refused_without_echo(server, ctx):
+    with pytest.raises(SourceError, match="secret header Authorization must be a secret reference") as caught:
+        fetch(rest(f"{server.url}/secure", secret_headers={"Authorization": TOKEN}), ctx)
+    assert "s3cret" not in str(caught.value)

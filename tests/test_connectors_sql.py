@@ -1,0 +1,358 @@
+"""The `sql` connector against real databases: SQLite always, PostgreSQL and MariaDB when their servers answer.
+
+Every fetch goes through `lib.connectors.fetch`, so the dispatch by `type` is
+exercised too. Each test makes its own uniquely named tables (and users) and
+drops them afterwards.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+
+from lib.connectors import fetch
+from lib.connectors import sql_source
+from lib.connectors.base import FetchContext, SourceError
+
+SERVERS = {
+    "postgresql": ("PostgreSQL", 5432, "postgresql+psycopg2://postgres@127.0.0.1:5432/test"),
+    "mariadb": ("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test"),
+}
+BACKENDS = ["sqlite", *SERVERS]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def server_engine(kind: str) -> sa.Engine:
+    """An admin engine for a server, or a skip saying why the server cannot be used."""
+    label, port, url = SERVERS[kind]
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 5})
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except Exception as exc:  # any reason at all means: not usable here
+        pytest.skip(f"{label} not reachable on 127.0.0.1:{port}: {exc}")
+    return engine
+
+
+@pytest.fixture(scope="session")
+def postgresql_engine():
+    engine = server_engine("postgresql")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def mariadb_engine():
+    engine = server_engine("mariadb")
+    yield engine
+    engine.dispose()
+
+
+class Database:
+    """One backend as a test sees it: the url a source names, and admin access to set up and clean up."""
+
+    def __init__(self, kind: str, admin: sa.Engine, source_url: str, workspace: Path):
+        self.kind = kind
+        self.admin = admin
+        self.source_url = source_url
+        self.ctx = FetchContext(workspace_path=workspace)
+        self.cleanup: list[str] = []
+
+    def execute(self, *statements: str) -> None:
+        with self.admin.begin() as connection:
+            for statement in statements:
+                connection.execution_options(no_parameters=True).exec_driver_sql(statement)  # `%` stays `%`
+
+    def scalar(self, statement: str):
+        with self.admin.connect() as connection:
+            return connection.exec_driver_sql(statement).scalar()
+
+    def new_table(self, columns: str, *rows: str, name: str | None = None) -> str:
+        """CREATE a fresh table (dropped after the test) and INSERT the given rows; returns its name."""
+        name = name or unique("dm_t")
+        quoted = ".".join(map(self.admin.dialect.identifier_preparer.quote, name.split(".")))
+        self.execute(f"CREATE TABLE {quoted} ({columns})", *(f"INSERT INTO {quoted} VALUES {row}" for row in rows))
+        self.cleanup.append(f"DROP TABLE IF EXISTS {quoted}")
+        return name
+
+    def source(self, **settings) -> dict:
+        return {"name": "orders", "type": "sql", "url": self.source_url, **settings}
+
+    def fetch(self, **settings) -> pa.Table:
+        return fetch(self.source(**settings), self.ctx)
+
+    def drop_all(self) -> None:
+        for statement in reversed(self.cleanup):
+            self.execute(statement)
+
+
+@pytest.fixture(params=BACKENDS)
+def db(request, tmp_path):
+    kind = request.param
+    if kind == "sqlite":
+        (tmp_path / "data").mkdir()
+        sqlite3.connect(tmp_path / "data" / "shop.db").close()  # the file exists from the start, as a real one would
+        admin = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'shop.db'}")
+        database = Database(kind, admin, "sqlite:///data/shop.db", tmp_path)  # relative: resolved in the workspace
+    else:
+        admin = request.getfixturevalue(f"{kind}_engine")
+        database = Database(kind, admin, SERVERS[kind][2], tmp_path)
+    yield database
+    database.drop_all()
+    if kind == "sqlite":
+        admin.dispose()
+
+
+@pytest.fixture(params=list(SERVERS))
+def server_db(request, tmp_path):
+    """Like `db`, for the tests that need a server with users and passwords."""
+    kind = request.param
+    database = Database(kind, request.getfixturevalue(f"{kind}_engine"), SERVERS[kind][2], tmp_path)
+    yield database
+    database.drop_all()
+
+
+# --- types and modes --------------------------------------------------------------------------------
+
+COLUMNS = {
+    "sqlite": "id INTEGER, i INTEGER, f REAL, n NUMERIC(10,2), t TEXT, d DATE, ts TIMESTAMP, b BOOLEAN",
+    "postgresql": "id INTEGER, i INTEGER, f DOUBLE PRECISION, n NUMERIC(10,2), t TEXT, d DATE, ts TIMESTAMP, b BOOLEAN",
+    "mariadb": "id INTEGER, i INTEGER, f DOUBLE, n DECIMAL(10,2), t TEXT, d DATE, ts DATETIME, b BOOLEAN",
+}
+FULL_ROW = "(1, 42, 2.5, 12.34, 'hello', '2024-03-01', '2024-03-01 12:30:15', TRUE)"
+NULL_ROW = "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+
+# SQLite keeps dates and timestamps as the text they were written as, and booleans as 0/1;
+# MySQL/MariaDB BOOLEAN is TINYINT(1). The connector passes on what the database holds.
+EXPECTED_TYPES = {
+    "sqlite": dict(d=pa.string(), ts=pa.string(), b=pa.int64()),
+    "postgresql": dict(d=pa.date32(), ts=pa.timestamp("us"), b=pa.bool_()),
+    "mariadb": dict(d=pa.date32(), ts=pa.timestamp("us"), b=pa.int64()),
+}
+EXPECTED_VALUES = {
+    "sqlite": dict(d="2024-03-01", ts="2024-03-01 12:30:15", b=1),
+    "postgresql": dict(d=dt.date(2024, 3, 1), ts=dt.datetime(2024, 3, 1, 12, 30, 15), b=True),
+    "mariadb": dict(d=dt.date(2024, 3, 1), ts=dt.datetime(2024, 3, 1, 12, 30, 15), b=1),
+}
+
+
+def test_table_mode_brings_every_type_with_its_values_and_nulls(db):
+    table = db.new_table(COLUMNS[db.kind], FULL_ROW, NULL_ROW)
+    result = db.fetch(table=table)
+    assert result.column_names == ["id", "i", "f", "n", "t", "d", "ts", "b"]
+    types = {field.name: field.type for field in result.schema}
+    assert types == dict(id=pa.int64(), i=pa.int64(), f=pa.float64(), n=pa.float64(), t=pa.string(), **EXPECTED_TYPES[db.kind])
+    full, empty = sorted(result.to_pylist(), key=lambda row: row["id"])
+    assert full == dict(id=1, i=42, f=2.5, n=12.34, t="hello", **EXPECTED_VALUES[db.kind])
+    assert empty == dict(id=2, i=None, f=None, n=None, t=None, d=None, ts=None, b=None)
+
+
+def test_query_mode_runs_the_sql_as_written(db):
+    table = db.new_table("id INTEGER, t VARCHAR(20)", "(1, 'apple')", "(2, 'banana')", "(3, 'cherry')")
+    # `%` and `:name` must reach the database untouched, not be taken for bind parameters.
+    result = db.fetch(query=f"SELECT id, t AS fruit, ':kept' AS marker FROM {table} WHERE t LIKE '%an%' ORDER BY id")
+    assert result.to_pylist() == [{"id": 2, "fruit": "banana", "marker": ":kept"}]
+
+
+def test_query_with_no_rows_keeps_its_columns(db):
+    table = db.new_table("id INTEGER, t VARCHAR(20)", "(1, 'apple')")
+    result = db.fetch(query=f"SELECT id, t FROM {table} WHERE id > 99")
+    assert result.num_rows == 0 and result.column_names == ["id", "t"]
+
+
+def test_schema_qualified_table(db):
+    if db.kind == "sqlite":
+        schema = "main"
+    else:
+        schema = unique("dm_s")
+        db.execute(f"CREATE SCHEMA {schema}")  # a database in MariaDB, which is what a schema is there
+        db.cleanup.append(f"DROP SCHEMA {schema} CASCADE" if db.kind == "postgresql" else f"DROP DATABASE {schema}")
+    table = db.new_table("id INTEGER, t VARCHAR(20)", "(7, 'qualified')", name=unique(f"{schema}.dm_t"))
+    assert db.fetch(table=table).to_pylist() == [{"id": 7, "t": "qualified"}]
+
+
+def test_table_names_are_quoted_not_pasted_into_sql(db):
+    mixed_case = db.new_table("id INTEGER", "(1)", name=unique("Dm_Mixed"))
+    assert db.fetch(table=mixed_case).to_pylist() == [{"id": 1}]
+    victim = db.new_table("id INTEGER", "(1)")
+    with pytest.raises(SourceError, match="cannot read table"):
+        db.fetch(table=f"{victim}; DROP TABLE {victim}")
+    assert db.scalar(f"SELECT COUNT(*) FROM {victim}") == 1
+
+
+def test_a_statement_that_returns_no_rows_is_refused_and_rolled_back(db):
+    table = db.new_table("id INTEGER, t VARCHAR(20)", "(1, 'before')")
+    with pytest.raises(SourceError, match="returns no rows; write a SELECT"):
+        db.fetch(query=f"UPDATE {table} SET t = 'after'")
+    assert db.scalar(f"SELECT t FROM {table}") == "before"
+
+
+def test_duplicate_column_names_are_refused_with_a_hint(db):
+    table = db.new_table("id INTEGER", "(1)")
+    with pytest.raises(SourceError, match="more than one column named id; give them distinct aliases"):
+        db.fetch(query=f"SELECT id, id FROM {table}")
+
+
+# --- failures worded for people --------------------------------------------------------------------
+
+
+def test_bad_sql_says_query_failed_with_the_database_reason(db):
+    with pytest.raises(SourceError) as caught:
+        db.fetch(query="SELEC 1")
+    message = str(caught.value)
+    assert message.startswith("source 'orders': query failed:") and "syntax" in message.lower()
+    assert "sqlalche.me" not in message  # SQLAlchemy's help link and statement echo are left out
+
+
+def test_missing_table_names_the_table(db):
+    missing = unique("dm_missing")
+    with pytest.raises(SourceError) as caught:
+        db.fetch(table=missing)
+    message = str(caught.value)
+    assert f"cannot read table '{missing}'" in message
+    assert {"sqlite": "no such table", "postgresql": "does not exist", "mariadb": "doesn't exist"}[db.kind] in message
+
+
+def test_missing_password_variable_names_the_reference(db, monkeypatch):
+    variable = unique("DM_UNSET").upper()
+    monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(SourceError, match=f"source 'orders': secret env:{variable} is not set"):
+        db.fetch(query="SELECT 1", password=f"env:{variable}")
+
+
+def test_a_password_written_into_the_settings_is_refused_without_echo(db):
+    with pytest.raises(SourceError, match="must be a secret reference") as caught:
+        db.fetch(query="SELECT 1", password="hunter2-pasted")
+    assert "hunter2-pasted" not in str(caught.value)
+
+
+# --- passwords by reference, against servers that check them -----------------------------------------
+
+
+@pytest.fixture
+def password_user(server_db, monkeypatch):
+    """A server login with a password, allowed to read one fresh table; returns (database, url, table, password)."""
+    user, password = unique("dm_u"), unique("pw")
+    table = server_db.new_table("id INTEGER, t VARCHAR(20)", "(1, 'secret rows')")
+    if server_db.kind == "postgresql":
+        server_db.execute(f"CREATE ROLE {user} LOGIN PASSWORD '{password}'", f"GRANT SELECT ON {table} TO {user}")
+        server_db.cleanup.insert(0, f"DROP ROLE IF EXISTS {user}")  # dropped last, after the table
+        url = f"postgresql://{user}@127.0.0.1:5432/test"
+    else:
+        server_db.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'", f"GRANT SELECT ON test.{table} TO '{user}'@'%'")
+        server_db.cleanup.insert(0, f"DROP USER IF EXISTS '{user}'@'%'")
+        url = f"mysql+pymysql://{user}@127.0.0.1:3306/test"
+    variable = unique("DM_PW").upper()
+    monkeypatch.setenv(variable, password)
+    return server_db, url, table, variable
+
+
+def test_password_by_reference_logs_in(password_user):
+    database, url, table, variable = password_user
+    result = fetch(database.source(url=url, table=table, password=f"env:{variable}"), database.ctx)
+    assert result.to_pylist() == [{"id": 1, "t": "secret rows"}]
+
+
+def test_wrong_password_names_the_source_and_never_shows_the_password(password_user, monkeypatch):
+    database, url, table, variable = password_user
+    wrong = "Wr0ng-" + uuid.uuid4().hex
+    monkeypatch.setenv(variable, wrong)
+    try:
+        fetch(database.source(url=url, table=table, password=f"env:{variable}"), database.ctx)
+    except SourceError as exc:
+        message = str(exc)
+    else:
+        pytest.skip(f"{database.kind} on 127.0.0.1 accepts any password (trust authentication)")
+    assert message.startswith("source 'orders': cannot connect to") and wrong not in message
+    assert {"postgresql": "password authentication failed", "mariadb": "Access denied"}[database.kind] in message
+
+
+def test_password_echoed_by_the_server_is_redacted(password_user):
+    """Name a database after the password: the server's 'no such database' answer repeats it, the error must not."""
+    database, url, table, variable = password_user
+    password = os.environ[variable]
+    with pytest.raises(SourceError) as caught:
+        fetch(database.source(url=url.rsplit("/", 1)[0] + "/" + password, table=table, password=f"env:{variable}"), database.ctx)
+    assert password not in str(caught.value) and "***" in str(caught.value)
+
+
+# --- servers that cannot be reached, drivers that are not there ---------------------------------------
+
+UNREACHABLE = {
+    "postgresql": "postgresql://postgres@127.0.0.1:1/test",
+    "mariadb": "mysql+pymysql://root@127.0.0.1:1/test",
+}
+
+
+@pytest.mark.parametrize("kind", list(UNREACHABLE))
+def test_unreachable_server_fails_fast_without_the_password(kind, tmp_path, monkeypatch):
+    monkeypatch.setenv("DM_TEST_UNREACHABLE_PW", "not-for-your-eyes")
+    source = {"name": "orders", "type": "sql", "url": UNREACHABLE[kind], "query": "SELECT 1", "password": "env:DM_TEST_UNREACHABLE_PW"}
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        fetch(source, FetchContext(workspace_path=tmp_path))
+    assert time.monotonic() - started < 5
+    message = str(caught.value)
+    assert message.startswith("source 'orders': cannot connect to") and "127.0.0.1" in message
+    assert "not-for-your-eyes" not in message and "refused" in message.lower()
+
+
+def test_a_server_that_never_answers_hits_the_connect_timeout(tmp_path, monkeypatch):
+    """A port that accepts the TCP connection but never speaks: the driver must give up after the connect timeout."""
+    monkeypatch.setattr(sql_source, "CONNECT_TIMEOUT_S", 2)  # libpq's smallest timeout
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        source = {"name": "orders", "type": "sql", "url": f"postgresql://postgres@127.0.0.1:{port}/test", "query": "SELECT 1"}
+        started = time.monotonic()
+        with pytest.raises(SourceError, match="cannot connect to .*timeout expired"):
+            fetch(source, FetchContext(workspace_path=tmp_path))
+        assert time.monotonic() - started < 6
+
+
+def test_missing_driver_says_so_and_suggests_an_installed_one(tmp_path):
+    source = {"name": "orders", "type": "sql", "url": "mysql+mysqldb://root@127.0.0.1/test", "query": "SELECT 1"}
+    with pytest.raises(SourceError, match=r"driver for 'mysql\+mysqldb' is not installed .*mysql\+pymysql://"):
+        fetch(source, FetchContext(workspace_path=tmp_path))
+
+
+def test_unknown_dialect_points_at_the_url(tmp_path):
+    source = {"name": "orders", "type": "sql", "url": "nosuchdb://host/x", "query": "SELECT 1"}
+    with pytest.raises(SourceError, match="no SQLAlchemy dialect for 'nosuchdb'"):
+        fetch(source, FetchContext(workspace_path=tmp_path))
+
+
+def test_missing_sqlite_file_is_an_error_not_a_new_empty_database(tmp_path):
+    source = {"name": "orders", "type": "sql", "url": "sqlite:///data/absent.db", "table": "orders"}
+    with pytest.raises(SourceError, match=f"SQLite database file data/absent.db not found \\(looked for {tmp_path}/data/absent.db\\)"):
+        fetch(source, FetchContext(workspace_path=tmp_path))
+    assert not (tmp_path / "data" / "absent.db").exists()
+
+
+def test_engine_is_disposed_so_no_connection_stays_open(postgresql_engine, tmp_path):
+    application = unique("dm_app")
+    source = {"name": "orders", "type": "sql", "url": f"postgresql://postgres@127.0.0.1:5432/test?application_name={application}", "query": "SELECT 1 AS one"}
+    assert fetch(source, FetchContext(workspace_path=tmp_path)).to_pylist() == [{"one": 1}]
+    with postgresql_engine.connect() as connection:
+        still_open = connection.exec_driver_sql(f"SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = '{application}'").scalar()
+    assert still_open == 0
+
+
+def test_timestamps_with_time_zone_keep_their_instant(postgresql_engine, tmp_path):
+    source = {"name": "orders", "type": "sql", "url": SERVERS["postgresql"][2], "query": "SELECT TIMESTAMPTZ '2024-03-01 12:00:00+02' AS at"}
+    column = fetch(source, FetchContext(workspace_path=tmp_path)).column("at")
+    assert pa.types.is_timestamp(column.type) and column.type.tz is not None
+    assert column[0].as_py() == dt.datetime(2024, 3, 1, 10, 0, tzinfo=dt.timezone.utc)
