@@ -169,7 +169,9 @@ def history(repo: git.Repo, folder: str, ref: str = MAIN, limit: int = 100) -> l
 
 def resolve(repo: git.Repo, version: str) -> git.Commit:
     try:
-        return repo.commit(version)
+        commit = repo.commit(version)
+        commit.tree  # a full-length sha is only looked up when read: make an unknown one fail here
+        return commit
     except (git.BadName, ValueError):
         raise ConfigRepoError(f"unknown version {version!r}") from None
 
@@ -308,6 +310,16 @@ class ConfigRepo:
             raise ConfigRepoError(f"no workspace {slug!r} on {ref}")
         return parse(raw.decode("utf-8")).data or {}
 
+    def _access_meta(self, slug: str, branch: str) -> dict[str, Any]:
+        """The published access list; for a workspace not yet on `main` (made with
+        `new_workspace`, which needs the app-wide steward role), the one on its draft branch."""
+        try:
+            return self.meta(slug)
+        except ConfigRepoError:
+            if branch not in self.repo.heads:
+                raise
+            return self.meta(slug, branch)
+
     def history(self, slug: str, ref: str = MAIN, limit: int = 100) -> list[Version]:
         return history(self.repo, workspace.check_slug(slug), ref, limit)
 
@@ -321,8 +333,8 @@ class ConfigRepo:
 
     def draft(self, user: User, slug: str) -> Draft:
         """The user's draft of a workspace, created from `main` on first use."""
-        access.require(user, "edit", self.meta(slug), slug)
         branch = self.branch_name(user, slug)
+        access.require(user, "edit", self._access_meta(slug, branch), slug)
         where = self.drafts_root / user.name / slug
         with self._lock():
             if not (where / ".git").exists():
@@ -356,7 +368,7 @@ class ConfigRepo:
         Raises `ValidationFailed` (nothing written) on invalid content.
         """
         draft = self.draft(user, slug)
-        access.require(user, "save", self.meta(slug), slug)
+        access.require(user, "save", self._access_meta(slug, draft.branch), slug)
         wt = git.Repo(draft.path)
         with self._lock(draft):
             before = _snapshot(draft.workspace_path)
@@ -373,7 +385,7 @@ class ConfigRepo:
     def revert(self, user: User, slug: str, version: str) -> str | None:
         """Restore the workspace to `version` on the user's draft, as a new commit."""
         draft = self.draft(user, slug)
-        access.require(user, "revert", self.meta(slug), slug)
+        access.require(user, "revert", self._access_meta(slug, draft.branch), slug)
         with self._lock(draft):
             return restore(git.Repo(draft.path), slug, version, _actor(user))
 
@@ -400,7 +412,7 @@ class ConfigRepo:
     def undo(self, user: User, slug: str) -> str:
         """Step the draft back to the previous saved state, as a new commit."""
         draft = self.draft(user, slug)
-        access.require(user, "undo", self.meta(slug), slug)
+        access.require(user, "undo", self._access_meta(slug, draft.branch), slug)
         with self._lock(draft):
             stack = self.undo_stack(user, slug)
             if len(stack) < 2:
@@ -445,16 +457,16 @@ class ConfigRepo:
         Refuses, leaving both sides intact, when the draft is invalid (and the
         policy requires validity) or when the same lines changed on both sides.
         """
-        meta = self.meta(slug)
-        access.require(user, "publish", meta, slug)
         branch = self.branch_name(user, slug)
+        meta = self._access_meta(slug, branch)
+        access.require(user, "publish", meta, slug)
         if branch not in self.repo.heads:
             raise ConfigRepoError(f"{user.name} has no draft of {slug} to publish")
         return self._merge_into_main(user, slug, branch, message or f"Publish {slug} from {user.name}'s draft", meta)
 
     def publish_branch(self, user: User, slug: str, branch: str, message: str | None = None) -> str:
         """Owners publish someone else's draft or proposal."""
-        meta = self.meta(slug)
+        meta = self._access_meta(slug, branch)
         access.require(user, "publish", meta, slug)
         if branch not in self.repo.heads:
             raise ConfigRepoError(f"no branch {branch!r}")
@@ -465,6 +477,12 @@ class ConfigRepo:
             main_head = self.repo.heads[MAIN].commit
             if self.repo.is_ancestor(self.repo.heads[branch].commit, main_head):
                 raise ConfigRepoError(f"nothing to publish: {branch} has no changes that are not on {MAIN}")
+            # Roles were checked for `slug` only, so publish nothing outside its folder.
+            outside = [p for p in self.repo.git.diff("--name-only", f"{MAIN}...{branch}").splitlines()
+                       if not p.startswith(f"{slug}/")]
+            if outside:
+                raise ConfigRepoError(f"cannot publish {branch} as {slug}: it also changes {', '.join(outside)}; "
+                                      f"publish each workspace on its own")
             if self.repo.is_dirty(untracked_files=True):
                 raise ConfigRepoError(f"the published checkout at {self.path} has uncommitted changes; refusing to publish over them")
             try:
@@ -494,8 +512,8 @@ class ConfigRepo:
 
     def propose(self, user: User, slug: str, remote: str = "origin") -> str:
         """Push the user's draft branch to `remote` so a pull request can be opened."""
-        access.require(user, "propose", self.meta(slug), slug)
         branch = self.branch_name(user, slug)
+        access.require(user, "propose", self._access_meta(slug, branch), slug)
         if branch not in self.repo.heads:
             raise ConfigRepoError(f"{user.name} has no draft of {slug} to propose")
         if remote not in [r.name for r in self.repo.remotes]:

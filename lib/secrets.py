@@ -10,7 +10,8 @@ import os
 import re
 from typing import Any, Iterable
 
-REF_RE = re.compile(r"^(env|secrets):([A-Za-z0-9_][A-Za-z0-9_.-]*)$")
+# Same forms as `secret_ref` in schemas/sources.schema.json.
+REF_RE = re.compile(r"^(?:env:([A-Za-z_][A-Za-z0-9_]*)|secrets:([A-Za-z0-9_][A-Za-z0-9_.-]*))$")
 
 
 class SecretMissing(KeyError):
@@ -24,10 +25,12 @@ def is_reference(value: Any) -> bool:
 
 def resolve(ref: str) -> str:
     """The value a reference points to; raises SecretMissing naming the reference only."""
-    match = REF_RE.match(ref or "")
+    match = REF_RE.match(ref or "") if isinstance(ref, str) else None
     if not match:
-        raise SecretMissing(f"{ref!r} is not a secret reference (use env:NAME or secrets:KEY)")
-    kind, key = match.groups()
+        # Never repeat the value: it may be a real password pasted in the wrong place.
+        raise SecretMissing("a secret setting holds a literal value, not a reference (use env:NAME or secrets:KEY)")
+    env_name, secrets_key = match.groups()
+    kind, key = ("env", env_name) if env_name else ("secrets", secrets_key)
     if kind == "env":
         value = os.environ.get(key)
         if value is None:

@@ -271,6 +271,7 @@ class Warehouse:
             types = dict(column_types) if column_types else describe(tables)
             manifest_tables = {}
             for name, table in tables.items():
+                table = compact_strings(table)
                 with pa.OSFile(str(staging / f"{name}.arrow"), "wb") as sink:
                     with pa.ipc.new_file(sink, table.schema) as writer:
                         writer.write_table(table)
@@ -300,12 +301,37 @@ class Warehouse:
 
     def _prune(self) -> None:
         current = self.pointer.read_text().strip() if self.pointer.exists() else None
-        for old in self.snapshots()[KEEP_SNAPSHOTS:]:
-            if old.id != current:
-                shutil.rmtree(old.path, ignore_errors=True)
+        root = self.folder / "snapshots"
+        ids = sorted((p.name for p in root.iterdir() if not p.name.startswith(".")), reverse=True)
+        for old in ids[KEEP_SNAPSHOTS:]:  # ids sort by creation time
+            if old != current:
+                shutil.rmtree(root / old, ignore_errors=True)
         for stale in (self.folder / "snapshots").glob(".*.tmp"):
             if time.time() - stale.stat().st_mtime > 3600:  # a crashed writer's leftovers
                 shutil.rmtree(stale, ignore_errors=True)
+
+
+def compact_strings(table: pa.Table, probe_rows: int = 10_000, max_ratio: float = 0.2, min_rows: int = 100_000) -> pa.Table:
+    """Dictionary-encode text columns that repeat a lot (categories).
+
+    A category stored once per distinct value makes snapshots smaller, so
+    memory-mapping them touches less memory, and DuckDB groups them faster.
+    The first rows decide, so columns of mostly unique text are not encoded.
+    """
+    import pyarrow.compute as pc
+
+    if table.num_rows < min_rows:  # small tables gain nothing worth the encoding time
+        return table
+    columns = []
+    changed = False
+    for field_, column in zip(table.schema, table.columns):
+        if pa.types.is_string(field_.type) or pa.types.is_large_string(field_.type):
+            probe = column.slice(0, probe_rows)
+            if len(probe) and pc.count_distinct(probe).as_py() <= max_ratio * len(probe):
+                column = pc.dictionary_encode(column)
+                changed = True
+        columns.append(column)
+    return pa.table(columns, names=table.column_names) if changed else table
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -8,6 +8,8 @@ change are not touched, so saving an unchanged workspace changes no byte.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import re
 import tempfile
@@ -95,23 +97,34 @@ def load(path: Path) -> tuple[Workspace, list[Diagnostic]]:
             if kind in REQUIRED:
                 diagnostics.append(Diagnostic("file.missing", ERROR, f"missing file {filename}", shown, None, None, f"a {filename} that follows schemas/{kind}.schema.json"))
             continue
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            diagnostics.append(Diagnostic("file.encoding", ERROR, f"not UTF-8 text ({exc.reason} at byte {exc.start})", shown, None, None, "UTF-8"))
-            continue
-        try:
-            doc = parse(text)
-        except YamlSyntaxError as exc:
-            diagnostics.append(Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None))
-            continue
-        ws.docs[kind] = doc
-        ws.data[kind] = doc.data
-        file_diags = schemas.validate_document(kind, doc, shown)
-        if not file_diags:
-            file_diags = [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
+        stat = file.stat()
+        doc, file_diags = _load_file(kind, str(file.resolve()), shown, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if doc is not None:
+            ws.docs[kind] = doc
+            ws.data[kind] = copy.deepcopy(doc.data)  # callers edit and save their copy
         diagnostics.extend(file_diags)
     return ws, diagnostics
+
+
+@functools.lru_cache(maxsize=256)
+def _load_file(kind: str, file: str, shown: str, mtime_ns: int, size: int, inode: int) -> tuple[Document | None, tuple[Diagnostic, ...]]:
+    """Parse and validate one file; cached on its identity and modification time.
+
+    Every rerun of a Streamlit page and every refresh loads the workspace, so
+    an unchanged file is parsed and validated once per process.
+    """
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        return None, (Diagnostic("file.encoding", ERROR, f"not UTF-8 text ({exc.reason} at byte {exc.start})", shown, None, None, "UTF-8"),)
+    try:
+        doc = parse(text)
+    except YamlSyntaxError as exc:
+        return None, (Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None),)
+    file_diags = schemas.validate_document(kind, doc, shown)
+    if not file_diags:
+        file_diags = [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
+    return doc, tuple(file_diags)
 
 
 def validate(path: Path) -> list[Diagnostic]:

@@ -9,17 +9,30 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from .base import FetchContext, SourceError
 from ..coltypes import arrow_type
 
-# Formats seen in real exports (US dates with two-digit years, day-first with dashes),
-# tried after ISO 8601. A column converts only if every value parses.
-TIMESTAMP_FORMATS = [pacsv.ISO8601, "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%y %H:%M", "%m/%d/%Y", "%d-%m-%Y"]
+BLOCK_SIZE = 8 << 20  # bytes per parsed block; large enough to infer types from
+STREAM_ABOVE_BYTES = 128 << 20  # files larger than this are parsed block by block to bound memory
+
+# Date formats seen in real exports besides ISO 8601 (which the parser handles
+# itself): US dates with two- or four-digit years, day-first with dashes. Trying
+# them on every text column made parsing ~2x slower, so they are tried only on
+# columns whose first values look like dates, and kept only if every value parses.
+DATE_FORMATS = [
+    (re.compile(r"^\d{1,2}/\d{1,2}/\d{4} \d{1,2}:\d{2}:\d{2} [AP]M$"), "%m/%d/%Y %I:%M:%S %p"),
+    (re.compile(r"^\d{1,2}/\d{1,2}/\d{4} \d{1,2}:\d{2}:\d{2}$"), "%m/%d/%Y %H:%M:%S"),
+    (re.compile(r"^\d{1,2}/\d{1,2}/\d{2} \d{1,2}:\d{2}$"), "%m/%d/%y %H:%M"),
+    (re.compile(r"^\d{1,2}/\d{1,2}/\d{4}$"), "%m/%d/%Y"),
+    (re.compile(r"^\d{1,2}-\d{1,2}-\d{4}$"), "%d-%m-%Y"),
+]
 
 
 def resolve_path(source: dict, ctx: FetchContext) -> Path:
@@ -38,13 +51,22 @@ def resolve_path(source: dict, ctx: FetchContext) -> Path:
     return full
 
 
-def sniff_delimiter(path: Path, encoding: str) -> str:
+DELIMITERS = ",;\t|"
+
+
+def sniff_delimiter(path: Path, encoding: str, lines: int = 20) -> str:
+    """The candidate that splits the first lines into the same number (>1) of fields, most fields first.
+
+    csv.Sniffer measured ~50 ms on a 47-column file, longer than parsing it; this takes well under 1 ms.
+    """
     with open(path, "r", encoding=encoding, errors="replace", newline="") as handle:
-        sample = handle.read(64 * 1024)
-    try:
-        return csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter
-    except csv.Error:
-        return ","
+        head = [line for _, line in zip(range(lines), handle)]
+    best, best_fields = ",", 1
+    for candidate in DELIMITERS:
+        counts = {len(row) for row in csv.reader(head[:-1] or head, delimiter=candidate)}
+        if len(counts) == 1 and (fields := counts.pop()) > best_fields:
+            best, best_fields = candidate, fields
+    return best
 
 
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
@@ -55,15 +77,42 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     encoding = source.get("encoding", "utf-8")
     delimiter = source.get("delimiter") or sniff_delimiter(path, encoding)
     pinned = {col: arrow_type(t) for col, t in (source.get("columns") or {}).items()}
+    options = dict(
+        read_options=pacsv.ReadOptions(encoding=encoding, autogenerate_column_names=not source.get("header", True),
+                                       block_size=BLOCK_SIZE),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(column_types=pinned, strings_can_be_null=True),
+    )
     try:
-        return pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(encoding=encoding, autogenerate_column_names=not source.get("header", True)),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(column_types=pinned, timestamp_parsers=TIMESTAMP_FORMATS, strings_can_be_null=True),
-        )
+        if path.stat().st_size <= STREAM_ABOVE_BYTES:
+            table = pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
+        else:
+            # The streaming reader holds one block at a time besides the result,
+            # which roughly halves peak memory on large files compared with read_csv.
+            reader = pacsv.open_csv(path, **options)
+            table = pa.Table.from_batches(list(reader), schema=reader.schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
         message = str(exc).replace("\n", " ")
         if "column" in message.lower() and "expected" in message.lower():
             message = f"malformed row: {message}"
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
+    return parse_dates(table, skip=set(pinned))
+
+
+def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50) -> pa.Table:
+    """Convert text columns whose values all match one of DATE_FORMATS to timestamps."""
+    for i, field in enumerate(table.schema):
+        if field.name in skip or not pa.types.is_string(field.type):
+            continue
+        head = [v for v in table.column(i).slice(0, probe * 4).to_pylist() if v][:probe]
+        for pattern, fmt in DATE_FORMATS:
+            if head and all(pattern.match(v) for v in head):
+                try:
+                    parsed = pc.strptime(table.column(i), format=fmt, unit="s")
+                    if "%H" not in fmt and "%I" not in fmt:
+                        parsed = parsed.cast(pa.date32())  # a day, not a moment
+                    table = table.set_column(i, field.name, parsed)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    pass  # a later value does not parse: keep the column as text
+                break
+    return table

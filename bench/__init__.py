@@ -1,0 +1,1 @@
+"""Benchmarks and the evaluation harness. Each module runs as `python -m bench.<name>` and prints a table."""
