@@ -29,7 +29,7 @@ def cmd_validate(args) -> int:
     found = workspace.find_workspaces(root)
     if not found:
         return _fail(args, f"{root}: no workspace found (a workspace is a folder with {workspace.FILES['workspace']})")
-    results = {str(p): workspace.validate(p) for p in found}
+    results = {str(p): _validate_with_checks(p) for p in found}
     errors = sum(1 for ds in results.values() for d in ds if d.level == ERROR)
     if args.json:
         _print_json({
@@ -43,6 +43,55 @@ def cmd_validate(args) -> int:
             for d in ds:
                 print(f"  {d.format()}")
         print(f"{len(results)} workspace(s), {errors} error(s)")
+    return 1 if errors else 0
+
+
+def _validate_with_checks(path: Path) -> list:
+    """Schema validation, then the dashboard checks: on the loaded data when there is any,
+    otherwise the checks that need no data (CI on a config repo has no data)."""
+    from . import checks
+    from .warehouse import Warehouse
+
+    ws, diagnostics = workspace.load(path)
+    if has_errors(diagnostics) or not ws.get("dashboard"):
+        return diagnostics
+    wh = Warehouse.for_workspace(path)
+    current = wh.current()
+    found = checks.run(ws, wh.tables(current) if current else None, current.id if current else "", _dashboard_file(path))
+    return diagnostics + [d for d in found if d.id != "check.skipped"]
+
+
+def _dashboard_file(path: Path) -> str:
+    return workspace._shown(Path(path), workspace.FILES["dashboard"])
+
+
+def cmd_check(args) -> int:
+    from . import checks
+    from .refresh import refresh
+    from .warehouse import Warehouse
+
+    path = Path(args.path)
+    ws, diagnostics = workspace.load(path)
+    if has_errors(diagnostics):
+        for d in diagnostics:
+            print(d.format(), file=sys.stderr)
+        return _fail(args, "the workspace does not validate")
+    if not ws.get("dashboard"):
+        return _fail(args, f"{path} has no {workspace.FILES['dashboard']} to check")
+    wh = Warehouse.for_workspace(path)
+    if wh.current() is None:
+        report = refresh(path, wh, uploads_dir=wh.uploads)
+        if not report.swapped:
+            print(report.summary(), file=sys.stderr)
+    current = wh.current()
+    found = checks.run(ws, wh.tables(current) if current else None, current.id if current else "", _dashboard_file(path))
+    errors = [d for d in found if d.level == ERROR]
+    if args.json:
+        _print_json({"ok": not errors, "errors": len(errors), "diagnostics": [d.to_dict() for d in found]})
+    else:
+        for d in found:
+            print(d.format())
+        print(f"{len(errors)} error(s), {len(found) - len(errors)} warning(s)" if found else "all checks passed")
     return 1 if errors else 0
 
 
@@ -233,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="machine-readable output for CI")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("check", help="run the dashboard checks (loads the data first if needed)")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("new", help="create a workspace that validates")
     p.add_argument("path", help="folder of the new workspace; its name is the workspace's slug")

@@ -1,0 +1,447 @@
+"""The validation criteria every dashboard must pass, as small composable checks.
+
+Each check takes a `CheckContext` and returns `Diagnostic`s with an id, a
+level, a message that names the component and field, and a location
+(dashboard.yaml and its line). `run` applies them all; checks that need data
+are skipped, with a warning saying so, when no data is loaded.
+
+    schema             the spec validates against schemas/dashboard.schema.json
+    inline_data        data only through queries: no inline values, no query that reads no table
+    queries            every query runs in the sandbox
+    references         every table and column exists, with a usable type ("did you mean")
+    literal_values     no number in titles, labels or text that equals a value in the data
+    output_constraints output.yaml's theme and layout rules, and checkable task rules
+    renders            the dashboard renders without error
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+import duckdb
+import pyarrow as pa
+
+from . import coltypes, schemas
+from .diagnostics import ERROR, WARNING, Diagnostic, format_path
+from .warehouse import QueryError, bind, run_query
+from .yamlio import Document, parse
+from .workspace import SEMANTIC_CHECKS, Workspace, render as render_yaml
+
+FILE = "dashboard.yaml"
+
+
+@dataclass
+class CheckContext:
+    ws: Workspace
+    tables: Mapping[str, pa.Table] | None
+    version: str = ""
+    file: str = FILE
+    _doc: Document | None = None
+    _rendered: Any = None
+    _bound: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dashboard(self) -> dict[str, Any]:
+        return self.ws.get("dashboard") or {}
+
+    @property
+    def doc(self) -> Document:
+        """Line numbers: the file as loaded, or the canonical text of an in-memory spec."""
+        if self._doc is None:
+            self._doc = self.ws.docs.get("dashboard") or parse(render_yaml("dashboard", self.dashboard))
+        return self._doc
+
+    def diag(self, check: str, message: str, path: tuple = (), level: str = ERROR, allowed: str | None = None) -> Diagnostic:
+        return Diagnostic(f"check.{check}", level, message, self.file, self.doc.line_of(path), format_path(path) or None, allowed)
+
+    def rendered(self):
+        if self._rendered is None:
+            from .render import QueryCache, render
+
+            self._rendered = render(self.ws.data, self.tables, self.version or "check", cache=QueryCache())
+        return self._rendered
+
+    def bound(self, sql: str) -> list[tuple[str, str]] | QueryError:
+        """Output (column, type) pairs of a query bound to the data, or the error; memoised."""
+        if sql not in self._bound:
+            from .render import PARAM_RE
+
+            try:
+                self._bound[sql] = bind(self.tables, sql, {p: None for p in PARAM_RE.findall(sql)})
+            except QueryError as exc:
+                self._bound[sql] = exc
+        return self._bound[sql]
+
+
+def queries(dashboard: Mapping[str, Any]) -> Iterable[tuple[tuple, str, str]]:
+    """(path, description, sql) of every query in a spec."""
+    for i, f in enumerate(dashboard.get("filters") or []):
+        for key in ("options_query", "bounds_query"):
+            if f.get(key):
+                yield ("filters", i, key), f"filter '{f.get('id')}'", f[key]
+    for i, c in enumerate(dashboard.get("components") or []):
+        if isinstance(c.get("query"), str):
+            yield ("components", i, "query"), f"component '{c.get('id')}'", c["query"]
+        for name, sql in (c.get("queries") or {}).items():
+            yield ("components", i, "queries", name), f"component '{c.get('id')}' query '{name}'", sql
+
+
+# --------------------------------------------------------------------------- static checks
+
+
+def check_schema(ctx: CheckContext) -> list[Diagnostic]:
+    diags = schemas.validate_document("dashboard", ctx.doc, ctx.file)
+    if not diags:
+        diags = [d for check in SEMANTIC_CHECKS["dashboard"] for d in check(ctx.doc, ctx.file)]
+    return [Diagnostic("check.schema", d.level, d.message, d.file, d.line, d.field, d.allowed) for d in diags]
+
+
+INLINE_KEYS = {"data", "values", "url", "datasets"}
+
+
+def check_inline_data(ctx: CheckContext) -> list[Diagnostic]:
+    out = []
+
+    def walk(node: Any, path: tuple) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in INLINE_KEYS and path[:1] == ("components",):
+                    out.append(ctx.diag("inline_data", f"component '{_component_id(ctx, path)}' carries inline data in '{key}'; "
+                                        "data must come from its query at render time", path + (key,)))
+                walk(value, path + (key,))
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, path + (i,))
+
+    walk(ctx.dashboard, ())
+    for path, where, sql in queries(ctx.dashboard):
+        if re.search(r"\bVALUES\s*\(", sql, re.IGNORECASE):
+            out.append(ctx.diag("inline_data", f"{where}: the query lists literal VALUES; read the data from a table instead", path))
+            continue
+        try:
+            tables = duckdb.get_table_names(sql)
+        except duckdb.Error:
+            continue  # not parseable: the queries check reports it
+        if not tables:
+            out.append(ctx.diag("inline_data", f"{where}: the query reads no table, so its numbers are hardcoded; "
+                                "select them from the workspace's tables", path))
+    return out
+
+
+def _component_id(ctx: CheckContext, path: tuple) -> str:
+    if len(path) > 1 and path[0] == "components" and isinstance(path[1], int):
+        return (ctx.dashboard.get("components") or [{}])[path[1]].get("id", "?")
+    return "?"
+
+
+def check_output_constraints(ctx: CheckContext) -> list[Diagnostic]:
+    out = []
+    dashboard = ctx.dashboard
+    output = ctx.ws.get("output") or {}
+    required_theme = output.get("theme") or {}
+    for key in ("background", "text"):
+        mine = (dashboard.get("theme") or {}).get(key)
+        if mine and required_theme.get(key) and mine.lower() != required_theme[key].lower():
+            out.append(ctx.diag("output_constraints", f"theme {key} {mine} differs from output.yaml's {required_theme[key]}",
+                                ("theme", key), allowed=required_theme[key]))
+    layout_rules = output.get("layout") or {}
+    components = dashboard.get("components") or []
+    if layout_rules.get("max_components") and len(components) > layout_rules["max_components"]:
+        out.append(ctx.diag("output_constraints", f"{len(components)} components; output.yaml allows at most {layout_rules['max_components']}",
+                            ("components",), allowed=f"at most {layout_rules['max_components']}"))
+    for r, row in enumerate(dashboard.get("layout") or []):
+        if layout_rules.get("max_per_row") and len(row) > layout_rules["max_per_row"]:
+            out.append(ctx.diag("output_constraints", f"layout row {r + 1} has {len(row)} components; output.yaml allows {layout_rules['max_per_row']} per row",
+                                ("layout", r), allowed=f"at most {layout_rules['max_per_row']}"))
+    if layout_rules.get("kpis_first", False) and dashboard.get("layout"):
+        kinds = {c.get("id"): c.get("type") for c in components}
+        first = [cell if isinstance(cell, str) else cell.get("id") for cell in dashboard["layout"][0]]
+        if any(k == "kpi" for k in kinds.values()) and not all(kinds.get(cid) == "kpi" for cid in first):
+            out.append(ctx.diag("output_constraints", "output.yaml asks for KPI cards in the first row", ("layout", 0), WARNING))
+    for rule in ((ctx.ws.get("task") or {}).get("rules") or []):
+        if rule.get("check"):
+            out.extend(_task_rule(ctx, rule))
+    return out
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-9 * max(1, abs(a), abs(b))
+    return str(a).lower() == str(b).lower()
+
+
+def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
+    check, rid = rule["check"], rule["id"]
+    kind, color = check["kind"], check["color"].lower()
+    theme = (ctx.dashboard.get("theme") or {}).get("background") or ((ctx.ws.get("output") or {}).get("theme") or {}).get("background")
+    if kind == "background_color":
+        if (theme or "").lower() != color:
+            return [ctx.diag("output_constraints", f"task rule '{rid}' requires background {color}, the dashboard has {theme or 'none'}",
+                             ("theme", "background"), allowed=color)]
+        return []
+    target = (check.get("field") or "").lower()
+    out, applied = [], False
+    for i, comp in enumerate(ctx.dashboard.get("components") or []):
+        cid = comp.get("id")
+        if kind == "category_color" and comp.get("type") == "chart":
+            channel = (comp.get("encoding") or {}).get("color") or {}
+            if (channel.get("field") or "").lower() != target:
+                continue
+            applied = True
+            scale = channel.get("scale") or {}
+            domain, rng = scale.get("domain") or [], scale.get("range") or []
+            idx = next((j for j, v in enumerate(domain) if _same_value(v, check["value"])), None)
+            if idx is None or idx >= len(rng) or str(rng[idx]).lower() != color:
+                out.append(ctx.diag("output_constraints",
+                                    f"component '{cid}' colours {check['field']} but not {check['value']!r} in {color} (task rule '{rid}')",
+                                    ("components", i, "encoding", "color", "scale"), allowed=f"{check['value']} -> {color}"))
+        elif kind == "threshold_color":
+            places = _threshold_places(ctx, comp, i, target)
+            for path, thresholds in places:
+                applied = True
+                if not any(t.get("op") == check["op"] and _same_value(t.get("value"), check["value"]) and t.get("color", "").lower() == color
+                           for t in thresholds or []):
+                    out.append(ctx.diag("output_constraints",
+                                        f"component '{cid}' shows {check['field']} without the threshold {check['op']} {check['value']} in {color} (task rule '{rid}')",
+                                        path, allowed=f"thresholds: [{{op: '{check['op']}', value: {check['value']}, color: '{color}'}}]"))
+    if not applied:
+        out.append(ctx.diag("output_constraints", f"task rule '{rid}' applies to no component (nothing shows {check.get('field')})", (), WARNING))
+    return out
+
+
+def _threshold_places(ctx: CheckContext, comp: dict, i: int, target: str) -> list[tuple[tuple, list | None]]:
+    """Where a component shows `target` and so must carry the rule's threshold."""
+    kind = comp.get("type")
+    if kind == "kpi":
+        mentions = target in (comp.get("id") or "").lower() or target in (comp.get("title") or "").lower()
+        return [(("components", i, "thresholds"), comp.get("thresholds"))] if mentions else []
+    if kind == "table":
+        columns = {k.lower(): v for k, v in (comp.get("columns") or {}).items()}
+        shown = target in columns or (ctx.tables is not None and isinstance(ctx.bound(comp["query"]), list)
+                                      and target in [c.lower() for c, _ in ctx.bound(comp["query"])])
+        return [(("components", i, "columns"), (columns.get(target) or {}).get("thresholds"))] if shown else []
+    if kind == "chart":
+        channel = (comp.get("encoding") or {}).get("color") or {}
+        if (channel.get("field") or "").lower() == target:
+            return [(("components", i, "encoding", "color", "thresholds"), channel.get("thresholds"))]
+    return []
+
+
+# --------------------------------------------------------------------------- checks on data
+
+
+REFERENCE_ERROR = re.compile(r"(Catalog Error: Table with name (?P<table>\S+) does not exist|Binder Error: Referenced column \"?(?P<column>[^\"]+?)\"? not found)")
+
+
+def check_queries(ctx: CheckContext) -> list[Diagnostic]:
+    out = []
+    from .render import PARAM_RE
+
+    for path, where, sql in queries(ctx.dashboard):
+        bound = ctx.bound(sql)
+        if isinstance(bound, QueryError) and REFERENCE_ERROR.search(str(bound)):
+            continue  # the references check explains it better
+        try:
+            run_query(ctx.tables, sql, {p: None for p in PARAM_RE.findall(sql)}, max_rows=1, timeout_s=10)
+        except QueryError as exc:
+            out.append(ctx.diag("queries", f"{where}: the query does not run: {exc}", path))
+    return out
+
+
+def _did_you_mean(name: str, choices: Iterable[str]) -> str:
+    choices = list(choices)
+    close = [c for c in choices if c.lower() == name.lower()] or difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def check_references(ctx: CheckContext) -> list[Diagnostic]:
+    out = []
+    tables = ctx.tables or {}
+    all_columns = sorted({f.name for t in tables.values() for f in t.schema})
+    for path, where, sql in queries(ctx.dashboard):
+        bound = ctx.bound(sql)
+        if not isinstance(bound, QueryError):
+            continue
+        match = REFERENCE_ERROR.search(str(bound))
+        if not match:
+            continue
+        if match.group("table"):
+            name = match.group("table")
+            out.append(ctx.diag("references", f"{where}: unknown table '{name}'{_did_you_mean(name, tables)}", path,
+                                allowed=", ".join(sorted(tables))))
+        else:
+            name = match.group("column")
+            out.append(ctx.diag("references", f"{where}: unknown column '{name}'{_did_you_mean(name, all_columns)}", path,
+                                allowed=", ".join(all_columns[:40])))
+    for i, comp in enumerate(ctx.dashboard.get("components") or []):
+        out.extend(_component_fields(ctx, comp, i))
+    return out
+
+
+USABLE = {"quantitative": ("number",), "temporal": ("time", "text"), "kpi": ("number",)}
+
+
+def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]:
+    """Fields a component names (encodings, KPI and table columns, placeholders) exist in its query's output."""
+    out = []
+    cid = comp.get("id")
+    if comp.get("type") == "text":
+        from .render import PLACEHOLDER_RE
+
+        for match in PLACEHOLDER_RE.finditer(comp.get("markdown") or ""):
+            qname, column = match.group(1), match.group(2)
+            sql = (comp.get("queries") or {}).get(qname)
+            if sql is None:
+                out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)} names no query{_did_you_mean(qname, comp.get('queries') or {})}",
+                                    ("components", i, "markdown"), allowed=", ".join(comp.get("queries") or {})))
+                continue
+            bound = ctx.bound(sql)
+            if isinstance(bound, list) and column.lower() not in [c.lower() for c, _ in bound]:
+                names = [c for c, _ in bound]
+                out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)}: query '{qname}' has no column '{column}'{_did_you_mean(column, names)}",
+                                    ("components", i, "markdown"), allowed=", ".join(names)))
+        return out
+    bound = ctx.bound(comp["query"]) if isinstance(comp.get("query"), str) else None
+    if not isinstance(bound, list):
+        return out
+    types = {c.lower(): t for c, t in bound}
+    names = [c for c, _ in bound]
+
+    def need(field_name: str | None, path: tuple, usable: str | None = None, what: str = "field") -> None:
+        if not field_name:
+            return
+        if field_name.lower() not in types:
+            out.append(ctx.diag("references", f"component '{cid}': {what} '{field_name}' is not a column of its query{_did_you_mean(field_name, names)}",
+                                path, allowed=", ".join(names)))
+        elif usable and coltypes.family(types[field_name.lower()]) not in USABLE[usable]:
+            out.append(ctx.diag("references", f"component '{cid}': {what} '{field_name}' is {types[field_name.lower()]}, not usable as {usable}",
+                                path, allowed=" or ".join(USABLE[usable])))
+
+    kind = comp.get("type")
+    if kind == "chart":
+        for channel, spec in (comp.get("encoding") or {}).items():
+            for j, ch in enumerate(spec if channel == "tooltip" else [spec]):
+                p = ("components", i, "encoding", channel) + ((j,) if channel == "tooltip" else ()) + ("field",)
+                usable = ch.get("type") if ch.get("type") in ("quantitative", "temporal") and not ch.get("aggregate") == "count" else None
+                need(ch.get("field"), p, usable, f"encoding.{channel} field")
+    elif kind == "kpi":
+        value = comp.get("value_column") or next((n for n in names if n.lower() == "value"), names[0] if names else None)
+        need(value, ("components", i, "value_column" if comp.get("value_column") else "query"), "kpi", "value column")
+        need(comp.get("compare_column"), ("components", i, "compare_column"), "kpi", "compare column")
+    elif kind == "table":
+        for column in comp.get("columns") or {}:
+            need(column, ("components", i, "columns", column), None, "column")
+    return out
+
+
+NUMBER_RE = re.compile(r"(?<![\w.#{])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*(%)?")
+
+
+def _numbers_in(text: str) -> list[tuple[float, bool, int, str]]:
+    """(value, is_percent, decimals, as written) for numbers in prose, leaving out placeholders.
+
+    Bare integers below 10 ("top 5 sites") are counts of the prose, not data, and are left out.
+    """
+    from .render import PLACEHOLDER_RE
+
+    text = PLACEHOLDER_RE.sub(" ", text or "")
+    out = []
+    for m in NUMBER_RE.finditer(text):
+        written = m.group(0).strip()
+        decimals = len(m.group(2)) - 1 if m.group(2) else 0
+        value = float((m.group(1) + (m.group(2) or "")).replace(",", ""))
+        if decimals == 0 and not m.group(3) and value < 10:
+            continue
+        out.append((value, bool(m.group(3)), decimals, written))
+    return out
+
+
+def _matches(number: float, percent: bool, decimals: int, data_value: float) -> bool:
+    """The number is the data value as a person would write it: same digits at the written precision."""
+    if data_value == 0:
+        return False
+    shown = data_value * 100 if percent else data_value
+    return round(shown, decimals) == number
+
+
+def check_literal_values(ctx: CheckContext) -> list[Diagnostic]:
+    rendered = ctx.rendered()
+    values: set[float] = set()
+    for comp in rendered.components:
+        results = ([comp.result] if comp.result is not None else []) + list(comp.text_results.values())
+        for res in results:
+            for column in res.table.columns:
+                if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):
+                    values.update(float(v) for v in column.to_pylist()[:2000] if v is not None)
+    allowed = _threshold_values(ctx)
+    out = []
+    places: list[tuple[tuple, str]] = [(("title",), ctx.dashboard.get("title", "")), (("description",), ctx.dashboard.get("description", ""))]
+    for i, comp in enumerate(ctx.dashboard.get("components") or []):
+        places.append((("components", i, "title"), comp.get("title", "")))
+        places.append((("components", i, "markdown"), comp.get("markdown", "")))
+        for column, conf in (comp.get("columns") or {}).items():
+            places.append((("components", i, "columns", column, "label"), conf.get("label", "")))
+        for channel, spec in (comp.get("encoding") or {}).items():
+            for ch in (spec if isinstance(spec, list) else [spec]):
+                places.append((("components", i, "encoding", channel, "title"), ch.get("title", "")))
+    for path, text in places:
+        for number, percent, decimals, written in _numbers_in(text):
+            if any(_matches(number, percent, decimals, v) for v in allowed):
+                continue
+            hit = next((v for v in values if _matches(number, percent, decimals, v)), None)
+            if hit is not None:
+                where = f"component '{_component_id(ctx, path)}'" if path[0] == "components" else "the dashboard"
+                out.append(ctx.diag("literal_values", f"{where}: '{written}' in {path[-1]} equals a value in the data ({hit:g}); "
+                                    "it will go stale on refresh, use a {{query.column}} placeholder in a text block", path))
+    return out
+
+
+def _threshold_values(ctx: CheckContext) -> list[float]:
+    """Numbers the spec or the task rules state as rules (thresholds), which text may repeat."""
+    out = []
+    for comp in ctx.dashboard.get("components") or []:
+        for t in comp.get("thresholds") or []:
+            out.append(float(t["value"]))
+        for conf in (comp.get("columns") or {}).values():
+            out.extend(float(t["value"]) for t in conf.get("thresholds") or [])
+        color = (comp.get("encoding") or {}).get("color") or {}
+        out.extend(float(t["value"]) for t in color.get("thresholds") or [])
+    for rule in (ctx.ws.get("task") or {}).get("rules") or []:
+        value = (rule.get("check") or {}).get("value")
+        if isinstance(value, (int, float)):
+            out.append(float(value))
+    return out
+
+
+def check_renders(ctx: CheckContext) -> list[Diagnostic]:
+    rendered = ctx.rendered()
+    index = {c.get("id"): i for i, c in enumerate(ctx.dashboard.get("components") or [])}
+    out = []
+    for cid, error in rendered.errors:
+        path = ("components", index[cid]) if cid in index else ("filters",)
+        out.append(ctx.diag("renders", f"component '{cid}' does not render: {error}", path))
+    return out
+
+
+STATIC: list[Callable[[CheckContext], list[Diagnostic]]] = [check_schema, check_inline_data, check_output_constraints]
+ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_queries, check_references, check_literal_values, check_renders]
+
+
+def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "", file: str = FILE) -> list[Diagnostic]:
+    """All checks on the workspace's dashboard; the data checks need `tables`."""
+    if not ws.get("dashboard"):
+        return []
+    ctx = CheckContext(ws, tables, version, file)
+    out = check_schema(ctx)
+    if any(d.level == ERROR for d in out):
+        return out  # the other checks assume a well-formed spec
+    for check in STATIC[1:]:
+        out.extend(check(ctx))
+    if tables is None:
+        out.append(Diagnostic("check.skipped", WARNING, "data checks skipped: no data loaded (run `python -m lib refresh`)", file))
+        return out
+    for check in ON_DATA:
+        out.extend(check(ctx))
+    return out

@@ -1,0 +1,84 @@
+"""Number formatting with d3-format strings, the syntax Vega-Lite and dashboard specs use.
+
+Supported: [[fill]align][sign][$][0][width][,][.precision][type] with types
+f, d, %, s (SI prefix), e, g, r and none. Enough for KPI cards, tables and
+insight text to show numbers exactly as the charts do.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from decimal import Decimal
+
+_SPEC = re.compile(r"^(?:(.)?([<>^=]))?([+\-( ])?(\$)?(0)?(\d+)?(,)?(?:\.(\d+))?([a-z%])?$")
+_SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
+       (1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
+
+
+def format_value(value, spec: str | None = None) -> str:
+    """Format any query value for display: numbers by `spec`, dates as ISO, None as an em dash."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float, Decimal)):
+        return format_number(float(value) if isinstance(value, Decimal) else value, spec)
+    if isinstance(value, dt.datetime):
+        return value.strftime(spec) if spec and "%" in spec and not _SPEC.match(spec) else value.isoformat(sep=" ", timespec="minutes")
+    if isinstance(value, dt.date):
+        return value.strftime(spec) if spec and "%" in spec and not _SPEC.match(spec) else value.isoformat()
+    return str(value)
+
+
+def format_number(value: float, spec: str | None = None) -> str:
+    if spec is None or spec == "":
+        if isinstance(value, int):
+            return f"{value:,}"
+        return f"{value:,.2f}" if abs(value) < 1e6 else _si(value, 3)
+    match = _SPEC.match(spec)
+    if not match:
+        raise ValueError(f"unsupported number format {spec!r}")
+    fill, align, sign, currency, zero, width, comma, precision, kind = match.groups()
+    precision = int(precision) if precision is not None else None
+    negative = value < 0
+    magnitude = abs(value)
+    if kind == "%":
+        body = f"{magnitude * 100:{',' if comma else ''}.{6 if precision is None else precision}f}%"
+    elif kind == "f":
+        body = f"{magnitude:{',' if comma else ''}.{6 if precision is None else precision}f}"
+    elif kind == "d":
+        body = f"{round(magnitude):{',' if comma else ''}d}"
+    elif kind == "s":
+        body = _si(magnitude, 6 if precision is None else precision)
+    elif kind == "e":
+        body = f"{magnitude:.{6 if precision is None else precision}e}"
+    elif kind in ("g", "r"):
+        body = f"{magnitude:{',' if comma else ''}.{6 if precision is None else precision}g}"
+    else:  # no type: like g, but trailing zeros trimmed
+        body = f"{magnitude:{',' if comma else ''}.{12 if precision is None else precision}g}"
+    if currency:
+        body = "$" + body
+    if negative and float(re.sub(r"[^0-9.]", "", body) or 0) != 0:
+        body = ("(" + body + ")") if sign == "(" else "−" + body
+    elif sign == "+":
+        body = "+" + body
+    elif sign == " ":
+        body = " " + body
+    if width and len(body) < int(width):
+        pad = (fill or ("0" if zero else " "))
+        body = body.rjust(int(width), pad) if (align or ">") in ">=" else body.ljust(int(width), pad)
+    return body
+
+
+def _si(value: float, significant: int) -> str:
+    if value == 0:
+        return "0"
+    for factor, prefix in _SI:
+        if abs(value) >= factor:
+            scaled = value / factor
+            text = f"{scaled:.{max(significant, 1)}g}"
+            if "e" in text:
+                text = f"{scaled:.0f}"
+            return text + prefix
+    return f"{value:.{significant}g}"

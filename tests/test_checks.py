@@ -1,0 +1,165 @@
+"""Each dashboard check passes on the demos and fails on a crafted bad spec, naming component and field."""
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+
+from lib import checks, workspace
+from lib.diagnostics import ERROR
+from lib.refresh import refresh
+from lib.warehouse import Warehouse
+
+from .conftest import WORKSPACES
+
+
+@pytest.fixture(scope="module")
+def supply(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("checks")
+    folder = tmp / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp / "cache")
+    assert refresh(folder, wh).ok
+    ws, _ = workspace.load(folder)
+    return ws, wh.tables(), wh.current().id
+
+
+def run_with(supply, mutate) -> list:
+    ws, tables, version = supply
+    changed = workspace.Workspace(ws.path, copy.deepcopy(ws.data), {})
+    mutate(changed.data["dashboard"], changed.data)
+    return [d for d in checks.run(changed, tables, version) if d.level == ERROR]
+
+
+def component(dashboard, cid):
+    return next(c for c in dashboard["components"] if c["id"] == cid)
+
+
+@pytest.mark.parametrize("slug", ["gdp-explorer", "supply-chain-weekly"])
+def test_demo_dashboards_pass_every_check(slug, tmp_path):
+    folder = tmp_path / slug
+    shutil.copytree(WORKSPACES / slug, folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh).ok
+    ws, _ = workspace.load(folder)
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+
+
+def test_schema_check(supply):
+    [d] = run_with(supply, lambda dash, _: component(dash, "by_gate").update(mark="pie"))
+    assert d.id == "check.schema" and d.field.endswith(".mark") and "bar" in d.allowed and d.line
+
+
+def test_inline_data_check_catches_values_and_tableless_queries(supply):
+    def mutate(dash, _):
+        component(dash, "kpi_attainment")["query"] = "SELECT 0.97 AS value"
+        component(dash, "by_gate")["query"] = "SELECT * FROM (VALUES ('Supply', 0.9)) t(gate, attainment)"
+
+    errors = run_with(supply, mutate)
+    inline = [d for d in errors if d.id == "check.inline_data"]
+    assert len(inline) == 2
+    assert "component 'kpi_attainment'" in inline[0].message and inline[0].field.endswith("].query")
+    assert "VALUES" in inline[1].message and "component 'by_gate'" in inline[1].message
+
+
+def test_queries_check(supply):
+    [d] = [e for e in run_with(supply, lambda dash, _: component(dash, "by_gate").update(query="SELECT gate FROM gates GROUP BY")) if e.id == "check.queries"]
+    assert "component 'by_gate'" in d.message and d.field == "components[1].query"
+
+
+def test_queries_check_refuses_writes(supply):
+    errors = run_with(supply, lambda dash, _: component(dash, "by_gate").update(query="DELETE FROM gates"))
+    assert any(e.id == "check.queries" and "only SELECT" in e.message for e in errors)
+
+
+def test_references_check_unknown_column_with_suggestion(supply):
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(query="SELECT sum(Actuals) / sum(target) AS value FROM gates"))
+    [d] = [e for e in errors if e.id == "check.references"]
+    assert "component 'kpi_attainment'" in d.message and "unknown column 'Actuals'" in d.message and "did you mean 'actual'" in d.message
+
+
+def test_references_check_unknown_table_case_insensitive_suggestion(supply):
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(query="SELECT count(*) AS value FROM gate"))
+    [d] = [e for e in errors if e.id == "check.references"]
+    assert "unknown table 'gate'" in d.message and "did you mean 'gates'" in d.message
+
+
+def test_references_check_encoding_field_and_type(supply):
+    def mutate(dash, _):
+        enc = component(dash, "by_gate")["encoding"]
+        enc["x"]["field"] = "gates"
+        enc["y"] = {"field": "gate", "type": "quantitative"}
+        component(dash, "by_gate")["query"] = "SELECT gate, sum(actual) / sum(target) AS attainment FROM gates GROUP BY gate"
+
+    errors = [e for e in run_with(supply, mutate) if e.id == "check.references"]
+    messages = " | ".join(e.message for e in errors)
+    assert "encoding.x field 'gates' is not a column of its query; did you mean 'gate'?" in messages
+    assert "encoding.y field 'gate' is VARCHAR, not usable as quantitative" in messages
+    assert {e.field for e in errors} >= {"components[1].encoding.x.field", "components[1].encoding.y.field"}
+
+
+def test_references_check_text_placeholder(supply):
+    def mutate(dash, _):
+        dash["components"].append({"id": "insight", "type": "text", "markdown": "Best: {{best.sitee}}",
+                                   "queries": {"best": "SELECT site FROM gates GROUP BY site ORDER BY sum(actual) DESC LIMIT 1"}})
+
+    [d] = [e for e in run_with(supply, mutate) if e.id == "check.references"]
+    assert "component 'insight'" in d.message and "has no column 'sitee'" in d.message and "did you mean 'site'" in d.message
+
+
+def test_literal_values_check(supply):
+    ws, tables, version = supply
+    from lib.warehouse import run_query
+
+    value = run_query(tables, "SELECT sum(actual) / sum(target) FROM gates").rows[0][0]
+    title = f"Attainment {value * 100:.1f}% this week"
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(title=title))
+    [d] = [e for e in errors if e.id == "check.literal_values"]
+    assert "component 'kpi_attainment'" in d.message and d.field == "components[0].title" and "placeholder" in d.message
+
+
+def test_literal_values_check_allows_rule_thresholds(supply):
+    errors = run_with(supply, lambda dash, _: dash.update(description="Green at 95% attainment or more."))
+    assert not [e for e in errors if e.id == "check.literal_values"]
+
+
+def test_output_constraints_category_colour(supply):
+    def mutate(dash, _):
+        component(dash, "by_gate")["encoding"]["color"]["scale"]["range"] = ["#ff0000", "#ff7f0e", "#9467bd"]
+
+    errors = [e for e in run_with(supply, mutate) if e.id == "check.output_constraints"]
+    assert len(errors) == 1
+    assert "component 'by_gate'" in errors[0].message and "'Supply'" in errors[0].message and "gate-colors" in errors[0].message
+    assert errors[0].field == "components[1].encoding.color.scale"
+
+
+def test_output_constraints_threshold_rule(supply):
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(thresholds=[{"op": ">=", "value": 0.9, "color": "#2ca02c"}]))
+    [d] = [e for e in errors if e.id == "check.output_constraints"]
+    assert "component 'kpi_attainment'" in d.message and "attainment-green" in d.message and d.field == "components[0].thresholds"
+
+
+def test_output_constraints_background(supply):
+    errors = run_with(supply, lambda dash, _: dash.update(theme={"background": "#000000"}))
+    [d] = [e for e in errors if e.id == "check.output_constraints"]
+    assert d.field == "theme.background" and d.allowed == "#ffffff"
+
+
+def test_renders_check(supply):
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(query="SELECT 'n/a' AS label FROM gates LIMIT 1"))
+    # a text value where a KPI needs a number: the references check names it, and it still renders as text
+    assert any(e.id == "check.references" and "not usable as kpi" in e.message for e in errors)
+
+    def broken_format(dash, _):
+        component(dash, "kpi_attainment")["format"] = "%%%"
+
+    errors = run_with(supply, broken_format)
+    [d] = [e for e in errors if e.id == "check.renders"]
+    assert "component 'kpi_attainment' does not render" in d.message and "unsupported number format" in d.message
+
+
+def test_data_checks_are_skipped_without_data(supply):
+    ws, _, _ = supply
+    result = checks.run(ws, None)
+    assert [d.id for d in result] == ["check.skipped"] and result[0].level == "warning"
