@@ -95,6 +95,34 @@ def cmd_check(args) -> int:
     return 1 if errors else 0
 
 
+def cmd_autodraft(args) -> int:
+    from . import autodraft, profile
+    from .refresh import refresh
+    from .warehouse import Warehouse
+
+    path = Path(args.path)
+    ws, diagnostics = workspace.load(path)
+    if has_errors(diagnostics):
+        for d in diagnostics:
+            print(d.format(), file=sys.stderr)
+        return _fail(args, "the workspace does not validate")
+    if ws.get("dashboard") and not args.force:
+        return _fail(args, f"{path / workspace.FILES['dashboard']} exists; use --force to replace it (git keeps the old one)")
+    wh = Warehouse.for_workspace(path)
+    if wh.current() is None:
+        report = refresh(path, wh, uploads_dir=wh.uploads)
+        if not report.swapped:
+            print(report.summary(), file=sys.stderr)
+            return _fail(args, "could not load the data to draft from")
+    files = dict(ws.data)
+    if not files.get("profile"):
+        files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
+    files["dashboard"] = autodraft.draft(files)
+    changed = workspace.save(path, {k: files[k] for k in ("profile", "dashboard")})
+    print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}")
+    return cmd_check(args)
+
+
 def cmd_new(args) -> int:
     target = Path(args.path)
     if ".." in target.parts:
@@ -287,6 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("autodraft", help="write a first dashboard from the data profile, without a model")
+    p.add_argument("path")
+    p.add_argument("--force", action="store_true", help="replace an existing dashboard.yaml")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_autodraft)
 
     p = sub.add_parser("new", help="create a workspace that validates")
     p.add_argument("path", help="folder of the new workspace; its name is the workspace's slug")

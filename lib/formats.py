@@ -25,7 +25,9 @@ def format_value(value, spec: str | None = None) -> str:
     if isinstance(value, (int, float, Decimal)):
         return format_number(float(value) if isinstance(value, Decimal) else value, spec)
     if isinstance(value, dt.datetime):
-        return value.strftime(spec) if spec and "%" in spec and not _SPEC.match(spec) else value.isoformat(sep=" ", timespec="minutes")
+        if spec and "%" in spec and not _SPEC.match(spec):
+            return value.strftime(spec)
+        return value.date().isoformat() if value.time() == dt.time() else value.isoformat(sep=" ", timespec="minutes")
     if isinstance(value, dt.date):
         return value.strftime(spec) if spec and "%" in spec and not _SPEC.match(spec) else value.isoformat()
     return str(value)

@@ -177,6 +177,8 @@ def _samples(values: Iterable[Any]) -> list[Any]:
 
 
 _ID_NAME = re.compile(r"(^id$|_id$|^id_|key$|code$|_no$|number$|^uuid)", re.IGNORECASE)
+# Numbers that label or locate rather than measure: summing them means nothing.
+_NOT_MEASURE = re.compile(r"(zip|postal|postcode|bbl|fips|phone|latitude|longitude|^lat$|^lon$|^lng$|coordinate|computed_region|_code$|^code$)", re.IGNORECASE)
 _TIME_NAME = re.compile(r"(^|[_\s])(year|yr|month|week|date|day|time)([_\s]|$)", re.IGNORECASE)
 
 
@@ -192,7 +194,9 @@ def _role(col: str, kind: str, s: dict[str, Any], rows: int) -> str:
     if _ID_NAME.search(col) and (unique or fam == "text"):
         return "identifier"
     if fam == "number":
-        return "identifier" if _ID_NAME.search(col) and kind.upper() in ("BIGINT", "INTEGER") else "measure"
+        if _NOT_MEASURE.search(col) or (_ID_NAME.search(col) and kind.upper() in ("BIGINT", "INTEGER")):
+            return "identifier"
+        return "measure"
     if fam == "boolean":
         return "dimension"
     if fam == "text":

@@ -272,8 +272,8 @@ def _chart(comp: Component, theme, formats) -> None:
     channels: dict[str, Any] = {}
     for name, ch in encoding.items():
         if name == "tooltip":
-            channels["tooltip"] = [alt.Tooltip(_column(result, t["field"]), type=t.get("type"), title=t.get("title"),
-                                               format=t.get("format") or alt.Undefined) for t in ch]
+            channels["tooltip"] = [alt.Tooltip(_column(result, t["field"]), **{k: t[k] for k in ("type", "title", "format") if t.get(k)})
+                                   for t in ch]
             continue
         field_name = _column(result, ch["field"])
         if name == "color" and ch.get("thresholds"):

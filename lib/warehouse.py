@@ -143,7 +143,20 @@ def run_query(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any
     truncated = result.num_rows > max_rows
     if truncated:
         result = result.slice(0, max_rows)
+    result = _plain_numbers(result)
     return QueryResult(result, truncated, time.perf_counter() - start, result.column_names)
+
+
+def _plain_numbers(table: pa.Table) -> pa.Table:
+    """DuckDB sums integers into HUGEINT, which arrives as decimal; dashboards want plain numbers."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_decimal(f.type):
+            target = pa.int64() if f.type.scale == 0 else pa.float64()
+            try:
+                table = table.set_column(i, f.name, table.column(i).cast(target))
+            except pa.ArrowInvalid:  # beyond int64: a double keeps the magnitude
+                table = table.set_column(i, f.name, table.column(i).cast(pa.float64()))
+    return table
 
 
 def bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:

@@ -36,6 +36,10 @@ def component(dashboard, cid):
     return next(c for c in dashboard["components"] if c["id"] == cid)
 
 
+def index(supply, cid) -> int:
+    return [c["id"] for c in supply[0].data["dashboard"]["components"]].index(cid)
+
+
 @pytest.mark.parametrize("slug", ["gdp-explorer", "supply-chain-weekly"])
 def test_demo_dashboards_pass_every_check(slug, tmp_path):
     folder = tmp_path / slug
@@ -65,7 +69,7 @@ def test_inline_data_check_catches_values_and_tableless_queries(supply):
 
 def test_queries_check(supply):
     [d] = [e for e in run_with(supply, lambda dash, _: component(dash, "by_gate").update(query="SELECT gate FROM gates GROUP BY")) if e.id == "check.queries"]
-    assert "component 'by_gate'" in d.message and d.field == "components[1].query"
+    assert "component 'by_gate'" in d.message and d.field == f"components[{index(supply, 'by_gate')}].query"
 
 
 def test_queries_check_refuses_writes(supply):
@@ -96,16 +100,17 @@ def test_references_check_encoding_field_and_type(supply):
     messages = " | ".join(e.message for e in errors)
     assert "encoding.x field 'gates' is not a column of its query; did you mean 'gate'?" in messages
     assert "encoding.y field 'gate' is VARCHAR, not usable as quantitative" in messages
-    assert {e.field for e in errors} >= {"components[1].encoding.x.field", "components[1].encoding.y.field"}
+    i = index(supply, "by_gate")
+    assert {e.field for e in errors} >= {f"components[{i}].encoding.x.field", f"components[{i}].encoding.y.field"}
 
 
 def test_references_check_text_placeholder(supply):
     def mutate(dash, _):
-        dash["components"].append({"id": "insight", "type": "text", "markdown": "Best: {{best.sitee}}",
+        dash["components"].append({"id": "note", "type": "text", "markdown": "Best: {{best.sitee}}",
                                    "queries": {"best": "SELECT site FROM gates GROUP BY site ORDER BY sum(actual) DESC LIMIT 1"}})
 
     [d] = [e for e in run_with(supply, mutate) if e.id == "check.references"]
-    assert "component 'insight'" in d.message and "has no column 'sitee'" in d.message and "did you mean 'site'" in d.message
+    assert "component 'note'" in d.message and "has no column 'sitee'" in d.message and "did you mean 'site'" in d.message
 
 
 def test_literal_values_check(supply):
@@ -131,7 +136,7 @@ def test_output_constraints_category_colour(supply):
     errors = [e for e in run_with(supply, mutate) if e.id == "check.output_constraints"]
     assert len(errors) == 1
     assert "component 'by_gate'" in errors[0].message and "'Supply'" in errors[0].message and "gate-colors" in errors[0].message
-    assert errors[0].field == "components[1].encoding.color.scale"
+    assert errors[0].field == f"components[{index(supply, 'by_gate')}].encoding.color.scale"
 
 
 def test_output_constraints_threshold_rule(supply):

@@ -1,0 +1,84 @@
+"""Auto-draft without a model: a first dashboard for every public dataset that passes every check."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from lib import autodraft, checks, profile, workspace
+from lib.refresh import refresh
+from lib.render import QueryCache, render
+from lib.warehouse import Warehouse
+
+from .conftest import DATASETS, WORKSPACES
+
+PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv",
+          "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
+
+
+def workspace_over(tmp_path, csv_name):
+    if not (DATASETS / csv_name).exists():
+        pytest.skip(f"{csv_name} not in {DATASETS}")
+    os.environ["DASHMEM_DATA_DIRS"] = str(DATASETS)
+    folder = tmp_path / csv_name.split(".")[0].replace("_", "-")
+    workspace.save(folder, workspace.blank(csv_name, "alice", "2026-11-30"))
+    workspace.save(folder, {"sources": {"sources": [{"name": "data", "type": "csv", "path": str(DATASETS / csv_name)}]}})
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh).ok
+    ws, _ = workspace.load(folder)
+    workspace.save(folder, {"profile": profile.build(wh.tables(), ws.data["sources"]["sources"])})
+    return folder, wh
+
+
+@pytest.mark.parametrize("csv_name", PUBLIC)
+def test_autodraft_passes_every_check(tmp_path, csv_name):
+    folder, wh = workspace_over(tmp_path, csv_name)
+    ws, _ = workspace.load(folder)
+    spec = autodraft.draft(ws.data)
+    workspace.save(folder, {"dashboard": spec})
+    ws, diags = workspace.load(folder)
+    assert diags == []
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    kinds = [c["type"] for c in spec["components"]]
+    assert kinds.count("kpi") >= 1 and "chart" in kinds and "table" in kinds and "text" in kinds
+    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert rendered.errors == []
+    assert "{{" not in rendered.component("insight").markdown
+    assert [c.id for c in rendered.rows[0]] == [c["id"] for c in spec["components"] if c["type"] == "kpi"]
+
+
+def test_autodraft_has_a_trend_and_breakdowns_where_the_data_allows(tmp_path):
+    folder, wh = workspace_over(tmp_path, "global_superstore_sample1000.csv")
+    ws, _ = workspace.load(folder)
+    spec = autodraft.draft(ws.data)
+    ids = [c["id"] for c in spec["components"]]
+    assert "trend" in ids and any(i.startswith("by_") for i in ids)
+    trend = next(c for c in spec["components"] if c["id"] == "trend")
+    assert trend["encoding"]["x"]["type"] == "temporal" and "date_trunc" in trend["query"]
+    assert {f["type"] for f in spec["filters"]} == {"multiselect", "date_range"}
+
+
+def test_autodraft_is_deterministic(tmp_path):
+    folder, _ = workspace_over(tmp_path, "adult.csv")
+    ws, _ = workspace.load(folder)
+    assert workspace.render("dashboard", autodraft.draft(ws.data)) == workspace.render("dashboard", autodraft.draft(ws.data))
+
+
+def test_autodraft_applies_the_workspace_rules(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh).ok
+    ws, _ = workspace.load(folder)
+    spec = autodraft.draft(ws.data)
+    by_gate = next(c for c in spec["components"] if c["id"] == "by_gate")
+    assert by_gate["encoding"]["color"]["scale"] == {"domain": ["Supply", "Orders", "Process"], "range": ["#1f77b4", "#ff7f0e", "#9467bd"]}
+    ws.data["dashboard"] = spec
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+
+
+def test_autodraft_without_a_profile_says_what_to_do(tmp_path):
+    ws_files = workspace.blank("Empty", "alice", "2026-11-30")
+    with pytest.raises(ValueError, match="connect a source and refresh"):
+        autodraft.draft(ws_files)
