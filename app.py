@@ -1,16 +1,19 @@
-"""Entry point: opens the config repo and registers the pages with st.navigation.
+"""Entry point: sign-in, the workspace picker, and the pages each role may see.
 
-Pages live in app_pages/ (not pages/) so that Streamlit never serves a page
-without running this file first.
+Pages live in app_pages/ (not pages/) and are registered with st.navigation on
+every run, so no page is ever served without this file's sign-in running
+first; a deep link opened while signed out shows the sign-in form.
 """
 from __future__ import annotations
 
 import streamlit as st
+import streamlit_authenticator as stauth
 
-from lib import settings
+from lib import auth, settings
+from lib.access import OWNER, STEWARD
 from lib.configrepo import ConfigRepo
 
-st.set_page_config(page_title="dashmem", page_icon=":bar_chart:", layout="wide")
+st.set_page_config(page_title="dashmem", page_icon=":material/dashboard:", layout="wide")
 
 
 @st.cache_resource(show_spinner="Opening the config repo…")
@@ -18,9 +21,58 @@ def config_repo(path: str, templates: str) -> ConfigRepo:
     return ConfigRepo.open_or_create(path, templates)
 
 
-st.session_state["config_repo"] = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))
+def sign_in_page() -> None:
+    st.title("dashmem")
+    st.caption("Shared, selective, persistent memory for dashboards built with Claude.")
+    st.info("Demo users: **olivia** / olivia-demo (owner), **sam** / sam-demo (steward), **vera** / vera-demo (viewer).")
 
-pages = [
-    st.Page("app_pages/workspaces.py", title="Workspaces", icon=":material/folder_open:", default=True),
-]
+
+try:
+    credentials = auth.load_credentials()
+    authenticator = stauth.Authenticate(credentials, "dashmem_auth", auth.cookie_key(), 7, auto_hash=False, login_sleep_time=0)
+except auth.AuthConfigError as exc:
+    st.error(str(exc))
+    st.stop()
+
+repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))
+st.session_state["config_repo"] = repo
+
+if not st.session_state.get("authentication_status"):
+    st.navigation([st.Page(sign_in_page, title="Sign in", icon=":material/login:")]).run()
+    authenticator.login(location="main", key="sign-in")
+    if st.session_state.get("authentication_status") is False:
+        st.error("Wrong user name or password.")
+    if st.session_state.get("authentication_status"):
+        st.rerun()
+    st.stop()
+
+user = auth.user_for(st.session_state["username"], credentials)
+st.session_state["user"] = user
+
+metas = {slug: repo.meta(slug) for slug in repo.slugs()}
+visible = auth.visible(user, metas)
+with st.sidebar:
+    st.markdown(f"**{user.display_name or user.name}** · {user.app_role}")
+    if visible:
+        current = st.session_state.get("slug")
+        index = visible.index(current) if current in visible else 0
+        st.session_state["slug"] = st.selectbox("Workspace", visible, index=index, format_func=lambda s: metas[s].get("name", s))
+    else:
+        st.session_state["slug"] = None
+    authenticator.logout("Sign out", location="sidebar", key="sign-out")
+
+pages = {
+    "Use": [
+        st.Page("app_pages/dashboard.py", title="Dashboard", icon=":material/monitoring:", default=True),
+        st.Page("app_pages/chat.py", title="Chat", icon=":material/chat:"),
+        st.Page("app_pages/workspaces.py", title="Workspaces", icon=":material/folder_open:"),
+        st.Page("app_pages/history.py", title="History", icon=":material/history:"),
+    ],
+}
+if user.app_role in (STEWARD, OWNER):
+    pages["Build"] = [
+        st.Page("app_pages/sources.py", title="Sources", icon=":material/database:"),
+        st.Page("app_pages/specs.py", title="Specs", icon=":material/tune:"),
+        st.Page("app_pages/review.py", title="Review", icon=":material/rate_review:"),
+    ]
 st.navigation(pages).run()

@@ -1,12 +1,12 @@
-"""Workspaces: what each workspace remembers, file by file, with its validation status."""
+"""Workspaces: what each remembers, create one from a template, import one memory category."""
 from __future__ import annotations
 
 import streamlit as st
 
-from lib import workspace
-from lib.configrepo import ConfigRepo
-
-repo: ConfigRepo = st.session_state["config_repo"]
+from lib import access, workspace
+from lib.access import STEWARD, PermissionDenied
+from lib.configrepo import ConfigRepoError
+from lib.diagnostics import ValidationFailed
 
 CATEGORY_TITLES = {
     "workspace": "Workspace",
@@ -16,33 +16,71 @@ CATEGORY_TITLES = {
     "profile": "Data schemas",
     "dashboard": "Dashboard",
 }
+IMPORTABLE = ("task", "sources", "output")
 
+user = st.session_state["user"]
+repo = st.session_state["config_repo"]
 st.title("Workspaces")
-st.caption(f"Published versions from the config repo at `{repo.path}`")
+st.caption("Each workspace keeps four kinds of memory plus its dashboard, versioned in the config repo. "
+           "Chat transcripts and raw data are never kept.")
 
-slugs = repo.slugs()
-if not slugs:
-    st.info("The config repo has no workspaces yet.")
-    st.stop()
-
-for slug in slugs:
+metas = {slug: repo.meta(slug) for slug in repo.slugs()}
+mine = [s for s in metas if access.role_of(user, metas[s])]
+for slug in mine:
     ws, diagnostics = workspace.load(repo.published_path(slug))
-    meta = ws.get("workspace") or {}
+    role = access.role_of(user, metas[slug])
     with st.container(border=True):
         head, status = st.columns([4, 1])
         head.subheader(ws.name)
-        head.write(meta.get("description", ""))
+        head.write(metas[slug].get("description", ""))
         errors = [d for d in diagnostics if d.level == "error"]
         if errors:
             status.error(f"{len(errors)} validation error(s)")
         else:
             status.success("valid")
-        for d in diagnostics:
-            st.warning(d.format())
+        status.caption(f"you: {role}")
+        if st.button("Open", key=f"open_{slug}"):
+            st.session_state["slug"] = slug
+            st.switch_page("app_pages/dashboard.py")
         kinds = [k for k in workspace.FILES if k in ws.data]
-        tabs = st.tabs([CATEGORY_TITLES[k] for k in kinds])
-        for tab, kind in zip(tabs, kinds):
-            with tab:
-                st.code(ws.text(kind), language="yaml")
-        versions = repo.history(slug, limit=5)
+        with st.expander("Memory"):
+            tabs = st.tabs([CATEGORY_TITLES[k] for k in kinds])
+            for tab, kind in zip(tabs, kinds):
+                with tab:
+                    st.code(ws.text(kind), language="yaml")
+        versions = repo.history(slug, limit=1)
         st.caption("Last published: " + (f"{versions[0].date[:16]} by {versions[0].author} — {versions[0].message}" if versions else "never"))
+
+if user.app_role in (STEWARD, "owner"):
+    st.divider()
+    left, right = st.columns(2)
+    with left.form("new_workspace"):
+        st.subheader("New workspace")
+        name = st.text_input("Name", placeholder="Team KPIs")
+        slug = st.text_input("Folder name", placeholder="team-kpis", help="Lower-case letters, digits and dashes.")
+        template = st.selectbox("Start from", [None] + sorted(metas), format_func=lambda s: "blank" if s is None else f"copy of {metas[s].get('name', s)}")
+        if st.form_submit_button("Create on my draft"):
+            try:
+                draft = repo.new_workspace(user, slug.strip(), name.strip() or slug.strip(), template)
+                st.success(f"Created **{name or slug}** on your draft branch `{draft.branch}`. Publish it on the Review page to share it.")
+            except (workspace.InvalidName, ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
+                st.error(str(exc))
+
+    current = st.session_state.get("slug")
+    with right.form("import_category"):
+        st.subheader("Import one memory category")
+        st.caption("Copy, for example, only the task rules or only the connectors of another workspace into your draft of this one.")
+        target = st.selectbox("Into", mine, index=mine.index(current) if current in mine else 0, format_func=lambda s: metas[s].get("name", s))
+        source = st.selectbox("From", sorted(metas), format_func=lambda s: metas[s].get("name", s))
+        kind = st.selectbox("Category", IMPORTABLE, format_func=CATEGORY_TITLES.get)
+        if st.form_submit_button("Import into my draft"):
+            try:
+                if source == target:
+                    raise ConfigRepoError("choose two different workspaces")
+                content = workspace.load(repo.published_path(source))[0].get(kind)
+                if content is None:
+                    raise ConfigRepoError(f"{metas[source].get('name', source)} has no {CATEGORY_TITLES[kind].lower()}")
+                sha = repo.save(user, target, {kind: content}, f"Import {CATEGORY_TITLES[kind].lower()} from {source}")
+                st.success(f"Imported into your draft of {metas[target].get('name', target)}" + (f" as {sha[:10]}." if sha else " (already identical)."))
+            except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
+                st.error(str(exc))

@@ -80,7 +80,7 @@ def cmd_check(args) -> int:
         return _fail(args, f"{path} has no {workspace.FILES['dashboard']} to check")
     wh = Warehouse.for_workspace(path)
     if wh.current() is None:
-        report = refresh(path, wh, uploads_dir=wh.uploads)
+        report = refresh(path, wh)
         if not report.swapped:
             print(report.summary(), file=sys.stderr)
     current = wh.current()
@@ -110,7 +110,7 @@ def cmd_autodraft(args) -> int:
         return _fail(args, f"{path / workspace.FILES['dashboard']} exists; use --force to replace it (git keeps the old one)")
     wh = Warehouse.for_workspace(path)
     if wh.current() is None:
-        report = refresh(path, wh, uploads_dir=wh.uploads)
+        report = refresh(path, wh)
         if not report.swapped:
             print(report.summary(), file=sys.stderr)
             return _fail(args, "could not load the data to draft from")
@@ -243,7 +243,7 @@ def cmd_refresh(args) -> int:
     from .warehouse import Warehouse
 
     wh = Warehouse.for_workspace(Path(args.path))
-    report = refresh(Path(args.path), wh, uploads_dir=wh.uploads)
+    report = refresh(Path(args.path), wh)
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -278,7 +278,7 @@ def cmd_profile(args) -> int:
     ws_path = Path(args.path)
     wh = Warehouse.for_workspace(ws_path)
     if wh.current() is None:
-        report = refresh(ws_path, wh, uploads_dir=wh.uploads)
+        report = refresh(ws_path, wh)
         if not report.swapped:
             print(report.summary(), file=sys.stderr)
             return _fail(args, "could not load the data to profile")

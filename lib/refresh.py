@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
-from . import coltypes, workspace
+from . import coltypes, settings, workspace
 from .connectors import FetchContext, SourceError, fetch
 from .warehouse import QueryError, Warehouse, bind, describe
 
@@ -101,7 +101,7 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     report.previous = current.id if current else None
     old_tables = warehouse.tables(current) if current else {}
     recorded = _recorded_schema(current, ws.get("profile"))
-    ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=uploads_dir)
+    ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=uploads_dir or settings.uploads_dir(Path(ws_path).resolve().name))
 
     fetched: dict[str, pa.Table] = {}
     for i, source in enumerate(sources):
@@ -198,6 +198,15 @@ def _compare(entry: SourceReport, old: dict[str, str], new: dict[str, str]) -> N
         if entry.changed:
             parts.append("changed type " + ", ".join(repr(c["column"]) for c in entry.changed))
         entry.message = "; ".join(parts)
+
+
+def compatibility(recorded: dict[str, str], table: pa.Table, name: str = "data") -> list[str]:
+    """Why `table` cannot stand in for a table with the `recorded` columns; empty when it can."""
+    entry = SourceReport(name=name, type="")
+    _compare(entry, recorded, dict((c, t) for c, t in describe({name: table})[name]))
+    problems = [f"missing column {c!r}" + (f" (renamed to {entry.renames[c]!r}?)" if c in entry.renames else "") for c in entry.missing]
+    problems += [f"column {c['column']!r} is {c['now']}, was {c['was']}" for c in entry.changed]
+    return problems
 
 
 def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | None:

@@ -35,3 +35,9 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 def model_id() -> str:
     """The Claude model sessions use (DASHMEM_MODEL), defaulting to a current Sonnet."""
     return os.environ.get("DASHMEM_MODEL", DEFAULT_MODEL)
+
+
+def uploads_dir(slug: str) -> Path:
+    """Files uploaded for a workspace's CSV sources (`upload:NAME`): per workspace, shared by
+    its published version and every draft, outside git."""
+    return cache_dir() / "uploads" / slug

@@ -221,10 +221,6 @@ class Warehouse:
         return cls(Path(cache_root or cache_dir()) / f"{ws_path.name}-{digest}")
 
     @property
-    def uploads(self) -> Path:
-        return self.folder / "uploads"
-
-    @property
     def pointer(self) -> Path:
         return self.folder / "CURRENT"
 

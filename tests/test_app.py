@@ -1,4 +1,4 @@
-"""The Streamlit app through AppTest: real config repo, real pages."""
+"""The Streamlit app through AppTest: real config repo, real data, each page and each role."""
 from __future__ import annotations
 
 import pytest
@@ -6,27 +6,139 @@ from streamlit.testing.v1 import AppTest
 
 from .conftest import ROOT
 
+PAGES = ["app_pages/dashboard.py", "app_pages/chat.py", "app_pages/workspaces.py", "app_pages/history.py"]
+STEWARD_PAGES = ["app_pages/sources.py", "app_pages/specs.py", "app_pages/review.py"]
+
 
 @pytest.fixture
-def app(tmp_path, monkeypatch):
+def env(tmp_path, monkeypatch):
     import streamlit as st
 
     monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(tmp_path / "config-repo"))
     monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DASHMEM_COOKIE_KEY", "k" * 40)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(ROOT)
     st.cache_resource.clear()
     st.cache_data.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30)
+    return tmp_path
+
+
+def signed_in(user: str, slug: str = "supply-chain-weekly") -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["authentication_status"] = True
+    at.session_state["username"] = user
+    at.session_state["name"] = user
+    at.session_state["slug"] = slug
+    at.run()
+    assert not at.exception, at.exception
     return at
 
 
-def test_workspaces_page_lists_demo_workspaces_and_their_memory(app, tmp_path):
-    app.run()
-    assert not app.exception, app.exception
-    assert [s.value for s in app.subheader] == ["GDP explorer", "Supply chain weekly"]
-    assert [s.value for s in app.success] == ["valid", "valid"]
-    tab_labels = [t.label for t in app.tabs]
-    assert tab_labels.count("Task specifications") == 2 and "Dashboard" in tab_labels
-    codes = [c.value for c in app.code]
-    assert any("Gates are always coloured the same way" in c for c in codes)
-    assert (tmp_path / "config-repo" / ".git").is_dir()  # created on first run from the templates
+def on_page(at: AppTest, page: str) -> AppTest:
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_signed_out_shows_the_sign_in_form(env):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert [t.label for t in at.text_input] == ["Username", "Password"]
+    with pytest.raises(ValueError):
+        at.switch_page("app_pages/specs.py")  # a deep link is not registered while signed out
+
+
+def test_sign_in_with_the_demo_steward(env):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.text_input[0].input("sam")
+    at.text_input[1].input("sam-demo")
+    at.button[0].click().run()
+    at.run()
+    assert at.session_state["authentication_status"] is True
+    assert any("Sam Steward" in m.value for m in at.sidebar.markdown)
+
+
+def test_wrong_password_is_refused(env):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.text_input[0].input("sam")
+    at.text_input[1].input("wrong")
+    at.button[0].click().run()
+    assert any("Wrong user name or password" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_viewer_pages_render(env, page):
+    on_page(signed_in("vera"), page)
+
+
+def test_viewer_cannot_reach_edit_pages(env):
+    at = signed_in("vera")
+    for page in STEWARD_PAGES:
+        with pytest.raises(ValueError):
+            at.switch_page(page)
+
+
+@pytest.mark.parametrize("page", PAGES + STEWARD_PAGES)
+def test_steward_pages_render(env, page):
+    on_page(signed_in("sam"), page)
+
+
+def test_dashboard_shows_the_numbers_and_refresh_reports(env):
+    at = signed_in("vera")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Attainment this week"].endswith("%")
+    assert [b.label for b in at.button if b.label == "Refresh"]
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    assert not at.exception
+    assert any("Refresh report" in e.label for e in at.expander)
+
+
+def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    text_areas = [t for t in at.text_area if t.label == "Text" and t.value.startswith("Gates are always")]
+    text_areas[0].input("Gates are coloured Supply blue, Orders orange, Process purple - always.")
+    next(b for b in at.button if b.label == "Save task rules").click().run()
+    assert not at.exception
+    assert any("Saved to your draft" in s.value for s in at.success), [e.value for e in at.error]
+    at = on_page(at, "app_pages/history.py")
+    at.radio[0].set_value("draft/sam/supply-chain-weekly").run()
+    assert "Edit task rules" in at.dataframe[0].value["message"].tolist()
+    next(b for b in at.button if b.label.startswith("Revert my draft")).click().run()
+    assert any("Your draft now equals" in s.value for s in at.success)
+
+
+def test_viewer_cannot_save_even_by_calling_lib(env):
+    from lib.access import PermissionDenied, User
+    from lib.configrepo import ConfigRepo
+    from lib import settings
+
+    at = signed_in("vera")
+    repo: ConfigRepo = at.session_state["config_repo"]
+    with pytest.raises(PermissionDenied):
+        repo.save(User("vera", app_role="viewer"), "supply-chain-weekly", {}, "sneaky")
+    assert settings.config_repo_path().exists()
+
+
+def test_owner_can_publish_a_stewards_draft(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    goal = next(t for t in at.text_area if t.label == "Goal")
+    goal.input("Show which gates missed target, where, and the trend.")
+    next(b for b in at.button if b.label == "Save task rules").click().run()
+    at = on_page(signed_in("olivia"), "app_pages/review.py")
+    next(b for b in at.button if b.label == "Publish").click().run()
+    assert not at.exception
+    at.run()
+    assert any("No open drafts" in i.value for i in at.info)
+
+
+def test_chat_without_a_key_offers_auto_draft(env):
+    at = on_page(signed_in("sam"), "app_pages/chat.py")
+    assert any("No Anthropic API key" in i.value for i in at.info)
+    next(b for b in at.button if b.label == "Auto-draft").click().run()
+    assert not at.exception
+    assert at.code and "dashboard.yaml" in at.code[0].value

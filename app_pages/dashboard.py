@@ -1,0 +1,184 @@
+"""Dashboard: the published dashboard (or your draft), filters, one-click Refresh, export."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app_pages import ui
+from lib import refresh as refreshing
+from lib.connectors import FetchContext, SourceError
+from lib.render import render
+
+ctx = ui.context("view")
+show_draft = ctx.can("edit") and ctx.has_draft() and st.toggle("Show my draft", key="dashboard_draft",
+                                                              help="Your unpublished edits, on data loaded for the draft.")
+path = ctx.draft_path() if show_draft else ctx.published_path
+ws, diagnostics = ui.load(path)
+wh = ui.warehouse(path)
+
+
+def run_refresh(label: str) -> refreshing.RefreshReport:
+    with st.status(label, expanded=False) as status:
+        bar = st.progress(0.0)
+        report = refreshing.refresh(path, wh, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+        status.update(label="Refreshed" if report.ok else "Refresh kept the previous data", state="complete" if report.ok else "error")
+    return report
+
+
+if wh.current() is None and (ws.get("sources") or {}).get("sources"):
+    st.session_state["refresh_report"] = run_refresh("Loading the data for the first time…")
+
+dashboard = ws.get("dashboard")
+head, actions = st.columns([3, 2], vertical_alignment="bottom")
+head.title((dashboard or {}).get("title") or ws.name)
+if dashboard and dashboard.get("description"):
+    head.caption(dashboard["description"])
+snapshot = wh.current()
+refresh_col, export_col = actions.columns(2)
+if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), use_container_width=True):
+    st.session_state["refresh_report"] = run_refresh("Refreshing the data…")
+    snapshot = wh.current()
+if snapshot:
+    created = dt.datetime.fromisoformat(snapshot.created)
+    actions.caption(f"Last refreshed {created.astimezone().strftime('%Y-%m-%d %H:%M:%S')} · "
+                    + ", ".join(f"{n}: {t['rows']:,} rows" for n, t in snapshot.tables.items()))
+
+report: refreshing.RefreshReport | None = st.session_state.get("refresh_report")
+if report and report.workspace == ctx.slug:
+    with st.expander("Refresh report" + (" — kept the previous data" if not report.ok else ""), expanded=not report.ok):
+        st.dataframe(pd.DataFrame([{"source": s.name, "type": s.type, "status": s.status, "rows before": s.rows_before,
+                                    "rows after": s.rows_after, "ms": round(s.seconds * 1000, 1), "message": s.message}
+                                   for s in report.sources]), hide_index=True, use_container_width=True)
+        for s in report.incompatible:
+            renames = ", ".join(f"{old} → {new}?" for old, new in s.renames.items())
+            st.error(f"**{s.name}** no longer fits the dashboard: missing {', '.join(s.missing) or 'none'}"
+                     + (f"; changed type: {', '.join(c['column'] for c in s.changed)}" if s.changed else "")
+                     + (f". Likely renames: {renames}" if renames else ""))
+        for error in report.dashboard_errors:
+            st.error(error)
+        if not report.ok and report.incompatible and ctx.can("edit"):
+            if st.button("Regenerate with Claude", icon=":material/auto_awesome:"):
+                from lib.agent import regenerate_message
+
+                st.session_state["chat_prefill"] = regenerate_message(report)
+                st.session_state["chat_mode"] = "edit"
+                st.switch_page("app_pages/chat.py")
+        st.caption(f"{report.seconds * 1000:.0f} ms · {report.model_calls} model calls")
+
+if not dashboard:
+    st.info("This workspace has no dashboard yet. Stewards can create one on the Chat page (with Claude, or the auto-draft without a key).")
+    st.stop()
+if snapshot is None:
+    st.warning("No data loaded yet. Add a source on the Sources page, then Refresh.")
+    st.stop()
+
+tables = dict(wh.tables())
+version = snapshot.id
+
+# A viewer may look at the dashboard over their own, schema-compatible CSV, for this session only.
+with st.expander("Try it with your own data (this session only)"):
+    sources = [s["name"] for s in (ws.get("sources") or {}).get("sources") or []]
+    target = st.selectbox("Replace the data of", sources, key="swap_target") if sources else None
+    upload = st.file_uploader("CSV file", type=["csv"], key="swap_file")
+    swaps = st.session_state.setdefault("swaps", {})
+    if upload is not None and target:
+        digest = hashlib.sha256(upload.getvalue()).hexdigest()[:12]
+        if swaps.get((ctx.slug, target), (None,))[0] != digest:
+            with tempfile.TemporaryDirectory() as tmp:
+                file = Path(tmp) / "upload.csv"
+                file.write_bytes(upload.getvalue())
+                try:
+                    from lib.connectors import fetch
+
+                    table = fetch({"name": target, "type": "csv", "path": str(file)}, FetchContext(workspace_path=Path(tmp)))
+                    problems = refreshing.compatibility(snapshot.columns(target), table, target)
+                except SourceError as exc:
+                    table, problems = None, [str(exc)]
+            if problems:
+                st.error("This file does not fit the dashboard: " + "; ".join(problems))
+            else:
+                swaps[(ctx.slug, target)] = (digest, table)
+    for (slug, name), (digest, table) in list(swaps.items()):
+        if slug == ctx.slug:
+            tables[name] = table
+            version = f"{version}+{name}:{digest}"
+            st.success(f"Showing your file instead of **{name}** ({table.num_rows:,} rows). Nothing is saved.")
+            if st.button("Back to the shared data", key=f"unswap_{name}"):
+                del swaps[(slug, name)]
+                st.rerun()
+
+# Filters bar
+chosen = {}
+from lib.render import filter_states  # noqa: E402  (after the data is known)
+
+states = filter_states(dashboard, tables, version)
+if states:
+    cols = st.columns(len(states))
+    for col, state in zip(cols, states):
+        with col:
+            if state.error:
+                st.error(f"{state.label}: {state.error}")
+            elif state.type == "multiselect":
+                chosen[state.id] = st.multiselect(state.label, state.options, key=f"f_{ctx.slug}_{state.id}")
+            elif state.type == "select":
+                chosen[state.id] = st.selectbox(state.label, [None] + state.options, key=f"f_{ctx.slug}_{state.id}",
+                                                format_func=lambda v: "All" if v is None else str(v))
+            elif state.bounds and None not in state.bounds:
+                low, high = state.bounds
+                if state.type == "number_range":
+                    chosen[state.id] = st.slider(state.label, low, high, (low, high), key=f"f_{ctx.slug}_{state.id}")
+                else:
+                    low, high = pd.Timestamp(low).date(), pd.Timestamp(high).date()
+                    picked = st.date_input(state.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{state.id}")
+                    chosen[state.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
+
+rendered = render(ws.data, tables, version, chosen)
+theme = rendered.theme
+for row in rendered.rows:
+    columns = st.columns([c.width for c in row])
+    for column, comp in zip(columns, row):
+        with column.container(border=True):
+            if comp.error:
+                st.markdown(f"**{comp.title or comp.id}**")
+                st.error(comp.error)
+            elif comp.type == "kpi":
+                if comp.color:
+                    st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
+                st.metric(comp.title or comp.id, comp.display, comp.delta_display or None)
+            elif comp.type == "chart":
+                if comp.title:
+                    st.markdown(f"**{comp.title}**")
+                st.altair_chart(comp.chart, use_container_width=True, theme=None)
+            elif comp.type == "table":
+                if comp.title:
+                    st.markdown(f"**{comp.title}**")
+                colors = comp.cell_colors
+
+                def paint(frame: pd.DataFrame) -> pd.DataFrame:
+                    styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
+                    for (r, c), color in colors.items():
+                        styles.loc[r, c] = f"color: white; background-color: {color}"
+                    return styles
+
+                st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, use_container_width=True)
+            elif comp.type == "text":
+                if comp.title:
+                    st.markdown(f"**{comp.title}**")
+                st.markdown(comp.markdown)
+
+st.caption(f"Rendered in {rendered.seconds * 1000:.0f} ms · {rendered.queries_run} queries run (the rest from the cache) · data {version[:24]}")
+
+if export_col.button("Export HTML", icon=":material/download:", use_container_width=True,
+                     help="A standalone file with the data embedded; it opens offline."):
+    from lib import export
+
+    st.session_state["export_html"] = (ctx.slug, export.to_html(rendered))
+prepared = st.session_state.get("export_html")
+if prepared and prepared[0] == ctx.slug:
+    export_col.download_button("Download the HTML file", prepared[1], file_name=f"{ctx.slug}.html", mime="text/html",
+                               use_container_width=True)

@@ -1,0 +1,52 @@
+"""History: published versions and your draft's, a diff between any two, revert and undo."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app_pages import ui
+from lib.access import PermissionDenied
+from lib.configrepo import MAIN, ConfigRepoError
+
+ctx = ui.context("view")
+st.title("History")
+
+refs = [MAIN]
+if ctx.has_draft():
+    refs.append(ctx.repo.branch_name(ctx.user, ctx.slug))
+ref = st.radio("Versions of", refs, horizontal=True, format_func=lambda r: "published" if r == MAIN else "my draft")
+versions = ctx.repo.history(ctx.slug, ref=ref, limit=200)
+if not versions:
+    st.info("No versions yet.")
+    st.stop()
+
+st.dataframe(pd.DataFrame([{"version": v.short, "date": v.date[:19].replace("T", " "), "author": v.author, "message": v.message,
+                            "action": v.action or ""} for v in versions]), hide_index=True, use_container_width=True)
+
+labels = {v.sha: f"{v.short} · {v.date[:16].replace('T', ' ')} · {v.author} · {v.message}" for v in versions}
+shas = [v.sha for v in versions]
+left, right = st.columns(2)
+older = left.selectbox("Compare", shas, index=min(1, len(shas) - 1), format_func=labels.get, key="diff_a")
+newer = right.selectbox("with", shas, index=0, format_func=labels.get, key="diff_b")
+ui.show_diff(ctx.repo.diff(ctx.slug, older, newer))
+
+if ctx.can("revert"):
+    st.divider()
+    st.subheader("Go back")
+    target = st.selectbox("Restore the workspace to", shas, format_func=labels.get, key="revert_to")
+    left, right = st.columns(2)
+    if left.button("Revert my draft to this version", help="A new commit on your draft; history is kept. Publish it on the Review page."):
+        try:
+            sha = ctx.repo.revert(ctx.user, ctx.slug, target)
+            st.success(f"Your draft now equals {target[:10]}" + (f" (commit {sha[:10]})." if sha else " (it already did)."))
+        except (ConfigRepoError, PermissionDenied) as exc:
+            st.error(str(exc))
+    if ctx.has_draft():
+        stack = ctx.repo.undo_stack(ctx.user, ctx.slug)
+        if right.button(f"Undo my last saved change ({max(len(stack) - 1, 0)} available)", disabled=len(stack) < 2):
+            try:
+                ctx.repo.undo(ctx.user, ctx.slug)
+                st.success("Undone: your draft is back at its previous saved state.")
+                st.rerun()
+            except (ConfigRepoError, PermissionDenied) as exc:
+                st.error(str(exc))

@@ -1,0 +1,81 @@
+"""Review: open drafts of this workspace with their diffs and check results; publish, reject, propose."""
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages import ui
+from lib import checks, workspace
+from lib.access import PermissionDenied
+from lib.configrepo import MAIN, ConfigRepoError, PublishConflict
+from lib.diagnostics import ValidationFailed
+
+ctx = ui.context("view")
+st.title("Review")
+policy = ctx.meta.get("policy") or {}
+st.caption("Owners publish drafts to everyone. " + ("Stewards may publish their own drafts in this workspace."
+                                                    if policy.get("stewards_can_publish") else "Stewards propose; an owner publishes."))
+
+drafts = [d for d in ctx.repo.drafts() if d["slug"] == ctx.slug and d["ahead"] > 0]
+mine = ctx.repo.branch_name(ctx.user, ctx.slug)
+if not drafts:
+    st.info("No open drafts: every saved change is published.")
+
+for d in drafts:
+    branch = d["branch"]
+    own = branch == mine
+    with st.container(border=True):
+        st.subheader(f"{d['user']}'s draft" + (" (yours)" if own else ""))
+        st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {d['date'][:16].replace('T', ' ')}")
+        base = ctx.repo.repo.merge_base(MAIN, branch)[0].hexsha
+        ui.show_diff(ctx.repo.diff(ctx.slug, base, branch))
+        draft_folder = ctx.repo.drafts_root / d["user"] / ctx.slug / ctx.slug
+        if draft_folder.exists():
+            ws, diagnostics = workspace.load(draft_folder)
+            wh = ui.warehouse(draft_folder)
+            current = wh.current()
+            found = diagnostics + (checks.run(ws, wh.tables(current) if current else None, current.id if current else "") if not diagnostics else [])
+            errors = [x for x in found if x.level == "error"]
+            (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
+            ui.show_diagnostics(found)
+        buttons = st.columns(4)
+        if ctx.can("publish"):
+            if buttons[0].button("Publish", key=f"publish_{branch}", type="primary"):
+                try:
+                    sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
+                    st.success(f"Published as {sha[:10]}.")
+                    st.rerun()
+                except PublishConflict as exc:
+                    st.error(str(exc))
+                except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
+                    st.error(str(exc))
+        if ctx.can("reject") and not own:
+            if buttons[1].button("Reject", key=f"reject_{branch}"):
+                try:
+                    kept = ctx.repo.reject(ctx.user, ctx.slug, branch)
+                    st.success(f"Rejected; the draft is kept as `{kept}`.")
+                    st.rerun()
+                except (ConfigRepoError, PermissionDenied) as exc:
+                    st.error(str(exc))
+        if own:
+            if any(r.name == "origin" for r in ctx.repo.repo.remotes):
+                if buttons[2].button("Propose (push for a pull request)", key="propose"):
+                    try:
+                        st.success(f"Pushed `{ctx.repo.propose(ctx.user, ctx.slug)}` to origin; open a pull request there.")
+                    except (ConfigRepoError, PermissionDenied) as exc:
+                        st.error(str(exc))
+            else:
+                buttons[2].caption("No remote configured for proposals.")
+            if d["behind"] and buttons[3].button("Update from published", key="sync"):
+                try:
+                    ctx.repo.sync(ctx.user, ctx.slug)
+                    st.rerun()
+                except PublishConflict as exc:
+                    st.session_state["sync_conflict"] = str(exc)
+            if st.session_state.get("sync_conflict"):
+                st.error(st.session_state["sync_conflict"])
+                keep = st.radio("Where both changed the same lines, keep", ["mine", "published"], horizontal=True,
+                                format_func=lambda x: "my lines" if x == "mine" else "the published lines")
+                if st.button("Update, keeping " + ("my lines" if keep == "mine" else "the published lines")):
+                    ctx.repo.sync(ctx.user, ctx.slug, prefer=keep)
+                    del st.session_state["sync_conflict"]
+                    st.rerun()

@@ -1,0 +1,86 @@
+"""Streamlit form fields generated from a JSON Schema, with its descriptions as help text.
+
+`fields(root, schema, value, key)` draws one widget per property (recursing
+into nested objects) and returns the edited value. Keys the schema does not
+describe are kept as they were, and empty optional fields are left out, so a
+save through a form changes only what the person changed.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+import yaml
+
+from lib.yamlio import declared_properties, resolve_ref
+
+COLOR_PATTERN = "^#[0-9a-fA-F]{6}$"
+LONG_TEXT = {"text", "description", "goal", "markdown"}
+
+
+def fields(root: dict, schema: dict, value: Any, key: str, skip: tuple[str, ...] = ()) -> Any:
+    schema = resolve_ref(schema, root)
+    value = dict(value or {})
+    props = declared_properties(schema, root)
+    required = set(schema.get("required") or [])
+    out = {k: v for k, v in value.items() if k not in props}  # unknown keys survive untouched
+    for name, sub in props.items():
+        if name in skip:
+            if name in value:
+                out[name] = value[name]
+            continue
+        edited = field(root, sub, value.get(name), f"{key}.{name}", name, name in required)
+        if edited not in (None, "", [], {}):
+            out[name] = edited
+    return out
+
+
+def field(root: dict, schema: dict, value: Any, key: str, name: str, required: bool = False) -> Any:
+    schema = resolve_ref(schema, root)
+    label = name.replace("_", " ").capitalize() + ("" if required else " (optional)")
+    help_text = schema.get("description")
+    examples = schema.get("examples") or []
+    placeholder = json.dumps(examples[0], ensure_ascii=False) if examples and not isinstance(examples[0], str) else (examples[0] if examples else None)
+    kind = schema.get("type")
+    if "enum" in schema:
+        options = ([None] if not required else []) + list(schema["enum"])
+        index = options.index(value) if value in options else 0
+        return st.selectbox(label, options, index=index, key=key, help=help_text, format_func=lambda v: "—" if v is None else str(v))
+    if "const" in schema:
+        st.text_input(label, value=str(schema["const"]), key=key, help=help_text, disabled=True)
+        return schema["const"]
+    if kind == "boolean":
+        return st.checkbox(label, value=bool(value if value is not None else schema.get("default", False)), key=key, help=help_text)
+    if kind in ("integer", "number"):
+        step = 1 if kind == "integer" else None
+        number = st.number_input(label, value=value if value is not None else None, step=step, key=key, help=help_text,
+                                 placeholder=str(schema.get("default", placeholder or "")))
+        return (int(number) if kind == "integer" else float(number)) if number is not None else None
+    if kind == "string" and schema.get("pattern") == COLOR_PATTERN:
+        enabled = st.checkbox(f"Set {label.lower()}", value=value is not None, key=key + ".on") if not required else True
+        if not enabled:
+            return None
+        return st.color_picker(label, value=value or "#1f77b4", key=key, help=help_text)
+    if kind == "string":
+        widget = st.text_area if name in LONG_TEXT else st.text_input
+        return widget(label, value=value or "", key=key, help=help_text, placeholder=placeholder).strip() or None
+    if kind == "array" and _scalar_items(root, schema):
+        text = st.text_input(label + " (comma-separated)", value=", ".join(map(str, value or [])), key=key, help=help_text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if kind == "object" and (schema.get("properties") or schema.get("allOf")):
+        st.markdown(f"**{label}**" + (f" — {help_text}" if help_text else ""))
+        return fields(root, schema, value, key)
+    # Anything richer (lists of objects, free mappings) is edited as YAML.
+    text = st.text_area(label + " (YAML)", value=yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else "",
+                        key=key, help=help_text, placeholder=placeholder)
+    try:
+        return yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as exc:
+        st.error(f"{label}: not valid YAML: {exc}")
+        return value
+
+
+def _scalar_items(root: dict, schema: dict) -> bool:
+    items = resolve_ref(schema.get("items") or {}, root)
+    return items.get("type") in ("string", "number", "integer")

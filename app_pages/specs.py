@@ -1,0 +1,101 @@
+"""Specs: task rules, output constraints and theme in forms generated from the schemas; YAML views; save to your draft."""
+from __future__ import annotations
+
+import datetime as dt
+
+import streamlit as st
+import yaml
+
+from app_pages import schema_form, ui
+from lib import schemas, workspace
+from lib.access import PermissionDenied
+from lib.configrepo import ConfigRepoError
+from lib.diagnostics import ValidationFailed
+
+ctx = ui.context("edit")
+st.title("Specs")
+st.caption("Edits are saved as commits on your draft branch; publish them on the Review page.")
+ws, diagnostics = ui.load(ctx.draft_path())
+ui.show_diagnostics(diagnostics)
+
+
+def save(files: dict, message: str) -> None:
+    try:
+        sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
+    except ValidationFailed as exc:
+        st.error("Not saved: the change does not validate.")
+        ui.show_diagnostics(exc.diagnostics)
+        return
+    except (ConfigRepoError, PermissionDenied) as exc:
+        st.error(str(exc))
+        return
+    if sha:
+        st.session_state["specs_saved"] = f"Saved to your draft as {sha[:10]}: {message}"
+        st.rerun()
+    else:
+        st.info("Nothing changed, so nothing was saved.")
+
+
+if st.session_state.get("specs_saved"):
+    st.success(st.session_state.pop("specs_saved"))
+
+task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(["Task rules", "Output constraints", "Dashboard YAML", "All files"])
+
+with task_tab:
+    root = schemas.load_schema("task")
+    rule_schema = root["$defs"]["rule"]
+    task = ws.get("task") or {"rules": []}
+    today = dt.date.today().isoformat()
+    with st.form("task_form"):
+        goal = st.text_area("Goal", value=task.get("goal", ""), help=root["properties"]["goal"]["description"])
+        rules = []
+        for i, rule in enumerate(task.get("rules") or []):
+            with st.expander(f"`{rule['id']}` — {rule['text'][:80]}", expanded=False):
+                edited = schema_form.fields(root, rule_schema, rule, f"rule{i}", skip=("id", "author", "created", "last_confirmed"))
+                edited = {"id": rule["id"], **{k: v for k, v in edited.items() if k != "id"}}
+                c1, c2 = st.columns(2)
+                confirmed = c1.checkbox(f"Confirm it still holds (last: {rule.get('last_confirmed', 'never')})", key=f"confirm{i}")
+                delete = c2.checkbox("Delete this rule", key=f"delete{i}")
+                if confirmed:
+                    edited["last_confirmed"] = today
+                if not delete:
+                    rules.append(edited)
+        st.markdown("**Add a rule**")
+        new_id = st.text_input("Id", placeholder="attainment-green", help=rule_schema["properties"]["id"]["description"])
+        new_text = st.text_area("Text", placeholder="Attainment >= 95 % is shown green.", help=rule_schema["properties"]["text"]["description"])
+        if st.form_submit_button("Save task rules", type="primary"):
+            if new_id.strip() or new_text.strip():
+                rules.append({"id": new_id.strip(), "text": new_text.strip(), "author": ctx.user.name, "created": today})
+            content = {**task, "rules": rules}
+            content["goal"] = goal.strip()
+            save({"task": content}, "Edit task rules")
+
+with output_tab:
+    root = schemas.load_schema("output")
+    output = ws.get("output") or {}
+    with st.form("output_form"):
+        edited = schema_form.fields(root, root, output, "output")
+        if st.form_submit_button("Save output constraints", type="primary"):
+            save({"output": edited}, "Edit output constraints")
+
+with dashboard_tab:
+    current = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
+    with st.form("dashboard_form"):
+        text = st.text_area("dashboard.yaml", value=current, height=480,
+                            help="Every component names a SQL query; see the README for the spec and its checks.")
+        if st.form_submit_button("Validate and save the dashboard", type="primary"):
+            try:
+                data = yaml.safe_load(text) if text.strip() else None
+            except yaml.YAMLError as exc:
+                st.error(f"Not saved: malformed YAML: {exc}")
+            else:
+                if data is None:
+                    st.error("Not saved: the dashboard is empty.")
+                else:
+                    save({"dashboard": data}, "Edit the dashboard")
+
+with yaml_tab:
+    for kind, name in workspace.FILES.items():
+        if kind in ws.data:
+            with st.expander(name):
+                st.code(ws.text(kind), language="yaml")

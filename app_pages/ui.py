@@ -1,0 +1,88 @@
+"""Shared by the pages: who is signed in, which workspace, and the role checks.
+
+Not a page itself (app.py registers only the page files). Permission checks
+here only decide what to show; lib/ enforces them again on every write.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from lib import access, workspace
+from lib.access import User
+from lib.configrepo import ConfigRepo
+from lib.warehouse import Warehouse
+
+
+@dataclass
+class Context:
+    user: User
+    repo: ConfigRepo
+    slug: str
+    meta: dict[str, Any]
+
+    @property
+    def role(self) -> str | None:
+        return access.role_of(self.user, self.meta)
+
+    def can(self, action: str) -> bool:
+        return access.can(self.user, action, self.meta)
+
+    @property
+    def published_path(self) -> Path:
+        return self.repo.published_path(self.slug)
+
+    def draft_path(self) -> Path:
+        """The user's draft worktree of this workspace, created on first use."""
+        return self.repo.draft(self.user, self.slug).workspace_path
+
+    def has_draft(self) -> bool:
+        return self.repo.branch_name(self.user, self.slug) in self.repo.repo.heads
+
+
+def context(action: str = "view") -> Context:
+    """The page's context, or stop the page with a clear message when the action is not allowed."""
+    user: User | None = st.session_state.get("user")
+    repo: ConfigRepo | None = st.session_state.get("config_repo")
+    slug = st.session_state.get("slug")
+    if user is None or repo is None:
+        st.error("Please sign in.")
+        st.stop()
+    if not slug:
+        st.info("You have no workspace yet. Ask an owner for access, or create one on the Workspaces page.")
+        st.stop()
+    ctx = Context(user, repo, slug, repo.meta(slug))
+    if not ctx.can(action):
+        st.error(f"You are {ctx.role or 'not a member'} in this workspace; this page needs the right to {action}.")
+        st.stop()
+    return ctx
+
+
+def load(path: Path) -> tuple[workspace.Workspace, list]:
+    return workspace.load(path)
+
+
+def warehouse(path: Path) -> Warehouse:
+    return Warehouse.for_workspace(path)
+
+
+def show_diagnostics(diagnostics: list, *, max_items: int = 20) -> None:
+    for d in diagnostics[:max_items]:
+        (st.error if d.level == "error" else st.warning)(d.format())
+
+
+def show_diff(patches: list[Any]) -> None:
+    if not patches:
+        st.caption("No differences.")
+    for patch in patches:
+        with st.expander(f"{patch.path} ({patch.status})", expanded=True):
+            st.code(patch.patch or "(binary or empty)", language="diff")
+
+
+def text_diff(old: str, new: str, name: str) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}"))

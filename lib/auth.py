@@ -1,0 +1,87 @@
+"""Who is signed in: the credentials file, app roles, and the `User` the rest of lib/ checks.
+
+Credentials live in a YAML file outside the config repo (DASHMEM_USERS,
+default: the demo users in demo/users.yaml), in streamlit-authenticator's
+format with bcrypt-hashed passwords. A user's `roles` are both their app role
+(the highest of owner, steward, viewer) and their groups, so a workspace can
+grant `group:analysts`.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .access import OWNER, STEWARD, VIEWER, User, role_of
+from .settings import PROJECT_ROOT
+
+APP_ROLES = (OWNER, STEWARD, VIEWER)
+MIN_COOKIE_KEY_BYTES = 32
+
+
+class AuthConfigError(RuntimeError):
+    pass
+
+
+def users_path() -> Path:
+    value = os.environ.get("DASHMEM_USERS")
+    return Path(value) if value else PROJECT_ROOT / "demo" / "users.yaml"
+
+
+def load_credentials(path: Path | None = None) -> dict[str, Any]:
+    """The credentials dict, checked: every user has a bcrypt hash and known roles.
+
+    Returns a fresh copy each time: streamlit-authenticator writes login state
+    into the dict it is given, and must never write back to the file.
+    """
+    path = path or users_path()
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise AuthConfigError(f"no credentials file at {path}; set DASHMEM_USERS") from None
+    users = data.get("usernames")
+    if not isinstance(users, dict) or not users:
+        raise AuthConfigError(f"{path}: expected a `usernames:` mapping with at least one user")
+    for name, entry in users.items():
+        password = str((entry or {}).get("password", ""))
+        if not password.startswith("$2"):
+            raise AuthConfigError(f"{path}: user {name!r} has no bcrypt-hashed password (plain passwords are refused)")
+        User(name)  # validates the user name
+    return copy.deepcopy({"usernames": users})
+
+
+def app_role(roles: list[str] | None) -> str:
+    roles = roles or []
+    for role in APP_ROLES:
+        if role in roles:
+            return role
+    return VIEWER
+
+
+def user_for(username: str, credentials: dict[str, Any]) -> User:
+    entry = credentials["usernames"][username]
+    roles = list(entry.get("roles") or [])
+    return User(username, entry.get("name"), entry.get("email"), tuple(roles), app_role(roles))
+
+
+def cookie_key() -> str:
+    """The login cookie's signing key, from DASHMEM_COOKIE_KEY or Streamlit secrets `auth.cookie_key`."""
+    key = os.environ.get("DASHMEM_COOKIE_KEY")
+    if not key:
+        try:
+            import streamlit as st
+
+            key = st.secrets["auth"]["cookie_key"]
+        except Exception:
+            key = None
+    if not key or len(key.encode()) < MIN_COOKIE_KEY_BYTES:
+        raise AuthConfigError("set a cookie key of at least 32 bytes: DASHMEM_COOKIE_KEY, or [auth] cookie_key in .streamlit/secrets.toml")
+    return key
+
+
+def visible(user: User, metas: dict[str, dict[str, Any]]) -> list[str]:
+    """Workspace slugs the user has any role in, in name order."""
+    return sorted((slug for slug, meta in metas.items() if role_of(user, meta)), key=lambda s: metas[s].get("name", s).lower())
