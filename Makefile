@@ -5,7 +5,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test validate clean
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: run test validate clean browser
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -13,10 +15,22 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP) .streamlit/secrets.toml
 	$(PY) -m streamlit run app.py --server.headless true
 
-test: $(STAMP)
+# A random cookie key for this machine's sign-in cookies; never committed.
+.streamlit/secrets.toml:
+	mkdir -p .streamlit
+	printf '[auth]\ncookie_key = "%s"\n' "$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(48))')" > $@
+
+# The browser tests drive Debian's chromium (Playwright cannot download browsers here).
+# As root this installs it; otherwise those tests skip and say why.
+browser:
+	@if [ ! -x $(CHROMIUM) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		|| echo "warning: could not install chromium; browser tests will skip"; fi
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 validate: $(STAMP)

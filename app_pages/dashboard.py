@@ -40,7 +40,7 @@ if dashboard and dashboard.get("description"):
     head.caption(dashboard["description"])
 snapshot = wh.current()
 refresh_col, export_col = actions.columns(2)
-if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), use_container_width=True):
+if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch"):
     st.session_state["refresh_report"] = run_refresh("Refreshing the data…")
     snapshot = wh.current()
 if snapshot:
@@ -53,7 +53,7 @@ if report and report.workspace == ctx.slug:
     with st.expander("Refresh report" + (" — kept the previous data" if not report.ok else ""), expanded=not report.ok):
         st.dataframe(pd.DataFrame([{"source": s.name, "type": s.type, "status": s.status, "rows before": s.rows_before,
                                     "rows after": s.rows_after, "ms": round(s.seconds * 1000, 1), "message": s.message}
-                                   for s in report.sources]), hide_index=True, use_container_width=True)
+                                   for s in report.sources]), hide_index=True, width="stretch")
         for s in report.incompatible:
             renames = ", ".join(f"{old} → {new}?" for old, new in s.renames.items())
             st.error(f"**{s.name}** no longer fits the dashboard: missing {', '.join(s.missing) or 'none'}"
@@ -149,11 +149,12 @@ for row in rendered.rows:
             elif comp.type == "kpi":
                 if comp.color:
                     st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
-                st.metric(comp.title or comp.id, comp.display, comp.delta_display or None)
+                # st.metric reads the direction from a leading ASCII minus.
+                st.metric(comp.title or comp.id, comp.display, comp.delta_display.replace("−", "-") or None)
             elif comp.type == "chart":
                 if comp.title:
                     st.markdown(f"**{comp.title}**")
-                st.altair_chart(comp.chart, use_container_width=True, theme=None)
+                st.altair_chart(comp.chart, width="stretch", theme=None)
             elif comp.type == "table":
                 if comp.title:
                     st.markdown(f"**{comp.title}**")
@@ -165,7 +166,7 @@ for row in rendered.rows:
                         styles.loc[r, c] = f"color: white; background-color: {color}"
                     return styles
 
-                st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, use_container_width=True)
+                st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
             elif comp.type == "text":
                 if comp.title:
                     st.markdown(f"**{comp.title}**")
@@ -173,7 +174,7 @@ for row in rendered.rows:
 
 st.caption(f"Rendered in {rendered.seconds * 1000:.0f} ms · {rendered.queries_run} queries run (the rest from the cache) · data {version[:24]}")
 
-if export_col.button("Export HTML", icon=":material/download:", use_container_width=True,
+if export_col.button("Export HTML", icon=":material/download:", width="stretch",
                      help="A standalone file with the data embedded; it opens offline."):
     from lib import export
 
@@ -181,4 +182,4 @@ if export_col.button("Export HTML", icon=":material/download:", use_container_wi
 prepared = st.session_state.get("export_html")
 if prepared and prepared[0] == ctx.slug:
     export_col.download_button("Download the HTML file", prepared[1], file_name=f"{ctx.slug}.html", mime="text/html",
-                               use_container_width=True)
+                               width="stretch")

@@ -21,7 +21,7 @@ if not versions:
     st.stop()
 
 st.dataframe(pd.DataFrame([{"version": v.short, "date": v.date[:19].replace("T", " "), "author": v.author, "message": v.message,
-                            "action": v.action or ""} for v in versions]), hide_index=True, use_container_width=True)
+                            "action": v.action or ""} for v in versions]), hide_index=True, width="stretch")
 
 labels = {v.sha: f"{v.short} · {v.date[:16].replace('T', ' ')} · {v.author} · {v.message}" for v in versions}
 shas = [v.sha for v in versions]

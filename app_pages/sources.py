@@ -45,7 +45,7 @@ def preview(source: dict) -> None:
         st.error(str(exc))
         return
     st.success(f"Connected: {table.num_rows:,} rows × {table.num_columns} columns in {(time.perf_counter() - started) * 1000:.0f} ms")
-    st.dataframe(table.slice(0, 20).to_pandas(), use_container_width=True)
+    st.dataframe(table.slice(0, 20).to_pandas(), width="stretch")
 
 
 for i, source in enumerate(sources):
@@ -120,7 +120,7 @@ for table in prof.get("tables") or []:
     st.markdown(f"#### {table['name']} · {table['rows']:,} rows")
     st.dataframe(pd.DataFrame([{"column": c["name"], "type": c["type"], "role": c.get("role"), "null share": c.get("null_share"),
                                 "distinct": c.get("distinct"), "min": str(c.get("min", "")), "max": str(c.get("max", ""))}
-                               for c in table["columns"]]), hide_index=True, use_container_width=True)
+                               for c in table["columns"]]), hide_index=True, width="stretch")
     charts = []
     for c in table["columns"]:
         if c.get("top"):
@@ -134,11 +134,11 @@ for table in prof.get("tables") or []:
     for start in range(0, len(charts), 3):
         cols = st.columns(3)
         for col, chart in zip(cols, charts[start:start + 3]):
-            col.altair_chart(chart, use_container_width=True)
+            col.altair_chart(chart, width="stretch")
 rels = prof.get("relationships") or []
 if rels:
     st.markdown("#### Relationships")
-    st.dataframe(pd.DataFrame(rels), hide_index=True, use_container_width=True)
+    st.dataframe(pd.DataFrame(rels), hide_index=True, width="stretch")
 with st.expander("What the model sees"):
     text = profile.text(prof)
     from lib import tokens

@@ -1,0 +1,120 @@
+"""The app in a real browser: Debian's chromium driven by Playwright against `streamlit run`.
+
+Skips, saying why, where chromium is not installed; `make test` installs it
+(as root, from Debian's packages), so CI runs these. Screenshots go to
+test-artifacts/.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (make test installs it as root)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    port = free_port()
+    env = {**os.environ, "DASHMEM_CONFIG_REPO": str(tmp / "config-repo"), "DASHMEM_CACHE_DIR": str(tmp / "cache"),
+           "DASHMEM_COOKIE_KEY": "b" * 40, "PYTHONPATH": str(ROOT)}
+    env.pop("ANTHROPIC_API_KEY", None)
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+                             "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+    yield url, tmp
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture
+def page():
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        yield context.new_page()
+        browser.close()
+
+
+def sign_in(page, url: str, user: str, password: str) -> None:
+    page.goto(url)
+    page.get_by_label("Username").fill(user)
+    page.get_by_role("textbox", name="Password").fill(password)
+    page.get_by_role("button", name="Login").click()
+    page.get_by_text(f"· {'steward' if user == 'sam' else 'viewer' if user == 'vera' else 'owner'}").wait_for(timeout=30_000)
+
+
+def choose_workspace(page, name: str) -> None:
+    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').click()
+    page.get_by_role("option", name=name).click()
+    page.get_by_role("heading", name=name).wait_for(timeout=30_000)
+
+
+def kpi_value(page, label: str) -> str:
+    metric = page.locator('[data-testid="stMetric"]', has_text=label)
+    metric.wait_for(timeout=30_000)
+    return metric.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+def test_sign_in_open_dashboard_refresh_and_see_new_numbers(server, page):
+    url, tmp = server
+    sign_in(page, url, "vera", "vera-demo")
+    choose_workspace(page, "Supply chain weekly")
+    before = kpi_value(page, "Attainment this week")
+    assert before.endswith("%")
+    page.screenshot(path=str(ARTIFACTS / "browser-dashboard-before.png"), full_page=True)
+    data = tmp / "config-repo" / "supply-chain-weekly" / "data"
+    shutil.copy(data / "next_week" / "gates.csv", data / "gates.csv")  # next week's file arrives
+    page.get_by_role("button", name="Refresh").click()
+    deadline = time.monotonic() + 30
+    after = before
+    while time.monotonic() < deadline and after == before:
+        time.sleep(0.3)
+        after = kpi_value(page, "Attainment this week")
+    page.screenshot(path=str(ARTIFACTS / "browser-dashboard-after-refresh.png"), full_page=True)
+    assert after != before, "the KPI did not change after Refresh"
+    page.get_by_text("Week **2026-W48**".replace("**", "")).first.wait_for(timeout=10_000)
+
+
+def test_deep_link_while_signed_out_shows_the_sign_in_form(server, page):
+    url, _ = server
+    page.goto(f"{url}/specs")
+    page.get_by_label("Username").wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-deep-link-signed-out.png"))
+    assert page.get_by_role("textbox", name="Password").is_visible()
+    assert page.get_by_text("Task rules").count() == 0
