@@ -23,6 +23,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,11 +257,21 @@ def _locked(lock_path: Path, what: str, timeout: float = 15.0) -> Iterator[None]
 class ConfigRepo:
     def __init__(self, path: Path):
         self.path = Path(path).resolve()
+        self._local = threading.local()
         try:
-            self.repo = git.Repo(self.path)
+            self._local.repo = git.Repo(self.path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise ConfigRepoError(f"{self.path} is not a git repository") from None
         self.drafts_root = self.path.parent / f"{self.path.name}.drafts"
+
+    @property
+    def repo(self) -> git.Repo:
+        """This thread's handle on the repo. The app shares one ConfigRepo between sessions
+        (threads), and a git.Repo is not thread-safe: its `git cat-file` pipes get interleaved."""
+        repo = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = self._local.repo = git.Repo(self.path)
+        return repo
 
     # ---- creation
 
@@ -368,7 +379,14 @@ class ConfigRepo:
         Raises `ValidationFailed` (nothing written) on invalid content.
         """
         draft = self.draft(user, slug)
-        access.require(user, "save", self._access_meta(slug, draft.branch), slug)
+        meta = self._access_meta(slug, draft.branch)
+        access.require(user, "save", meta, slug)
+        if "workspace" in files:
+            current = meta or {}
+            proposed = files["workspace"] or {}
+            if any(proposed.get(k) != current.get(k) for k in ("access", "policy")):
+                # Otherwise a steward could make themselves an owner, or allow themselves to publish.
+                access.require(user, "manage_access", meta, slug)
         wt = git.Repo(draft.path)
         with self._lock(draft):
             before = _snapshot(draft.workspace_path)
@@ -510,6 +528,20 @@ class ConfigRepo:
                 wt.git.merge("--ff-only", "-q", MAIN)
         return sha
 
+    def reject(self, user: User, slug: str, branch: str) -> str:
+        """An owner turns down a draft: it leaves the review list but is kept, renamed, never deleted."""
+        access.require(user, "reject", self.meta(slug), slug)
+        parts = branch.split("/")
+        if len(parts) != 3 or parts[0] != "draft" or parts[2] != workspace.check_slug(slug) or branch not in self.repo.heads:
+            raise ConfigRepoError(f"no draft {branch!r} of {slug}")
+        kept = f"rejected/{parts[1]}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
+        with self._lock():
+            where = self.drafts_root / parts[1] / slug
+            if (where / ".git").exists():
+                self.repo.git.worktree("remove", "--force", str(where))
+            self.repo.git.branch("-m", branch, kept)
+        return kept
+
     def propose(self, user: User, slug: str, remote: str = "origin") -> str:
         """Push the user's draft branch to `remote` so a pull request can be opened."""
         branch = self.branch_name(user, slug)
@@ -530,6 +562,8 @@ class ConfigRepo:
         workspace.check_slug(slug)
         if (self.path / slug).exists():
             raise ConfigRepoError(f"a workspace named {slug!r} already exists")
+        if template and not workspace.is_workspace(self.path / workspace.check_slug(template)):
+            raise ConfigRepoError(f"no workspace {template!r} to use as a template")
         branch = f"draft/{user.name}/{slug}"
         where = self.drafts_root / user.name / slug
         with self._lock():
