@@ -29,7 +29,7 @@ def templates_dir() -> Path:
     return _path("DASHMEM_TEMPLATES", PROJECT_ROOT / "workspaces")
 
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
 
 
 def model_id() -> str:

@@ -341,3 +341,28 @@ def test_schema_header_points_at_the_shipped_schema():
     target = header.split("$schema=")[1]
     assert (Path(__file__).parent.parent / "workspaces" / "gdp-explorer" / target).resolve() == (schemas.SCHEMA_DIR / "task.schema.json").resolve()
     json.loads((schemas.SCHEMA_DIR / "task.schema.json").read_text())
+
+
+@pytest.mark.parametrize("kind", list(schemas.FILES))
+def test_every_example_in_a_schema_validates_against_its_own_definition(kind):
+    """Examples drive forms and docs, so each must be valid where it stands."""
+    root = schemas.load_schema(kind)
+    bad = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            if "examples" in node and ("type" in node or "properties" in node or "$ref" in node or "enum" in node):
+                sub = {**node, "$defs": root.get("$defs", {})}
+                sub.pop("examples")
+                for example in node["examples"]:
+                    if list(Draft202012Validator(sub).iter_errors(example)):
+                        bad.append((path, example))
+            for key, value in node.items():
+                if key not in ("examples", "if"):
+                    walk(value, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]")
+
+    walk(root, kind)
+    assert not bad, bad

@@ -1,0 +1,174 @@
+"""Memory composition: block order, cache breakpoints, fixed tools, same input -> same bytes."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from lib import agent_tools, compose, profile, workspace
+
+from .conftest import ROOT, WORKSPACES
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def files_of(slug: str) -> dict:
+    ws, diagnostics = workspace.load(WORKSPACES / slug)
+    assert diagnostics == []
+    return ws.data
+
+
+def breakpoints(request: dict) -> int:
+    return json.dumps(request).count('"cache_control"')
+
+
+def test_system_blocks_are_base_task_sources_output_with_breakpoints_after_base_and_last():
+    files = files_of("supply-chain-weekly")
+    system = compose.compose(files, "edit", "Add a trend chart").request["system"]
+    assert [b["type"] for b in system] == ["text"] * 4
+    base, task, sources, output = (b["text"] for b in system)
+    assert base == compose.BASE_EDIT
+    assert "# Task specifications (task.yaml)" in task and "attainment-green" in task and "Supply chain weekly" in task
+    assert sources.startswith("# Tool configurations (sources.yaml)") and "path: data/gates.csv" in sources
+    assert output.startswith("# Output constraints (output.yaml)") and "queries_at_render" in output
+    assert "yaml-language-server" not in task + sources + output  # the editor's header line is noise for the model
+    assert [b.get("cache_control") for b in system] == [EPHEMERAL, None, None, EPHEMERAL]
+
+
+def test_base_instructions_explain_the_contract_the_spec_and_the_tools():
+    text = compose.BASE_EDIT
+    assert "data-injection contract" in text and "no inline data" in text
+    assert "{{query.column|format}}" in text and "$id" in text and "names its" in text
+    assert "write_dashboard" in text and "run_sql" in text and "propose_rule" in text
+    assert "run_sql" in compose.BASE_QUERY and "write_dashboard" not in compose.BASE_QUERY
+
+
+def test_profile_opens_the_user_turn_with_its_own_breakpoint_and_the_message_comes_last():
+    files = files_of("supply-chain-weekly")
+    request = compose.compose(files, "edit", "Add a trend chart", profile_budget=400).request
+    assert list(request) == ["model", "max_tokens", "system", "tools", "messages"]
+    [turn] = request["messages"]
+    assert turn["role"] == "user"
+    first, dashboard_block, last = turn["content"]
+    keep = compose.referenced_columns(files["profile"], files["dashboard"])
+    assert "gates.attainment" in keep and "gates.site" in keep
+    assert first["text"].endswith(profile.text(files["profile"], 400, keep))
+    assert first["cache_control"] == EPHEMERAL
+    assert dashboard_block["cache_control"] == EPHEMERAL and "cache_control" not in last
+    assert last == {"type": "text", "text": "Add a trend chart"}
+    assert breakpoints(request) == 4  # the API's limit
+    query = compose.compose(files, "query", "Which site missed most?").request
+    assert breakpoints(query) == 3 and "cache_control" not in query["messages"][0]["content"][-1]
+
+
+def test_edit_mode_shows_the_current_dashboard_for_refinement():
+    files = files_of("supply-chain-weekly")
+    content = compose.compose(files, "edit", "Make the KPIs bigger").request["messages"][0]["content"]
+    shown = content[1]["text"]
+    canonical = workspace.render("dashboard", files["dashboard"]).split("\n", 1)[1]
+    assert "Refine this spec" in shown and canonical in shown
+    without = {k: v for k, v in files.items() if k != "dashboard"}
+    composed = compose.compose(without, "edit", "Build a dashboard")
+    assert len(composed.request["messages"][0]["content"]) == 2
+    assert composed.breakdown["dashboard"] == 0
+
+
+def test_query_mode_offers_only_run_sql_and_no_dashboard():
+    files = files_of("supply-chain-weekly")
+    request = compose.compose(files, "query", "Which site missed most?").request
+    assert [t["name"] for t in request["tools"]] == ["run_sql"]
+    assert request["system"][0]["text"] == compose.BASE_QUERY
+    assert [b["text"].split("\n")[0] for b in request["messages"][0]["content"]][-1] == "Which site missed most?"
+    assert len(request["messages"][0]["content"]) == 2
+    edit_tools = [t["name"] for t in compose.compose(files, "edit", "x").request["tools"]]
+    assert edit_tools == ["run_sql", "write_dashboard", "propose_rule"]
+
+
+def test_same_input_gives_the_same_bytes_and_a_new_question_changes_only_the_end():
+    first = json.dumps(compose.compose(files_of("gdp-explorer"), "edit", "Add a trend").request, sort_keys=False)
+    again = json.dumps(compose.compose(files_of("gdp-explorer"), "edit", "Add a trend").request, sort_keys=False)
+    assert first == again
+    other = json.dumps(compose.compose(files_of("gdp-explorer"), "edit", "Show the top 10 countries").request)
+    shared = os.path.commonprefix([first, other])
+    assert len(shared) >= first.rindex('"Add a trend"')  # everything before the message is shared
+    assert len(shared) / len(first) > 0.95
+
+
+def test_tools_are_identical_for_different_workspaces_and_name_no_column():
+    supply, gdp = files_of("supply-chain-weekly"), files_of("gdp-explorer")
+    for mode in compose.MODES:
+        a = compose.compose(supply, mode, "q").request["tools"]
+        b = compose.compose(gdp, mode, "q").request["tools"]
+        assert json.dumps(a) == json.dumps(b) == json.dumps(agent_tools.tool_schemas(mode))
+    tools_text = json.dumps(agent_tools.tool_schemas("edit"))
+    schemas_text = json.dumps([t["input_schema"] for t in agent_tools.tool_schemas("edit")])
+    columns = {c["name"] for files in (supply, gdp) for t in files["profile"]["tables"] for c in t["columns"]}
+    assert len(columns) > 8
+    for name in columns:
+        assert not re.search(rf"\b{re.escape(name)}\b", schemas_text), name
+    tables = {t["name"] for files in (supply, gdp) for t in files["profile"]["tables"]}
+    for name in tables:
+        assert not re.search(rf"\b{re.escape(name)}\b", tools_text), name
+
+
+def test_breakdown_estimates_every_part():
+    composed = compose.compose(files_of("supply-chain-weekly"), "edit", "Add a trend chart")
+    assert list(composed.breakdown) == ["base", "task", "sources", "output", "profile", "dashboard", "message", "tools"]
+    assert all(count > 0 for count in composed.breakdown.values())
+    assert composed.breakdown["message"] == 6  # ceil(17 / 3.2)
+    assert composed.total_tokens == sum(composed.breakdown.values())
+    assert "tokens" in compose.summary(composed)
+
+
+def test_literal_secrets_never_reach_the_prompt():
+    files = files_of("supply-chain-weekly")
+    files["sources"] = {"sources": [
+        {"name": "db", "type": "sql", "url": "postgresql://reporter:hunter2-pw@db.local/sales", "password": "hunter2-pw",
+         "table": "orders"},
+        {"name": "api", "type": "rest", "url": "https://api.example.com/x", "secret_headers": {"Authorization": "Bearer tok-123"}},
+        {"name": "ok", "type": "sql", "url": "postgresql://reporter@db.local/sales", "password": "env:DB_PASSWORD", "table": "t"},
+    ]}
+    text = json.dumps(compose.compose(files, "edit", "x").request)
+    assert "hunter2-pw" not in text and "tok-123" not in text
+    assert "env:DB_PASSWORD" in text and "<hidden>" in text
+
+
+def test_invalid_mode_or_empty_message_is_refused():
+    files = files_of("gdp-explorer")
+    with pytest.raises(ValueError, match="unknown mode"):
+        compose.compose(files, "chat", "x")
+    with pytest.raises(ValueError, match="empty"):
+        compose.compose(files, "edit", "  ")
+
+
+def test_composes_without_an_api_key_and_without_importing_anthropic(tmp_path):
+    """The compose CLI path and the refresh path never load the SDK; no key is needed to see the prompt."""
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    script = (
+        "import json, sys\n"
+        "import lib.refresh, lib.compose, lib.agent, lib.model\n"
+        f"out = lib.compose.compose_cli({str(WORKSPACES / 'gdp-explorer')!r}, 'Add a trend', 'query')\n"
+        "shown = json.loads(out)\n"
+        "assert list(shown) == ['system', 'tools', 'messages'], list(shown)\n"
+        "assert not lib.model.api_key_available()\n"
+        "assert 'anthropic' not in sys.modules\n"
+        "print('ok', len(out))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok ")
+
+
+def test_compose_cli_refuses_a_workspace_that_does_not_validate(tmp_path):
+    from lib.diagnostics import ValidationFailed
+
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "workspace.yaml").write_text("name: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ValidationFailed):
+        compose.compose_cli(folder, "hello")
