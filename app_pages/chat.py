@@ -1,18 +1,21 @@
 """Chat: create and refine the dashboard with Claude (edit mode), or ask about it (query mode).
 
-A session starts from the workspace's memory, never from an old transcript;
-the transcript lives in this browser session only. What an edit session
-produces is a draft change you save or discard.
+A session starts from the workspace's memory, never from an old transcript.
+The conversation shown here lives in this browser session only and is never
+saved; what an edit session produces is a draft change you save or discard.
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from app_pages import ui
-from lib import autodraft, profile, workspace
+from lib import autodraft, profile, settings, workspace
 from lib.access import PermissionDenied
+from lib.agent import apply_outcome, estimate_cost, run_session
 from lib.configrepo import ConfigRepoError
 from lib.diagnostics import ValidationFailed
+from lib.model import AnthropicClient, ModelError, api_key_available
+from lib.refresh import fetch_candidate, refresh
 
 ctx = ui.context("query")
 can_edit = ctx.can("edit")
@@ -22,56 +25,149 @@ default = st.session_state.get("chat_mode", modes[0])
 mode = st.radio("Mode", modes, index=modes.index(default) if default in modes else 0, horizontal=True,
                 format_func=lambda m: "Edit the dashboard" if m == "edit" else "Ask about the data",
                 help="Edit mode writes a draft change you save or discard; query mode never changes anything.")
+st.session_state["chat_mode"] = mode
 path = ctx.draft_path() if mode == "edit" else ctx.published_path
 ws, diagnostics = ui.load(path)
 wh = ui.warehouse(path)
+if wh.current() is None and (ws.get("sources") or {}).get("sources"):
+    with st.status("Loading the data…"):
+        refresh(path, wh)
 
-try:
-    from lib.model import api_key_available
-except ImportError:  # TEMPORARY until lib/model.py lands
-    def api_key_available() -> bool:
-        return False
+
+def save_outcome(files: dict, message: str) -> None:
+    try:
+        sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
+        st.success(f"Saved to your draft as {sha[:10]}. Publish it on the Review page." if sha else "Nothing changed.")
+        st.session_state.pop("chat_outcome", None)
+    except (ValidationFailed, ConfigRepoError, PermissionDenied) as exc:
+        st.error(str(exc))
+
+
+def offer_autodraft() -> None:
+    st.subheader("Auto-draft a dashboard")
+    st.caption("A first dashboard from the data profile and your output constraints, made without a model: "
+               "KPIs, a trend, breakdowns, a table and an insight text.")
+    if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
+        files = dict(ws.data)
+        try:
+            if not files.get("profile"):
+                if wh.current() is None:
+                    raise ValueError("no data loaded: add a source on the Sources page first")
+                files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
+            draft = autodraft.draft(files)
+            old = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
+            st.session_state["chat_outcome"] = {"kind": "autodraft", "files": {"dashboard": draft, "profile": files["profile"]},
+                                                "diff": ui.text_diff(old, workspace.render("dashboard", draft), "dashboard.yaml")}
+        except ValueError as exc:
+            st.error(str(exc))
+
 
 if not api_key_available():
     st.info("No Anthropic API key is set, so chat is off. Everything else works without one. "
             "Set `ANTHROPIC_API_KEY` (or `anthropic.api_key` in `.streamlit/secrets.toml`) to chat with Claude.")
-    if can_edit:
-        st.subheader("Auto-draft a dashboard")
-        st.caption("A first dashboard from the data profile and your output constraints, made without a model: "
-                   "KPIs, a trend, breakdowns, a table and an insight text.")
-        if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
-            if wh.current() is None:
-                from lib.refresh import refresh
+    if can_edit and mode == "edit":
+        offer_autodraft()
+elif can_edit and mode == "edit" and not ws.get("dashboard"):
+    with st.expander("Fast start without the model"):
+        offer_autodraft()
 
-                with st.status("Loading the data…"):
-                    refresh(path, wh)
-            files = dict(ws.data)
-            try:
-                if not files.get("profile"):
-                    if wh.current() is None:
-                        raise ValueError("no data loaded: add a source on the Sources page first")
-                    files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
-                draft = autodraft.draft(files)
-                old = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
-                st.session_state["chat_outcome"] = {"dashboard": draft, "profile": files["profile"],
-                                                    "diff": ui.text_diff(old, workspace.render("dashboard", draft), "dashboard.yaml")}
-            except ValueError as exc:
-                st.error(str(exc))
-        outcome = st.session_state.get("chat_outcome")
-        if outcome:
-            st.code(outcome["diff"] or "(no change)", language="diff")
-            save_col, discard_col = st.columns(2)
-            if save_col.button("Save to my draft", type="primary"):
-                try:
-                    sha = ctx.repo.save(ctx.user, ctx.slug, {"dashboard": outcome["dashboard"], "profile": outcome["profile"]},
-                                        "Auto-draft the dashboard")
-                    st.success(f"Saved as {sha[:10]}." if sha else "Nothing changed.")
-                    del st.session_state["chat_outcome"]
-                except (ValidationFailed, ConfigRepoError, PermissionDenied) as exc:
-                    st.error(str(exc))
-            if discard_col.button("Discard"):
-                del st.session_state["chat_outcome"]
-                st.rerun()
-    st.stop()
+# The transcript of this browser session: shown, never written anywhere.
+transcript = st.session_state.setdefault("chat_transcript", {}).setdefault((ctx.slug, mode), [])
+for turn in transcript:
+    with st.chat_message(turn["role"]):
+        st.markdown(turn["text"])
 
-st.warning("Chat with Claude is being wired up.")
+usage_total = st.session_state.setdefault("chat_usage", {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+                                                          "cache_creation_input_tokens": 0, "calls": 0})
+prefill = st.session_state.get("chat_prefill") if mode == "edit" else None
+message, regenerate = None, False
+if api_key_available():
+    if prefill:
+        st.warning("The last refresh found data that no longer fits the dashboard.")
+        edited = st.text_area("Regenerate request", value=prefill, height=160)
+        if st.button("Regenerate with Claude", type="primary"):
+            message, regenerate = edited, True
+            st.session_state.pop("chat_prefill", None)
+    typed = st.chat_input("Ask Claude to build or change the dashboard" if mode == "edit" else "Ask about this dashboard's data")
+    message = message or typed
+
+if message:
+    transcript.append({"role": "user", "text": message})
+    with st.chat_message("user"):
+        st.markdown(message)
+    files, tables, version = dict(ws.data), wh.tables(), wh.current().id if wh.current() else ""
+    if regenerate:
+        # Regenerate works on the new data, which the refresh did not switch to.
+        with st.status("Fetching the new data…"):
+            tables, _ = fetch_candidate(path)
+            files["profile"] = profile.build(tables, (ws.get("sources") or {}).get("sources") or [])
+            version = "candidate"
+    with st.chat_message("assistant"):
+        stream = st.empty()
+        steps = st.empty()
+        streamed: list[str] = []
+
+        def on_event(kind: str, payload: dict) -> None:
+            if kind == "text":
+                streamed.append(payload["text"])
+                stream.markdown("".join(streamed))
+            elif kind == "tool_call":
+                steps.caption(f"using {payload['name']}…")
+            elif kind == "draft":
+                steps.caption("draft written — " + ("passes every check" if payload["passes"] else "checks found problems; revising"))
+
+        try:
+            client = AnthropicClient()
+            outcome = run_session(files, tables, version, mode, message, client, user=ctx.user, slug=ctx.slug, on_event=on_event)
+        except (ModelError, PermissionDenied) as exc:
+            st.error(str(exc))
+            st.stop()
+        steps.empty()
+        reply = outcome.error or outcome.answer or outcome.notice or "(no answer)"
+        stream.markdown(reply)
+        transcript.append({"role": "assistant", "text": reply})
+    for key in usage_total:
+        usage_total[key] += outcome.usage.get(key, 0)
+    if outcome.error:
+        st.error(outcome.error)
+    if outcome.notice:
+        st.warning(outcome.notice)
+    if mode == "edit" and outcome.has_changes:
+        st.session_state["chat_outcome"] = {"kind": "session", "outcome": outcome, "files": files, "regenerated": regenerate}
+
+pending = st.session_state.get("chat_outcome")
+if pending and can_edit:
+    st.divider()
+    st.subheader("Proposed change (not saved yet)")
+    if pending["kind"] == "autodraft":
+        st.code(pending["diff"] or "(no change)", language="diff")
+        to_save, message_text = pending["files"], "Auto-draft the dashboard"
+        accepted = []
+    else:
+        outcome = pending["outcome"]
+        if outcome.dashboard_diff:
+            st.code(outcome.dashboard_diff, language="diff")
+            (st.success if outcome.passes else st.error)("The draft passes every check." if outcome.passes else "The draft fails some checks:")
+            ui.show_diagnostics(outcome.check_diagnostics)
+        accepted = []
+        if outcome.proposed_rules:
+            st.markdown("**Rules Claude proposes** (tick those to keep in the workspace's task rules)")
+            for rule in outcome.proposed_rules:
+                if st.checkbox(f"`{rule['id']}` — {rule['text']}", key=f"accept_{rule['id']}"):
+                    accepted.append(rule["id"])
+        to_save = apply_outcome(pending["files"], outcome, accepted)
+        if pending.get("regenerated") and "dashboard" in to_save:
+            to_save["profile"] = pending["files"]["profile"]  # a regenerated dashboard needs the new data's profile
+        message_text = "Dashboard change from a Claude session"
+    save_col, discard_col = st.columns(2)
+    if save_col.button("Save to my draft", type="primary", disabled=not to_save):
+        save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""))
+    if discard_col.button("Discard"):
+        st.session_state.pop("chat_outcome", None)
+        st.rerun()
+
+if usage_total["calls"]:
+    model = settings.model_id()
+    st.caption(f"This browser session: {usage_total['calls']} model call(s) · input {usage_total['input_tokens']:,} · "
+               f"output {usage_total['output_tokens']:,} · cache read {usage_total['cache_read_input_tokens']:,} · "
+               f"cache write {usage_total['cache_creation_input_tokens']:,} tokens · about ${estimate_cost(usage_total, model):.4f}")

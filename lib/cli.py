@@ -123,6 +123,15 @@ def cmd_autodraft(args) -> int:
     return cmd_check(args)
 
 
+def cmd_compose(args) -> int:
+    from .compose import compose, compose_cli, summary
+
+    print(compose_cli(args.path, args.message, args.mode))
+    ws, _ = workspace.load(Path(args.path))
+    print(summary(compose(ws.data, args.mode, args.message)), file=sys.stderr)
+    return 0
+
+
 def cmd_new(args) -> int:
     target = Path(args.path)
     if ".." in target.parts:
@@ -321,6 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing dashboard.yaml")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_autodraft)
+
+    p = sub.add_parser("compose", help="print exactly what a chat session sends the model (no API key needed)")
+    p.add_argument("path")
+    p.add_argument("--message", required=True)
+    p.add_argument("--mode", choices=["edit", "query"], default="edit")
+    p.set_defaults(func=cmd_compose)
 
     p = sub.add_parser("new", help="create a workspace that validates")
     p.add_argument("path", help="folder of the new workspace; its name is the workspace's slug")

@@ -103,24 +103,7 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     recorded = _recorded_schema(current, ws.get("profile"))
     ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=uploads_dir or settings.uploads_dir(Path(ws_path).resolve().name))
 
-    fetched: dict[str, pa.Table] = {}
-    for i, source in enumerate(sources):
-        name = source["name"]
-        progress(i / max(len(sources), 1), f"Loading {name} ({source['type']})…")
-        entry = SourceReport(name=name, type=source["type"])
-        entry.rows_before = current.tables[name]["rows"] if current and name in current.tables else None
-        t0 = time.perf_counter()
-        try:
-            table = _normalise(fetch(source, ctx), source)
-        except SourceError as exc:
-            entry.status, entry.message = "failed", str(exc)
-        except Exception as exc:  # a connector bug must not take the old data down with it
-            entry.status, entry.message = "failed", ctx.redact(f"source {name!r}: unexpected {type(exc).__name__}: {exc}")
-        else:
-            fetched[name] = table
-            entry.rows_after = table.num_rows
-        entry.seconds = time.perf_counter() - t0
-        report.sources.append(entry)
+    fetched, report.sources = fetch_all(sources, ctx, current, progress)
 
     progress(0.9, "Checking compatibility…")
     new_types = describe(fetched) if fetched else {}
@@ -149,6 +132,39 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     return report
 
 
+def fetch_all(sources: list[dict[str, Any]], ctx: FetchContext, current=None,
+              progress: Progress | None = None) -> tuple[dict[str, pa.Table], list[SourceReport]]:
+    """Fetch every source; failures are reported per source, never raised."""
+    progress = progress or (lambda fraction, message: None)
+    fetched: dict[str, pa.Table] = {}
+    entries = []
+    for i, source in enumerate(sources):
+        name = source["name"]
+        progress(i / max(len(sources), 1), f"Loading {name} ({source['type']})…")
+        entry = SourceReport(name=name, type=source["type"])
+        entry.rows_before = current.tables[name]["rows"] if current and name in current.tables else None
+        t0 = time.perf_counter()
+        try:
+            table = _normalise(fetch(source, ctx), source)
+        except SourceError as exc:
+            entry.status, entry.message = "failed", str(exc)
+        except Exception as exc:  # a connector bug must not take the old data down with it
+            entry.status, entry.message = "failed", ctx.redact(f"source {name!r}: unexpected {type(exc).__name__}: {exc}")
+        else:
+            fetched[name] = table
+            entry.rows_after = table.num_rows
+        entry.seconds = time.perf_counter() - t0
+        entries.append(entry)
+    return fetched, entries
+
+
+def fetch_candidate(ws_path: Path) -> tuple[dict[str, pa.Table], list[SourceReport]]:
+    """The workspace's sources as they are now, without switching to them (previews, Regenerate)."""
+    ws, _ = workspace.load(ws_path)
+    ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=settings.uploads_dir(Path(ws_path).resolve().name))
+    return fetch_all((ws.get("sources") or {}).get("sources") or [], ctx)
+
+
 def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
     """Apply pinned column types, and give all-empty columns a text type instead of NULL."""
     pinned = source.get("columns") or {}
@@ -170,13 +186,19 @@ def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
 
 
 def _recorded_schema(current, profile: dict | None) -> dict[str, dict[str, str]]:
-    """table -> {column: type} that new data must keep: the served snapshot's and profile.yaml's."""
+    """table -> {column: type} that new data must keep.
+
+    profile.yaml is the workspace's memory of the data's shape, so it decides
+    for the tables it lists; after a Regenerate saves a new profile, data of
+    the new shape is accepted. Tables it does not list keep the shape of the
+    data currently served.
+    """
     out: dict[str, dict[str, str]] = {}
     for table in (profile or {}).get("tables") or []:
-        out.setdefault(table["name"], {}).update({c["name"]: c["type"] for c in table["columns"]})
+        out[table["name"]] = {c["name"]: c["type"] for c in table["columns"]}
     if current:
         for name in current.tables:
-            out.setdefault(name, {}).update(current.columns(name))
+            out.setdefault(name, current.columns(name))
     return out
 
 

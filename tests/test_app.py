@@ -142,3 +142,54 @@ def test_chat_without_a_key_offers_auto_draft(env):
     next(b for b in at.button if b.label == "Auto-draft").click().run()
     assert not at.exception
     assert at.code and "dashboard.yaml" in at.code[0].value
+
+
+@pytest.fixture
+def scripted_claude(env, monkeypatch):
+    """An API key is 'set' and the page's client is a scripted model (the real SDK path is tested in test_model)."""
+    from lib import model
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    script: list = []
+    monkeypatch.setattr(model, "AnthropicClient", lambda *a, **k: model.ScriptedModel(script))
+    return script
+
+
+def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
+    from lib import workspace
+    from lib.model import message, text_block, tool_use_block
+
+    spec = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["dashboard"]
+    spec = {**spec, "title": "Supply chain weekly, refined"}
+    scripted_claude.extend([
+        message(tool_use_block("t1", "write_dashboard", {"yaml": workspace.render("dashboard", spec)}),
+                usage={"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 900}),
+        message(text_block("I renamed the dashboard."), usage={"input_tokens": 20, "output_tokens": 10,
+                                                                 "cache_read_input_tokens": 900, "cache_creation_input_tokens": 0}),
+    ])
+    at = on_page(signed_in("sam"), "app_pages/chat.py")
+    at.chat_input[0].set_value("Rename the dashboard").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("+title: Supply chain weekly, refined" in c.value for c in at.code)
+    assert any("passes every check" in s.value for s in at.success)
+    assert any("cache read 900" in c.value for c in at.caption)
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success)
+    repo = at.session_state["config_repo"]
+    assert repo.history("supply-chain-weekly", ref="draft/sam/supply-chain-weekly")[0].message == "Dashboard change from a Claude session"
+
+
+def test_chat_query_mode_for_a_viewer_answers_and_offers_nothing_to_save(scripted_claude):
+    from lib.model import message, text_block, tool_use_block
+
+    scripted_claude.extend([
+        message(tool_use_block("q1", "run_sql", {"sql": "SELECT site FROM gates GROUP BY site ORDER BY sum(actual) / sum(target) LIMIT 1"})),
+        message(text_block("The weakest site this week is the one the query returned.")),
+    ])
+    at = on_page(signed_in("vera"), "app_pages/chat.py")
+    assert [r.options for r in at.radio] == [["query"]] or [r.value for r in at.radio] == ["query"]
+    at.chat_input[0].set_value("Which site is weakest?").run()
+    assert not at.exception
+    assert not [b for b in at.button if b.label == "Save to my draft"]
+    repo = at.session_state["config_repo"]
+    assert "draft/vera/supply-chain-weekly" not in repo.repo.heads

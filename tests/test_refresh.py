@@ -219,3 +219,25 @@ def test_likely_rename_prefers_similar_names_of_compatible_type():
     assert likely_rename("actual", "BIGINT", {"actual_units": "BIGINT", "notes": "VARCHAR"}) == "actual_units"
     assert likely_rename("Country Name", "VARCHAR", {"country_name": "VARCHAR"}) == "country_name"
     assert likely_rename("revenue", "DOUBLE", {"site": "VARCHAR"}) is None
+
+
+def test_after_regenerating_the_new_shape_is_accepted(supply):
+    """Regenerate saves a profile of the new data and a dashboard for it; the next refresh then switches."""
+    from lib import profile
+    from lib.refresh import fetch_candidate
+
+    folder, wh = supply
+    table = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
+    pacsv.write_csv(table.rename_columns([c if c != "actual" else "actual_units" for c in table.column_names]), folder / "data" / "gates.csv")
+    assert not refresh(folder, wh).swapped
+    candidate, entries = fetch_candidate(folder)
+    assert [e.status for e in entries] == ["ok"] and "actual_units" in candidate["gates"].column_names
+    ws, _ = workspace.load(folder)
+    dashboard = ws.data["dashboard"]
+    text = workspace.render("dashboard", dashboard).replace("actual)", "actual_units)").replace("sum(actual) AS actual", "sum(actual_units) AS actual")
+    import yaml
+
+    workspace.save(folder, {"profile": profile.build(candidate, ws.data["sources"]["sources"]), "dashboard": yaml.safe_load(text)})
+    report = refresh(folder, wh)
+    assert report.ok, report.summary()
+    assert wh.query("SELECT DISTINCT week FROM gates").rows == [("2026-W48",)]
