@@ -132,6 +132,24 @@ def cmd_compose(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from .export import ExportError, export_workspace
+
+    if not args.html and not args.png:
+        return _fail(args, "say what to write: --html FILE and/or --png FOLDER")
+    try:
+        written = export_workspace(Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None)
+    except ExportError as exc:
+        return _fail(args, str(exc))
+    for cid, error in written["errors"]:
+        print(f"warning: component {cid!r}: {error}", file=sys.stderr)
+    if written["html"]:
+        print(f"wrote {written['html']} (data {written['data_version']}, opens offline)")
+    for png in written["pngs"]:
+        print(f"wrote {png}")
+    return 1 if written["errors"] else 0
+
+
 def cmd_new(args) -> int:
     target = Path(args.path)
     if ".." in target.parts:
@@ -336,6 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--message", required=True)
     p.add_argument("--mode", choices=["edit", "query"], default="edit")
     p.set_defaults(func=cmd_compose)
+
+    p = sub.add_parser("export", help="write the dashboard as a standalone offline HTML file and/or chart PNGs")
+    p.add_argument("path")
+    p.add_argument("--html", metavar="FILE", help="the HTML file to write")
+    p.add_argument("--png", metavar="FOLDER", help="a folder for one PNG per chart")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("new", help="create a workspace that validates")
     p.add_argument("path", help="folder of the new workspace; its name is the workspace's slug")
