@@ -842,3 +842,50 @@ def test_steward_cannot_change_access_or_policy(config_repo):
     assert repo.save(sam, "gdp-explorer", {"workspace": {**meta, "description": "Better words."}}, "describe") is not None
     assert repo.save(olivia, "gdp-explorer", {"workspace": {**workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["workspace"],
                                                             "policy": {"stewards_can_publish": False}}}, "tighten") is not None
+
+
+def _all_repo_bytes(repo_path: Path) -> bytes:
+    """Every file under the repo, with loose git objects decompressed, plus every commit's patch."""
+    import zlib
+
+    chunks = []
+    for p in repo_path.rglob("*"):
+        if p.is_file():
+            data = p.read_bytes()
+            if "objects" in p.parts:
+                try:
+                    data = zlib.decompress(data)
+                except zlib.error:
+                    pass
+            chunks.append(data)
+    if (repo_path / ".git").is_dir():
+        chunks.append(git.Repo(repo_path).git.log("-p", "--all").encode())
+    return b"\n".join(chunks)
+
+
+def test_a_source_password_is_saved_only_as_a_reference(config_repo, monkeypatch):
+    repo = config_repo
+    olivia = User("olivia", app_role="owner")
+    secret = "s3cr3t-Pa55word-9921"
+    monkeypatch.setenv("REPORTING_DB_PASSWORD", secret)
+    d = repo.draft(olivia, "gdp-explorer")
+    sources = workspace.load(d.workspace_path)[0].data["sources"]
+    with_ref = {"sources": {"sources": sources["sources"] + [{"name": "orders", "type": "sql", "url": "postgresql://reporting@127.0.0.1/test",
+                                                  "password": "env:REPORTING_DB_PASSWORD", "table": "orders"}]}}
+    assert repo.save(olivia, "gdp-explorer", with_ref, "Connect orders") is not None
+    head = repo.repo.heads["draft/olivia/gdp-explorer"].commit.hexsha
+    literal = {"sources": {"sources": sources["sources"] + [{"name": "orders", "type": "sql", "url": "postgresql://reporting@127.0.0.1/test",
+                                                 "password": secret, "table": "orders"}]}}
+    with pytest.raises(ValidationFailed) as info:
+        repo.save(olivia, "gdp-explorer", literal, "Oops")
+    assert secret not in str(info.value)
+    in_url = {"sources": {"sources": sources["sources"] + [{"name": "orders", "type": "sql", "url": f"postgresql://reporting:{secret}@127.0.0.1/test",
+                                                "table": "orders"}]}}
+    with pytest.raises(ValidationFailed) as info:
+        repo.save(olivia, "gdp-explorer", in_url, "Oops again")
+    assert secret not in str(info.value)
+    assert repo.repo.heads["draft/olivia/gdp-explorer"].commit.hexsha == head
+    repo.publish(olivia, "gdp-explorer")
+    everything = _all_repo_bytes(repo.path) + _all_repo_bytes(repo.drafts_root)
+    assert b"env:REPORTING_DB_PASSWORD" in everything
+    assert secret.encode() not in everything
