@@ -49,7 +49,7 @@ if not st.session_state.get("authentication_status"):
 user = auth.user_for(st.session_state["username"], credentials)
 st.session_state["user"] = user
 
-metas = {slug: repo.meta(slug) for slug in repo.slugs()}
+metas = repo.workspaces_for(user)
 visible = auth.visible(user, metas)
 with st.sidebar:
     st.markdown(f"**{user.display_name or user.name}** · {user.app_role}")

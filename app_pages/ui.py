@@ -32,8 +32,13 @@ class Context:
         return access.can(self.user, action, self.meta)
 
     @property
+    def is_published(self) -> bool:
+        return (self.repo.published_path(self.slug) / workspace.FILES["workspace"]).is_file()
+
+    @property
     def published_path(self) -> Path:
-        return self.repo.published_path(self.slug)
+        """The published workspace; for one not published yet, the user's draft of it."""
+        return self.repo.published_path(self.slug) if self.is_published else self.draft_path()
 
     def draft_path(self) -> Path:
         """The user's draft worktree of this workspace, created on first use."""
@@ -54,7 +59,7 @@ def context(action: str = "view") -> Context:
     if not slug:
         st.info("You have no workspace yet. Ask an owner for access, or create one on the Workspaces page.")
         st.stop()
-    ctx = Context(user, repo, slug, repo.meta(slug))
+    ctx = Context(user, repo, slug, repo.meta_for(user, slug))
     if not ctx.can(action):
         st.error(f"You are {ctx.role or 'not a member'} in this workspace; this page needs the right to {action}.")
         st.stop()

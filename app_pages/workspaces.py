@@ -24,10 +24,11 @@ st.title("Workspaces")
 st.caption("Each workspace keeps four kinds of memory plus its dashboard, versioned in the config repo. "
            "Chat transcripts and raw data are never kept.")
 
-metas = {slug: repo.meta(slug) for slug in repo.slugs()}
+metas = repo.workspaces_for(user)
 mine = [s for s in metas if access.role_of(user, metas[s])]
 for slug in mine:
-    ws, diagnostics = workspace.load(repo.published_path(slug))
+    published = (repo.published_path(slug) / workspace.FILES["workspace"]).is_file()
+    ws, diagnostics = workspace.load(repo.published_path(slug) if published else repo.draft(user, slug).workspace_path)
     role = access.role_of(user, metas[slug])
     with st.container(border=True):
         head, status = st.columns([4, 1])
@@ -38,7 +39,7 @@ for slug in mine:
             status.error(f"{len(errors)} validation error(s)")
         else:
             status.success("valid")
-        status.caption(f"you: {role}")
+        status.caption(f"you: {role}" + ("" if published else " · not published yet"))
         if st.button("Open", key=f"open_{slug}"):
             st.session_state["slug"] = slug
             st.switch_page("app_pages/dashboard.py")
@@ -48,7 +49,7 @@ for slug in mine:
             for tab, kind in zip(tabs, kinds):
                 with tab:
                     st.code(ws.text(kind), language="yaml")
-        versions = repo.history(slug, limit=1)
+        versions = repo.history(slug, limit=1) if published else []
         st.caption("Last published: " + (f"{versions[0].date[:16]} by {versions[0].author} — {versions[0].message}" if versions else "never"))
 
 if user.app_role in (STEWARD, "owner"):

@@ -321,6 +321,23 @@ class ConfigRepo:
             raise ConfigRepoError(f"no workspace {slug!r} on {ref}")
         return parse(raw.decode("utf-8")).data or {}
 
+    def meta_for(self, user: User, slug: str) -> dict[str, Any]:
+        """workspace.yaml that decides the user's role: the published one, or their draft's for a new workspace."""
+        return self._access_meta(slug, self.branch_name(user, slug))
+
+    def workspaces_for(self, user: User) -> dict[str, dict[str, Any]]:
+        """slug -> workspace.yaml of every published workspace, plus the user's own not yet published ones."""
+        metas = {slug: self.meta(slug) for slug in self.slugs()}
+        prefix = f"draft/{user.name}/"
+        for head in self.repo.heads:
+            slug = head.name[len(prefix):] if head.name.startswith(prefix) else None
+            if slug and slug not in metas:
+                try:
+                    metas[slug] = self.meta(slug, head.name)
+                except ConfigRepoError:
+                    continue
+        return metas
+
     def _access_meta(self, slug: str, branch: str) -> dict[str, Any]:
         """The published access list; for a workspace not yet on `main` (made with
         `new_workspace`, which needs the app-wide steward role), the one on its draft branch."""

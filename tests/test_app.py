@@ -193,3 +193,22 @@ def test_chat_query_mode_for_a_viewer_answers_and_offers_nothing_to_save(scripte
     assert not [b for b in at.button if b.label == "Save to my draft"]
     repo = at.session_state["config_repo"]
     assert "draft/vera/supply-chain-weekly" not in repo.repo.heads
+
+
+def test_steward_creates_a_workspace_and_works_on_it_before_publishing(env):
+    at = on_page(signed_in("sam"), "app_pages/workspaces.py")
+    name = next(t for t in at.text_input if t.label == "Name")
+    folder = next(t for t in at.text_input if t.label == "Folder name")
+    name.input("Team KPIs")
+    folder.input("team-kpis")
+    next(b for b in at.button if b.label == "Create on my draft").click().run()
+    assert any("Created **Team KPIs**" in s.value for s in at.success), [e.value for e in at.error]
+    at.run()
+    assert "team-kpis" in at.sidebar.selectbox[0].options or "Team KPIs" in at.sidebar.selectbox[0].options
+    at.session_state["slug"] = "team-kpis"
+    at = on_page(at, "app_pages/sources.py")
+    assert any("No profile yet" in i.value for i in at.info)
+    at = on_page(at, "app_pages/dashboard.py")
+    assert any("no dashboard yet" in i.value for i in at.info)
+    at = on_page(signed_in("vera"), "app_pages/workspaces.py")
+    assert "Team KPIs" not in [s.value for s in at.subheader]  # not published: only its creator sees it
