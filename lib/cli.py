@@ -61,28 +61,47 @@ def _validate_with_checks(path: Path) -> list:
     return diagnostics + [d for d in found if d.id != "check.skipped"]
 
 
+class _Refused(Exception):
+    """A command cannot go on; what is wrong has been printed or is in the message."""
+
+
+def _valid_workspace(path: Path) -> "workspace.Workspace":
+    """The workspace at PATH, or print its errors and refuse."""
+    ws, diagnostics = workspace.load(path)
+    if has_errors(diagnostics):
+        for d in diagnostics:
+            print(d.format(), file=sys.stderr)
+        raise _Refused("the workspace does not validate; fix it first")
+    return ws
+
+
+def _warehouse_with_data(path: Path, *, required: bool = True):
+    """The workspace's warehouse, loading the data first when it has none."""
+    from .refresh import refresh
+    from .warehouse import Warehouse
+
+    wh = Warehouse.for_workspace(path)
+    if wh.current() is None:
+        report = refresh(path, wh)
+        if not report.swapped:
+            print(report.summary(), file=sys.stderr)
+            if required:
+                raise _Refused("could not load the data")
+    return wh
+
+
 def _dashboard_file(path: Path) -> str:
     return workspace._shown(Path(path), workspace.FILES["dashboard"])
 
 
 def cmd_check(args) -> int:
     from . import checks
-    from .refresh import refresh
-    from .warehouse import Warehouse
 
     path = Path(args.path)
-    ws, diagnostics = workspace.load(path)
-    if has_errors(diagnostics):
-        for d in diagnostics:
-            print(d.format(), file=sys.stderr)
-        return _fail(args, "the workspace does not validate")
+    ws = _valid_workspace(path)
     if not ws.get("dashboard"):
         return _fail(args, f"{path} has no {workspace.FILES['dashboard']} to check")
-    wh = Warehouse.for_workspace(path)
-    if wh.current() is None:
-        report = refresh(path, wh)
-        if not report.swapped:
-            print(report.summary(), file=sys.stderr)
+    wh = _warehouse_with_data(path, required=False)
     current = wh.current()
     found = checks.run(ws, wh.tables(current) if current else None, current.id if current else "", _dashboard_file(path))
     errors = [d for d in found if d.level == ERROR]
@@ -97,23 +116,12 @@ def cmd_check(args) -> int:
 
 def cmd_autodraft(args) -> int:
     from . import autodraft, profile
-    from .refresh import refresh
-    from .warehouse import Warehouse
 
     path = Path(args.path)
-    ws, diagnostics = workspace.load(path)
-    if has_errors(diagnostics):
-        for d in diagnostics:
-            print(d.format(), file=sys.stderr)
-        return _fail(args, "the workspace does not validate")
+    ws = _valid_workspace(path)
     if ws.get("dashboard") and not args.force:
         return _fail(args, f"{path / workspace.FILES['dashboard']} exists; use --force to replace it (git keeps the old one)")
-    wh = Warehouse.for_workspace(path)
-    if wh.current() is None:
-        report = refresh(path, wh)
-        if not report.swapped:
-            print(report.summary(), file=sys.stderr)
-            return _fail(args, "could not load the data to draft from")
+    wh = _warehouse_with_data(path)
     files = dict(ws.data)
     if not files.get("profile"):
         files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
@@ -241,11 +249,7 @@ def cmd_source_add(args) -> int:
     import yaml
 
     ws_path = Path(args.path)
-    ws, diagnostics = workspace.load(ws_path)
-    if has_errors(diagnostics):
-        for d in diagnostics:
-            print(d.format(), file=sys.stderr)
-        return _fail(args, "the workspace does not validate; fix it first")
+    ws = _valid_workspace(ws_path)
     source: dict = {"name": args.name, "type": args.type}
     if args.path_option:
         source["path"] = args.path_option
@@ -299,17 +303,10 @@ def cmd_query(args) -> int:
 
 def cmd_profile(args) -> int:
     from . import profile, tokens
-    from .refresh import refresh
-    from .warehouse import Warehouse
 
     ws_path = Path(args.path)
-    wh = Warehouse.for_workspace(ws_path)
-    if wh.current() is None:
-        report = refresh(ws_path, wh)
-        if not report.swapped:
-            print(report.summary(), file=sys.stderr)
-            return _fail(args, "could not load the data to profile")
-    ws, _ = workspace.load(ws_path)
+    ws = _valid_workspace(ws_path)
+    wh = _warehouse_with_data(ws_path)
     content = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
     if args.write:
         changed = workspace.save(ws_path, {"profile": content})
@@ -436,5 +433,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (ConfigRepoError, PermissionDenied, ValidationFailed, InvalidName, FileExistsError) as exc:
+    except (ConfigRepoError, PermissionDenied, ValidationFailed, InvalidName, FileExistsError, _Refused) as exc:
         return _fail(args, str(exc))
