@@ -6,6 +6,8 @@ first; a deep link opened while signed out shows the sign-in form.
 """
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 import streamlit_authenticator as stauth
 
@@ -14,6 +16,7 @@ from lib.access import OWNER, STEWARD
 from lib.configrepo import ConfigRepo
 
 st.set_page_config(page_title="dashmem", page_icon=":material/dashboard:", layout="wide")
+COOKIE_SETTLE_S = 0.8
 
 
 @st.cache_resource(show_spinner="Opening the config repo…")
@@ -37,12 +40,18 @@ except auth.AuthConfigError as exc:
 repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))
 st.session_state["config_repo"] = repo
 
+PAGE_PATHS = ["dashboard", "chat", "workspaces", "history", "sources", "specs", "review"]
+
 if not st.session_state.get("authentication_status"):
-    st.navigation([st.Page(sign_in_page, title="Sign in", icon=":material/login:")]).run()
+    # Every page's URL leads to the sign-in form while signed out, so a deep link
+    # asks for credentials and then opens the page it names.
+    st.navigation([st.Page(sign_in_page, title="Sign in", url_path=p, default=(p == "dashboard")) for p in PAGE_PATHS],
+                  position="hidden").run()
     authenticator.login(location="main", key="sign-in")
     if st.session_state.get("authentication_status") is False:
         st.error("Wrong user name or password.")
     if st.session_state.get("authentication_status"):
+        time.sleep(COOKIE_SETTLE_S)  # the browser stores the sign-in cookie before the rerun replaces the page
         st.rerun()
     st.stop()
 
@@ -54,9 +63,11 @@ visible = auth.visible(user, metas)
 with st.sidebar:
     st.markdown(f"**{user.display_name or user.name}** · {user.app_role}")
     if visible:
-        current = st.session_state.get("slug")
+        # The workspace is in the URL (?ws=...), so links and reloads open the same one.
+        current = st.session_state.get("slug") or st.query_params.get("ws")
         index = visible.index(current) if current in visible else 0
         st.session_state["slug"] = st.selectbox("Workspace", visible, index=index, format_func=lambda s: metas[s].get("name", s))
+        st.query_params["ws"] = st.session_state["slug"]
     else:
         st.session_state["slug"] = None
     authenticator.logout("Sign out", location="sidebar", key="sign-out")

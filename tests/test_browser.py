@@ -118,3 +118,13 @@ def test_deep_link_while_signed_out_shows_the_sign_in_form(server, page):
     page.screenshot(path=str(ARTIFACTS / "browser-deep-link-signed-out.png"))
     assert page.get_by_role("textbox", name="Password").is_visible()
     assert page.get_by_text("Task rules").count() == 0
+
+
+def test_a_reload_keeps_the_sign_in_and_the_workspace(server, page):
+    url, _ = server
+    sign_in(page, url, "sam", "sam-demo")
+    choose_workspace(page, "Supply chain weekly")
+    page.goto(f"{url}/history?ws=supply-chain-weekly")
+    page.get_by_role("heading", name="History").wait_for(timeout=30_000)
+    assert page.locator('[data-testid="stSidebar"]').get_by_text("Supply chain weekly").count() >= 1
+    page.screenshot(path=str(ARTIFACTS / "browser-history-after-reload.png"))
