@@ -128,6 +128,6 @@ def test_a_reload_keeps_the_sign_in_and_the_workspace(server, page):
     page.get_by_role("heading", name="Supply chain weekly").wait_for(timeout=30_000)
     page.goto(f"{url}/history?ws=supply-chain-weekly")
     page.get_by_role("heading", name="History").wait_for(timeout=30_000)
-    page.get_by_text("Create config repo from templates").first.wait_for(timeout=30_000)
+    page.get_by_text("Create config repo from templates").first.wait_for(state="attached", timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-history-after-reload.png"))
     assert page.get_by_label("Username").count() == 0
