@@ -70,6 +70,17 @@ if report and report.workspace == ctx.slug:
                 st.switch_page("app_pages/chat.py")
         st.caption(f"{report.seconds * 1000:.0f} ms · {report.model_calls} model calls")
 
+kept = wh.snapshots()
+if ctx.can("edit") and len(kept) > 1:
+    with st.expander("Earlier data"):
+        st.caption("The last few loads are kept. Serving an earlier one changes what everyone sees until the next Refresh.")
+        chosen_id = st.selectbox("Loaded at", [s.id for s in kept], format_func=lambda i: next(
+            f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == snapshot.id else "")
+            for s in kept if s.id == i))
+        if st.button("Serve this data", disabled=chosen_id == snapshot.id):
+            wh.switch_to(chosen_id)
+            st.rerun()
+
 if not dashboard:
     st.info("This workspace has no dashboard yet. Stewards can create one on the Chat page (with Claude, or the auto-draft without a key).")
     st.stop()

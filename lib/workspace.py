@@ -15,7 +15,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from . import schemas
 from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
@@ -283,8 +283,3 @@ def copy_template(template: Path, target: Path, *, name: str | None = None) -> N
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-
-
-def iter_errors(results: dict[Path, list[Diagnostic]]) -> Iterable[Diagnostic]:
-    for diags in results.values():
-        yield from (d for d in diags if d.level == ERROR)
