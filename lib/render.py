@@ -267,7 +267,8 @@ def _chart(comp: Component, theme, formats) -> None:
     import altair as alt
 
     spec, result = comp.spec, comp.result
-    frame = result.to_pandas()
+    frame = result.table.to_pandas(date_as_object=False)  # datetimes, which Altair serialises itself
+    dates = {f.name for f in result.table.schema if pa.types.is_date(f.type)}
     encoding = dict(spec["encoding"])
     channels: dict[str, Any] = {}
     for name, ch in encoding.items():
@@ -284,6 +285,8 @@ def _chart(comp: Component, theme, formats) -> None:
         for key in ("aggregate", "timeUnit", "stack"):
             if key in ch:
                 kwargs[key] = ch[key]
+        if field_name in dates and ch.get("type") == "temporal" and "timeUnit" not in ch:
+            kwargs["timeUnit"] = "yearmonthdate"  # whole days: no "12 PM" ticks between them
         if "sort" in ch:
             kwargs["sort"] = ch["sort"]
         if ch.get("format") and name in ("x", "y"):
@@ -309,6 +312,10 @@ def _chart(comp: Component, theme, formats) -> None:
     chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200)
     comp.chart = chart.configure(background=theme["background"], font=theme.get("font", "sans-serif")).configure_view(stroke=None).configure_axis(
         labelColor=theme["text"], titleColor=theme["text"]).configure_legend(labelColor=theme["text"], titleColor=theme["text"])
+    try:
+        comp.chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
+    except alt.utils.schemapi.SchemaValidationError as exc:
+        raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
 
 
 def _table(comp: Component, theme, formats) -> None:
