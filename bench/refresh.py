@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .common import median_time, print_table, public_datasets
@@ -27,7 +30,7 @@ def make_workspace(root: Path, csv: Path) -> Path:
     folder = root / csv.stem.replace("_", "-").lower()
     workspace.save(folder, workspace.blank(csv.stem, "bench", "2026-11-30"))
     workspace.save(folder, {
-        "sources": {"sources": [{"name": "data", "type": "csv", "path": str(csv)}]},
+        "sources": {"sources": [{"name": "data", "type": "csv", "path": str(csv.resolve())}]},
         "dashboard": {"title": csv.stem, "components": [
             {"id": "rows", "type": "kpi", "title": "Rows", "query": "SELECT count(*) AS value FROM data"}]},
     })
@@ -49,22 +52,33 @@ def main(argv=None) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for csv in files:
-            folder = make_workspace(Path(tmp), csv)
+            # Two versions of the file (the second lacks the last row), swapped in before each
+            # refresh outside the timing, so that every timed refresh loads new data and switches.
+            versions = [Path(tmp) / f"{csv.stem}.v1", Path(tmp) / f"{csv.stem}.v2"]
+            shutil.copy(csv, versions[0])
+            lines = csv.read_bytes().splitlines(keepends=True)
+            versions[1].write_bytes(b"".join(lines[:-1]))
+            live = Path(tmp) / "live" / csv.name
+            live.parent.mkdir(exist_ok=True)
+            os.environ["DASHMEM_DATA_DIRS"] = str(live.parent)
+            shutil.copy(versions[0], live)
+            folder = make_workspace(Path(tmp), live)
             wh = Warehouse(Path(tmp) / "cache" / folder.name)
             first = refresh(folder, wh)
             assert first.ok, first.summary()
-            reports = []
-
-            def once():
-                reports.append(refresh(folder, wh))
-
-            ours = median_time(once, args.repeat)
-            assert all(r.ok and r.model_calls == 0 for r in reports)
+            times = []
+            for i in range(args.repeat):
+                shutil.copy(versions[(i + 1) % 2], live)
+                start = time.perf_counter()
+                report = refresh(folder, wh)
+                times.append(time.perf_counter() - start)
+                assert report.swapped and report.model_calls == 0, report.summary()
+            ours = statistics.median(times)
             floor = median_time(lambda: pd.read_csv(csv, low_memory=False), args.repeat)
             rows.append([csv.name, first.sources[0].rows_after, round(ours, 4), round(floor, 4), f"{ours / floor:.1f}x",
                          "yes" if ours <= PAPER_REFRESH_S else "NO", "yes" if ours <= 2 * floor else "NO"])
     print_table(["file", "rows", "refresh median s", "pandas.read_csv s", "ratio", "<= 0.08 s", "<= 2x floor"], rows)
-    print(f"\nmedian of {args.repeat} refreshes each (0 model calls in every one), after one initial load.")
+    print(f"\nmedian of {args.repeat} refreshes each, every one switching to changed data with 0 model calls, after one initial load.")
 
 
 if __name__ == "__main__":

@@ -42,3 +42,20 @@ def family(duckdb_type: str) -> str:
 def compatible(old: str, new: str) -> bool:
     """A dashboard written for `old` still works on `new`: same family (an int may become a double)."""
     return old.upper() == new.upper() or (family(old) == family(new) and family(old) != "other")
+
+
+_FROM_ARROW = {
+    pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.bool_(): "BOOLEAN",
+    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+    pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT",
+    pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.date32(): "DATE", pa.null(): '"NULL"',
+    pa.timestamp("s"): "TIMESTAMP_S", pa.timestamp("ms"): "TIMESTAMP_MS", pa.timestamp("us"): "TIMESTAMP",
+    pa.timestamp("ns"): "TIMESTAMP_NS", pa.time64("us"): "TIME",
+}
+
+
+def duckdb_name(arrow: pa.DataType) -> str | None:
+    """The name DuckDB gives an Arrow type when it scans it, for the common types; None otherwise."""
+    if pa.types.is_dictionary(arrow):
+        arrow = arrow.value_type
+    return _FROM_ARROW.get(arrow)

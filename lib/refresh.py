@@ -49,11 +49,12 @@ class RefreshReport:
     seconds: float = 0.0
     sources: list[SourceReport] = field(default_factory=list)
     dashboard_errors: list[str] = field(default_factory=list)
+    unchanged: bool = False  # every source returned exactly the data already served: nothing to switch
     model_calls: int = 0  # always 0: the point of this module
 
     @property
     def ok(self) -> bool:
-        return self.swapped and all(s.status == "ok" for s in self.sources) and not self.dashboard_errors
+        return (self.swapped or self.unchanged) and all(s.status == "ok" for s in self.sources) and not self.dashboard_errors
 
     @property
     def incompatible(self) -> list[SourceReport]:
@@ -75,6 +76,8 @@ class RefreshReport:
         lines.extend(f"dashboard: {e}" for e in self.dashboard_errors)
         if self.swapped:
             lines.append(f"switched to snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls")
+        elif self.unchanged:
+            lines.append(f"the data has not changed; still serving snapshot {self.previous} ({self.seconds * 1000:.0f} ms, 0 model calls)")
         elif self.previous:
             lines.append(f"kept the previous data (snapshot {self.previous}); nothing was switched")
         else:
@@ -120,6 +123,12 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
         return report
     if not fetched:
         report.seconds = time.perf_counter() - started
+        return report
+    if current and fetched.keys() == old_tables.keys() and all(fetched[n].equals(old_tables[n]) for n in fetched):
+        # Same data: a new snapshot would only push a real earlier version out of the kept few.
+        report.unchanged = True
+        report.seconds = time.perf_counter() - started
+        progress(1.0, "The data has not changed")
         return report
     progress(0.95, "Switching to the new data…")
     types = {name: current.tables[name]["columns"] for name in old_tables} if current else {}

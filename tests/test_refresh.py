@@ -241,3 +241,14 @@ def test_after_regenerating_the_new_shape_is_accepted(supply):
     report = refresh(folder, wh)
     assert report.ok, report.summary()
     assert wh.query("SELECT DISTINCT week FROM gates").rows == [("2026-W48",)]
+
+
+def test_unchanged_data_makes_no_new_snapshot(supply):
+    folder, wh = supply
+    served = wh.current().id
+    report = refresh(folder, wh)
+    assert report.ok and report.unchanged and not report.swapped
+    assert wh.current().id == served and len(wh.snapshots()) == 1
+    assert "has not changed" in report.summary()
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+    assert refresh(folder, wh).swapped

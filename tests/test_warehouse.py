@@ -140,3 +140,37 @@ def test_for_workspace_keys_by_folder(tmp_path):
     b = Warehouse.for_workspace(tmp_path / "two" / "ws", cache_root=tmp_path / "c")
     assert a.folder != b.folder and a.folder.name.startswith("ws-")
     assert Warehouse.for_workspace(tmp_path / "one" / "ws", cache_root=tmp_path / "c").folder == a.folder
+
+
+def test_describe_names_types_exactly_as_duckdb_does():
+    """The shortcut from Arrow types must agree with DuckDB's own DESCRIBE on real files."""
+    import datetime as dt
+    import os
+    from pathlib import Path
+
+    import duckdb
+
+    from lib.connectors import FetchContext, fetch
+    from lib.warehouse import describe
+
+    from .conftest import DATASETS
+
+    tables = {"mixed": pa.table({"i": pa.array([1], pa.int32()), "b": [True], "s": ["x"], "f": [1.5], "d": [dt.date(2026, 1, 1)],
+                                 "ts": pa.array([1], pa.timestamp("s")), "tn": pa.array([1], pa.timestamp("ns")),
+                                 "cat": pa.array(["a"]).dictionary_encode(), "n": pa.array([None], pa.null())})}
+    os.environ["DASHMEM_DATA_DIRS"] = str(DATASETS)
+    for csv in sorted(DATASETS.glob("*.csv")):
+        tables[csv.stem] = fetch({"name": "t", "type": "csv", "path": str(csv)}, FetchContext(workspace_path=Path(".")))
+    con = duckdb.connect()
+    for name, table in tables.items():
+        con.register(name, table)
+        expected = [[r[0], r[1]] for r in con.execute(f'DESCRIBE "{name}"').fetchall()]
+        assert describe({name: table})[name] == expected, name
+
+
+def test_a_pointer_to_a_lost_snapshot_falls_back_to_the_newest_readable_one(wh):
+    first = wh.current()
+    second = wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
+    (second.path / "manifest.json").write_text("{ truncated")
+    assert wh.current() == first
+    assert wh.query("SELECT count(*) FROM sales").rows == [(3,)]
