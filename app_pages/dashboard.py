@@ -11,8 +11,8 @@ import streamlit as st
 
 from app_pages import ui
 from lib import refresh as refreshing
-from lib.connectors import FetchContext, SourceError
-from lib.render import render
+from lib.connectors import FetchContext, SourceError, fetch
+from lib.render import filter_states, render
 
 ctx = ui.context("view")
 show_draft = ctx.can("edit") and ctx.has_draft() and st.toggle("Show my draft", key="dashboard_draft",
@@ -104,8 +104,6 @@ with st.expander("Try it with your own data (this session only)"):
                 file = Path(tmp) / "upload.csv"
                 file.write_bytes(upload.getvalue())
                 try:
-                    from lib.connectors import fetch
-
                     table = fetch({"name": target, "type": "csv", "path": str(file)}, FetchContext(workspace_path=Path(tmp)))
                     problems = refreshing.compatibility(snapshot.columns(target), table, target)
                 except SourceError as exc:
@@ -125,8 +123,6 @@ with st.expander("Try it with your own data (this session only)"):
 
 # Filters bar
 chosen = {}
-from lib.render import filter_states  # noqa: E402  (after the data is known)
-
 states = filter_states(dashboard, tables, version)
 if states:
     cols = st.columns(len(states))

@@ -252,3 +252,16 @@ def test_unchanged_data_makes_no_new_snapshot(supply):
     assert "has not changed" in report.summary()
     shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
     assert refresh(folder, wh).swapped
+
+
+def test_compatibility_of_a_viewers_own_file(supply):
+    """What the Dashboard page checks before showing a viewer's CSV for their session only."""
+    from lib.refresh import compatibility
+
+    folder, wh = supply
+    recorded = wh.current().columns("gates")
+    same_shape = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv",
+                                convert_options=pacsv.ConvertOptions(column_types={"day": "date32"}))
+    assert compatibility(recorded, same_shape, "gates") == []
+    renamed = same_shape.rename_columns([c if c != "target" else "target_units" for c in same_shape.column_names])
+    assert compatibility(recorded, renamed, "gates") == ["missing column 'target' (renamed to 'target_units'?)"]
