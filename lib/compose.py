@@ -118,7 +118,6 @@ BASES = {"edit": BASE_EDIT, "query": BASE_QUERY}
 # Where a sources.yaml may hold a secret reference (see schemas/sources.schema.json `secret_ref`).
 _SECRET_KEYS = ("password",)
 _SECRET_MAPS = ("secret_headers", "env")
-_URL_PASSWORD = re.compile(r"(://[^/:@\s]+):[^@/\s]+@")
 
 
 @dataclass(frozen=True)
@@ -269,7 +268,7 @@ def _without_secrets(sources: Mapping[str, Any] | None) -> Any:
     if not sources:
         return sources
     clean = copy.deepcopy(dict(sources))
-    from .secrets import is_reference
+    from .secrets import is_reference, redact_url
 
     for source in clean.get("sources") or []:
         if not isinstance(source, dict):
@@ -281,5 +280,5 @@ def _without_secrets(sources: Mapping[str, Any] | None) -> Any:
             if isinstance(source.get(key), dict):
                 source[key] = {k: v if is_reference(v) else "<hidden>" for k, v in source[key].items()}
         if isinstance(source.get("url"), str):
-            source["url"] = _URL_PASSWORD.sub(r"\1:<hidden>@", source["url"])
+            source["url"] = redact_url(source["url"], "<hidden>")
     return clean

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from .diagnostics import ERROR, Diagnostic, format_path
+from .secrets import redact_url
 from .yamlio import Document, declared_properties, resolve_ref
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
@@ -168,9 +169,6 @@ def _describe(schema: dict) -> str | None:
     return text
 
 
-_URL_PASSWORD = re.compile(r"(://[^/:@\s]*:)[^/@\s]+@")
-
-
 def _holds_secret(schema: dict, root: dict) -> bool:
     pattern = resolve_ref(schema, root).get("pattern", "") if isinstance(schema, dict) else ""
     return pattern.startswith("^(env:")
@@ -179,7 +177,7 @@ def _holds_secret(schema: dict, root: dict) -> bool:
 def _show(value: Any) -> str:
     if value == "<hidden>":
         return "a literal value"
-    text = _URL_PASSWORD.sub(r"\1***@", json.dumps(value, ensure_ascii=False, default=str))
+    text = redact_url(json.dumps(value, ensure_ascii=False, default=str))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

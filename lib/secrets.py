@@ -14,9 +14,31 @@ from typing import Any, Iterable
 REF_RE = re.compile(r"^(?:env:([A-Za-z_][A-Za-z0-9_]*)|secrets:([A-Za-z0-9_][A-Za-z0-9_.-]*))$")
 
 
+# The app's own credentials (the sign-in cookie key, the Anthropic key) are never
+# a source's secret: a steward could otherwise send them to a server they control.
+RESERVED_ENV_PREFIXES = ("DASHMEM_", "ANTHROPIC_")
+RESERVED_SECRET_SECTIONS = ("auth", "anthropic")
+
+
 class SecretMissing(KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+def refused(kind: str, key: str) -> str | None:
+    """Why a source may not use this reference, or None.
+
+    DASHMEM_SECRET_ALLOW (comma-separated prefixes, e.g. `SRC_,sources.`)
+    narrows the references sources may use to those prefixes.
+    """
+    if kind == "env" and key.upper().startswith(RESERVED_ENV_PREFIXES):
+        return f"env:{key} belongs to the app itself; sources may not use it"
+    if kind == "secrets" and key.split(".")[0].lower() in RESERVED_SECRET_SECTIONS:
+        return f"secrets:{key} belongs to the app itself; sources may not use it"
+    allow = [p.strip() for p in os.environ.get("DASHMEM_SECRET_ALLOW", "").split(",") if p.strip()]
+    if allow and not any(key.startswith(prefix) for prefix in allow):
+        return f"{kind}:{key} is not among the references this server allows sources to use (DASHMEM_SECRET_ALLOW)"
+    return None
 
 
 def is_reference(value: Any) -> bool:
@@ -31,6 +53,9 @@ def resolve(ref: str) -> str:
         raise SecretMissing("a secret setting holds a literal value, not a reference (use env:NAME or secrets:KEY)")
     env_name, secrets_key = match.groups()
     kind, key = ("env", env_name) if env_name else ("secrets", secrets_key)
+    reason = refused(kind, key)
+    if reason:
+        raise SecretMissing(reason)
     if kind == "env":
         value = os.environ.get(key)
         if value is None:
@@ -60,3 +85,13 @@ def redact(text: str, values: Iterable[str]) -> str:
         if len(value) >= 3:
             text = text.replace(value, "***")
     return text
+
+
+_URL_PASSWORD = re.compile(r"(://[^/@:\s]*):[^@\s]*@")
+_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:password|passwd|pwd)=)[^&\s\"]*")
+
+
+def redact_url(text: str, mask: str = "***") -> str:
+    """Text with any password in a URL (`user:password@`, `?password=`) replaced by `mask`."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{mask}@", text)
+    return _QUERY_PASSWORD.sub(lambda m: f"{m.group(1)}{mask}", text)

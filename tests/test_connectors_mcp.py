@@ -24,6 +24,23 @@ SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 INVENTORY_TOKEN = "open-sesame-4711"
 
 
+@pytest.fixture(autouse=True)
+def allowed_commands(monkeypatch):
+    """The operator's allow-list of stdio servers, as a deployment would set it."""
+    monkeypatch.setenv("DASHMEM_MCP_COMMANDS", f"{sys.executable} servers/inventory.py; no-such-mcp-server-binary; {sys.executable} -c")
+
+
+def test_a_command_the_operator_did_not_allow_never_runs(ctx, tmp_path, monkeypatch):
+    marker = tmp_path / "pwned"
+    source = stdio_source(tool="list_stock", command=["sh", "-c", f"touch {marker}"])
+    with pytest.raises(SourceError, match="not allowed on this server"):
+        fetch(source, ctx)
+    assert not marker.exists()
+    monkeypatch.delenv("DASHMEM_MCP_COMMANDS")
+    with pytest.raises(SourceError, match="DASHMEM_MCP_COMMANDS"):
+        fetch(stdio_source(tool="list_stock", arguments={"warehouse": "north"}), ctx)
+
+
 @pytest.fixture
 def ctx(tmp_path) -> FetchContext:
     """A workspace holding the server script at servers/inventory.py.

@@ -356,3 +356,18 @@ def test_timestamps_with_time_zone_keep_their_instant(postgresql_engine, tmp_pat
     column = fetch(source, FetchContext(workspace_path=tmp_path)).column("at")
     assert pa.types.is_timestamp(column.type) and column.type.tz is not None
     assert column[0].as_py() == dt.datetime(2024, 3, 1, 10, 0, tzinfo=dt.timezone.utc)
+
+
+def test_sqlite_outside_the_workspace_is_refused(tmp_path):
+    import sqlite3
+
+    outside = tmp_path / "outside.db"
+    with sqlite3.connect(outside) as con:
+        con.execute("CREATE TABLE secrets_tbl (v TEXT)")
+        con.execute("INSERT INTO secrets_tbl VALUES ('private')")
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    ctx = FetchContext(workspace_path=folder)
+    for url in (f"sqlite:///{outside}", "sqlite:///../outside.db"):
+        with pytest.raises(SourceError, match="outside the workspace folder"):
+            fetch({"name": "leak", "type": "sql", "url": url, "table": "secrets_tbl"}, ctx)

@@ -366,3 +366,11 @@ def test_every_example_in_a_schema_validates_against_its_own_definition(kind):
 
     walk(root, kind)
     assert not bad, bad
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:pa/ss@h/db", "postgresql://u@h/db?password=hunter2", "mysql://u@h/db?x=1&PWD=hunter2"])
+def test_sources_every_form_of_password_in_a_url_is_refused_and_masked(url):
+    text = VALID_SOURCES.replace("postgresql://reporting@127.0.0.1:5432/sales", url)
+    err = only_error("sources", text)
+    assert err.field == "sources[1].url"
+    assert "hunter2" not in err.format() and "pa/ss" not in err.format()

@@ -41,6 +41,22 @@ class FetchContext:
         return SourceError(source, self.redact(message))
 
 
+def confined_path(source: str, raw: str, ctx: FetchContext) -> Path:
+    """A file a source may read: inside the workspace folder or a folder listed in DASHMEM_DATA_DIRS.
+
+    Stewards write sources; without this, a source could read any file the server can.
+    """
+    import os
+
+    base = Path(ctx.workspace_path).resolve()
+    path = Path(raw)
+    full = (base / path).resolve() if not path.is_absolute() else path.resolve()
+    allowed = [base] + [Path(p).resolve() for p in os.environ.get("DASHMEM_DATA_DIRS", "").split(os.pathsep) if p]
+    if not any(full == root or root in full.parents for root in allowed):
+        raise SourceError(source, f"path {raw!r} is outside the workspace folder; list its folder in DASHMEM_DATA_DIRS to allow it")
+    return full
+
+
 def dig(data: Any, dotted: str | None) -> Any:
     """Follow a dotted path (`data.items`, `results.0.rows`) into parsed JSON; '' or None is the root."""
     if not dotted:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .base import FetchContext, SourceError
+from .base import FetchContext, SourceError, confined_path
 from ..coltypes import arrow_type
 
 BLOCK_SIZE = 8 << 20  # bytes per parsed block; large enough to infer types from
@@ -42,13 +42,7 @@ def resolve_path(source: dict, ctx: FetchContext) -> Path:
         if not ctx.uploads_dir or "/" in upload or upload.startswith("."):
             raise SourceError(name, f"invalid upload reference {raw!r}")
         return ctx.uploads_dir / upload
-    path = Path(raw)
-    base = Path(ctx.workspace_path).resolve()
-    full = (base / path).resolve() if not path.is_absolute() else path.resolve()
-    allowed = [base] + [Path(p).resolve() for p in os.environ.get("DASHMEM_DATA_DIRS", "").split(os.pathsep) if p]
-    if not any(full == root or root in full.parents for root in allowed):
-        raise SourceError(name, f"path {raw!r} is outside the workspace folder; list its folder in DASHMEM_DATA_DIRS to allow it")
-    return full
+    return confined_path(name, raw, ctx)
 
 
 DELIMITERS = ",;\t|"

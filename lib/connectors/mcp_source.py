@@ -90,8 +90,23 @@ async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, serv
                 return await _query(ClientSession(read_stream, write_stream), source, ctx)
 
 
+def allowed_command(command: list[str]) -> bool:
+    """Whether the server operator allows this stdio command (DASHMEM_MCP_COMMANDS).
+
+    Each entry (separated by `;`) is a command prefix, e.g.
+    `python servers/inventory.py; npx -y @acme/mcp-server`; a source's command
+    must start with one of them, word for word. Without the setting no stdio
+    command runs: a source's command would otherwise run anything the server can.
+    """
+    entries = [entry.split() for entry in os.environ.get("DASHMEM_MCP_COMMANDS", "").split(";") if entry.strip()]
+    return any(command[: len(prefix)] == prefix for prefix in entries)
+
+
 def _stdio_parameters(source: dict, ctx: FetchContext) -> StdioServerParameters:
     name = source.get("name", "?")
+    if not allowed_command(list(source["command"])):
+        raise ctx.error(name, f"the command {source['command'][0]!r} is not allowed on this server; "
+                              "an operator lists the MCP servers sources may start in DASHMEM_MCP_COMMANDS")
     env = {"PATH": _server_path()}
     env.update({var: ctx.secret(name, ref) for var, ref in (source.get("env") or {}).items()})
     program, *args = source["command"]

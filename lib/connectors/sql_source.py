@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from ..secrets import is_reference
-from .base import FetchContext
+from .base import FetchContext, confined_path
 
 # Long enough for a slow VPN, short enough that an unreachable server fails in seconds.
 CONNECT_TIMEOUT_S = 10
@@ -79,9 +79,7 @@ def _sqlite_in_workspace(name: str, url: URL, ctx: FetchContext) -> URL:
     database = url.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return url
-    path = Path(database)
-    if not path.is_absolute():
-        path = Path(ctx.workspace_path) / path
+    path = confined_path(name, database, ctx)
     if not path.is_file():
         raise ctx.error(name, f"SQLite database file {database} not found (looked for {path})")
     return url.set(database=str(path))
