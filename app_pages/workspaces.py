@@ -59,12 +59,13 @@ if user.app_role in (STEWARD, "owner"):
         st.subheader("New workspace")
         name = st.text_input("Name", placeholder="Team KPIs")
         slug = st.text_input("Folder name", placeholder="team-kpis", help="Lower-case letters, digits and dashes.")
-        template = st.selectbox("Start from", [None] + sorted(metas), format_func=lambda s: "blank" if s is None else f"copy of {metas[s].get('name', s)}")
+        published_mine = [s for s in mine if (repo.published_path(s) / workspace.FILES["workspace"]).is_file()]
+        template = st.selectbox("Start from", [None] + published_mine, format_func=lambda s: "blank" if s is None else f"copy of {metas[s].get('name', s)}")
         if st.form_submit_button("Create on my draft"):
             try:
                 draft = repo.new_workspace(user, slug.strip(), name.strip() or slug.strip(), template)
                 st.success(f"Created **{name or slug}** on your draft branch `{draft.branch}`. Publish it on the Review page to share it.")
-            except (workspace.InvalidName, ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
+            except (workspace.InvalidName, ConfigRepoError, PermissionDenied, ValidationFailed, FileExistsError) as exc:
                 st.error(str(exc))
 
     current = st.session_state.get("slug")
@@ -72,16 +73,12 @@ if user.app_role in (STEWARD, "owner"):
         st.subheader("Import one memory category")
         st.caption("Copy, for example, only the task rules or only the connectors of another workspace into your draft of this one.")
         target = st.selectbox("Into", mine, index=mine.index(current) if current in mine else 0, format_func=lambda s: metas[s].get("name", s))
-        source = st.selectbox("From", sorted(metas), format_func=lambda s: metas[s].get("name", s))
+        source = st.selectbox("From", [s for s in mine if (repo.published_path(s) / workspace.FILES["workspace"]).is_file()],
+                              format_func=lambda s: metas[s].get("name", s))
         kind = st.selectbox("Category", IMPORTABLE, format_func=CATEGORY_TITLES.get)
         if st.form_submit_button("Import into my draft"):
             try:
-                if source == target:
-                    raise ConfigRepoError("choose two different workspaces")
-                content = workspace.load(repo.published_path(source))[0].get(kind)
-                if content is None:
-                    raise ConfigRepoError(f"{metas[source].get('name', source)} has no {CATEGORY_TITLES[kind].lower()}")
-                sha = repo.save(user, target, {kind: content}, f"Import {CATEGORY_TITLES[kind].lower()} from {source}")
+                sha = repo.import_category(user, source, target, kind)
                 st.success(f"Imported into your draft of {metas[target].get('name', target)}" + (f" as {sha[:10]}." if sha else " (already identical)."))
             except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
                 st.error(str(exc))

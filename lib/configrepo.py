@@ -500,11 +500,15 @@ class ConfigRepo:
         return self._merge_into_main(user, slug, branch, message or f"Publish {slug} from {user.name}'s draft", meta)
 
     def publish_branch(self, user: User, slug: str, branch: str, message: str | None = None) -> str:
-        """Owners publish someone else's draft or proposal."""
+        """Publish a draft or proposal: owners any open one, stewards (where allowed) only their own."""
         meta = self._access_meta(slug, branch)
         access.require(user, "publish", meta, slug)
         if branch not in self.repo.heads:
             raise ConfigRepoError(f"no branch {branch!r}")
+        if branch.startswith("rejected/"):
+            raise ConfigRepoError(f"{branch} was rejected; its author can redo the change on a new draft")
+        if access.role_of(user, meta) != access.OWNER and branch != self.branch_name(user, slug):
+            raise access.PermissionDenied(f"{user.name} may publish only their own draft of {slug}; an owner publishes others'")
         return self._merge_into_main(user, slug, branch, message or f"Publish {slug} from {branch}", meta)
 
     def _merge_into_main(self, user: User, slug: str, branch: str, subject: str, meta: dict[str, Any]) -> str:
@@ -527,6 +531,14 @@ class ConfigRepo:
                 self.repo.git.merge("--abort")
                 raise PublishConflict(slug, branch, files) from None
             try:
+                merged_meta = workspace.load(self.path / slug)[0].get("workspace") or {}
+                try:
+                    published_meta = self.meta(slug)  # main before this merge
+                except ConfigRepoError:
+                    published_meta = {}  # a new workspace: its creator sets who may do what
+                if published_meta and any(merged_meta.get(k) != published_meta.get(k) for k in ("access", "policy")):
+                    # However the change got onto the branch (save, revert, undo, a push), only owners change who may do what.
+                    access.require(user, "manage_access", published_meta, slug)
                 require_valid = (meta.get("policy") or {}).get("require_valid_to_publish", True)
                 diagnostics = workspace.validate(self.path / slug)
                 if require_valid and has_errors(diagnostics):
@@ -577,12 +589,14 @@ class ConfigRepo:
         """Create a workspace on the user's draft (from a template workspace or blank)."""
         access.require_app_role(user, access.STEWARD, "create workspaces")
         workspace.check_slug(slug)
-        if (self.path / slug).exists():
-            raise ConfigRepoError(f"a workspace named {slug!r} already exists")
-        if template and not workspace.is_workspace(self.path / workspace.check_slug(template)):
-            raise ConfigRepoError(f"no workspace {template!r} to use as a template")
         branch = f"draft/{user.name}/{slug}"
         where = self.drafts_root / user.name / slug
+        if (self.path / slug).exists() or branch in self.repo.heads or where.exists():
+            raise ConfigRepoError(f"a workspace named {slug!r} already exists (published or as your draft)")
+        if template:
+            if not workspace.is_workspace(self.path / workspace.check_slug(template)):
+                raise ConfigRepoError(f"no workspace {template!r} to use as a template")
+            access.require(user, "view", self.meta(template), template)  # copying reads its memory and data
         with self._lock():
             if branch not in self.repo.heads:
                 self.repo.git.worktree("add", "-b", branch, str(where), MAIN)
@@ -598,6 +612,18 @@ class ConfigRepo:
             workspace.save(draft.workspace_path, workspace.blank(name, user.name, dt.date.today().isoformat()))
         commit_folder(git.Repo(draft.path), slug, _actor(user), f"Create {slug}", "save")
         return draft
+
+    def import_category(self, user: User, source: str, target: str, kind: str) -> str | None:
+        """Copy one memory category (task, sources or output) of a published workspace into the user's draft of another."""
+        if kind not in ("task", "sources", "output"):
+            raise ConfigRepoError(f"only task rules, sources or output constraints can be imported, not {kind!r}")
+        if source == target:
+            raise ConfigRepoError("choose two different workspaces")
+        access.require(user, "view", self.meta(source), source)
+        content = workspace.load(self.published_path(source))[0].get(kind)
+        if content is None:
+            raise ConfigRepoError(f"{source} has no {workspace.FILES[kind]}")
+        return self.save(user, target, {kind: content}, f"Import {workspace.FILES[kind]} from {source}")
 
     # ---- internals
 

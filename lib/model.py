@@ -51,11 +51,11 @@ def resolve_api_key(explicit: str | None = None) -> str | None:
     """The API key: the argument, else ANTHROPIC_API_KEY, else Streamlit secrets anthropic.api_key or ANTHROPIC_API_KEY."""
     if explicit:
         return explicit
-    from .secrets import SecretMissing, resolve
+    from .secrets import SecretMissing, lookup
 
     for ref in ("env:ANTHROPIC_API_KEY", "secrets:anthropic.api_key", "secrets:ANTHROPIC_API_KEY"):
         try:
-            value = resolve(ref)
+            value = lookup(ref)
         except SecretMissing:
             continue
         if value:

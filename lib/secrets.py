@@ -33,7 +33,7 @@ def refused(kind: str, key: str) -> str | None:
     """
     if kind == "env" and key.upper().startswith(RESERVED_ENV_PREFIXES):
         return f"env:{key} belongs to the app itself; sources may not use it"
-    if kind == "secrets" and key.split(".")[0].lower() in RESERVED_SECRET_SECTIONS:
+    if kind == "secrets" and (key.split(".")[0].lower() in RESERVED_SECRET_SECTIONS or key.upper().startswith(RESERVED_ENV_PREFIXES)):
         return f"secrets:{key} belongs to the app itself; sources may not use it"
     allow = [p.strip() for p in os.environ.get("DASHMEM_SECRET_ALLOW", "").split(",") if p.strip()]
     if allow and not any(key.startswith(prefix) for prefix in allow):
@@ -46,16 +46,20 @@ def is_reference(value: Any) -> bool:
 
 
 def resolve(ref: str) -> str:
-    """The value a reference points to; raises SecretMissing naming the reference only."""
-    match = REF_RE.match(ref or "") if isinstance(ref, str) else None
-    if not match:
-        # Never repeat the value: it may be a real password pasted in the wrong place.
-        raise SecretMissing("a secret setting holds a literal value, not a reference (use env:NAME or secrets:KEY)")
-    env_name, secrets_key = match.groups()
-    kind, key = ("env", env_name) if env_name else ("secrets", secrets_key)
+    """A source's secret: the value a reference points to, if sources may use it.
+
+    Raises SecretMissing naming the reference only, never a value.
+    """
+    kind, key = _parse(ref)
     reason = refused(kind, key)
     if reason:
         raise SecretMissing(reason)
+    return lookup(ref)
+
+
+def lookup(ref: str) -> str:
+    """The value behind a reference, for the app's own credentials (no source policy applies)."""
+    kind, key = _parse(ref)
     if kind == "env":
         value = os.environ.get(key)
         if value is None:
@@ -65,6 +69,15 @@ def resolve(ref: str) -> str:
     if value is None:
         raise SecretMissing(f"secret {ref} is not set: add `{key}` to .streamlit/secrets.toml")
     return str(value)
+
+
+def _parse(ref: str) -> tuple[str, str]:
+    match = REF_RE.match(ref or "") if isinstance(ref, str) else None
+    if not match:
+        # Never repeat the value: it may be a real password pasted in the wrong place.
+        raise SecretMissing("a secret setting holds a literal value, not a reference (use env:NAME or secrets:KEY)")
+    env_name, secrets_key = match.groups()
+    return ("env", env_name) if env_name else ("secrets", secrets_key)
 
 
 def _streamlit_secret(dotted: str) -> Any:

@@ -576,7 +576,7 @@ def test_publish_branch_cannot_carry_changes_to_another_workspace(config_repo):
     repo = config_repo
     edit_rule(repo, SAM, SCW, 5, "Sam sneaks this past the owner.")
     main_before = sha(repo)
-    with pytest.raises((PermissionDenied, ConfigRepoError), match=SCW):
+    with pytest.raises((PermissionDenied, ConfigRepoError), match=f"{SCW}|only their own draft"):
         repo.publish_branch(SAM, GDP, repo.branch_name(SAM, SCW))
     assert sha(repo) == main_before
     assert "sneaks" not in rule_text(repo, MAIN, SCW, 5)
@@ -889,3 +889,78 @@ def test_a_source_password_is_saved_only_as_a_reference(config_repo, monkeypatch
     everything = _all_repo_bytes(repo.path) + _all_repo_bytes(repo.drafts_root)
     assert b"env:REPORTING_DB_PASSWORD" in everything
     assert secret.encode() not in everything
+
+
+def _restrict_gdp_to_owner(repo):
+    olivia = User("olivia", app_role="owner")
+    d = repo.draft(olivia, "gdp-explorer")
+    meta = workspace.load(d.workspace_path)[0].data["workspace"]
+    meta["access"] = {"owners": ["olivia"], "stewards": ["sam"], "viewers": ["olivia"]}
+    repo.save(olivia, "gdp-explorer", {"workspace": meta}, "restrict")
+    repo.publish(olivia, "gdp-explorer")
+    return olivia, meta
+
+
+def test_revert_cannot_smuggle_an_access_change_into_main(config_repo):
+    repo = config_repo
+    sam = User("sam", app_role="steward")
+    before = repo.history("gdp-explorer")[-1].sha  # the template version: viewers ['*']
+    olivia, meta = _restrict_gdp_to_owner(repo)
+    repo.revert(sam, "gdp-explorer", before)  # a steward's revert brings the old access list back
+    with pytest.raises(PermissionDenied, match="manage_access"):
+        repo.publish(sam, "gdp-explorer")
+    assert repo.meta("gdp-explorer")["access"]["viewers"] == ["olivia"]
+    assert not repo.repo.is_dirty(untracked_files=True)
+
+
+def test_stewards_publish_only_their_own_draft_and_nobody_publishes_a_rejected_one(config_repo):
+    repo = config_repo
+    sam, ann, olivia = User("sam", app_role="steward"), User("ann", app_role="steward"), User("olivia", app_role="owner")
+    d = repo.draft(olivia, "gdp-explorer")
+    meta = workspace.load(d.workspace_path)[0].data["workspace"]
+    meta["access"]["stewards"] = ["sam", "ann"]
+    repo.save(olivia, "gdp-explorer", {"workspace": meta}, "add ann")
+    repo.publish(olivia, "gdp-explorer")
+    d = repo.draft(ann, "gdp-explorer")
+    task = workspace.load(d.workspace_path)[0].data["task"]
+    task["goal"] = "WIP, not ready"
+    repo.save(ann, "gdp-explorer", {"task": task}, "wip")
+    with pytest.raises(PermissionDenied, match="only their own draft"):
+        repo.publish_branch(sam, "gdp-explorer", "draft/ann/gdp-explorer")
+    kept = repo.reject(olivia, "gdp-explorer", "draft/ann/gdp-explorer")
+    with pytest.raises(ConfigRepoError, match="was rejected"):
+        repo.publish_branch(olivia, "gdp-explorer", kept)
+    assert "WIP" not in repo.published_path("gdp-explorer").joinpath("task.yaml").read_text()
+
+
+def test_copying_a_template_needs_access_to_it(config_repo):
+    repo = config_repo
+    olivia, _ = _restrict_gdp_to_owner(repo)
+    outsider = User("zed", app_role="steward")
+    with pytest.raises(PermissionDenied):
+        repo.new_workspace(outsider, "my-copy", "Copy", template="gdp-explorer")
+    assert "draft/zed/my-copy" not in repo.repo.heads
+    with pytest.raises(PermissionDenied):
+        repo.import_category(outsider, "gdp-explorer", "supply-chain-weekly", "task")
+
+
+def test_creating_a_workspace_never_overwrites_your_unpublished_one(config_repo):
+    repo = config_repo
+    sam = User("sam", app_role="steward")
+    repo.new_workspace(sam, "team-kpis", "Team KPIs")
+    d = repo.draft(sam, "team-kpis")
+    task = workspace.load(d.workspace_path)[0].data["task"]
+    task["goal"] = "Keep me"
+    repo.save(sam, "team-kpis", {"task": task}, "goal")
+    with pytest.raises(ConfigRepoError, match="already exists"):
+        repo.new_workspace(sam, "team-kpis", "Team KPIs")
+    assert workspace.load(d.workspace_path)[0].data["task"]["goal"] == "Keep me"
+
+
+def test_import_one_category(config_repo):
+    repo = config_repo
+    olivia = User("olivia", app_role="owner")
+    sha = repo.import_category(olivia, "supply-chain-weekly", "gdp-explorer", "task")
+    assert sha
+    draft_task = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["task"]
+    assert draft_task == workspace.load(repo.published_path("supply-chain-weekly"))[0].data["task"]

@@ -25,7 +25,7 @@ def test_a_literal_value_is_never_repeated():
 
 
 @pytest.mark.parametrize("ref", ["env:DASHMEM_COOKIE_KEY", "env:ANTHROPIC_API_KEY", "env:dashmem_anything",
-                                 "secrets:auth.cookie_key", "secrets:anthropic.api_key"])
+                                 "secrets:auth.cookie_key", "secrets:anthropic.api_key", "secrets:ANTHROPIC_API_KEY"])
 def test_the_apps_own_credentials_are_out_of_reach_of_sources(ref, monkeypatch):
     monkeypatch.setenv("DASHMEM_COOKIE_KEY", "cookie-signing-key-value")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-value")
