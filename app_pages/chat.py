@@ -19,6 +19,8 @@ from lib.refresh import fetch_candidate, refresh
 
 ctx = ui.context("query")
 can_edit = ctx.can("edit")
+# Pending changes and Regenerate requests belong to one workspace; switching must not carry them over.
+OUTCOME, PREFILL = f"chat_outcome:{ctx.slug}", f"chat_prefill:{ctx.slug}"
 st.title("Chat")
 modes = ["edit", "query"] if can_edit else ["query"]
 default = st.session_state.get("chat_mode", modes[0])
@@ -38,7 +40,7 @@ def save_outcome(files: dict, message: str) -> None:
     try:
         sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
         st.success(f"Saved to your draft as {sha[:10]}. Publish it on the Review page." if sha else "Nothing changed.")
-        st.session_state.pop("chat_outcome", None)
+        st.session_state.pop(OUTCOME, None)
     except (ValidationFailed, ConfigRepoError, PermissionDenied) as exc:
         st.error(str(exc))
 
@@ -56,7 +58,7 @@ def offer_autodraft() -> None:
                 files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
             draft = autodraft.draft(files)
             old = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
-            st.session_state["chat_outcome"] = {"kind": "autodraft", "files": {"dashboard": draft, "profile": files["profile"]},
+            st.session_state[OUTCOME] = {"kind": "autodraft", "files": {"dashboard": draft, "profile": files["profile"]},
                                                 "diff": ui.text_diff(old, workspace.render("dashboard", draft), "dashboard.yaml")}
         except ValueError as exc:
             st.error(str(exc))
@@ -79,7 +81,7 @@ for turn in transcript:
 
 usage_total = st.session_state.setdefault("chat_usage", {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
                                                           "cache_creation_input_tokens": 0, "calls": 0})
-prefill = st.session_state.get("chat_prefill") if mode == "edit" else None
+prefill = st.session_state.get(PREFILL) if mode == "edit" else None
 message, regenerate = None, False
 if api_key_available():
     if prefill:
@@ -87,7 +89,7 @@ if api_key_available():
         edited = st.text_area("Regenerate request", value=prefill, height=160)
         if st.button("Regenerate with Claude", type="primary"):
             message, regenerate = edited, True
-            st.session_state.pop("chat_prefill", None)
+            st.session_state.pop(PREFILL, None)
     typed = st.chat_input("Ask Claude to build or change the dashboard" if mode == "edit" else "Ask about this dashboard's data")
     message = message or typed
 
@@ -133,9 +135,9 @@ if message:
     if outcome.notice:
         st.warning(outcome.notice)
     if mode == "edit" and outcome.has_changes:
-        st.session_state["chat_outcome"] = {"kind": "session", "outcome": outcome, "files": files, "regenerated": regenerate}
+        st.session_state[OUTCOME] = {"kind": "session", "outcome": outcome, "files": files, "regenerated": regenerate}
 
-pending = st.session_state.get("chat_outcome")
+pending = st.session_state.get(OUTCOME)
 if pending and can_edit:
     st.divider()
     st.subheader("Proposed change (not saved yet)")
@@ -163,7 +165,7 @@ if pending and can_edit:
     if save_col.button("Save to my draft", type="primary", disabled=not to_save):
         save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""))
     if discard_col.button("Discard"):
-        st.session_state.pop("chat_outcome", None)
+        st.session_state.pop(OUTCOME, None)
         st.rerun()
 
 if usage_total["calls"]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import tempfile
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from app_pages import ui
 from lib import refresh as refreshing
 from lib.connectors import FetchContext, SourceError, fetch
 from lib.render import filter_states, render
+
+COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 ctx = ui.context("view")
 show_draft = ctx.can("edit") and ctx.has_draft() and st.toggle("Show my draft", key="dashboard_draft",
@@ -65,7 +68,7 @@ if report and report.workspace == ctx.slug:
             if st.button("Regenerate with Claude", icon=":material/auto_awesome:"):
                 from lib.agent import regenerate_message
 
-                st.session_state["chat_prefill"] = regenerate_message(report)
+                st.session_state[f"chat_prefill:{ctx.slug}"] = regenerate_message(report)
                 st.session_state["chat_mode"] = "edit"
                 st.switch_page("app_pages/chat.py")
         st.caption(f"{report.seconds * 1000:.0f} ms · {report.model_calls} model calls")
@@ -93,7 +96,7 @@ version = snapshot.id
 
 # A viewer may look at the dashboard over their own, schema-compatible CSV, for this session only.
 with st.expander("Try it with your own data (this session only)"):
-    sources = [s["name"] for s in (ws.get("sources") or {}).get("sources") or []]
+    sources = [s["name"] for s in (ws.get("sources") or {}).get("sources") or [] if s["name"] in snapshot.tables]
     target = st.selectbox("Replace the data of", sources, key="swap_target") if sources else None
     upload = st.file_uploader("CSV file", type=["csv"], key="swap_file")
     swaps = st.session_state.setdefault("swaps", {})
@@ -154,7 +157,7 @@ for row in rendered.rows:
                 st.markdown(f"**{comp.title or comp.id}**")
                 st.error(comp.error)
             elif comp.type == "kpi":
-                if comp.color:
+                if comp.color and COLOR.match(comp.color):  # only a #rrggbb colour goes into HTML
                     st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
                 # st.metric reads the direction from a leading ASCII minus.
                 st.metric(comp.title or comp.id, comp.display, comp.delta_display.replace("−", "-") or None)
@@ -170,7 +173,8 @@ for row in rendered.rows:
                 def paint(frame: pd.DataFrame) -> pd.DataFrame:
                     styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
                     for (r, c), color in colors.items():
-                        styles.loc[r, c] = f"color: white; background-color: {color}"
+                        if COLOR.match(color):
+                            styles.loc[r, c] = f"color: white; background-color: {color}"
                     return styles
 
                 st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")

@@ -70,12 +70,12 @@ for d in drafts:
                     ctx.repo.sync(ctx.user, ctx.slug)
                     st.rerun()
                 except PublishConflict as exc:
-                    st.session_state["sync_conflict"] = str(exc)
-            if st.session_state.get("sync_conflict"):
-                st.error(st.session_state["sync_conflict"])
+                    st.session_state[f"sync_conflict:{ctx.slug}"] = str(exc)
+            if st.session_state.get(f"sync_conflict:{ctx.slug}"):
+                st.error(st.session_state[f"sync_conflict:{ctx.slug}"])
                 keep = st.radio("Where both changed the same lines, keep", ["mine", "published"], horizontal=True,
                                 format_func=lambda x: "my lines" if x == "mine" else "the published lines")
                 if st.button("Update, keeping " + ("my lines" if keep == "mine" else "the published lines")):
                     ctx.repo.sync(ctx.user, ctx.slug, prefer=keep)
-                    del st.session_state["sync_conflict"]
+                    del st.session_state[f"sync_conflict:{ctx.slug}"]
                     st.rerun()

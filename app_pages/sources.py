@@ -1,6 +1,7 @@
 """Sources: add and edit connectors in forms, test them with a preview, and look at the data profile."""
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 
@@ -80,9 +81,12 @@ with st.form("add_source"):
 if test or add:
     new = {"name": name.strip(), "type": kind, **common, **settings_for_type}
     if kind == "csv" and upload is not None:
-        file_name = re.sub(r"[^A-Za-z0-9_.-]", "_", upload.name)
+        # Named by content: an upload never replaces a file a published source already reads.
+        content = upload.getvalue()
+        file_name = hashlib.sha256(content).hexdigest()[:16] + "-" + re.sub(r"[^A-Za-z0-9_.-]", "_", upload.name)
         uploads.mkdir(parents=True, exist_ok=True)
-        (uploads / file_name).write_bytes(upload.getvalue())
+        if not (uploads / file_name).exists():
+            (uploads / file_name).write_bytes(content)
         new["path"] = f"upload:{file_name}"
     if kind == "csv" and "path" not in new:
         st.error("Upload a CSV file.")

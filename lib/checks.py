@@ -103,19 +103,15 @@ INLINE_KEYS = {"data", "values", "url", "datasets"}
 
 def check_inline_data(ctx: CheckContext) -> list[Diagnostic]:
     out = []
-
-    def walk(node: Any, path: tuple) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in INLINE_KEYS and path[:1] == ("components",):
-                    out.append(ctx.diag("inline_data", f"component '{_component_id(ctx, path)}' carries inline data in '{key}'; "
-                                        "data must come from its query at render time", path + (key,)))
-                walk(value, path + (key,))
-        elif isinstance(node, list):
-            for i, item in enumerate(node):
-                walk(item, path + (i,))
-
-    walk(ctx.dashboard, ())
+    # Where Vega-Lite would take data: a component itself and its encoding. Not the
+    # `columns` or `queries` maps, whose keys are column and query names.
+    for i, comp in enumerate(ctx.dashboard.get("components") or []):
+        places = [(("components", i), comp)] + [(("components", i, "encoding", ch), spec)
+                                                 for ch, spec in (comp.get("encoding") or {}).items() if isinstance(spec, dict)]
+        for path, node in places:
+            for key in INLINE_KEYS & set(node):
+                out.append(ctx.diag("inline_data", f"component '{comp.get('id', '?')}' carries inline data in '{key}'; "
+                                    "data must come from its query at render time", path + (key,)))
     for path, where, sql in queries(ctx.dashboard):
         if re.search(r"\bVALUES\s*\(", sql, re.IGNORECASE):
             out.append(ctx.diag("inline_data", f"{where}: the query lists literal VALUES; read the data from a table instead", path))

@@ -34,6 +34,8 @@ def format_value(value, spec: str | None = None) -> str:
 
 
 def format_number(value: float, spec: str | None = None) -> str:
+    if isinstance(value, float) and not math.isfinite(value):  # DuckDB divides by zero into ±inf
+        return "—" if math.isnan(value) else ("∞" if value > 0 else "−∞")
     if spec is None or spec == "":
         if isinstance(value, int):
             return f"{value:,}"

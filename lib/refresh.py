@@ -113,7 +113,9 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     for entry in report.sources:
         if entry.status == "ok" and entry.name in recorded:
             _compare(entry, recorded[entry.name], dict((c, t) for c, t in new_types[entry.name]))
-    candidate = {**old_tables, **fetched}
+    configured = [s["name"] for s in sources]
+    # Tables of sources that failed keep their last data; tables of removed sources go.
+    candidate = {**{n: old_tables[n] for n in configured if n in old_tables}, **fetched}
     report.dashboard_errors.extend(dashboard_query_errors(ws.get("dashboard"), candidate))
 
     protect_old = current is not None
@@ -124,14 +126,14 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     if not fetched:
         report.seconds = time.perf_counter() - started
         return report
-    if current and fetched.keys() == old_tables.keys() and all(fetched[n].equals(old_tables[n]) for n in fetched):
+    if current and candidate.keys() == old_tables.keys() and all(fetched[n].equals(old_tables[n]) for n in fetched):
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
         report.seconds = time.perf_counter() - started
         progress(1.0, "The data has not changed")
         return report
     progress(0.95, "Switching to the new data…")
-    types = {name: current.tables[name]["columns"] for name in old_tables} if current else {}
+    types = {name: current.tables[name]["columns"] for name in candidate if current and name in current.tables}
     types.update(new_types)
     snapshot = warehouse.write_snapshot(candidate, {s["name"]: s["name"] for s in sources}, types,
                                         _before_switch=_before_switch)

@@ -210,7 +210,7 @@ def _component(spec, width, tables, version, params, theme, formats, max_rows, t
         {"kpi": _kpi, "chart": _chart, "table": _table}[comp.type](comp, theme, formats)
     except QueryError as exc:
         comp.error = f"query failed: {exc}"
-    except (KeyError, ValueError, TypeError, IndexError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, ArithmeticError) as exc:
         comp.error = f"cannot render: {exc}"
     return comp
 

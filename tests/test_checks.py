@@ -168,3 +168,23 @@ def test_data_checks_are_skipped_without_data(supply):
     ws, _, _ = supply
     result = checks.run(ws, None)
     assert [d.id for d in result] == ["check.skipped"] and result[0].level == "warning"
+
+
+def test_inline_data_check_ignores_column_and_query_names(supply):
+    def mutate(dash, _):
+        dash["components"].append({"id": "links", "type": "table", "query": "SELECT site AS url, count(*) AS data FROM gates GROUP BY 1",
+                                   "columns": {"url": {"label": "Page"}, "data": {"label": "Rows"}}})
+        dash["components"].append({"id": "note", "type": "text", "markdown": "Top: {{data.url}}",
+                                   "queries": {"data": "SELECT site AS url FROM gates LIMIT 1"}})
+        dash["layout"].append(["links", "note"])
+
+    assert [e for e in run_with(supply, mutate) if e.id == "check.inline_data"] == []
+
+
+def test_a_division_by_zero_renders_as_infinity_not_a_crash(supply):
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(
+        query="SELECT sum(actual) / 0 AS value FROM gates", format=",d"))
+    assert not [e for e in errors if e.id == "check.renders"]
+    from lib.formats import format_number
+
+    assert format_number(float("inf"), ",d") == "∞" and format_number(float("-inf")) == "−∞" and format_number(float("nan")) == "—"

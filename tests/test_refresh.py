@@ -265,3 +265,14 @@ def test_compatibility_of_a_viewers_own_file(supply):
     assert compatibility(recorded, same_shape, "gates") == []
     renamed = same_shape.rename_columns([c if c != "target" else "target_units" for c in same_shape.column_names])
     assert compatibility(recorded, renamed, "gates") == ["missing column 'target' (renamed to 'target_units'?)"]
+
+
+def test_a_removed_source_takes_its_table_with_it(supply):
+    folder, wh = supply
+    sources = workspace.load(folder)[0].data["sources"]
+    copy = dict(sources["sources"][0], name="gates_copy")
+    workspace.save(folder, {"sources": {"sources": sources["sources"] + [copy]}})
+    assert refresh(folder, wh).ok and "gates_copy" in wh.current().tables
+    workspace.save(folder, {"sources": sources})
+    assert refresh(folder, wh).swapped
+    assert list(wh.current().tables) == ["gates"]
