@@ -320,3 +320,13 @@ def test_a_secret_pasted_as_a_header_value_is_refused_without_echo(server, ctx):
     with pytest.raises(SourceError, match="secret header Authorization must be a secret reference") as caught:
         fetch(rest(f"{server.url}/secure", secret_headers={"Authorization": TOKEN}), ctx)
     assert "s3cret" not in str(caught.value)
+
+
+def test_cloud_metadata_and_hosts_outside_the_allow_list_are_never_contacted(monkeypatch, tmp_path):
+    ctx = FetchContext(workspace_path=tmp_path)
+    for url in ("http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x", "http://metadata.google.internal/computeMetadata/v1/"):
+        with pytest.raises(SourceError, match="metadata"):
+            fetch({"name": "meta", "type": "rest", "url": url, "retries": 0, "timeout_s": 1}, ctx)
+    monkeypatch.setenv("DASHMEM_HTTP_ALLOW", "api.example.com")
+    with pytest.raises(SourceError, match="DASHMEM_HTTP_ALLOW"):
+        fetch({"name": "other", "type": "rest", "url": "http://127.0.0.1:9/x", "retries": 0, "timeout_s": 1}, ctx)

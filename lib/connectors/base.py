@@ -57,6 +57,34 @@ def confined_path(source: str, raw: str, ctx: FetchContext) -> Path:
     return full
 
 
+METADATA_HOSTS = {"metadata.google.internal", "metadata"}
+
+
+def refused_host(host: str) -> str | None:
+    """Why a source may not contact `host`, or None.
+
+    Cloud metadata endpoints (link-local addresses) are never reachable: they
+    hand out the server's own credentials. DASHMEM_HTTP_ALLOW, comma-separated
+    host patterns such as `api.example.com,*.corp.example`, narrows the rest.
+    """
+    import fnmatch
+    import ipaddress
+    import os
+
+    name = (host or "").strip("[]").lower()
+    try:
+        if ipaddress.ip_address(name).is_link_local:
+            return f"{name} is a link-local address (cloud metadata); sources may not reach it"
+    except ValueError:
+        pass
+    if name in METADATA_HOSTS:
+        return f"{name} is a cloud metadata host; sources may not reach it"
+    allowed = [p.strip().lower() for p in os.environ.get("DASHMEM_HTTP_ALLOW", "").split(",") if p.strip()]
+    if allowed and not any(fnmatch.fnmatch(name, pattern) for pattern in allowed):
+        return f"host {name} is not among the hosts this server lets sources reach (DASHMEM_HTTP_ALLOW)"
+    return None
+
+
 def dig(data: Any, dotted: str | None) -> Any:
     """Follow a dotted path (`data.items`, `results.0.rows`) into parsed JSON; '' or None is the root."""
     if not dotted:

@@ -23,7 +23,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from .base import FetchContext, SourceError, records_to_table
+from .base import FetchContext, SourceError, records_to_table, refused_host
 
 DEFAULT_TIMEOUT_S = 30
 
@@ -84,6 +84,9 @@ async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, serv
             transport = stdio_client(_stdio_parameters(source, ctx), errlog=server_stderr)
             async with transport as (read_stream, write_stream):
                 return await _query(ClientSession(read_stream, write_stream), source, ctx)
+        reason = refused_host(httpx2.URL(source["url"]).host)
+        if reason:
+            raise ctx.error(name, reason)
         headers = {header: ctx.secret(name, ref) for header, ref in (source.get("secret_headers") or {}).items()}
         async with httpx2.AsyncClient(headers=headers, timeout=timeout_s) as http_client:
             async with streamable_http_client(source["url"], http_client=http_client) as (read_stream, write_stream):

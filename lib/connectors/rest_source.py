@@ -15,7 +15,7 @@ import httpx
 import pyarrow as pa
 
 from ..secrets import is_reference
-from .base import FetchContext, dig, records_to_table
+from .base import FetchContext, dig, records_to_table, refused_host
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_RETRIES = 3
@@ -68,6 +68,9 @@ def _client(source: dict, ctx: FetchContext) -> httpx.Client:
         raise ctx.error(name, f"url is not valid: {exc}") from None
 
     def keep_secrets_home(request: httpx.Request) -> None:
+        reason = refused_host(request.url.host)  # every request: the first, next pages and redirects
+        if reason:
+            raise ctx.error(name, reason)
         if _origin(request.url) != home:
             for header in secret_headers:
                 request.headers.pop(header, None)
