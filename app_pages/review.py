@@ -38,7 +38,7 @@ for d in drafts:
             (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
             ui.show_diagnostics(found)
         buttons = st.columns(4)
-        if ctx.can("publish"):
+        if ctx.can("publish") and (own or ctx.role == "owner"):
             if buttons[0].button("Publish", key=f"publish_{branch}", type="primary"):
                 try:
                     sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)

@@ -601,16 +601,23 @@ class ConfigRepo:
             if branch not in self.repo.heads:
                 self.repo.git.worktree("add", "-b", branch, str(where), MAIN)
         draft = Draft(user.name, slug, branch, where)
-        if template:
-            workspace.copy_template(self.path / workspace.check_slug(template), draft.workspace_path, name=name)
-            meta = workspace.load(draft.workspace_path)[0].data["workspace"]
-            owners = meta["access"]["owners"]
-            if user.name not in owners:
-                meta["access"]["owners"] = [user.name] + owners
-            workspace.save(draft.workspace_path, {"workspace": meta})
-        else:
-            workspace.save(draft.workspace_path, workspace.blank(name, user.name, dt.date.today().isoformat()))
-        commit_folder(git.Repo(draft.path), slug, _actor(user), f"Create {slug}", "save")
+        try:
+            if template:
+                workspace.copy_template(self.path / workspace.check_slug(template), draft.workspace_path, name=name)
+                meta = workspace.load(draft.workspace_path)[0].data["workspace"]
+                owners = meta["access"]["owners"]
+                if user.name not in owners:
+                    meta["access"]["owners"] = [user.name] + owners
+                workspace.save(draft.workspace_path, {"workspace": meta})
+            else:
+                workspace.save(draft.workspace_path, workspace.blank(name, user.name, dt.date.today().isoformat()))
+            commit_folder(git.Repo(draft.path), slug, _actor(user), f"Create {slug}", "save")
+        except BaseException:
+            # Nothing was created: remove the empty branch and worktree so the name stays free.
+            with self._lock():
+                self.repo.git.worktree("remove", "--force", str(where))
+                self.repo.git.branch("-D", branch)
+            raise
         return draft
 
     def import_category(self, user: User, source: str, target: str, kind: str) -> str | None:

@@ -123,7 +123,7 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
         report.seconds = time.perf_counter() - started
         progress(1.0, "Kept the previous data")
         return report
-    if not fetched:
+    if not fetched and candidate.keys() == old_tables.keys():
         report.seconds = time.perf_counter() - started
         return report
     if current and candidate.keys() == old_tables.keys() and all(fetched[n].equals(old_tables[n]) for n in fetched):

@@ -100,7 +100,7 @@ def redact(text: str, values: Iterable[str]) -> str:
     return text
 
 
-_URL_PASSWORD = re.compile(r"(://[^/@:\s]*):[^@\s]*@")
+_URL_PASSWORD = re.compile(r'(://[^/@:\s"]*):[^"\n]*@')  # up to the last @: passwords may hold @ and spaces
 _QUERY_PASSWORD = re.compile(r"(?i)([?&](?:password|passwd|pwd)=)[^&\s\"]*")
 
 

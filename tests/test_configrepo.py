@@ -964,3 +964,12 @@ def test_import_one_category(config_repo):
     assert sha
     draft_task = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["task"]
     assert draft_task == workspace.load(repo.published_path("supply-chain-weekly"))[0].data["task"]
+
+
+def test_a_failed_new_workspace_leaves_the_name_free(config_repo):
+    repo = config_repo
+    sam = User("sam", app_role="steward")
+    with pytest.raises(ValidationFailed):
+        repo.new_workspace(sam, "team-kpis", "T" * 81)
+    assert "draft/sam/team-kpis" not in repo.repo.heads
+    assert repo.new_workspace(sam, "team-kpis", "Team KPIs").workspace_path.is_dir()

@@ -371,3 +371,17 @@ def test_sqlite_outside_the_workspace_is_refused(tmp_path):
     for url in (f"sqlite:///{outside}", "sqlite:///../outside.db"):
         with pytest.raises(SourceError, match="outside the workspace folder"):
             fetch({"name": "leak", "type": "sql", "url": url, "table": "secrets_tbl"}, ctx)
+
+
+@pytest.mark.parametrize("suffix", ["file:{p}?uri=true", "file:{p}?mode=ro&uri=true"])
+def test_sqlite_uri_file_names_are_refused(tmp_path, suffix):
+    import sqlite3
+
+    outside = tmp_path / "outside.db"
+    with sqlite3.connect(outside) as con:
+        con.execute("CREATE TABLE s (x TEXT)")
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    with pytest.raises(SourceError, match="URI file names"):
+        fetch({"name": "leak", "type": "sql", "url": "sqlite:///" + suffix.format(p=outside), "query": "SELECT * FROM s"},
+              FetchContext(workspace_path=folder))

@@ -276,3 +276,11 @@ def test_a_removed_source_takes_its_table_with_it(supply):
     workspace.save(folder, {"sources": sources})
     assert refresh(folder, wh).swapped
     assert list(wh.current().tables) == ["gates"]
+
+
+def test_removing_the_last_source_empties_the_warehouse(supply):
+    folder, wh = supply
+    workspace.save(folder, {"sources": {"sources": []}})
+    (folder / "dashboard.yaml").unlink()
+    report = refresh(folder, wh)
+    assert report.swapped and wh.current().tables == {}

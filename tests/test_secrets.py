@@ -46,3 +46,10 @@ def test_an_operator_can_narrow_references_to_prefixes(monkeypatch):
 
 def test_redact_replaces_every_resolved_value():
     assert secrets.redact("login for bob:pw-123 failed (pw-123)", ["pw-123"]) == "login for bob:*** failed (***)"
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:p@ssw0rdTAIL@host/db", "postgresql://u:pass word SECRETTAIL@host/db"])
+def test_url_masking_hides_passwords_with_at_signs_and_spaces(url):
+    masked = secrets.redact_url(url)
+    assert "TAIL" not in masked and masked.endswith("@host/db")
+    assert secrets.redact_url("postgresql://reporting@h:5432/db") == "postgresql://reporting@h:5432/db"

@@ -77,7 +77,10 @@ def _engine_url(source: dict, ctx: FetchContext) -> URL:
 def _sqlite_in_workspace(name: str, url: URL, ctx: FetchContext) -> URL:
     """Relative SQLite paths are relative to the workspace; a missing file is an error, not a new empty database."""
     database = url.database
-    if not database or database == ":memory:" or database.startswith("file:"):
+    if database and (database.startswith("file:") or url.query.get("uri")):
+        # A URI names any file, with any mode; confining it means parsing it, so refuse it instead.
+        raise ctx.error(name, "SQLite URI file names (file:..., uri=true) are not allowed; give a path inside the workspace folder")
+    if not database or database == ":memory:":
         return url
     path = confined_path(name, database, ctx)
     if not path.is_file():
