@@ -99,7 +99,7 @@ def to_html(rendered: Rendered) -> str:
 <main>
 {rows}
 </main>
-<footer>Data version {_escape(rendered.data_version)} · exported {exported}</footer>
+<footer>Data version {_escape(rendered.data_version)} · {_escape(_filters_text(rendered))} · exported {exported}</footer>
 </div>
 {scripts}</body>
 </html>
@@ -124,6 +124,17 @@ def _vega_lite_version() -> str | None:
 
     major_minor = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     return major_minor if major_minor in vl_convert.get_vegalite_versions() else None
+
+
+def _filters_text(rendered: Rendered) -> str:
+    if not rendered.chosen_filters:
+        return "no filters"
+    labels = {f.id: f.label for f in rendered.filters}
+    parts = []
+    for fid, value in rendered.chosen_filters.items():
+        shown = " – ".join(map(str, value)) if isinstance(value, tuple) else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(f"{labels.get(fid, fid)}: {shown}")
+    return "filtered by " + "; ".join(parts)
 
 
 def _theme_style(theme: dict[str, Any]) -> str:

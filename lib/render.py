@@ -77,6 +77,7 @@ class Rendered:
     data_version: str
     seconds: float
     queries_run: int
+    chosen_filters: dict[str, Any] = field(default_factory=dict)  # the filter values this rendering used
 
     @property
     def components(self) -> list[Component]:
@@ -195,8 +196,9 @@ def render(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: st
     for cid, spec in by_id.items():  # components the layout does not place follow, one per row
         if cid not in placed:
             rows.append([_component(spec, 1, tables, version, params, theme, formats, max_rows, timeout_s, cache)])
+    chosen = {k: v for k, v in (chosen_filters or {}).items() if v not in (None, "", [], ())}
     return Rendered(dashboard.get("title", ""), dashboard.get("description", ""), theme, rows, states, version,
-                    time.perf_counter() - started, cache.misses - misses_before)
+                    time.perf_counter() - started, cache.misses - misses_before, chosen)
 
 
 def _component(spec, width, tables, version, params, theme, formats, max_rows, timeout_s, cache) -> Component:

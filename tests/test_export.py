@@ -226,3 +226,24 @@ def test_html_draws_its_charts_offline_in_a_browser(slug, ws_copy, tmp_path):
             browser.close()
     assert page_errors == [] and network == []
     assert screenshot.stat().st_size > 0
+
+
+def test_the_footer_says_which_filters_the_export_used(tmp_path):
+    import shutil
+
+    from lib import workspace
+    from lib.export import to_html
+    from lib.refresh import refresh
+    from lib.render import QueryCache, render
+    from lib.warehouse import Warehouse
+
+    from .conftest import WORKSPACES
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh).ok
+    ws, _ = workspace.load(folder)
+    filtered = to_html(render(ws.data, wh.tables(), wh.current().id, {"site": ["Lyon", "Porto"]}, cache=QueryCache()))
+    assert "filtered by Sites: Lyon, Porto" in filtered
+    assert "no filters" in to_html(render(ws.data, wh.tables(), wh.current().id, {}, cache=QueryCache()))
