@@ -159,12 +159,28 @@ def _plain_numbers(table: pa.Table) -> pa.Table:
     return table
 
 
+_BOUND: dict[tuple, list[tuple[str, str]]] = {}
+
+
 def bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
     """Check a SELECT against the tables without running it; returns its output (column, type) pairs.
 
     Binding resolves every table and column, so a renamed or dropped column
-    fails here in milliseconds, however large the data.
+    fails here in milliseconds, however large the data. A binding depends only
+    on the tables' schemas, so successful ones are remembered per schema:
+    the refresh of data with the same shape binds nothing again.
     """
+    key = (sql, tuple(sorted(params or {})), tuple(sorted((name, t.schema.to_string(show_schema_metadata=False)) for name, t in tables.items())))
+    if key in _BOUND:
+        return _BOUND[key]
+    result = _bind(tables, sql, params)
+    if len(_BOUND) > 2048:
+        _BOUND.clear()
+    _BOUND[key] = result
+    return result
+
+
+def _bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     check_statement(sql)
     cursor = sandbox().cursor()
     try:

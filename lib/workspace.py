@@ -133,11 +133,16 @@ def validate(path: Path) -> list[Diagnostic]:
 
 def _shown(ws_path: Path, filename: str) -> str:
     """File name as shown in messages: relative to the current directory when possible."""
-    full = (ws_path / filename)
+    return f"{_shown_folder(str(ws_path), os.getcwd())}/{filename}"
+
+
+@functools.lru_cache(maxsize=256)
+def _shown_folder(ws_path: str, cwd: str) -> str:
+    folder = Path(ws_path).resolve()
     try:
-        return str(full.resolve().relative_to(Path.cwd().resolve()))
+        return str(folder.relative_to(Path(cwd).resolve()))
     except ValueError:
-        return str(full)
+        return str(Path(ws_path))
 
 
 # --------------------------------------------------------------------------- semantic checks

@@ -284,3 +284,14 @@ def test_removing_the_last_source_empties_the_warehouse(supply):
     (folder / "dashboard.yaml").unlink()
     report = refresh(folder, wh)
     assert report.swapped and wh.current().tables == {}
+
+
+def test_csv_values_with_quoted_newlines_and_files_without_quotes(tmp_path):
+    from lib.connectors import FetchContext, fetch
+
+    (tmp_path / "notes.csv").write_text('id,note\n1,"two\nlines"\n2,plain\n')
+    (tmp_path / "plain.csv").write_text("id,v\n1,2.5\n2,3.5\n")
+    notes = fetch({"name": "notes", "type": "csv", "path": "notes.csv"}, FetchContext(workspace_path=tmp_path))
+    assert notes.column("note").to_pylist() == ["two\nlines", "plain"]
+    plain = fetch({"name": "plain", "type": "csv", "path": "plain.csv"}, FetchContext(workspace_path=tmp_path))
+    assert plain.column("v").to_pylist() == [2.5, 3.5]
