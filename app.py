@@ -40,13 +40,28 @@ except auth.AuthConfigError as exc:
 repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))
 st.session_state["config_repo"] = repo
 
-PAGE_PATHS = ["dashboard", "chat", "workspaces", "history", "sources", "specs", "review"]
+USE_PAGES = [
+    ("app_pages/dashboard.py", "Dashboard", ":material/monitoring:"),
+    ("app_pages/chat.py", "Chat", ":material/chat:"),
+    ("app_pages/workspaces.py", "Workspaces", ":material/folder_open:"),
+    ("app_pages/history.py", "History", ":material/history:"),
+]
+BUILD_PAGES = [
+    ("app_pages/sources.py", "Sources", ":material/database:"),
+    ("app_pages/specs.py", "Specs", ":material/tune:"),
+    ("app_pages/review.py", "Review", ":material/rate_review:"),
+]
+
+
+def page_list(entries: list[tuple[str, str, str]]) -> list:
+    return [st.Page(path, title=title, icon=icon, default=(path == USE_PAGES[0][0])) for path, title, icon in entries]
+
 
 if not st.session_state.get("authentication_status"):
-    # Every page's URL leads to the sign-in form while signed out, so a deep link
-    # asks for credentials and then opens the page it names.
-    st.navigation([st.Page(sign_in_page, title="Sign in", url_path=p, default=(p == "dashboard")) for p in PAGE_PATHS],
-                  position="hidden").run()
+    # Every page is registered, so a deep link keeps its URL, but none runs:
+    # the sign-in form shows instead, and after signing in the rerun opens the page the link named.
+    st.navigation(page_list(USE_PAGES + BUILD_PAGES), position="hidden")
+    sign_in_page()
     authenticator.login(location="main", key="sign-in")
     if st.session_state.get("authentication_status") is False:
         st.error("Wrong user name or password.")
@@ -72,18 +87,7 @@ with st.sidebar:
         st.session_state["slug"] = None
     authenticator.logout("Sign out", location="sidebar", key="sign-out")
 
-pages = {
-    "Use": [
-        st.Page("app_pages/dashboard.py", title="Dashboard", icon=":material/monitoring:", default=True),
-        st.Page("app_pages/chat.py", title="Chat", icon=":material/chat:"),
-        st.Page("app_pages/workspaces.py", title="Workspaces", icon=":material/folder_open:"),
-        st.Page("app_pages/history.py", title="History", icon=":material/history:"),
-    ],
-}
+pages = {"Use": page_list(USE_PAGES)}
 if user.app_role in (STEWARD, OWNER):
-    pages["Build"] = [
-        st.Page("app_pages/sources.py", title="Sources", icon=":material/database:"),
-        st.Page("app_pages/specs.py", title="Specs", icon=":material/tune:"),
-        st.Page("app_pages/review.py", title="Review", icon=":material/rate_review:"),
-    ]
+    pages["Build"] = page_list(BUILD_PAGES)
 st.navigation(pages).run()

@@ -47,8 +47,9 @@ def test_signed_out_shows_the_sign_in_form(env):
     at.run()
     assert not at.exception
     assert [t.label for t in at.text_input] == ["Username", "Password"]
-    with pytest.raises(ValueError):
-        at.switch_page("app_pages/specs.py")  # a deep link is not registered while signed out
+    at.switch_page("app_pages/specs.py").run()  # a deep link while signed out: the sign-in form, not the page
+    assert [t.label for t in at.text_input] == ["Username", "Password"]
+    assert not [t for t in at.tabs if t.label == "Task rules"] and "Specs" not in [t.value for t in at.title]
 
 
 def test_sign_in_with_the_demo_steward(env):

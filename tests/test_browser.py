@@ -111,13 +111,19 @@ def test_sign_in_open_dashboard_refresh_and_see_new_numbers(server, page):
     page.get_by_text("Week **2026-W48**".replace("**", "")).first.wait_for(timeout=10_000)
 
 
-def test_deep_link_while_signed_out_shows_the_sign_in_form(server, page):
+def test_deep_link_while_signed_out_shows_the_sign_in_form_then_the_page(server, page):
     url, _ = server
-    page.goto(f"{url}/specs")
+    page.goto(f"{url}/specs?ws=supply-chain-weekly")
     page.get_by_label("Username").wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-deep-link-signed-out.png"))
     assert page.get_by_role("textbox", name="Password").is_visible()
     assert page.get_by_text("Task rules").count() == 0
+    page.get_by_label("Username").fill("sam")
+    page.get_by_role("textbox", name="Password").fill("sam-demo")
+    page.get_by_role("button", name="Login").click()
+    page.get_by_role("heading", name="Specs").wait_for(timeout=30_000)
+    page.get_by_text("Task rules").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-deep-link-after-sign-in.png"))
 
 
 def test_a_reload_keeps_the_sign_in_and_the_workspace(server, page):
