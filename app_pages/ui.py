@@ -33,7 +33,7 @@ class Context:
 
     @property
     def is_published(self) -> bool:
-        return (self.repo.published_path(self.slug) / workspace.FILES["workspace"]).is_file()
+        return self.repo.is_published(self.slug)
 
     @property
     def published_path(self) -> Path:

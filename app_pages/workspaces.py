@@ -27,7 +27,7 @@ st.caption("Each workspace keeps four kinds of memory plus its dashboard, versio
 metas = repo.workspaces_for(user)
 mine = [s for s in metas if access.role_of(user, metas[s])]
 for slug in mine:
-    published = (repo.published_path(slug) / workspace.FILES["workspace"]).is_file()
+    published = repo.is_published(slug)
     ws, diagnostics = workspace.load(repo.published_path(slug) if published else repo.draft(user, slug).workspace_path)
     role = access.role_of(user, metas[slug])
     with st.container(border=True):
@@ -55,11 +55,11 @@ for slug in mine:
 if user.app_role in (STEWARD, "owner"):
     st.divider()
     left, right = st.columns(2)
+    published_mine = [s for s in mine if repo.is_published(s)]
     with left.form("new_workspace"):
         st.subheader("New workspace")
         name = st.text_input("Name", placeholder="Team KPIs")
         slug = st.text_input("Folder name", placeholder="team-kpis", help="Lower-case letters, digits and dashes.")
-        published_mine = [s for s in mine if (repo.published_path(s) / workspace.FILES["workspace"]).is_file()]
         template = st.selectbox("Start from", [None] + published_mine, format_func=lambda s: "blank" if s is None else f"copy of {metas[s].get('name', s)}")
         if st.form_submit_button("Create on my draft"):
             try:
@@ -73,8 +73,7 @@ if user.app_role in (STEWARD, "owner"):
         st.subheader("Import one memory category")
         st.caption("Copy, for example, only the task rules or only the connectors of another workspace into your draft of this one.")
         target = st.selectbox("Into", mine, index=mine.index(current) if current in mine else 0, format_func=lambda s: metas[s].get("name", s))
-        source = st.selectbox("From", [s for s in mine if (repo.published_path(s) / workspace.FILES["workspace"]).is_file()],
-                              format_func=lambda s: metas[s].get("name", s))
+        source = st.selectbox("From", published_mine, format_func=lambda s: metas[s].get("name", s))
         kind = st.selectbox("Category", IMPORTABLE, format_func=CATEGORY_TITLES.get)
         if st.form_submit_button("Import into my draft"):
             try:

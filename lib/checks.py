@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from . import coltypes, schemas
 from .diagnostics import ERROR, WARNING, Diagnostic, format_path
+from .render import PLACEHOLDER_RE, QueryCache, queries, render, unset_params
 from .warehouse import QueryError, bind, run_query
 from .yamlio import Document, parse
 from .workspace import SEMANTIC_CHECKS, Workspace, render as render_yaml
@@ -58,34 +59,17 @@ class CheckContext:
 
     def rendered(self):
         if self._rendered is None:
-            from .render import QueryCache, render
-
             self._rendered = render(self.ws.data, self.tables, self.version or "check", cache=QueryCache())
         return self._rendered
 
     def bound(self, sql: str) -> list[tuple[str, str]] | QueryError:
         """Output (column, type) pairs of a query bound to the data, or the error; memoised."""
         if sql not in self._bound:
-            from .render import PARAM_RE
-
             try:
-                self._bound[sql] = bind(self.tables, sql, {p: None for p in PARAM_RE.findall(sql)})
+                self._bound[sql] = bind(self.tables, sql, unset_params(sql))
             except QueryError as exc:
                 self._bound[sql] = exc
         return self._bound[sql]
-
-
-def queries(dashboard: Mapping[str, Any]) -> Iterable[tuple[tuple, str, str]]:
-    """(path, description, sql) of every query in a spec."""
-    for i, f in enumerate(dashboard.get("filters") or []):
-        for key in ("options_query", "bounds_query"):
-            if f.get(key):
-                yield ("filters", i, key), f"filter '{f.get('id')}'", f[key]
-    for i, c in enumerate(dashboard.get("components") or []):
-        if isinstance(c.get("query"), str):
-            yield ("components", i, "query"), f"component '{c.get('id')}'", c["query"]
-        for name, sql in (c.get("queries") or {}).items():
-            yield ("components", i, "queries", name), f"component '{c.get('id')}' query '{name}'", sql
 
 
 # --------------------------------------------------------------------------- static checks
@@ -233,14 +217,12 @@ REFERENCE_ERROR = re.compile(r"(Catalog Error: Table with name (?P<table>\S+) do
 
 def check_queries(ctx: CheckContext) -> list[Diagnostic]:
     out = []
-    from .render import PARAM_RE
-
     for path, where, sql in queries(ctx.dashboard):
         bound = ctx.bound(sql)
         if isinstance(bound, QueryError) and REFERENCE_ERROR.search(str(bound)):
             continue  # the references check explains it better
         try:
-            run_query(ctx.tables, sql, {p: None for p in PARAM_RE.findall(sql)}, max_rows=1, timeout_s=10)
+            run_query(ctx.tables, sql, unset_params(sql), max_rows=1, timeout_s=10)
         except QueryError as exc:
             out.append(ctx.diag("queries", f"{where}: the query does not run: {exc}", path))
     return out
@@ -284,8 +266,6 @@ def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]
     out = []
     cid = comp.get("id")
     if comp.get("type") == "text":
-        from .render import PLACEHOLDER_RE
-
         for match in PLACEHOLDER_RE.finditer(comp.get("markdown") or ""):
             qname, column = match.group(1), match.group(2)
             sql = (comp.get("queries") or {}).get(qname)
@@ -340,8 +320,6 @@ def _numbers_in(text: str) -> list[tuple[float, bool, int, str]]:
 
     Bare integers below 10 ("top 5 sites") are counts of the prose, not data, and are left out.
     """
-    from .render import PLACEHOLDER_RE
-
     text = PLACEHOLDER_RE.sub(" ", text or "")
     out = []
     for m in NUMBER_RE.finditer(text):

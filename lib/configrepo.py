@@ -309,6 +309,9 @@ class ConfigRepo:
     def slugs(self) -> list[str]:
         return [p.name for p in workspace.find_workspaces(self.path) if p.parent == self.path]
 
+    def is_published(self, slug: str) -> bool:
+        return workspace.is_workspace(self.published_path(slug))
+
     def published_path(self, slug: str) -> Path:
         return self.path / workspace.check_slug(slug)
 

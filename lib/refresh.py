@@ -15,12 +15,13 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import pyarrow as pa
 
 from . import coltypes, settings, workspace
 from .connectors import FetchContext, SourceError, fetch
+from .render import queries, unset_params
 from .warehouse import QueryError, Warehouse, bind, describe
 
 Progress = Callable[[float, str], None]
@@ -259,31 +260,22 @@ def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | N
     return best if best_score >= 0.65 else None
 
 
-PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def dashboard_queries(dashboard: dict | None) -> Iterable[tuple[str, str]]:
-    """(where, sql) for every query a dashboard runs."""
-    if not dashboard:
-        return
-    for f in dashboard.get("filters") or []:
-        for key in ("options_query", "bounds_query"):
-            if f.get(key):
-                yield f"filter {f['id']}.{key}", f[key]
-    for c in dashboard.get("components") or []:
-        if c.get("query"):
-            yield f"component {c['id']}", c["query"]
-        for qname, sql in (c.get("queries") or {}).items():
-            yield f"component {c['id']}.queries.{qname}", sql
-
-
 def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table]) -> list[str]:
     """Bind each dashboard query to the candidate tables (filters unset); report those that fail."""
     errors = []
-    for where, sql in dashboard_queries(dashboard):
-        params = {name: None for name in PARAM_RE.findall(sql)}
+    for path, _, sql in queries(dashboard or {}):
         try:
-            bind(tables, sql, params)
+            bind(tables, sql, unset_params(sql))
         except QueryError as exc:
-            errors.append(f"{where}: {exc}")
+            errors.append(f"{_where(dashboard, path)}: {exc}")
     return errors
+
+
+def _where(dashboard: dict, path: tuple) -> str:
+    """`component kpi_sales`, `component insight.queries.top`, `filter site.options_query`: short, for a report line."""
+    kind, index, *rest = path
+    item = dashboard[kind][index]
+    label = f"{'filter' if kind == 'filters' else 'component'} {item.get('id')}"
+    if rest and rest[0] == "queries":
+        return f"{label}.queries.{rest[1]}"
+    return f"{label}.{rest[0]}" if kind == "filters" else label

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -125,6 +125,24 @@ CACHE = QueryCache()
 def theme_for(dashboard: Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:
     """Defaults, then the workspace theme (output.yaml), then the dashboard's own overrides."""
     return {**DEFAULT_THEME, **((output or {}).get("theme") or {}), **(dashboard.get("theme") or {})}
+
+
+def queries(dashboard: Mapping[str, Any]) -> Iterator[tuple[tuple, str, str]]:
+    """(path in the spec, description, sql) of every query a dashboard runs."""
+    for i, f in enumerate(dashboard.get("filters") or []):
+        for key in ("options_query", "bounds_query"):
+            if f.get(key):
+                yield ("filters", i, key), f"filter '{f.get('id')}'", f[key]
+    for i, c in enumerate(dashboard.get("components") or []):
+        if isinstance(c.get("query"), str):
+            yield ("components", i, "query"), f"component '{c.get('id')}'", c["query"]
+        for name, sql in (c.get("queries") or {}).items():
+            yield ("components", i, "queries", name), f"component '{c.get('id')}' query '{name}'", sql
+
+
+def unset_params(sql: str) -> dict[str, None]:
+    """Every parameter of a query, unset: what checks bind and run with."""
+    return params_for(sql, {})
 
 
 def params_for(sql: str, values: Mapping[str, Any]) -> dict[str, Any]:
