@@ -95,7 +95,7 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit."""
     started = time.perf_counter()
     progress = progress or (lambda fraction, message: None)
-    ws, diagnostics = workspace.load(ws_path)
+    ws, diagnostics = workspace.load(ws_path, readonly=True)
     report = RefreshReport(workspace=Path(ws_path).name)
     sources = (ws.get("sources") or {}).get("sources") or []
     if workspace.has_errors([d for d in diagnostics if d.file and d.file.endswith(workspace.FILES["sources"])]):
@@ -105,7 +105,8 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     report.previous = current.id if current else None
     old_tables = warehouse.tables(current) if current else {}
     recorded = _recorded_schema(current, ws.get("profile"))
-    ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=uploads_dir or settings.uploads_dir(Path(ws_path).resolve().name))
+    ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=uploads_dir or settings.uploads_dir(Path(ws_path).resolve().name),
+                       served={name: table.schema for name, table in old_tables.items()})
 
     fetched, report.sources = fetch_all(sources, ctx, current, progress)
 
@@ -172,7 +173,7 @@ def fetch_all(sources: list[dict[str, Any]], ctx: FetchContext, current=None,
 
 def fetch_candidate(ws_path: Path) -> tuple[dict[str, pa.Table], list[SourceReport]]:
     """The workspace's sources as they are now, without switching to them (previews, Regenerate)."""
-    ws, _ = workspace.load(ws_path)
+    ws, _ = workspace.load(ws_path, readonly=True)
     ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=settings.uploads_dir(Path(ws_path).resolve().name))
     return fetch_all((ws.get("sources") or {}).get("sources") or [], ctx)
 

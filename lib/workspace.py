@@ -83,8 +83,12 @@ def find_workspaces(path: Path) -> list[Path]:
     return sorted(set(found))
 
 
-def load(path: Path) -> tuple[Workspace, list[Diagnostic]]:
-    """Read and validate one workspace. Never raises on bad content."""
+def load(path: Path, *, readonly: bool = False) -> tuple[Workspace, list[Diagnostic]]:
+    """Read and validate one workspace. Never raises on bad content.
+
+    `readonly=True` hands out the parsed files shared with the cache instead of
+    copies, for callers that only read (a refresh); they must not change them.
+    """
     path = Path(path)
     ws = Workspace(path=path)
     diagnostics: list[Diagnostic] = []
@@ -101,7 +105,7 @@ def load(path: Path) -> tuple[Workspace, list[Diagnostic]]:
         doc, file_diags = _load_file(kind, str(file.resolve()), shown, stat.st_mtime_ns, stat.st_size, stat.st_ino)
         if doc is not None:
             ws.docs[kind] = doc
-            ws.data[kind] = copy.deepcopy(doc.data)  # callers edit and save their copy
+            ws.data[kind] = doc.data if readonly else copy.deepcopy(doc.data)  # callers edit and save their copy
         diagnostics.extend(file_diags)
     return ws, diagnostics
 

@@ -72,7 +72,7 @@ def test_changed_type_is_incompatible_but_new_columns_are_fine(supply):
     pacsv.write_csv(widened, folder / "data" / "gates.csv")
     assert refresh(folder, wh).ok  # a new column is fine
 
-    broken = widened.set_column(widened.column_names.index("target"), "target", pa.array(["n/a"] * widened.num_rows))
+    broken = widened.set_column(widened.column_names.index("target"), "target", pa.array(["to be set"] * widened.num_rows))
     pacsv.write_csv(broken, folder / "data" / "gates.csv")
     sources = workspace.load(folder)[0].data["sources"]
     del sources["sources"][0]["columns"]["target"]  # unpinned, so the text arrives as text
@@ -295,3 +295,56 @@ def test_csv_values_with_quoted_newlines_and_files_without_quotes(tmp_path):
     assert notes.column("note").to_pylist() == ["two\nlines", "plain"]
     plain = fetch({"name": "plain", "type": "csv", "path": "plain.csv"}, FetchContext(workspace_path=tmp_path))
     assert plain.column("v").to_pylist() == [2.5, 3.5]
+
+
+def test_the_served_types_are_the_first_guess_and_the_new_file_decides_when_they_do_not_fit(tmp_path):
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from lib.connectors import FetchContext, fetch
+
+    source = {"name": "t", "type": "csv", "path": "t.csv"}
+    (tmp_path / "t.csv").write_text("code,qty,day\n007,1,11/30/2026\nA12,2,12/01/2026\n")
+    first = fetch(source, FetchContext(workspace_path=tmp_path))
+    assert first.schema.field("day").type == pa.date32() and first.column("day")[0].as_py() == dt.date(2026, 11, 30)
+    assert first.schema.field("day").metadata == {b"dashmem.date_format": b"%m/%d/%Y"}
+
+    # This week every code happens to look like a number: it stays text, as served (no leading zeros lost).
+    (tmp_path / "t.csv").write_text("code,qty,day\n007,3,12/07/2026\n012,4,12/08/2026\n")
+    again = fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema}))
+    assert again.schema == first.schema and again.column("code").to_pylist() == ["007", "012"]
+    assert again.column("day").to_pylist() == [dt.date(2026, 12, 7), dt.date(2026, 12, 8)]
+    assert fetch(source, FetchContext(workspace_path=tmp_path)).schema.field("code").type == pa.int64()  # guessed afresh
+
+    # A value that does not fit the served type, and dates in another format: the new file decides.
+    (tmp_path / "t.csv").write_text("code,qty,day\nA1,2.5,07-12-2026\n")
+    changed = fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema}))
+    assert changed.schema.field("qty").type == pa.float64() and changed.column("qty").to_pylist() == [2.5]
+    assert changed.column("day").to_pylist() == [dt.date(2026, 12, 7)]
+    assert changed.schema.field("day").metadata == {b"dashmem.date_format": b"%d-%m-%Y"}
+
+
+def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, monkeypatch):
+    """Another process (a cron refresh) reads the served schema from disk, formats included."""
+    from lib import warehouse
+
+    from .conftest import DATASETS
+
+    csv = tmp_path / "orders.csv"
+    lines = (DATASETS / "global_superstore_sample1000.csv").read_bytes().splitlines(keepends=True)
+    csv.write_bytes(b"".join(lines[:500]))
+    folder = tmp_path / "orders"
+    workspace.save(folder, workspace.blank("orders", "test", "2026-11-30"))
+    workspace.save(folder, {"sources": {"sources": [{"name": "orders", "type": "csv", "path": str(csv)}]}})
+    wh = Warehouse(tmp_path / "cache")
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(tmp_path))
+    assert refresh(folder, wh).ok
+    warehouse._OPENED.clear()  # as in a fresh process: the schema comes from the snapshot file
+    served = wh.tables()["orders"].schema
+    assert served.field("Order Date").metadata == {b"dashmem.date_format": b"%d-%m-%Y"}
+    csv.write_bytes(b"".join(lines))
+    report = refresh(folder, wh)
+    assert report.swapped, report.summary()
+    assert list(wh.current().columns("orders")) == served.names
+    assert wh.current().columns("orders")["Order Date"] == "DATE" and wh.current().tables["orders"]["rows"] == 1000

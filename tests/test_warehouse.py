@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -119,6 +120,37 @@ def test_keeps_the_last_snapshots_and_can_step_back(wh):
     assert kept == list(reversed(ids))[:KEEP_SNAPSHOTS]
     wh.switch_to(kept[2])
     assert wh.query("SELECT count(*) FROM sales").rows == [(wh.snapshot(kept[2]).tables["sales"]["rows"],)]
+    assert _on_disk_soon(wh, set(kept))  # dropped snapshots are deleted in the background
+
+
+def _on_disk_soon(wh, expected: set[str], timeout_s: float = 10.0) -> bool:
+    import os
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if set(os.listdir(wh.folder / "snapshots")) == expected:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_leftovers_of_a_process_that_exited_mid_prune_are_deleted_later(wh):
+    leftover = wh.folder / "snapshots" / ".20200101T000000.000000Z-abcdef.123456.old"
+    leftover.mkdir()
+    (leftover / "sales.arrow").write_bytes(b"x")
+    assert [s.id for s in wh.snapshots()] == [wh.current().id]  # hidden at once
+    newest = wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
+    assert _on_disk_soon(wh, {s.id for s in wh.snapshots()}) and newest.id in os.listdir(wh.folder / "snapshots")
+
+
+def test_a_pointer_file_from_an_earlier_version_is_still_followed(wh):
+    served = wh.current()
+    wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
+    wh.pointer.unlink()
+    wh.pointer.write_text(served.id + "\n")  # earlier versions wrote the id into a plain file
+    assert wh.current() == served
+    assert wh.switch_to(wh.snapshots()[0].id) and wh.current().id == wh.snapshots()[0].id and wh.pointer.is_symlink()
 
 
 def test_another_process_sees_the_switch(wh):

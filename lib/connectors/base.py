@@ -1,6 +1,7 @@
 """What every connector shares: the fetch context, the error type, and JSON records to Arrow."""
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,9 @@ class FetchContext:
     workspace_path: Path  # relative file paths in sources.yaml are relative to this folder
     uploads_dir: Path | None = None  # where `upload:NAME` files live (outside git)
     resolved: list[str] = field(default_factory=list)  # secret values resolved during this fetch, for redaction
+    # Arrow schema of each source's data served now (on refresh): a connector may take
+    # it as its first guess of the types, which it must still check against the new data.
+    served: dict[str, pa.Schema] = field(default_factory=dict)
 
     def secret(self, source: str, ref: str) -> str:
         try:
@@ -51,10 +55,17 @@ def confined_path(source: str, raw: str, ctx: FetchContext) -> Path:
     base = Path(ctx.workspace_path).resolve()
     path = Path(raw)
     full = (base / path).resolve() if not path.is_absolute() else path.resolve()
-    allowed = [base] + [Path(p).resolve() for p in os.environ.get("DASHMEM_DATA_DIRS", "").split(os.pathsep) if p]
+    allowed = (base,) + _data_dirs(os.environ.get("DASHMEM_DATA_DIRS", ""))
     if not any(full == root or root in full.parents for root in allowed):
         raise SourceError(source, f"path {raw!r} is outside the workspace folder; list its folder in DASHMEM_DATA_DIRS to allow it")
     return full
+
+
+@functools.lru_cache(maxsize=8)
+def _data_dirs(setting: str) -> tuple[Path, ...]:
+    import os
+
+    return tuple(Path(p).resolve() for p in setting.split(os.pathsep) if p)
 
 
 METADATA_HOSTS = {"metadata.google.internal", "metadata"}

@@ -56,7 +56,7 @@ def sniff_delimiter(path: Path, encoding: str, lines: int = 20) -> str:
     with open(path, "r", encoding=encoding, errors="replace", newline="") as handle:
         head = [line for _, line in zip(range(lines), handle)]
     best, best_fields = ",", 1
-    for candidate in DELIMITERS:
+    for candidate in (c for c in DELIMITERS if head and c in head[0]):  # a delimiter shows in the header line
         counts = {len(row) for row in csv.reader(head[:-1] or head, delimiter=candidate)}
         if len(counts) == 1 and (fields := counts.pop()) > best_fields:
             best, best_fields = candidate, fields
@@ -71,31 +71,64 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     encoding = source.get("encoding", "utf-8")
     delimiter = source.get("delimiter") or sniff_delimiter(path, encoding)
     pinned = {col: arrow_type(t) for col, t in (source.get("columns") or {}).items()}
+    served_types, served_dates = _served_guess(ctx.served.get(name))
     size = path.stat().st_size
     # Two blocks or more let both cores parse (1.6x faster on a 3.5 MB file than one
     # 8 MB block); the first block, at least half the file up to 8 MB, decides the types.
     block_size = max(256 << 10, min(BLOCK_SIZE, size // 2 + 1))
-    options = dict(
-        read_options=pacsv.ReadOptions(encoding=encoding, autogenerate_column_names=not source.get("header", True),
-                                       block_size=block_size),
-        # Quote-aware splitting costs 20-30 %; only a file with quotes can hold a newline in a value.
-        parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=_has_quotes(path)),
-        convert_options=pacsv.ConvertOptions(column_types=pinned, strings_can_be_null=True),
-    )
-    try:
+    read_options = pacsv.ReadOptions(encoding=encoding, autogenerate_column_names=not source.get("header", True),
+                                     block_size=block_size)
+    # Quote-aware splitting costs 20-30 %; only a file with quotes can hold a newline in a value.
+    parse_options = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=_has_quotes(path))
+
+    def read(column_types: dict[str, pa.DataType]) -> pa.Table:
+        options = dict(read_options=read_options, parse_options=parse_options,
+                       convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True))
         if size <= STREAM_ABOVE_BYTES:
-            table = pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
-        else:
-            # The streaming reader holds one block at a time besides the result,
-            # which roughly halves peak memory on large files compared with read_csv.
-            reader = pacsv.open_csv(path, **options)
-            table = pa.Table.from_batches(list(reader), schema=reader.schema)
+            return pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
+        # The streaming reader holds one block at a time besides the result,
+        # which roughly halves peak memory on large files compared with read_csv.
+        reader = pacsv.open_csv(path, **options)
+        return pa.Table.from_batches(list(reader), schema=reader.schema)
+
+    try:
+        if served_types:
+            # The served data's types are the first guess: inferring them again was a
+            # third of a small file's parse. A value that no longer fits its column's
+            # type fails the conversion, and then the new file decides the types afresh.
+            try:
+                return parse_dates(read({**served_types, **pinned}), skip=set(pinned), known=served_dates)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass
+        return parse_dates(read(pinned), skip=set(pinned))
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
         message = str(exc).replace("\n", " ")
         if "column" in message.lower() and "expected" in message.lower():
             message = f"malformed row: {message}"
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
-    return parse_dates(table, skip=set(pinned))
+
+
+DATE_FORMAT_KEY = b"dashmem.date_format"  # field metadata: the format a date column was parsed with
+
+
+def _served_guess(schema: pa.Schema | None) -> tuple[dict[str, pa.DataType], dict[str, str]]:
+    """Column types to parse with, from the schema of the data served now, and the date formats used.
+
+    Columns converted from text by `parse_dates` are read as text and converted with
+    their recorded format; categories stored dictionary-encoded are read as text.
+    """
+    if schema is None:
+        return {}, {}
+    types, dates = {}, {}
+    for f in schema:
+        date_format = (f.metadata or {}).get(DATE_FORMAT_KEY)
+        if date_format:
+            types[f.name], dates[f.name] = pa.string(), date_format.decode()
+        elif pa.types.is_dictionary(f.type):
+            types[f.name] = f.type.value_type
+        elif not pa.types.is_null(f.type):
+            types[f.name] = f.type
+    return types, dates
 
 
 def _has_quotes(path: Path) -> bool:
@@ -108,20 +141,48 @@ def _has_quotes(path: Path) -> bool:
             return data.find(b'"') != -1
 
 
-def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50) -> pa.Table:
-    """Convert text columns whose values all match one of DATE_FORMATS to timestamps."""
+def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50, known: dict[str, str] | None = None) -> pa.Table:
+    """Convert text columns whose values all match one of DATE_FORMATS to timestamps.
+
+    `known` maps columns to the format they were parsed with last time, tried
+    first. A converted column records its format in the field's metadata.
+    """
+    known = known or {}
     for i, field in enumerate(table.schema):
         if field.name in skip or not pa.types.is_string(field.type):
             continue
-        head = [v for v in table.column(i).slice(0, probe * 4).to_pylist() if v][:probe]
-        for pattern, fmt in DATE_FORMATS:
-            if head and all(pattern.match(v) for v in head):
-                try:
-                    parsed = pc.strptime(table.column(i), format=fmt, unit="s")
-                    if "%H" not in fmt and "%I" not in fmt:
-                        parsed = parsed.cast(pa.date32())  # a day, not a moment
-                    table = table.set_column(i, field.name, parsed)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                    pass  # a later value does not parse: keep the column as text
-                break
+        parsed = _to_dates(table.column(i), known[field.name]) if field.name in known else None
+        if parsed is None:
+            # Most text columns are not dates: their first value rules them out before
+            # the probe is copied into Python (that copy was a tenth of a small refresh).
+            first = _first_text(table.column(i), probe * 4)
+            if first is None or not any(pattern.match(first) for pattern, _ in DATE_FORMATS):
+                continue
+            head = [v for v in table.column(i).slice(0, probe * 4).to_pylist() if v][:probe]
+            fmt = next((fmt for pattern, fmt in DATE_FORMATS if all(pattern.match(v) for v in head)), None)
+            parsed = _to_dates(table.column(i), fmt) if fmt else None
+        if parsed is not None:
+            fmt, values = parsed
+            table = table.set_column(i, pa.field(field.name, values.type, metadata={DATE_FORMAT_KEY: fmt.encode()}), values)
     return table
+
+
+def _to_dates(column: pa.ChunkedArray, fmt: str) -> tuple[str, pa.ChunkedArray] | None:
+    """The column parsed with `fmt`, or None when some value does not parse (it stays text)."""
+    try:
+        parsed = pc.strptime(column, format=fmt, unit="s")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if "%H" not in fmt and "%I" not in fmt:
+        parsed = parsed.cast(pa.date32())  # a day, not a moment
+    return fmt, parsed
+
+
+def _first_text(column: pa.ChunkedArray, rows: int) -> str | None:
+    """The first non-empty value among the first `rows`: usually row 0, so no copy is made."""
+    for chunk in column.chunks[:1]:
+        for j in range(min(len(chunk), 4)):
+            if value := chunk[j].as_py():
+                return value
+    present = pc.drop_null(column.slice(0, rows))  # a mostly-empty column: look further
+    return next((v for v in present.slice(0, 16).to_pylist() if v), None) if len(present) else None
