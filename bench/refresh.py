@@ -6,7 +6,7 @@ Each workspace has one CSV source and a one-KPI dashboard. A refresh here is
 the whole path a business user's click takes: load the workspace files, parse
 the CSV, check compatibility (recorded schema and every dashboard query),
 write the snapshot and switch to it. The floor is `pandas.read_csv` of the
-same file. Targets (issue #3): median <= 0.08 s (the paper's) and <= 2x the floor.
+same file version, timed right after each refresh. Targets (issue #3): median <= 0.08 s (the paper's) and <= 2x the floor.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import median_time, print_table, public_datasets
+from .common import print_table, public_datasets
 
 PAPER_REFRESH_S = 0.08
 
@@ -66,7 +66,7 @@ def main(argv=None) -> None:
             wh = Warehouse(Path(tmp) / "cache" / folder.name)
             first = refresh(folder, wh)
             assert first.ok, first.summary()
-            times, fetches = [], []
+            times, fetches, floors = [], [], []
             for i in range(args.repeat):
                 shutil.copy(versions[(i + 1) % 2], live)
                 start = time.perf_counter()
@@ -74,13 +74,17 @@ def main(argv=None) -> None:
                 times.append(time.perf_counter() - start)
                 fetches.append(report.sources[0].seconds)
                 assert report.swapped and report.model_calls == 0, report.summary()
-            ours = statistics.median(times)
-            floor = median_time(lambda: pd.read_csv(csv, low_memory=False), args.repeat)
+                # The floor parses the same bytes right after, so both see the same machine state.
+                start = time.perf_counter()
+                pd.read_csv(live, low_memory=False)
+                floors.append(time.perf_counter() - start)
+            ours, floor = statistics.median(times), statistics.median(floors)
             fetch = statistics.median(fetches)
             rows.append([csv.name, first.sources[0].rows_after, f"{fetch * 1000:.1f}", f"{(ours - fetch) * 1000:.1f}", f"{ours * 1000:.1f}", f"{floor * 1000:.1f}", f"{ours / floor:.1f}x",
                          "yes" if ours <= PAPER_REFRESH_S else "NO", "yes" if ours <= 2 * floor else "NO"])
     print_table(["file", "rows", "fetch ms", "check + switch ms", "refresh ms (median)", "pandas.read_csv ms", "ratio", "<= 0.08 s", "<= 2x floor"], rows)
-    print(f"\nmedian of {args.repeat} refreshes each, every one switching to changed data with 0 model calls, after one initial load.")
+    print(f"\nmedian of {args.repeat} refreshes each, every one switching to changed data with 0 model calls, after one initial load;"
+          f"\neach refresh is followed by pandas.read_csv of the same file version, so both are timed side by side.")
 
 
 if __name__ == "__main__":

@@ -181,6 +181,8 @@ def fetch_candidate(ws_path: Path) -> tuple[dict[str, pa.Table], list[SourceRepo
 def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
     """Apply pinned column types, and give all-empty columns a text type instead of NULL."""
     pinned = source.get("columns") or {}
+    if not pinned and not any(pa.types.is_null(t) for t in table.schema.types):
+        return table
     fields = []
     for f in table.schema:
         if f.name in pinned:

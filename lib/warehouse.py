@@ -1,13 +1,17 @@
 """A workspace's data: immutable snapshots on disk, served through a sandboxed DuckDB.
 
-Storage. Each refresh writes a new snapshot folder holding one Arrow IPC file
-per table plus a manifest, then switches the small `CURRENT` pointer with an
-atomic rename. All of a workspace's tables therefore change in one step, a
-failed refresh leaves the last good snapshot in place, and a cron `refresh`
-never fights the running app for a write lock (DuckDB allows one writer per
-file across processes). The last few snapshots are kept, so earlier data stays
-available. Arrow IPC files are memory-mapped, so opening a snapshot costs
-almost nothing and writing one is close to a memory copy.
+Storage. Each refresh writes one new snapshot file holding every table (an
+Arrow IPC file per table, back to back, then a JSON manifest) under a hidden
+name, and renames it into place: the newest complete snapshot is the one
+served, so that rename is the switch. All of a workspace's tables therefore
+change in one step, a failed refresh leaves the last good snapshot in place,
+and a cron `refresh` never fights the running app for a write lock (DuckDB
+allows one writer per file across processes). The last few snapshots are
+kept, and a steward can serve an earlier one until the next refresh (a
+`PINNED` symlink names it). Snapshots are memory-mapped, so opening one costs
+almost nothing, and writing one is close to a memory copy. One file per
+snapshot and no separate pointer, because on a small refresh creating,
+renaming and deleting files cost more than writing the data.
 
 Queries. Dashboards and the model query through `Warehouse.query`: one
 in-memory DuckDB per process, opened with external access disabled and its
@@ -19,12 +23,13 @@ is interrupted after `timeout_s`.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
-import queue
 import secrets as _random
 import shutil
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,7 +57,7 @@ class Snapshot:
     id: str
     path: Path
     created: str
-    tables: dict[str, dict[str, Any]]  # name -> {"rows": int, "columns": [[name, type], ...], "source": str}
+    tables: dict[str, dict[str, Any]]  # name -> {"rows", "columns": [[name, type], ...], "source", "offset", "length"}
 
     def columns(self, table: str) -> dict[str, str]:
         return {name: kind for name, kind in self.tables[table]["columns"]}
@@ -201,13 +206,11 @@ def describe(tables: Mapping[str, pa.Table]) -> dict[str, list[list[str]]]:
     Common types are named from the Arrow schema directly (a DuckDB round trip
     cost about 1 ms a table, a sixth of a small refresh); anything else asks DuckDB.
     """
-    from .coltypes import duckdb_name
-
     out, unusual = {}, {}
     for name, table in tables.items():
-        names = [duckdb_name(f.type) for f in table.schema]
-        if all(names):
-            out[name] = [[f.name, n] for f, n in zip(table.schema, names)]
+        names = _duckdb_names(table.schema)
+        if names is not None:
+            out[name] = [list(pair) for pair in names]
         else:
             unusual[name] = table
     if unusual:
@@ -221,20 +224,51 @@ def describe(tables: Mapping[str, pa.Table]) -> dict[str, list[list[str]]]:
     return {name: out[name] for name in tables}
 
 
+@functools.lru_cache(maxsize=256)
+def _duckdb_names(schema: pa.Schema) -> tuple[tuple[str, str], ...] | None:
+    """(column, DuckDB type) for a schema of common types; the same schema comes back every refresh."""
+    from .coltypes import duckdb_name
+
+    names = [duckdb_name(f.type) for f in schema]
+    return tuple(zip(schema.names, names)) if all(names) else None
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- snapshots on disk
 
-_OPENED: dict[Path, dict[str, pa.Table]] = {}  # snapshot folder -> its tables, memory-mapped or (small) in memory
+SUFFIX = ".snapshot"
+_TRAILER = struct.Struct("<Q8s")  # manifest length, magic: the last bytes of a complete snapshot file
+_MAGIC = b"DMSNAP1\n"
+_ALIGN = 64  # each table's IPC file starts on a 64-byte boundary, so memory-mapped buffers stay aligned
+
+_OPENED: dict[Path, dict[str, pa.Table]] = {}  # snapshot file -> its tables, memory-mapped
+_IN_MEMORY: list[Path] = []  # the few entries of _OPENED that hold just-written tables in memory instead
 _OPENED_LOCK = threading.Lock()
 KEEP_IN_MEMORY_BYTES = 32 << 20
 
 
-def _remember(path: Path, tables: dict[str, pa.Table]) -> None:
+_MANIFESTS: dict[tuple[Path, int, int], Snapshot] = {}  # (file, size, mtime) -> its manifest, read once
+
+
+def _remember_manifest(identity: tuple[Path, int, int], snapshot: Snapshot) -> None:
+    with _OPENED_LOCK:
+        _MANIFESTS[identity] = snapshot
+        for stale in list(_MANIFESTS)[:-4 * KEEP_SNAPSHOTS]:
+            del _MANIFESTS[stale]
+
+
+def _remember(path: Path, tables: dict[str, pa.Table], in_memory: bool = False) -> None:
     with _OPENED_LOCK:
         _OPENED[path] = tables
+        if in_memory:
+            # Only the newest two stay in memory; older ones are memory-mapped again if asked for.
+            _IN_MEMORY.append(path)
+            for stale in _IN_MEMORY[:-1]:
+                _OPENED.pop(stale, None)
+            del _IN_MEMORY[:-1]
         for stale in list(_OPENED)[:-2 * KEEP_SNAPSHOTS]:  # the few most recent snapshots stay open
             del _OPENED[stale]
 
@@ -259,44 +293,60 @@ class Warehouse:
         return cls(Path(cache_root or cache_dir()) / f"{ws_path.name}-{digest}")
 
     @property
-    def pointer(self) -> Path:
-        return self.folder / "CURRENT"
+    def pin(self) -> Path:
+        return self.folder / "PINNED"
 
-    def current_id(self) -> str | None:
-        """The id the pointer names (a symlink; a plain file from earlier versions is read too)."""
+    @property
+    def root(self) -> Path:
+        return self.folder / "snapshots"
+
+    def pinned_id(self) -> str | None:
+        """The earlier snapshot a steward chose to serve until the next refresh, if any."""
         try:
-            return os.readlink(self.pointer)
-        except FileNotFoundError:
+            return os.readlink(self.pin)
+        except OSError:
             return None
-        except OSError:  # not a symlink
-            return self.pointer.read_text(encoding="utf-8").strip()
 
     def current(self) -> Snapshot | None:
-        snapshot_id = self.current_id()
-        if snapshot_id is None:
-            return None
-        try:
-            return self.snapshot(snapshot_id)
-        except (OSError, ValueError, KeyError):  # a crash lost it: serve the newest snapshot still readable
-            kept = self.snapshots()
-            return kept[0] if kept else None
+        """The pinned snapshot, else the newest readable one (a damaged file is passed over)."""
+        pinned = self.pinned_id()
+        for snapshot_id in ([pinned] if pinned else []) + self._ids():
+            try:
+                return self.snapshot(snapshot_id)
+            except (OSError, ValueError, KeyError):
+                continue
+        return None
 
     def snapshot(self, snapshot_id: str) -> Snapshot:
-        path = self.folder / "snapshots" / snapshot_id
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        return Snapshot(snapshot_id, path, manifest["created"], manifest["tables"])
+        path = self.root / f"{snapshot_id}{SUFFIX}"
+        stat = path.stat()
+        identity = (path, stat.st_size, stat.st_mtime_ns)  # written once, so this only changes if damaged
+        with _OPENED_LOCK:
+            known = _MANIFESTS.get(identity)
+        if known is None:
+            manifest = _read_manifest(path)
+            known = Snapshot(snapshot_id, path, manifest["created"], manifest["tables"])
+            _remember_manifest(identity, known)
+        return known
 
     def snapshots(self) -> list[Snapshot]:
         """Kept snapshots, newest first."""
-        root = self.folder / "snapshots"
-        ids = sorted((p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "manifest.json").exists()), reverse=True) if root.exists() else []
         out = []
-        for i in ids:
+        for snapshot_id in self._ids():
             try:
-                out.append(self.snapshot(i))
+                out.append(self.snapshot(snapshot_id))
             except (OSError, ValueError, KeyError):
-                continue  # half-written by a crash; pruned later
+                continue  # damaged; pruned later
         return out
+
+    def _ids(self, names: list[str] | None = None) -> list[str]:
+        """Snapshot ids on disk, newest first (ids sort by creation time)."""
+        if names is None:
+            try:
+                names = os.listdir(self.root)
+            except FileNotFoundError:
+                return []
+        return sorted((n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX) and not n.startswith(".")), reverse=True)
 
     def tables(self, snapshot: Snapshot | None = None) -> dict[str, pa.Table]:
         """The snapshot's tables, memory-mapped once per process."""
@@ -306,10 +356,10 @@ class Warehouse:
         with _OPENED_LOCK:
             opened = _OPENED.get(snapshot.path)
         if opened is None:
-            opened = {}
-            for name in snapshot.tables:
-                with pa.memory_map(str(snapshot.path / f"{name}.arrow"), "r") as source:
-                    opened[name] = pa.ipc.open_file(source).read_all()
+            with pa.memory_map(str(snapshot.path), "r") as source:
+                mapped = source.read_buffer()  # zero-copy; the mapping lives as long as the tables use it
+            opened = {name: pa.ipc.open_file(mapped.slice(meta["offset"], meta["length"])).read_all()
+                      for name, meta in snapshot.tables.items()}
             _remember(snapshot.path, opened)
         return opened
 
@@ -321,80 +371,96 @@ class Warehouse:
                        column_types: Mapping[str, list[list[str]]] | None = None, *, _before_switch=None) -> Snapshot:
         """Write all tables as a new snapshot and make it current in one atomic switch.
 
-        `_before_switch` is a test hook called after the files are written and
-        before the pointer moves, to prove that a failure there changes nothing.
+        `_before_switch` is a test hook called after the file is written and
+        before it is renamed into place, to prove that a failure there changes nothing.
         """
         created = dt.datetime.now(dt.timezone.utc)
         snapshot_id = created.strftime("%Y%m%dT%H%M%S.%fZ") + "-" + _random.token_hex(3)
-        root = self.folder / "snapshots"
-        staging = root / f".{snapshot_id}.tmp"
-        try:
-            staging.mkdir()
-        except FileNotFoundError:  # the first snapshot
-            root.mkdir(parents=True, exist_ok=True)
-            staging.mkdir()
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = self.root / f".{snapshot_id}.tmp"
+        final = self.root / f"{snapshot_id}{SUFFIX}"
         try:
             types = dict(column_types) if column_types else describe(tables)
             manifest_tables, written = {}, {}
-            for name, table in tables.items():
-                table = written[name] = compact_strings(table)
-                # Buffered: the IPC writer makes a small write per column buffer.
-                with pa.output_stream(str(staging / f"{name}.arrow"), buffer_size=1 << 20) as sink:
+            # Buffered: the IPC writer makes a small write per column buffer.
+            with pa.output_stream(str(staging), buffer_size=1 << 20) as sink:
+                for name, table in tables.items():
+                    table = written[name] = compact_strings(table)
+                    start = sink.tell()
                     with pa.ipc.new_file(sink, table.schema) as writer:
                         writer.write_table(table)
-                manifest_tables[name] = {"rows": table.num_rows, "columns": types[name], "source": (sources or {}).get(name, name)}
-            manifest = {"created": created.isoformat(), "tables": manifest_tables}
-            (staging / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-            final = root / snapshot_id
-            os.replace(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        try:
+                    length = sink.tell() - start
+                    sink.write(b"\0" * (-sink.tell() % _ALIGN))
+                    manifest_tables[name] = {"rows": table.num_rows, "columns": types[name],
+                                             "source": (sources or {}).get(name, name), "offset": start, "length": length}
+                manifest = {"created": created.isoformat(), "tables": manifest_tables}
+                body = json.dumps(manifest).encode()
+                sink.write(body)
+                sink.write(_TRAILER.pack(len(body), _MAGIC))
             if _before_switch:
                 _before_switch()
-            _point(self.pointer, snapshot_id)
+            os.replace(staging, final)  # the switch: readers serve the newest complete snapshot
         except BaseException:
-            shutil.rmtree(final, ignore_errors=True)
+            staging.unlink(missing_ok=True)
             raise
+        self.pin.unlink(missing_ok=True)  # new data ends serving an earlier snapshot
         if sum(t.nbytes for t in written.values()) <= KEEP_IN_MEMORY_BYTES:
-            _remember(final, written)  # small data: the next refresh and queries skip re-opening the files
-        self._prune(snapshot_id)
+            _remember(final, written, in_memory=True)  # the next refresh and queries skip mapping the file
+        self._prune()
         return Snapshot(snapshot_id, final, manifest["created"], manifest_tables)
 
     def switch_to(self, snapshot_id: str) -> Snapshot:
-        """Serve an earlier kept snapshot again (step back to earlier data)."""
+        """Serve a kept snapshot (step back to earlier data) until the next refresh writes a new one."""
         snapshot = self.snapshot(snapshot_id)
-        _point(self.pointer, snapshot_id)
+        if snapshot_id == next(iter(self._ids()), None):
+            self.pin.unlink(missing_ok=True)
+        else:
+            _point(self.pin, snapshot_id)
         return snapshot
 
-    def _prune(self, current: str) -> None:
-        """Drop all but the newest KEEP_SNAPSHOTS.
+    def _prune(self) -> None:
+        """Delete all but the newest KEEP_SNAPSHOTS, and a crashed writer's leftovers.
 
-        A dropped snapshot is renamed out of sight at once and deleted in the
-        background: deleting its files took a tenth of a small refresh. A
-        process that exits first leaves a `.….old` folder, deleted next time.
+        A process that still has a deleted snapshot memory-mapped keeps reading it:
+        the file's data lives until its last mapping goes.
         """
-        root = self.folder / "snapshots"
-        names = os.listdir(root)
-        ids = sorted((n for n in names if not n.startswith(".")), reverse=True)
-        doomed = [root / n for n in names if n.endswith(".old")]
-        for old in ids[KEEP_SNAPSHOTS:]:  # ids sort by creation time
-            if old != current:
-                hidden = root / f".{old}.{_random.token_hex(3)}.old"
+        names = os.listdir(self.root)
+        for old in self._ids(names)[KEEP_SNAPSHOTS:]:
+            _delete(self.root / f"{old}{SUFFIX}")
+        for name in names:
+            if name.startswith(".") and name.endswith(".tmp"):
+                stale = self.root / name
                 try:
-                    os.replace(root / old, hidden)
+                    if time.time() - stale.stat().st_mtime > 3600:
+                        _delete(stale)
                 except OSError:
-                    continue  # another process pruned it
-                doomed.append(hidden)
-        for stale in (root / n for n in names if n.endswith(".tmp")):
-            try:
-                if time.time() - stale.stat().st_mtime > 3600:  # a crashed writer's leftovers
-                    doomed.append(stale)
-            except OSError:
-                continue
-        for folder in doomed:
-            _deleter().put(folder)
+                    continue
+            elif not name.endswith(SUFFIX):
+                _delete(self.root / name)  # a snapshot folder of an earlier version of this app
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """A snapshot file's manifest; ValueError if the file is incomplete or damaged."""
+    with open(path, "rb") as handle:
+        try:
+            handle.seek(-_TRAILER.size, os.SEEK_END)
+            length, magic = _TRAILER.unpack(handle.read(_TRAILER.size))
+            if magic != _MAGIC:
+                raise ValueError(f"{path.name} is not a complete snapshot")
+            handle.seek(-_TRAILER.size - length, os.SEEK_END)
+        except OSError:
+            raise ValueError(f"{path.name} is not a complete snapshot") from None
+        return json.loads(handle.read(length))
+
+
+def _delete(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass  # another process deleted it first
 
 
 def compact_strings(table: pa.Table, probe_rows: int = 10_000, max_ratio: float = 0.2, min_rows: int = 100_000) -> pa.Table:
@@ -418,33 +484,13 @@ def compact_strings(table: pa.Table, probe_rows: int = 10_000, max_ratio: float 
     return table
 
 
-_DELETER: "queue.SimpleQueue[Path] | None" = None
-
-
-def _deleter() -> "queue.SimpleQueue[Path]":
-    """The queue of a background thread that deletes dropped snapshot folders (started once:
-    starting a thread per refresh cost more than the deletion it saved)."""
-    global _DELETER
-    with _SANDBOX_LOCK:
-        if _DELETER is None:
-            _DELETER = queue.SimpleQueue()
-            threading.Thread(target=_delete_forever, args=(_DELETER,), name="delete-snapshots", daemon=True).start()
-        return _DELETER
-
-
-def _delete_forever(folders: "queue.SimpleQueue[Path]") -> None:
-    while True:
-        shutil.rmtree(folders.get(), ignore_errors=True)
-
-
 def _point(pointer: Path, snapshot_id: str) -> None:
     """Make `pointer` name `snapshot_id`, atomically.
 
     A symlink swapped in by rename: on ext4, renaming a new regular file over
-    an old one forces a data flush (about 0.2 ms, a tenth of a small refresh);
-    a symlink carries no data. No fsync: snapshots are a cache of the sources,
-    and a pointer lost in a crash falls back to the newest readable snapshot
-    (see `current`).
+    an old one forces a data flush; a symlink carries no data. No fsync:
+    snapshots are a cache of the sources, and a pin lost in a crash only means
+    the newest snapshot is served again.
     """
     tmp = pointer.with_name(f".{pointer.name}.{_random.token_hex(4)}.tmp")
     os.symlink(snapshot_id, tmp)

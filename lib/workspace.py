@@ -15,6 +15,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Callable
 
 from . import schemas
@@ -94,15 +95,19 @@ def load(path: Path, *, readonly: bool = False) -> tuple[Workspace, list[Diagnos
     diagnostics: list[Diagnostic] = []
     if not SLUG_RE.match(path.name):
         diagnostics.append(Diagnostic("workspace.name", ERROR, f"folder name {path.name!r} is not a valid workspace name", str(path), None, None, "lower-case letters, digits and dashes"))
+    folder = path.resolve()
     for kind, filename in FILES.items():
-        file = path / filename
+        file = folder / filename
         shown = _shown(path, filename)
-        if not file.is_file():
+        try:
+            stat = file.stat()
+        except OSError:
+            stat = None
+        if stat is None or not S_ISREG(stat.st_mode):
             if kind in REQUIRED:
                 diagnostics.append(Diagnostic("file.missing", ERROR, f"missing file {filename}", shown, None, None, f"a {filename} that follows schemas/{kind}.schema.json"))
             continue
-        stat = file.stat()
-        doc, file_diags = _load_file(kind, str(file.resolve()), shown, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        doc, file_diags = _load_file(kind, str(file), shown, stat.st_mtime_ns, stat.st_size, stat.st_ino)
         if doc is not None:
             ws.docs[kind] = doc
             ws.data[kind] = doc.data if readonly else copy.deepcopy(doc.data)  # callers edit and save their copy

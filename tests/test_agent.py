@@ -342,7 +342,7 @@ def test_nothing_of_a_session_is_persisted_anywhere(superstore, tmp_path, caplog
     for phrase in (said, seen):
         assert persisted_in(tmp_path, repo.path, phrase) == []
         assert phrase not in caplog.text
-    assert (tmp_path / "cache").is_dir() and any((tmp_path / "cache").rglob("*.arrow"))
+    assert (tmp_path / "cache").is_dir() and any((tmp_path / "cache").rglob("*.snapshot"))
 
 
 def persisted_in(root: Path, repo_path: Path, phrase: str) -> list[str]:

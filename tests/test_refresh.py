@@ -348,3 +348,21 @@ def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, mon
     assert report.swapped, report.summary()
     assert list(wh.current().columns("orders")) == served.names
     assert wh.current().columns("orders")["Order Date"] == "DATE" and wh.current().tables["orders"]["rows"] == 1000
+
+
+def test_a_semicolon_file_keeps_its_delimiter_from_the_served_header(tmp_path):
+    """The served columns settle the delimiter without sniffing; a file that changed delimiter is sniffed again."""
+    from lib.connectors import FetchContext, SourceError, fetch
+
+    source = {"name": "t", "type": "csv", "path": "t.csv"}
+    (tmp_path / "t.csv").write_text("site;amount, EUR, net;note\nBrno;1;a\nLinz;2;b\nWien;3;c\n")
+    first = fetch(source, FetchContext(workspace_path=tmp_path))
+    assert first.column_names == ["site", "amount, EUR, net", "note"]
+    # One row: the header alone splits into three fields by ',' as well as by ';', so sniffing guesses ','.
+    (tmp_path / "t.csv").write_text("site;amount, EUR, net;note\nBrno;1;a\n")
+    with pytest.raises(SourceError, match="malformed row"):
+        fetch(source, FetchContext(workspace_path=tmp_path))
+    again = fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema}))
+    assert again.column_names == first.column_names and again.column("site").to_pylist() == ["Brno"]
+    (tmp_path / "t.csv").write_text("site|amount, EUR, net|note\nBrno|1|a\nLinz|2|b\nWien|3|c\n")
+    assert fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema})).column_names == first.column_names
