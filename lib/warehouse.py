@@ -240,17 +240,17 @@ def _first_line(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- snapshots on disk
 
 SUFFIX = ".snapshot"
+ID_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"  # snapshot ids start with their creation time, so they sort by it
+ID_TIME_CHARS = len("20261130T061500.000000Z")
 _TRAILER = struct.Struct("<Q8s")  # manifest length, magic: the last bytes of a complete snapshot file
 _MAGIC = b"DMSNAP1\n"
 _ALIGN = 64  # each table's IPC file starts on a 64-byte boundary, so memory-mapped buffers stay aligned
 
 _OPENED: dict[Path, dict[str, pa.Table]] = {}  # snapshot file -> its tables, memory-mapped
-_IN_MEMORY: list[Path] = []  # the few entries of _OPENED that hold just-written tables in memory instead
-_OPENED_LOCK = threading.Lock()
-KEEP_IN_MEMORY_BYTES = 32 << 20
-
-
+_IN_MEMORY: list[Path] = []  # the entry of _OPENED holding the tables this process just wrote, in memory
 _MANIFESTS: dict[tuple[Path, int, int], Snapshot] = {}  # (file, size, mtime) -> its manifest, read once
+_OPENED_LOCK = threading.Lock()
+KEEP_IN_MEMORY_BYTES = 32 << 20  # a snapshot this small stays in memory after writing, instead of being mapped
 
 
 def _remember_manifest(identity: tuple[Path, int, int], snapshot: Snapshot) -> None:
@@ -264,7 +264,7 @@ def _remember(path: Path, tables: dict[str, pa.Table], in_memory: bool = False) 
     with _OPENED_LOCK:
         _OPENED[path] = tables
         if in_memory:
-            # Only the newest two stay in memory; older ones are memory-mapped again if asked for.
+            # Only the newest stays in memory; an older one is memory-mapped again if asked for.
             _IN_MEMORY.append(path)
             for stale in _IN_MEMORY[:-1]:
                 _OPENED.pop(stale, None)
@@ -375,7 +375,12 @@ class Warehouse:
         before it is renamed into place, to prove that a failure there changes nothing.
         """
         created = dt.datetime.now(dt.timezone.utc)
-        snapshot_id = created.strftime("%Y%m%dT%H%M%S.%fZ") + "-" + _random.token_hex(3)
+        newest = next(iter(self._ids()), None)
+        if newest and newest[:ID_TIME_CHARS] >= created.strftime(ID_TIME_FORMAT):
+            # The clock went back (or another writer got the same microsecond): the newest
+            # snapshot is the one served, so this one must still sort after it.
+            created = dt.datetime.strptime(newest[:ID_TIME_CHARS], ID_TIME_FORMAT).replace(tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=1)
+        snapshot_id = created.strftime(ID_TIME_FORMAT) + "-" + _random.token_hex(3)
         self.root.mkdir(parents=True, exist_ok=True)
         staging = self.root / f".{snapshot_id}.tmp"
         final = self.root / f"{snapshot_id}{SUFFIX}"

@@ -202,3 +202,12 @@ def test_a_damaged_newest_snapshot_is_passed_over(wh):
     second.path.write_bytes(second.path.read_bytes()[:-20])  # cut short, as by a full disk
     assert wh.current() == first
     assert wh.query("SELECT count(*) FROM sales").rows == [(3,)]
+
+
+def test_a_clock_that_went_back_still_serves_the_newest_write(wh):
+    served = wh.current()
+    future = served.path.with_name("20991231T235959.999999Z-abcdef.snapshot")
+    served.path.rename(future)  # as if written before the clock was set back
+    newest = wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
+    assert newest.id > "20991231T235959.999999Z" and wh.current().id == newest.id
+    assert wh.query("SELECT count(*) FROM sales").rows == [(1,)]
