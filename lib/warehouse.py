@@ -412,7 +412,10 @@ class Warehouse:
         if sum(t.nbytes for t in written.values()) <= KEEP_IN_MEMORY_BYTES:
             _remember(final, written, in_memory=True)  # the next refresh and queries skip mapping the file
         self._prune()
-        return Snapshot(snapshot_id, final, manifest["created"], manifest_tables)
+        snapshot = Snapshot(snapshot_id, final, manifest["created"], manifest_tables)
+        stat = final.stat()
+        _remember_manifest((final, stat.st_size, stat.st_mtime_ns), snapshot)  # the next refresh reads none
+        return snapshot
 
     def switch_to(self, snapshot_id: str) -> Snapshot:
         """Serve a kept snapshot (step back to earlier data) until the next refresh writes a new one."""

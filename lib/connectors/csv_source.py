@@ -63,14 +63,13 @@ def sniff_delimiter(head: str, lines: int = 20) -> str:
     return best
 
 
-def _served_delimiter(head: str, served: pa.Schema | None) -> str | None:
+def _served_delimiter(header: str, served: pa.Schema | None) -> str | None:
     """The delimiter that splits the header line into the served data's columns, if one does.
 
     Cheaper than sniffing twenty lines, and it cannot pick a different delimiter for the same file.
     """
     if served is None:
         return None
-    header = head.split("\n", 1)[0].rstrip("\r")
     for candidate in DELIMITERS:
         if candidate in header:
             names = next(csv.reader([header], delimiter=candidate))
@@ -90,20 +89,22 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     except OSError as exc:
         raise SourceError(name, f"cannot read {source['path']}: {exc.strerror}") from None
     served = ctx.served.get(name)
-    delimiter = source.get("delimiter") or _served_delimiter(head, served) or sniff_delimiter(head)
+    header = head.split("\n", 1)[0].rstrip("\r")
+    delimiter = source.get("delimiter") or _served_delimiter(header, served) or sniff_delimiter(head)
     pinned = {col: arrow_type(t) for col, t in (source.get("columns") or {}).items()}
-    served_types, served_dates = _served_guess(served)
     # Two blocks or more let both cores parse (1.6x faster on a 3.5 MB file than one
     # 8 MB block); the first block, at least half the file up to 8 MB, decides the types.
     block_size = max(256 << 10, min(BLOCK_SIZE, size // 2 + 1))
-    read_options = pacsv.ReadOptions(encoding=encoding, autogenerate_column_names=not source.get("header", True),
-                                     block_size=block_size)
+    has_header = source.get("header", True)
+    read_options = pacsv.ReadOptions(encoding=encoding, autogenerate_column_names=not has_header, block_size=block_size)
     # Quote-aware splitting costs 20-30 %; only a file with quotes can hold a newline in a value.
     parse_options = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=has_quotes)
 
-    def read(column_types: dict[str, pa.DataType]) -> pa.Table:
-        options = dict(read_options=read_options, parse_options=parse_options,
-                       convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True))
+    def read(column_types: dict[str, pa.DataType], timestamp_parsers: list[str] | None = None) -> pa.Table:
+        convert_options = pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True)
+        if timestamp_parsers:
+            convert_options.timestamp_parsers = timestamp_parsers
+        options = dict(read_options=read_options, parse_options=parse_options, convert_options=convert_options)
         if size <= STREAM_ABOVE_BYTES:
             return pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
         # The streaming reader holds one block at a time besides the result,
@@ -112,22 +113,52 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
         return pa.Table.from_batches(list(reader), schema=reader.schema)
 
     try:
-        if served_types:
-            # The served data's types are the first guess: inferring them again was a
-            # third of a small file's parse. A value that no longer fits its column's
-            # type fails the conversion, and then the new file decides the types afresh.
-            # Columns served as text stay text, so they are not probed for dates either.
-            served_text = {c for c, t in served_types.items() if c not in served_dates and pa.types.is_string(t)}
+        if served is not None and _columns(header, delimiter, has_header) == set(served.names):
             try:
-                return parse_dates(read({**served_types, **pinned}), skip=set(pinned) | served_text, known=served_dates)
+                return _read_as_served(read, served, pinned)
             except (pa.ArrowInvalid, pa.ArrowTypeError):
-                pass
+                pass  # a value no longer fits its column's type: the new file decides the types afresh
         return parse_dates(read(pinned), skip=set(pinned))
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
         message = str(exc).replace("\n", " ")
         if "column" in message.lower() and "expected" in message.lower():
             message = f"malformed row: {message}"
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
+
+
+def _columns(header: str, delimiter: str, has_header: bool) -> set[str]:
+    """The column names the header line gives (f0, f1, … for a file without one, as the parser names them)."""
+    fields = next(csv.reader([header], delimiter=delimiter), [])
+    return set(fields) if has_header else {f"f{i}" for i in range(len(fields))}
+
+
+DATE_FORMAT_KEY = b"dashmem.date_format"  # field metadata: the format a date column was parsed with
+
+
+def _read_as_served(read, served: pa.Schema, pinned: dict[str, pa.DataType]) -> pa.Table:
+    """Parse a file with the columns of the data served now, taking their types as given.
+
+    Inferring the types again was a third of a small file's parse, and date columns
+    are parsed with their recorded format inside the (multi-threaded) CSV parser. So a
+    column of codes that happen to be all digits this week stays text, as served.
+    A value that does not fit raises ArrowInvalid.
+    """
+    types, dates = {}, {}
+    for f in served:
+        date_format = (f.metadata or {}).get(DATE_FORMAT_KEY)
+        if date_format:
+            types[f.name], dates[f.name] = pa.timestamp("s"), date_format.decode()
+        elif pa.types.is_dictionary(f.type):  # categories are stored dictionary-encoded
+            types[f.name] = f.type.value_type
+        elif not pa.types.is_null(f.type):
+            types[f.name] = f.type
+    dates = {c: fmt for c, fmt in dates.items() if c not in pinned}
+    table = read({**types, **pinned}, sorted(set(dates.values())))
+    for column, fmt in dates.items():
+        i = table.schema.get_field_index(column)
+        values = table.column(i) if _has_time(fmt) else table.column(i).cast(pa.date32())
+        table = table.set_column(i, _date_field(column, values.type, fmt), values)
+    return table
 
 
 def _look(path: Path, encoding: str, head_bytes: int = 64 << 10) -> tuple[int, str, bool]:
@@ -142,64 +173,40 @@ def _look(path: Path, encoding: str, head_bytes: int = 64 << 10) -> tuple[int, s
             return size, data[:head_bytes].decode(encoding, errors="replace"), data.find(b'"') != -1
 
 
-DATE_FORMAT_KEY = b"dashmem.date_format"  # field metadata: the format a date column was parsed with
-
-
-def _served_guess(schema: pa.Schema | None) -> tuple[dict[str, pa.DataType], dict[str, str]]:
-    """Column types to parse with, from the schema of the data served now, and the date formats used.
-
-    Columns converted from text by `parse_dates` are read as text and converted with
-    their recorded format; categories stored dictionary-encoded are read as text.
-    """
-    if schema is None:
-        return {}, {}
-    types, dates = {}, {}
-    for f in schema:
-        date_format = (f.metadata or {}).get(DATE_FORMAT_KEY)
-        if date_format:
-            types[f.name], dates[f.name] = pa.string(), date_format.decode()
-        elif pa.types.is_dictionary(f.type):
-            types[f.name] = f.type.value_type
-        elif not pa.types.is_null(f.type):
-            types[f.name] = f.type
-    return types, dates
-
-
-def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50, known: dict[str, str] | None = None) -> pa.Table:
+def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50) -> pa.Table:
     """Convert text columns whose values all match one of DATE_FORMATS to timestamps.
 
-    `known` maps columns to the format they were parsed with last time, tried
-    first. A converted column records its format in the field's metadata.
+    A converted column records its format in the field's metadata, so the next
+    refresh parses it with that format directly (see `_read_as_served`).
     """
-    known = known or {}
     for i, field in enumerate(table.schema):
         if field.name in skip or not pa.types.is_string(field.type):
             continue
-        parsed = _to_dates(table.column(i), known[field.name]) if field.name in known else None
-        if parsed is None:
-            # Most text columns are not dates: their first value rules them out before
-            # the probe is copied into Python (that copy was a tenth of a small refresh).
-            first = _first_text(table.column(i), probe * 4)
-            if first is None or not any(pattern.match(first) for pattern, _ in DATE_FORMATS):
-                continue
-            head = [v for v in table.column(i).slice(0, probe * 4).to_pylist() if v][:probe]
-            fmt = next((fmt for pattern, fmt in DATE_FORMATS if all(pattern.match(v) for v in head)), None)
-            parsed = _to_dates(table.column(i), fmt) if fmt else None
-        if parsed is not None:
-            fmt, values = parsed
-            table = table.set_column(i, pa.field(field.name, values.type, metadata={DATE_FORMAT_KEY: fmt.encode()}), values)
+        # Most text columns are not dates: their first value rules them out before
+        # the probe is copied into Python (that copy was a tenth of a small refresh).
+        first = _first_text(table.column(i), probe * 4)
+        if first is None or not any(pattern.match(first) for pattern, _ in DATE_FORMATS):
+            continue
+        head = [v for v in table.column(i).slice(0, probe * 4).to_pylist() if v][:probe]
+        fmt = next((fmt for pattern, fmt in DATE_FORMATS if all(pattern.match(v) for v in head)), None)
+        if fmt is None:
+            continue
+        try:
+            values = pc.strptime(table.column(i), format=fmt, unit="s")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue  # a later value does not parse: keep the column as text
+        if not _has_time(fmt):
+            values = values.cast(pa.date32())  # a day, not a moment
+        table = table.set_column(i, _date_field(field.name, values.type, fmt), values)
     return table
 
 
-def _to_dates(column: pa.ChunkedArray, fmt: str) -> tuple[str, pa.ChunkedArray] | None:
-    """The column parsed with `fmt`, or None when some value does not parse (it stays text)."""
-    try:
-        parsed = pc.strptime(column, format=fmt, unit="s")
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    if "%H" not in fmt and "%I" not in fmt:
-        parsed = parsed.cast(pa.date32())  # a day, not a moment
-    return fmt, parsed
+def _has_time(fmt: str) -> bool:
+    return "%H" in fmt or "%I" in fmt
+
+
+def _date_field(name: str, kind: pa.DataType, fmt: str) -> pa.Field:
+    return pa.field(name, kind, metadata={DATE_FORMAT_KEY: fmt.encode()})
 
 
 def _first_text(column: pa.ChunkedArray, rows: int) -> str | None:
