@@ -300,22 +300,47 @@ class Warehouse:
     def root(self) -> Path:
         return self.folder / "snapshots"
 
-    def pinned_id(self) -> str | None:
-        """The earlier snapshot a steward chose to serve until the next refresh, if any."""
+    def pinned_id(self, ids: list[str] | None = None) -> str | None:
+        """The earlier snapshot a steward chose to serve, while no newer one has been written.
+
+        The pin names the snapshot that was newest when it was set, so any later
+        write ends it, even one that raced with setting it.
+        """
         try:
-            return os.readlink(self.pin)
+            pinned, _, newest_then = os.readlink(self.pin).partition("@")
         except OSError:
             return None
+        ids = self._ids() if ids is None else ids
+        return pinned if ids and ids[0] == newest_then else None
 
     def current(self) -> Snapshot | None:
         """The pinned snapshot, else the newest readable one (a damaged file is passed over)."""
-        pinned = self.pinned_id()
-        for snapshot_id in ([pinned] if pinned else []) + self._ids():
+        ids = self._ids() or self._upgrade_earlier_format()
+        pinned = self.pinned_id(ids)
+        for snapshot_id in ([pinned] if pinned else []) + ids:
             try:
                 return self.snapshot(snapshot_id)
             except (OSError, ValueError, KeyError):
                 continue
         return None
+
+    def _upgrade_earlier_format(self) -> list[str]:
+        """Rewrite the snapshot an earlier version of this app served (a folder of Arrow files
+        named by a `CURRENT` file or symlink) in today's format, so an upgrade loses no data."""
+        legacy = self.folder / "CURRENT"
+        try:
+            snapshot_id = os.readlink(legacy) if legacy.is_symlink() else legacy.read_text(encoding="utf-8").strip()
+            folder = self.root / snapshot_id
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["tables"]
+            tables = {}
+            for name in manifest:
+                with pa.memory_map(str(folder / f"{name}.arrow"), "r") as source:
+                    tables[name] = pa.ipc.open_file(source).read_all()
+        except (OSError, ValueError, KeyError, TypeError, pa.ArrowInvalid):
+            return []
+        self.write_snapshot(tables, {n: m.get("source", n) for n, m in manifest.items()}, {n: m["columns"] for n, m in manifest.items()})
+        legacy.unlink(missing_ok=True)
+        return self._ids()
 
     def snapshot(self, snapshot_id: str) -> Snapshot:
         path = self.root / f"{snapshot_id}{SUFFIX}"
@@ -349,19 +374,27 @@ class Warehouse:
         return sorted((n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX) and not n.startswith(".")), reverse=True)
 
     def tables(self, snapshot: Snapshot | None = None) -> dict[str, pa.Table]:
-        """The snapshot's tables, memory-mapped once per process."""
-        snapshot = snapshot or self.current()
-        if snapshot is None:
-            return {}
-        with _OPENED_LOCK:
-            opened = _OPENED.get(snapshot.path)
-        if opened is None:
-            with pa.memory_map(str(snapshot.path), "r") as source:
-                mapped = source.read_buffer()  # zero-copy; the mapping lives as long as the tables use it
+        """The snapshot's tables (the current one's by default), memory-mapped once per process."""
+        for _ in range(3):
+            chosen = snapshot or self.current()
+            if chosen is None:
+                return {}
+            with _OPENED_LOCK:
+                opened = _OPENED.get(chosen.path)
+            if opened is not None:
+                return opened
+            try:
+                with pa.memory_map(str(chosen.path), "r") as source:
+                    mapped = source.read_buffer()  # zero-copy; the mapping lives as long as the tables use it
+            except FileNotFoundError:
+                if snapshot is not None:
+                    raise QueryError("this data was replaced by newer loads while it was being opened; reload the page") from None
+                continue  # pruned by another process since `current()` named it: ask again
             opened = {name: pa.ipc.open_file(mapped.slice(meta["offset"], meta["length"])).read_all()
-                      for name, meta in snapshot.tables.items()}
-            _remember(snapshot.path, opened)
-        return opened
+                      for name, meta in chosen.tables.items()}
+            _remember(chosen.path, opened)
+            return opened
+        raise QueryError("the data kept changing while it was being opened; reload the page")
 
     def query(self, sql: str, params: Mapping[str, Any] | None = None, *, max_rows: int = DEFAULT_MAX_ROWS,
               timeout_s: float = DEFAULT_TIMEOUT_S, snapshot: Snapshot | None = None) -> QueryResult:
@@ -375,7 +408,8 @@ class Warehouse:
         before it is renamed into place, to prove that a failure there changes nothing.
         """
         created = dt.datetime.now(dt.timezone.utc)
-        newest = next(iter(self._ids()), None)
+        ids = self._ids()
+        newest = ids[0] if ids else None
         if newest and newest[:ID_TIME_CHARS] >= created.strftime(ID_TIME_FORMAT):
             # The clock went back (or another writer got the same microsecond): the newest
             # snapshot is the one served, so this one must still sort after it.
@@ -408,10 +442,13 @@ class Warehouse:
         except BaseException:
             staging.unlink(missing_ok=True)
             raise
-        self.pin.unlink(missing_ok=True)  # new data ends serving an earlier snapshot
+        # The new snapshot ends any pin (see `pinned_id`); the file goes for tidiness. The
+        # snapshot pinned until now is spared this once: a reader may be about to open it.
+        spare = self.pinned_id(ids)
+        self.pin.unlink(missing_ok=True)
         if sum(t.nbytes for t in written.values()) <= KEEP_IN_MEMORY_BYTES:
             _remember(final, written, in_memory=True)  # the next refresh and queries skip mapping the file
-        self._prune()
+        self._prune(spare)
         snapshot = Snapshot(snapshot_id, final, manifest["created"], manifest_tables)
         stat = final.stat()
         _remember_manifest((final, stat.st_size, stat.st_mtime_ns), snapshot)  # the next refresh reads none
@@ -420,21 +457,23 @@ class Warehouse:
     def switch_to(self, snapshot_id: str) -> Snapshot:
         """Serve a kept snapshot (step back to earlier data) until the next refresh writes a new one."""
         snapshot = self.snapshot(snapshot_id)
-        if snapshot_id == next(iter(self._ids()), None):
+        ids = self._ids()
+        if snapshot_id == ids[0]:
             self.pin.unlink(missing_ok=True)
         else:
-            _point(self.pin, snapshot_id)
+            _point(self.pin, f"{snapshot_id}@{ids[0]}")
         return snapshot
 
-    def _prune(self) -> None:
-        """Delete all but the newest KEEP_SNAPSHOTS, and a crashed writer's leftovers.
+    def _prune(self, spare: str | None = None) -> None:
+        """Delete all but the newest KEEP_SNAPSHOTS (and `spare`), and a crashed writer's leftovers.
 
         A process that still has a deleted snapshot memory-mapped keeps reading it:
         the file's data lives until its last mapping goes.
         """
         names = os.listdir(self.root)
         for old in self._ids(names)[KEEP_SNAPSHOTS:]:
-            _delete(self.root / f"{old}{SUFFIX}")
+            if old != spare:
+                _delete(self.root / f"{old}{SUFFIX}")
         for name in names:
             if name.startswith(".") and name.endswith(".tmp"):
                 stale = self.root / name
@@ -492,8 +531,8 @@ def compact_strings(table: pa.Table, probe_rows: int = 10_000, max_ratio: float 
     return table
 
 
-def _point(pointer: Path, snapshot_id: str) -> None:
-    """Make `pointer` name `snapshot_id`, atomically.
+def _point(pointer: Path, target: str) -> None:
+    """Make the symlink `pointer` name `target`, atomically.
 
     A symlink swapped in by rename: on ext4, renaming a new regular file over
     an old one forces a data flush; a symlink carries no data. No fsync:
@@ -501,7 +540,7 @@ def _point(pointer: Path, snapshot_id: str) -> None:
     the newest snapshot is served again.
     """
     tmp = pointer.with_name(f".{pointer.name}.{_random.token_hex(4)}.tmp")
-    os.symlink(snapshot_id, tmp)
+    os.symlink(target, tmp)
     try:
         os.replace(tmp, pointer)
     except BaseException:

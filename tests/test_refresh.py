@@ -366,3 +366,35 @@ def test_a_semicolon_file_keeps_its_delimiter_from_the_served_header(tmp_path):
     assert again.column_names == first.column_names and again.column("site").to_pylist() == ["Brno"]
     (tmp_path / "t.csv").write_text("site|amount, EUR, net|note\nBrno|1|a\nLinz|2|b\nWien|3|c\n")
     assert fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema})).column_names == first.column_names
+
+
+def test_a_refresh_reads_dates_as_a_first_load_would(tmp_path):
+    """A time in a date column, or a two-digit year, is not squeezed into the served date type."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from lib.connectors import FetchContext, fetch
+
+    source = {"name": "t", "type": "csv", "path": "t.csv"}
+    (tmp_path / "t.csv").write_text("ordered,shipped\n11/30/2026,11/30/2026 10:00:00\n12/01/2026,12/01/2026 11:00:00\n")
+    first = fetch(source, FetchContext(workspace_path=tmp_path))
+    assert first.schema.field("ordered").type == pa.date32() and first.schema.field("shipped").type == pa.timestamp("s")
+    for changed in ("11/30/2026,11/30/2026 10:00:00\n12/01/2026 13:45:00,12/01/2026 14:00:00\n",  # a time appears
+                    "11/30/2026,11/30/2026 10:00:00\n12/01/26,12/01/2026 14:00:00\n"):  # a two-digit year
+        (tmp_path / "t.csv").write_text("ordered,shipped\n" + changed)
+        fresh = fetch(source, FetchContext(workspace_path=tmp_path))
+        refreshed = fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema}))
+        assert refreshed.equals(fresh) and refreshed.schema.field("ordered").type == pa.string()
+    assert refreshed.column("shipped")[1].as_py() == dt.datetime(2026, 12, 1, 14, 0)
+
+
+def test_a_file_with_a_repeated_column_name_refreshes(tmp_path):
+    from lib.connectors import FetchContext, fetch
+
+    source = {"name": "t", "type": "csv", "path": "t.csv"}
+    (tmp_path / "t.csv").write_text("d,d,a\n11/30/2026,1,x\n12/01/2026,2,y\n")
+    first = fetch(source, FetchContext(workspace_path=tmp_path))
+    (tmp_path / "t.csv").write_text("d,d,a\n12/07/2026,3,x\n")
+    again = fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema}))
+    assert again.schema == first.schema and again.column(1).to_pylist() == [3]

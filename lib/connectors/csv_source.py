@@ -100,11 +100,9 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     # Quote-aware splitting costs 20-30 %; only a file with quotes can hold a newline in a value.
     parse_options = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=has_quotes)
 
-    def read(column_types: dict[str, pa.DataType], timestamp_parsers: list[str] | None = None) -> pa.Table:
-        convert_options = pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True)
-        if timestamp_parsers:
-            convert_options.timestamp_parsers = timestamp_parsers
-        options = dict(read_options=read_options, parse_options=parse_options, convert_options=convert_options)
+    def read(column_types: dict[str, pa.DataType]) -> pa.Table:
+        options = dict(read_options=read_options, parse_options=parse_options,
+                       convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True))
         if size <= STREAM_ABOVE_BYTES:
             return pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
         # The streaming reader holds one block at a time besides the result,
@@ -113,10 +111,10 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
         return pa.Table.from_batches(list(reader), schema=reader.schema)
 
     try:
-        if served is not None and _columns(header, delimiter, has_header) == set(served.names):
+        if served is not None and _columns(header, delimiter, has_header) == served.names:
             try:
                 return _read_as_served(read, served, pinned)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 pass  # a value no longer fits its column's type: the new file decides the types afresh
         return parse_dates(read(pinned), skip=set(pinned))
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
@@ -126,38 +124,38 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
 
 
-def _columns(header: str, delimiter: str, has_header: bool) -> set[str]:
+def _columns(header: str, delimiter: str, has_header: bool) -> list[str]:
     """The column names the header line gives (f0, f1, … for a file without one, as the parser names them)."""
     fields = next(csv.reader([header], delimiter=delimiter), [])
-    return set(fields) if has_header else {f"f{i}" for i in range(len(fields))}
+    return fields if has_header else [f"f{i}" for i in range(len(fields))]
 
 
 DATE_FORMAT_KEY = b"dashmem.date_format"  # field metadata: the format a date column was parsed with
 
 
 def _read_as_served(read, served: pa.Schema, pinned: dict[str, pa.DataType]) -> pa.Table:
-    """Parse a file with the columns of the data served now, taking their types as given.
+    """Parse a file that has the columns of the data served now, taking their types as given.
 
-    Inferring the types again was a third of a small file's parse, and date columns
-    are parsed with their recorded format inside the (multi-threaded) CSV parser. So a
-    column of codes that happen to be all digits this week stays text, as served.
-    A value that does not fit raises ArrowInvalid.
+    Inferring the types again was a third of a small file's parse. So a column of
+    codes that happen to be all digits this week stays text, as served. Date
+    columns are converted with their recorded format. A value that does not fit
+    raises ArrowInvalid, and the caller lets the new file decide afresh.
     """
     types, dates = {}, {}
-    for f in served:
+    for i, f in enumerate(served):
         date_format = (f.metadata or {}).get(DATE_FORMAT_KEY)
-        if date_format:
-            types[f.name], dates[f.name] = pa.timestamp("s"), date_format.decode()
+        if date_format and f.name not in pinned:
+            types[f.name], dates[i] = pa.string(), date_format.decode()
         elif pa.types.is_dictionary(f.type):  # categories are stored dictionary-encoded
             types[f.name] = f.type.value_type
         elif not pa.types.is_null(f.type):
             types[f.name] = f.type
-    dates = {c: fmt for c, fmt in dates.items() if c not in pinned}
-    table = read({**types, **pinned}, sorted(set(dates.values())))
-    for column, fmt in dates.items():
-        i = table.schema.get_field_index(column)
-        values = table.column(i) if _has_time(fmt) else table.column(i).cast(pa.date32())
-        table = table.set_column(i, _date_field(column, values.type, fmt), values)
+    table = read({**types, **pinned})
+    for i, fmt in dates.items():
+        values = _to_dates(table.column(i), fmt)
+        if values is None:
+            raise pa.ArrowInvalid(f"column {served.field(i).name!r} no longer parses as {fmt}")
+        table = table.set_column(i, _date_field(served.field(i).name, values.type, fmt), values)
     return table
 
 
@@ -189,20 +187,26 @@ def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50) 
             continue
         head = [v for v in table.column(i).slice(0, probe * 4).to_pylist() if v][:probe]
         fmt = next((fmt for pattern, fmt in DATE_FORMATS if all(pattern.match(v) for v in head)), None)
-        if fmt is None:
-            continue
-        try:
-            values = pc.strptime(table.column(i), format=fmt, unit="s")
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            continue  # a later value does not parse: keep the column as text
-        if not _has_time(fmt):
-            values = values.cast(pa.date32())  # a day, not a moment
-        table = table.set_column(i, _date_field(field.name, values.type, fmt), values)
+        values = _to_dates(table.column(i), fmt) if fmt else None
+        if values is not None:
+            table = table.set_column(i, _date_field(field.name, values.type, fmt), values)
     return table
 
 
-def _has_time(fmt: str) -> bool:
-    return "%H" in fmt or "%I" in fmt
+def _to_dates(column: pa.ChunkedArray, fmt: str) -> pa.ChunkedArray | None:
+    """The text column parsed with `fmt`, or None when a value does not fit it (the column stays text).
+
+    strptime reads a two-digit year for %Y as year 26, so such years count as not fitting.
+    """
+    try:
+        values = pc.strptime(column, format=fmt, unit="s")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if "%Y" in fmt and values.null_count < len(values) and pc.min(pc.year(values)).as_py() < 1000:
+        return None
+    if "%H" not in fmt and "%I" not in fmt:
+        values = values.cast(pa.date32())  # a day, not a moment
+    return values
 
 
 def _date_field(name: str, kind: pa.DataType, fmt: str) -> pa.Field:
