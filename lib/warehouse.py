@@ -40,6 +40,7 @@ import duckdb
 import pyarrow as pa
 
 KEEP_SNAPSHOTS = 5
+DURABLE_AFTER_S = 60  # a file written longer ago than this has reached the disk (Linux writes back within 30 s)
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -468,11 +469,18 @@ class Warehouse:
         """Delete all but the newest KEEP_SNAPSHOTS (and `spare`), and a crashed writer's leftovers.
 
         A process that still has a deleted snapshot memory-mapped keeps reading it:
-        the file's data lives until its last mapping goes.
+        the file's data lives until its last mapping goes. Snapshots are written
+        without fsync (it would cost more than the whole refresh), so a power cut
+        can empty the files of the last half minute; the newest snapshot older
+        than DURABLE_AFTER_S is therefore kept too, and served if all newer ones
+        turn out damaged.
         """
         names = os.listdir(self.root)
-        for old in self._ids(names)[KEEP_SNAPSHOTS:]:
-            if old != spare:
+        ids = self._ids(names)
+        settled = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=DURABLE_AFTER_S)).strftime(ID_TIME_FORMAT)
+        durable = next((i for i in ids if i[:ID_TIME_CHARS] < settled), None)
+        for old in ids[KEEP_SNAPSHOTS:]:
+            if old not in (spare, durable):
                 _delete(self.root / f"{old}{SUFFIX}")
         for name in names:
             if name.startswith(".") and name.endswith(".tmp"):
