@@ -97,7 +97,8 @@ if message:
     transcript.append({"role": "user", "text": message})
     with st.chat_message("user"):
         st.markdown(message)
-    files, tables, version = dict(ws.data), wh.tables(), wh.current().id if wh.current() else ""
+    served = wh.current()
+    files, tables, version = dict(ws.data), wh.tables(served) if served else {}, served.id if served else ""
     if regenerate:
         # Regenerate works on the new data, which the refresh did not switch to.
         with st.status("Fetching the new data…"):

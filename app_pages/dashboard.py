@@ -91,7 +91,7 @@ if snapshot is None:
     st.warning("No data loaded yet. Add a source on the Sources page, then Refresh.")
     st.stop()
 
-tables = dict(wh.tables())
+tables = dict(wh.tables(snapshot))  # the tables of the snapshot the caption and cache key name
 version = snapshot.id
 
 # A viewer may look at the dashboard over their own, schema-compatible CSV, for this session only.
