@@ -339,7 +339,10 @@ class Warehouse:
                     tables[name] = pa.ipc.open_file(source).read_all()
         except (OSError, ValueError, KeyError, TypeError, pa.ArrowInvalid):
             return []
-        self.write_snapshot(tables, {n: m.get("source", n) for n, m in manifest.items()}, {n: m["columns"] for n, m in manifest.items()})
+        try:
+            self.write_snapshot(tables, {n: m.get("source", n) for n, m in manifest.items()}, {n: m["columns"] for n, m in manifest.items()})
+        except OSError:
+            return []  # a full or read-only disk: nothing served until a refresh can write
         legacy.unlink(missing_ok=True)
         return self._ids()
 
