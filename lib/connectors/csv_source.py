@@ -89,7 +89,7 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     except OSError as exc:
         raise SourceError(name, f"cannot read {source['path']}: {exc.strerror}") from None
     served = ctx.served.get(name)
-    header = head.split("\n", 1)[0].rstrip("\r")
+    header = head.split("\n", 1)[0].rstrip("\r").lstrip("\ufeff")  # the parser drops a byte-order mark too
     delimiter = source.get("delimiter") or _served_delimiter(header, served) or sniff_delimiter(head)
     pinned = {col: arrow_type(t) for col, t in (source.get("columns") or {}).items()}
     # Two blocks or more let both cores parse (1.6x faster on a 3.5 MB file than one
