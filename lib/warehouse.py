@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import duckdb
 import pyarrow as pa
@@ -301,7 +301,7 @@ class Warehouse:
     def root(self) -> Path:
         return self.folder / "snapshots"
 
-    def pinned_id(self, ids: list[str] | None = None) -> str | None:
+    def _pinned_id(self, ids: list[str] | None = None) -> str | None:
         """The earlier snapshot a steward chose to serve, while no newer one has been written.
 
         The pin names the snapshot that was newest when it was set, so any later
@@ -317,13 +317,8 @@ class Warehouse:
     def current(self) -> Snapshot | None:
         """The pinned snapshot, else the newest readable one (a damaged file is passed over)."""
         ids = self._ids() or self._upgrade_earlier_format()
-        pinned = self.pinned_id(ids)
-        for snapshot_id in ([pinned] if pinned else []) + ids:
-            try:
-                return self.snapshot(snapshot_id)
-            except (OSError, ValueError, KeyError):
-                continue
-        return None
+        pinned = self._pinned_id(ids)
+        return next(self._readable(([pinned] if pinned else []) + ids), None)
 
     def _upgrade_earlier_format(self) -> list[str]:
         """Rewrite the snapshot an earlier version of this app served (a folder of Arrow files
@@ -360,13 +355,15 @@ class Warehouse:
 
     def snapshots(self) -> list[Snapshot]:
         """Kept snapshots, newest first."""
-        out = []
-        for snapshot_id in self._ids():
+        return list(self._readable(self._ids()))
+
+    def _readable(self, ids: list[str]) -> Iterator[Snapshot]:
+        """The snapshots of `ids` that can be read, in order; a damaged or vanished file is passed over."""
+        for snapshot_id in ids:
             try:
-                out.append(self.snapshot(snapshot_id))
+                yield self.snapshot(snapshot_id)
             except (OSError, ValueError, KeyError):
-                continue  # damaged; pruned later
-        return out
+                continue
 
     def _ids(self, names: list[str] | None = None) -> list[str]:
         """Snapshot ids on disk, newest first (ids sort by creation time)."""
@@ -448,7 +445,7 @@ class Warehouse:
             raise
         # The new snapshot ends any pin (see `pinned_id`); the file goes for tidiness. The
         # snapshot pinned until now is spared this once: a reader may be about to open it.
-        spare = self.pinned_id(ids)
+        spare = self._pinned_id(ids)
         self.pin.unlink(missing_ok=True)
         if sum(t.nbytes for t in written.values()) <= KEEP_IN_MEMORY_BYTES:
             _remember(final, written, in_memory=True)  # the next refresh and queries skip mapping the file
