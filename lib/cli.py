@@ -49,16 +49,21 @@ def cmd_validate(args) -> int:
 def _validate_with_checks(path: Path) -> list:
     """Schema validation, then the dashboard checks: on the loaded data when there is any,
     otherwise the checks that need no data (CI on a config repo has no data)."""
-    from . import checks
     from .warehouse import Warehouse
 
     ws, diagnostics = workspace.load(path)
     if has_errors(diagnostics) or not ws.get("dashboard"):
         return diagnostics
-    wh = Warehouse.for_workspace(path)
-    current = wh.current()
-    found = checks.run(ws, wh.tables(current) if current else None, current.id if current else "", _dashboard_file(path))
+    found = _run_checks(ws, Warehouse.for_workspace(path), path)
     return diagnostics + [d for d in found if d.id != "check.skipped"]
+
+
+def _run_checks(ws: "workspace.Workspace", wh, path: Path) -> list:
+    """The dashboard checks on the data the warehouse serves (the data-free ones when it has none)."""
+    from . import checks
+
+    current = wh.current()
+    return checks.run(ws, wh.tables(current) if current else None, current.id if current else "", _dashboard_file(path))
 
 
 class _Refused(Exception):
@@ -95,15 +100,14 @@ def _dashboard_file(path: Path) -> str:
 
 
 def cmd_check(args) -> int:
-    from . import checks
-
     path = Path(args.path)
     ws = _valid_workspace(path)
     if not ws.get("dashboard"):
         return _fail(args, f"{path} has no {workspace.FILES['dashboard']} to check")
-    wh = _warehouse_with_data(path, required=False)
-    current = wh.current()
-    found = checks.run(ws, wh.tables(current) if current else None, current.id if current else "", _dashboard_file(path))
+    return _report_checks(args, _run_checks(ws, _warehouse_with_data(path, required=False), path))
+
+
+def _report_checks(args, found: list) -> int:
     errors = [d for d in found if d.level == ERROR]
     if args.json:
         _print_json({"ok": not errors, "errors": len(errors), "diagnostics": [d.to_dict() for d in found]})
@@ -127,16 +131,18 @@ def cmd_autodraft(args) -> int:
         files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
     files["dashboard"] = autodraft.draft(files)
     changed = workspace.save(path, {k: files[k] for k in ("profile", "dashboard")})
-    print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}")
-    return cmd_check(args)
+    # stderr, so that `--json` leaves stdout to the check results
+    print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}", file=sys.stderr)
+    ws.data.update({k: files[k] for k in ("profile", "dashboard")})
+    return _report_checks(args, _run_checks(ws, wh, path))
 
 
 def cmd_compose(args) -> int:
-    from .compose import compose, compose_cli, summary
+    from .compose import compose_workspace, summary, to_json
 
-    print(compose_cli(args.path, args.message, args.mode))
-    ws, _ = workspace.load(Path(args.path))
-    print(summary(compose(ws.data, args.mode, args.message)), file=sys.stderr)
+    composed = compose_workspace(args.path, args.message, args.mode)
+    print(to_json(composed))
+    print(summary(composed), file=sys.stderr)
     return 0
 
 

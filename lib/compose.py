@@ -190,8 +190,8 @@ def summary(composed: Composed) -> str:
     return f"{composed.mode} mode, {composed.request['model']}: ~{composed.total_tokens} tokens ({parts}; {tokens.ESTIMATE_METHOD})"
 
 
-def compose_cli(path: str | Path, message: str, mode: str = "edit") -> str:
-    """What `python -m lib compose PATH --message TEXT [--mode edit|query]` prints.
+def compose_workspace(path: str | Path, message: str, mode: str = "edit") -> Composed:
+    """The request for the workspace at `path`.
 
     Raises ValidationFailed when the workspace does not validate: composing
     from half-loaded memory would show the model something nobody reviewed.
@@ -201,7 +201,12 @@ def compose_cli(path: str | Path, message: str, mode: str = "edit") -> str:
     ws, diagnostics = workspace.load(Path(path))
     if has_errors(diagnostics):
         raise ValidationFailed(diagnostics)
-    return to_json(compose(ws.data, mode, message))
+    return compose(ws.data, mode, message)
+
+
+def compose_cli(path: str | Path, message: str, mode: str = "edit") -> str:
+    """What `python -m lib compose PATH --message TEXT [--mode edit|query]` prints."""
+    return to_json(compose_workspace(path, message, mode))
 
 
 # --------------------------------------------------------------------------- blocks

@@ -129,3 +129,12 @@ def test_publish_a_branch_on_a_plain_checkout(plain_checkout):
     run("publish", path, "--as", "olivia", "--branch", "draft/sam/gdp-explorer", check_rc=0)
     assert "Help anyone compare" in (path / "task.yaml").read_text()
     assert len(plain_checkout.head.commit.parents) == 2  # a merge: both histories kept
+
+
+def test_autodraft_json_prints_only_the_check_results_on_stdout(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    (folder / "dashboard.yaml").unlink()
+    proc = run("autodraft", folder, "--json", cwd=tmp_path, check_rc=0)
+    assert json.loads(proc.stdout)["ok"] is True
+    assert "wrote dashboard.yaml" in proc.stderr and (folder / "dashboard.yaml").is_file()
