@@ -4,12 +4,12 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import ui
-from lib import checks, workspace
+from lib import checks
 from lib.access import PermissionDenied
 from lib.configrepo import MAIN, ConfigRepoError, PublishConflict
 from lib.diagnostics import ValidationFailed
 
-ctx = ui.context("view")
+ctx = ui.context("propose")  # drafts are for the people who write them
 st.title("Review")
 policy = ctx.meta.get("policy") or {}
 st.caption("Owners publish drafts to everyone. " + ("Stewards may publish their own drafts in this workspace."
@@ -30,10 +30,7 @@ for d in drafts:
         ui.show_diff(ctx.repo.diff(ctx.slug, base, branch))
         draft_folder = ctx.repo.drafts_root / d["user"] / ctx.slug / ctx.slug
         if draft_folder.exists():
-            ws, diagnostics = workspace.load(draft_folder)
-            wh = ui.warehouse(draft_folder)
-            current = wh.current()
-            found = diagnostics + (checks.run(ws, wh.tables(current) if current else None, current.id if current else "") if not diagnostics else [])
+            found = checks.validate_workspace(draft_folder)
             errors = [x for x in found if x.level == "error"]
             (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
             ui.show_diagnostics(found)
@@ -44,9 +41,7 @@ for d in drafts:
                     sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
                     st.success(f"Published as {sha[:10]}.")
                     st.rerun()
-                except PublishConflict as exc:
-                    st.error(str(exc))
-                except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
+                except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:  # a PublishConflict too
                     st.error(str(exc))
         if ctx.can("reject") and not own:
             if buttons[1].button("Reject", key=f"reject_{branch}"):
@@ -76,6 +71,10 @@ for d in drafts:
                 keep = st.radio("Where both changed the same lines, keep", ["mine", "published"], horizontal=True,
                                 format_func=lambda x: "my lines" if x == "mine" else "the published lines")
                 if st.button("Update, keeping " + ("my lines" if keep == "mine" else "the published lines")):
-                    ctx.repo.sync(ctx.user, ctx.slug, prefer=keep)
-                    del st.session_state[f"sync_conflict:{ctx.slug}"]
-                    st.rerun()
+                    try:
+                        ctx.repo.sync(ctx.user, ctx.slug, prefer=keep)
+                    except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
+                        st.error(str(exc))
+                    else:
+                        del st.session_state[f"sync_conflict:{ctx.slug}"]
+                        st.rerun()

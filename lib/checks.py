@@ -28,7 +28,7 @@ from .diagnostics import ERROR, WARNING, Diagnostic, format_path
 from .render import PLACEHOLDER_RE, QueryCache, queries, render, unset_params
 from .warehouse import QueryError, bind, run_query
 from .yamlio import Document, parse
-from .workspace import SEMANTIC_CHECKS, Workspace, render as render_yaml
+from .workspace import SEMANTIC_CHECKS, Workspace, load as load_workspace, render as render_yaml, shown_file
 
 FILE = "dashboard.yaml"
 
@@ -419,3 +419,27 @@ def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "",
     for check in ON_DATA:
         out.extend(check(ctx))
     return out
+
+
+def run_on_served(ws: Workspace, warehouse: "Warehouse", file: str = FILE) -> list[Diagnostic]:
+    """All checks, on the data `warehouse` serves (only those that need no data when it has none)."""
+    current = warehouse.current()
+    return run(ws, warehouse.tables(current) if current else None, current.id if current else "", file)
+
+
+def validate_workspace(path) -> list[Diagnostic]:
+    """Schema validation, then the dashboard checks, as CI and reviewers see a workspace.
+
+    Warnings do not stop the dashboard checks; schema errors do (the checks assume
+    valid files). Without loaded data, the checks that need none still run (CI
+    on a config repo has no data), and the note that data checks were skipped is left out.
+    """
+    from .diagnostics import has_errors
+    from .warehouse import Warehouse
+
+    ws, diagnostics = load_workspace(path)
+    if has_errors(diagnostics) or not ws.get("dashboard"):
+        return diagnostics
+    found = run_on_served(ws, Warehouse.for_workspace(path), shown_file(path, "dashboard"))
+    return diagnostics + [d for d in found if d.id != "check.skipped"]
+

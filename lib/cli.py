@@ -23,13 +23,15 @@ def _print_json(payload) -> None:
 
 
 def cmd_validate(args) -> int:
+    from . import checks
+
     root = Path(args.path)
     if not root.exists():
         return _fail(args, f"{root}: no such file or folder")
     found = workspace.find_workspaces(root)
     if not found:
         return _fail(args, f"{root}: no workspace found (a workspace is a folder with {workspace.FILES['workspace']})")
-    results = {str(p): _validate_with_checks(p) for p in found}
+    results = {str(p): checks.validate_workspace(p) for p in found}
     errors = sum(1 for ds in results.values() for d in ds if d.level == ERROR)
     if args.json:
         _print_json({
@@ -44,26 +46,6 @@ def cmd_validate(args) -> int:
                 print(f"  {d.format()}")
         print(f"{len(results)} workspace(s), {errors} error(s)")
     return 1 if errors else 0
-
-
-def _validate_with_checks(path: Path) -> list:
-    """Schema validation, then the dashboard checks: on the loaded data when there is any,
-    otherwise the checks that need no data (CI on a config repo has no data)."""
-    from .warehouse import Warehouse
-
-    ws, diagnostics = workspace.load(path)
-    if has_errors(diagnostics) or not ws.get("dashboard"):
-        return diagnostics
-    found = _run_checks(ws, Warehouse.for_workspace(path), path)
-    return diagnostics + [d for d in found if d.id != "check.skipped"]
-
-
-def _run_checks(ws: "workspace.Workspace", wh, path: Path) -> list:
-    """The dashboard checks on the data the warehouse serves (the data-free ones when it has none)."""
-    from . import checks
-
-    current = wh.current()
-    return checks.run(ws, wh.tables(current) if current else None, current.id if current else "", _dashboard_file(path))
 
 
 class _Refused(Exception):
@@ -95,16 +77,14 @@ def _warehouse_with_data(path: Path, *, required: bool = True):
     return wh
 
 
-def _dashboard_file(path: Path) -> str:
-    return workspace._shown(Path(path), workspace.FILES["dashboard"])
-
-
 def cmd_check(args) -> int:
+    from . import checks
+
     path = Path(args.path)
     ws = _valid_workspace(path)
     if not ws.get("dashboard"):
         return _fail(args, f"{path} has no {workspace.FILES['dashboard']} to check")
-    return _report_checks(args, _run_checks(ws, _warehouse_with_data(path, required=False), path))
+    return _report_checks(args, checks.run_on_served(ws, _warehouse_with_data(path, required=False), workspace.shown_file(path, "dashboard")))
 
 
 def _report_checks(args, found: list) -> int:
@@ -119,7 +99,7 @@ def _report_checks(args, found: list) -> int:
 
 
 def cmd_autodraft(args) -> int:
-    from . import autodraft, profile
+    from . import autodraft, checks, profile
 
     path = Path(args.path)
     ws = _valid_workspace(path)
@@ -134,7 +114,7 @@ def cmd_autodraft(args) -> int:
     # stderr, so that `--json` leaves stdout to the check results
     print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}", file=sys.stderr)
     ws.data.update({k: files[k] for k in ("profile", "dashboard")})
-    return _report_checks(args, _run_checks(ws, wh, path))
+    return _report_checks(args, checks.run_on_served(ws, wh, workspace.shown_file(path, "dashboard")))
 
 
 def cmd_compose(args) -> int:

@@ -140,6 +140,11 @@ def validate(path: Path) -> list[Diagnostic]:
     return load(path)[1]
 
 
+def shown_file(ws_path: Path, kind: str) -> str:
+    """How messages name the workspace's file of `kind` (say `workspaces/sales/dashboard.yaml`)."""
+    return _shown(Path(ws_path), FILES[kind])
+
+
 def _shown(ws_path: Path, filename: str) -> str:
     """File name as shown in messages: relative to the current directory when possible."""
     return f"{_shown_folder(str(ws_path), os.getcwd())}/{filename}"

@@ -188,3 +188,19 @@ def test_a_division_by_zero_renders_as_infinity_not_a_crash(supply):
     from lib.formats import format_number
 
     assert format_number(float("inf"), ",d") == "∞" and format_number(float("-inf")) == "−∞" and format_number(float("nan")) == "—"
+
+
+def test_validate_workspace_runs_the_checks_despite_warnings(tmp_path, monkeypatch):
+    """A warning in workspace.yaml must not switch the dashboard checks off (the Review page relied on this)."""
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    meta = workspace.load(folder)[0].data["workspace"]
+    workspace.save(folder, {"workspace": {**meta, "access": {**meta["access"], "owners": ["*"]}}})
+    dashboard = workspace.load(folder)[0].data["dashboard"]
+    dashboard["components"][0]["query"] = "SELECT no_such_column AS value FROM gates"
+    workspace.save(folder, {"dashboard": dashboard})
+    assert refresh(folder, Warehouse.for_workspace(folder)).dashboard_errors  # loaded, though the query fails
+    found = checks.validate_workspace(folder)
+    assert any(d.level != ERROR for d in found)
+    assert any(d.level == ERROR and d.id.startswith("check.") and "no_such_column" in d.message for d in found)
