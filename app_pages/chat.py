@@ -15,7 +15,7 @@ from lib.agent import apply_outcome, estimate_cost, run_session
 from lib.configrepo import ConfigRepoError
 from lib.diagnostics import ValidationFailed
 from lib.model import AnthropicClient, ModelError, api_key_available
-from lib.refresh import fetch_candidate, refresh
+from lib.refresh import fetch_candidate
 
 ctx = ui.context("query")
 can_edit = ctx.can("edit")
@@ -31,9 +31,9 @@ st.session_state["chat_mode"] = mode
 path = ctx.draft_path() if mode == "edit" else ctx.published_path
 ws, diagnostics = ui.load(path)
 wh = ui.warehouse(path)
-if wh.current() is None and (ws.get("sources") or {}).get("sources"):
-    with st.status("Loading the data…"):
-        refresh(path, wh)
+first = ui.first_load(path, wh, ws)
+if first is not None and wh.current() is None:
+    st.error("Could not load the data:\n\n" + first.summary())
 
 
 def save_outcome(files: dict, message: str) -> None:

@@ -25,16 +25,9 @@ ws, diagnostics = ui.load(path)
 wh = ui.warehouse(path)
 
 
-def run_refresh(label: str) -> refreshing.RefreshReport:
-    with st.status(label, expanded=False) as status:
-        bar = st.progress(0.0)
-        report = refreshing.refresh(path, wh, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
-        status.update(label="Refreshed" if report.ok else "Refresh kept the previous data", state="complete" if report.ok else "error")
-    return report
-
-
-if wh.current() is None and (ws.get("sources") or {}).get("sources"):
-    st.session_state["refresh_report"] = run_refresh("Loading the data for the first time…")
+first = ui.first_load(path, wh, ws)
+if first is not None:
+    st.session_state["refresh_report"] = first
 
 dashboard = ws.get("dashboard")
 head, actions = st.columns([3, 2], vertical_alignment="bottom")
@@ -44,7 +37,7 @@ if dashboard and dashboard.get("description"):
 snapshot = wh.current()
 refresh_col, export_col = actions.columns(2)
 if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch"):
-    st.session_state["refresh_report"] = run_refresh("Refreshing the data…")
+    st.session_state["refresh_report"] = ui.run_refresh(path, wh, "Refreshing the data…")
     snapshot = wh.current()
 if snapshot:
     created = dt.datetime.fromisoformat(snapshot.created)
@@ -148,7 +141,6 @@ if states:
                     chosen[state.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
 rendered = render(ws.data, tables, version, chosen)
-theme = rendered.theme
 for row in rendered.rows:
     columns = st.columns([c.width for c in row])
     for column, comp in zip(columns, row):
@@ -189,8 +181,8 @@ if export_col.button("Export HTML", icon=":material/download:", width="stretch",
                      help="A standalone file with the data embedded; it opens offline."):
     from lib import export
 
-    st.session_state["export_html"] = (ctx.slug, export.to_html(rendered))
+    st.session_state["export_html"] = ((ctx.slug, version, repr(chosen)), export.to_html(rendered))
 prepared = st.session_state.get("export_html")
-if prepared and prepared[0] == ctx.slug:
+if prepared and prepared[0] == (ctx.slug, version, repr(chosen)):  # an export of other data or filters is stale
     export_col.download_button("Download the HTML file", prepared[1], file_name=f"{ctx.slug}.html", mime="text/html",
                                width="stretch")

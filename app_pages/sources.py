@@ -99,18 +99,20 @@ if test or add:
 
 st.divider()
 st.subheader("Data profile")
-wh = ui.warehouse(path)
 prof = ws.get("profile")
 if st.button("Update the profile from the current data", help="Loads your draft's sources, profiles them and saves profile.yaml to your draft."):
-    from lib.refresh import refresh
+    from lib.refresh import fetch_candidate
 
     with st.status("Loading and profiling…") as status:
-        report = refresh(path, wh)
-        if wh.current() is None:
+        # The sources as they are now, even where they no longer fit the recorded
+        # shape: describing the new shape is what a new profile is for.
+        tables, reports = fetch_candidate(path)
+        failed = [r for r in reports if r.status == "failed"]
+        if failed:
             status.update(label="Could not load the data", state="error")
-            st.error(report.summary())
+            st.error("\n\n".join(r.message for r in failed))
         else:
-            prof = profile.build(wh.tables(), sources)
+            prof = profile.build(tables, sources)
             try:
                 ctx.repo.save(ctx.user, ctx.slug, {"profile": prof}, "Update the data profile")
                 status.update(label="Profile saved to your draft", state="complete")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -15,6 +15,9 @@ from lib import access, workspace
 from lib.access import User
 from lib.configrepo import ConfigRepo
 from lib.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from lib.refresh import RefreshReport
 
 
 @dataclass
@@ -64,6 +67,36 @@ def context(action: str = "view") -> Context:
         st.error(f"You are {ctx.role or 'not a member'} in this workspace; this page needs the right to {action}.")
         st.stop()
     return ctx
+
+
+def run_refresh(path: Path, wh: Warehouse, label: str) -> "RefreshReport":
+    """A refresh with a progress bar inside a status box that ends saying how it went."""
+    from lib.refresh import refresh
+
+    with st.status(label, expanded=False) as status:
+        bar = st.progress(0.0)
+        report = refresh(path, wh, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+        status.update(label="Refreshed" if report.ok else "Refresh kept the previous data", state="complete" if report.ok else "error")
+    return report
+
+
+def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace) -> "RefreshReport | None":
+    """Load a workspace's data the first time a page shows it; None when there is nothing to load.
+
+    A first load that fails is remembered for this session and these sources, so
+    that it is not tried again, waiting on the sources, at every click; the
+    Refresh button tries again.
+    """
+    sources = (ws.get("sources") or {}).get("sources")
+    if not sources or wh.current() is not None:
+        return None
+    key = f"first_load_failed:{path}:{workspace.render('sources', ws.get('sources'))}"
+    if key in st.session_state:
+        return st.session_state[key]
+    report = run_refresh(path, wh, "Loading the data for the first time…")
+    if wh.current() is None:
+        st.session_state[key] = report
+    return report
 
 
 def load(path: Path) -> tuple[workspace.Workspace, list]:

@@ -213,3 +213,24 @@ def test_steward_creates_a_workspace_and_works_on_it_before_publishing(env):
     assert any("no dashboard yet" in i.value for i in at.info)
     at = on_page(signed_in("vera"), "app_pages/workspaces.py")
     assert "Team KPIs" not in [s.value for s in at.subheader]  # not published: only its creator sees it
+
+
+def test_a_failed_first_load_is_not_retried_at_every_click(env, monkeypatch):
+    """Each rerun would otherwise wait on the unreachable sources again; the Refresh button retries."""
+    import lib.refresh
+    from lib.refresh import RefreshReport, SourceReport
+
+    calls = []
+
+    def unreachable(path, wh, **kwargs):
+        calls.append(path)
+        return RefreshReport(workspace=path.name, sources=[SourceReport("gates", "csv", status="failed", message="source 'gates': timed out")])
+
+    monkeypatch.setattr(lib.refresh, "refresh", unreachable)
+    at = signed_in("vera")
+    assert len(calls) == 1
+    at.run()
+    assert len(calls) == 1
+    assert any("timed out" in str(df.value) for df in at.dataframe)  # the report says why
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    assert len(calls) == 2
