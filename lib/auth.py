@@ -69,14 +69,9 @@ def user_for(username: str, credentials: dict[str, Any]) -> User:
 
 def cookie_key() -> str:
     """The login cookie's signing key, from DASHMEM_COOKIE_KEY or Streamlit secrets `auth.cookie_key`."""
-    key = os.environ.get("DASHMEM_COOKIE_KEY")
-    if not key:
-        try:
-            import streamlit as st
+    from .secrets import first_set
 
-            key = st.secrets["auth"]["cookie_key"]
-        except Exception:
-            key = None
+    key = first_set("env:DASHMEM_COOKIE_KEY", "secrets:auth.cookie_key")
     if not key or len(key.encode()) < MIN_COOKIE_KEY_BYTES:
         raise AuthConfigError("set a cookie key of at least 32 bytes: DASHMEM_COOKIE_KEY, or [auth] cookie_key in .streamlit/secrets.toml")
     return key

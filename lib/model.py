@@ -51,16 +51,9 @@ def resolve_api_key(explicit: str | None = None) -> str | None:
     """The API key: the argument, else ANTHROPIC_API_KEY, else Streamlit secrets anthropic.api_key or ANTHROPIC_API_KEY."""
     if explicit:
         return explicit
-    from .secrets import SecretMissing, lookup
+    from .secrets import first_set
 
-    for ref in ("env:ANTHROPIC_API_KEY", "secrets:anthropic.api_key", "secrets:ANTHROPIC_API_KEY"):
-        try:
-            value = lookup(ref)
-        except SecretMissing:
-            continue
-        if value:
-            return value
-    return None
+    return first_set("env:ANTHROPIC_API_KEY", "secrets:anthropic.api_key", "secrets:ANTHROPIC_API_KEY")
 
 
 def api_key_available() -> bool:

@@ -71,6 +71,18 @@ def lookup(ref: str) -> str:
     return str(value)
 
 
+def first_set(*refs: str) -> str | None:
+    """The first of the app's own references that holds a non-empty value, if any."""
+    for ref in refs:
+        try:
+            value = lookup(ref)
+        except SecretMissing:
+            continue
+        if value:
+            return value
+    return None
+
+
 def _parse(ref: str) -> tuple[str, str]:
     match = REF_RE.match(ref or "") if isinstance(ref, str) else None
     if not match:

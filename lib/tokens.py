@@ -8,7 +8,6 @@ too many, so a text estimated under a budget is under it in practice.
 from __future__ import annotations
 
 import math
-import os
 
 CHARS_PER_TOKEN = 3.2
 ESTIMATE_METHOD = f"offline estimate: ceil(characters / {CHARS_PER_TOKEN})"
@@ -18,15 +17,16 @@ def estimate(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def count(text: str, *, model: str | None = None, client=None) -> tuple[int, str]:
-    """(tokens, method). Uses the count_tokens API when a client or an API key is available."""
-    if client is None and not os.environ.get("ANTHROPIC_API_KEY"):
-        return estimate(text), ESTIMATE_METHOD
-    if client is None:
-        import anthropic
+def count(text: str) -> tuple[int, str]:
+    """(tokens, method). Uses the count_tokens API when an API key is set (environment or Streamlit secrets)."""
+    from .model import resolve_api_key
 
-        client = anthropic.Anthropic()
+    key = resolve_api_key()
+    if not key:
+        return estimate(text), ESTIMATE_METHOD
+    import anthropic
+
     from .settings import model_id
 
-    result = client.messages.count_tokens(model=model or model_id(), messages=[{"role": "user", "content": text}])
+    result = anthropic.Anthropic(api_key=key).messages.count_tokens(model=model_id(), messages=[{"role": "user", "content": text}])
     return result.input_tokens, "Anthropic count_tokens API"
