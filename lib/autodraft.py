@@ -13,15 +13,12 @@ import re
 from typing import Any, Mapping
 
 from . import coltypes
+from .warehouse import quote_ident
 
 MAX_KPIS = 3
 MAX_BREAKDOWNS = 2
 AVERAGED = re.compile(r"(rate|ratio|share|pct|percent|attainment|score|age|price|avg|mean|margin|discount|latitude|longitude|temperature)", re.I)
 PREFERRED = re.compile(r"(sales|revenue|amount|value|profit|quantity|qty|actual|total|cost|volume|count|gdp)", re.I)
-
-
-def q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def alias(name: str) -> str:
@@ -85,13 +82,13 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
         cat = categories[0]
         fid = f"f_{alias(cat['name'])}"[:60]
         filters.append({"id": fid, "type": "multiselect", "label": _label(cat["name"]),
-                        "options_query": f"SELECT DISTINCT {q(cat['name'])} FROM {q(name)} WHERE {q(cat['name'])} IS NOT NULL ORDER BY 1"})
-        where.append(f"(${fid} IS NULL OR list_contains(${fid}, {q(cat['name'])}))")
+                        "options_query": f"SELECT DISTINCT {quote_ident(cat['name'])} FROM {quote_ident(name)} WHERE {quote_ident(cat['name'])} IS NOT NULL ORDER BY 1"})
+        where.append(f"(${fid} IS NULL OR list_contains(${fid}, {quote_ident(cat['name'])}))")
     if time and coltypes.family(time["type"]) == "time":
         fid = f"f_{alias(time['name'])}"[:60]
         filters.append({"id": fid, "type": "date_range", "label": _label(time["name"]),
-                        "bounds_query": f"SELECT min({q(time['name'])}), max({q(time['name'])}) FROM {q(name)}"})
-        where.append(f"(${fid}_from IS NULL OR {q(time['name'])} >= ${fid}_from) AND (${fid}_to IS NULL OR {q(time['name'])} <= ${fid}_to)")
+                        "bounds_query": f"SELECT min({quote_ident(time['name'])}), max({quote_ident(time['name'])}) FROM {quote_ident(name)}"})
+        where.append(f"(${fid}_from IS NULL OR {quote_ident(time['name'])} >= ${fid}_from) AND (${fid}_to IS NULL OR {quote_ident(time['name'])} <= ${fid}_to)")
     where_sql = (" WHERE " + " AND ".join(where)) if where else ""
 
     def fmt_for(measure: dict[str, Any] | None) -> str:
@@ -104,22 +101,20 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
         return formats.get("default", ",.1f" if _aggregate(measure) == "avg" else ",.0f")
 
     components: list[dict[str, Any]] = []
-    kpis = [{"id": "kpi_records", "type": "kpi", "title": "Records", "query": f"SELECT count(*) AS value FROM {q(name)}{where_sql}",
+    kpis = [{"id": "kpi_records", "type": "kpi", "title": "Records", "query": f"SELECT count(*) AS value FROM {quote_ident(name)}{where_sql}",
              "format": ",d"}]
     for m in measures:
         agg = _aggregate(m)
         kpi = {"id": f"kpi_{alias(m['name'])}"[:63], "type": "kpi", "title": f"{'Average' if agg == 'avg' else 'Total'} {_label(m['name']).lower()}",
-               "query": f"SELECT {agg}({q(m['name'])}) AS value FROM {q(name)}{where_sql}", "format": fmt_for(m)}
-        thresholds = [{"op": r["op"], "value": r["value"], "color": r["color"]} for r in rules
-                      if r["kind"] == "threshold_color" and r.get("field", "").lower() == m["name"].lower()]
-        if thresholds:
+               "query": f"SELECT {agg}({quote_ident(m['name'])}) AS value FROM {quote_ident(name)}{where_sql}", "format": fmt_for(m)}
+        if thresholds := _thresholds(rules, m["name"]):
             kpi["thresholds"] = thresholds
         kpis.append(kpi)
     kpis = kpis[:per_row]
     components.extend(kpis)
 
     lead = measures[0] if measures else None
-    lead_expr = f"{_aggregate(lead)}({q(lead['name'])})" if lead else "count(*)"
+    lead_expr = f"{_aggregate(lead)}({quote_ident(lead['name'])})" if lead else "count(*)"
     lead_alias = alias(lead["name"]) if lead else "records"
     lead_title = _label(lead["name"]) if lead else "Records"
     rows_layout: list[list[Any]] = [[k["id"] for k in kpis]]
@@ -129,7 +124,7 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
         is_date = coltypes.family(time["type"]) == "time"
         components.append({
             "id": "trend", "type": "chart", "title": f"{lead_title} over time",
-            "query": f"SELECT {period} AS period, {lead_expr} AS {lead_alias} FROM {q(name)}{where_sql} GROUP BY 1 ORDER BY 1",
+            "query": f"SELECT {period} AS period, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 1",
             "mark": "line",
             "encoding": {"x": {"field": "period", "type": "temporal" if is_date else "ordinal", "title": _label(time["name"])},
                          "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": fmt_for(lead)},
@@ -148,7 +143,7 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
             color["scale"] = {"domain": domain, "range": colors}
         components.append({
             "id": cid, "type": "chart", "title": f"{lead_title} by {_label(cat['name']).lower()}",
-            "query": (f"SELECT {q(cat['name'])} AS {cat_alias}, {lead_expr} AS {lead_alias} FROM {q(name)}{where_sql} "
+            "query": (f"SELECT {quote_ident(cat['name'])} AS {cat_alias}, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} "
                       f"GROUP BY 1 ORDER BY 2 DESC LIMIT 15"),
             "mark": "bar",
             "encoding": {"x": {"field": cat_alias, "type": "nominal", "title": _label(cat["name"]), "sort": "-y"},
@@ -160,20 +155,18 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
         rows_layout.append(breakdown_ids[:per_row])
 
     group = categories[0] if categories else None
-    table_cols = [m for m in measures]
+    table_cols = measures
     if group:
-        select = ", ".join([f"{q(group['name'])} AS {alias(group['name'])}"] +
-                           [f"{_aggregate(m)}({q(m['name'])}) AS {alias(m['name'])}" for m in table_cols] + ["count(*) AS records"])
-        table_sql = f"SELECT {select} FROM {q(name)}{where_sql} GROUP BY 1 ORDER BY {len(table_cols) + 2 if not table_cols else 2} DESC LIMIT 50"
+        select = ", ".join([f"{quote_ident(group['name'])} AS {alias(group['name'])}"] +
+                           [f"{_aggregate(m)}({quote_ident(m['name'])}) AS {alias(m['name'])}" for m in table_cols] + ["count(*) AS records"])
+        table_sql = f"SELECT {select} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 50"  # the first measure, or the record count
     else:
         shown = [c["name"] for c in table["columns"][:8]]
-        table_sql = f"SELECT {', '.join(q(c) + ' AS ' + alias(c) for c in shown)} FROM {q(name)}{where_sql} LIMIT 50"
+        table_sql = f"SELECT {', '.join(quote_ident(c) + ' AS ' + alias(c) for c in shown)} FROM {quote_ident(name)}{where_sql} LIMIT 50"
     columns_conf: dict[str, Any] = {}
     for m in table_cols:
         conf: dict[str, Any] = {"label": _label(m["name"]), "format": fmt_for(m)}
-        thresholds = [{"op": r["op"], "value": r["value"], "color": r["color"]} for r in rules
-                      if r["kind"] == "threshold_color" and r.get("field", "").lower() == m["name"].lower()]
-        if thresholds:
+        if thresholds := _thresholds(rules, m["name"]):
             conf["thresholds"] = thresholds
         columns_conf[alias(m["name"])] = conf
     table_component: dict[str, Any] = {"id": "detail", "type": "table", "title": f"Detail by {_label(group['name']).lower()}" if group else "Sample rows",
@@ -205,12 +198,12 @@ def _period(time: dict[str, Any] | None) -> str | None:
     if time is None:
         return None
     if coltypes.family(time["type"]) != "time":
-        return q(time["name"])  # a numeric year or week number is its own period
+        return quote_ident(time["name"])  # a numeric year or week number is its own period
     span = _span_days(time)
     grain = "month" if span is None or span > 120 else "day" if span > 2 else "hour"
     if span is not None and span > 3650:
         grain = "year"
-    return f"date_trunc('{grain}', {q(time['name'])})"
+    return f"date_trunc('{grain}', {quote_ident(time['name'])})"
 
 
 def _span_days(column: dict[str, Any]) -> int | None:
@@ -224,6 +217,12 @@ def _span_days(column: dict[str, Any]) -> int | None:
     return (high - low).days
 
 
+def _thresholds(rules: list[dict[str, Any]], field_name: str) -> list[dict[str, Any]]:
+    """The workspace's threshold-colour rules on a field, as dashboard thresholds."""
+    return [{"op": r["op"], "value": r["value"], "color": r["color"]} for r in rules
+            if r["kind"] == "threshold_color" and r.get("field", "").lower() == field_name.lower()]
+
+
 def _category_colors(rules: list[dict[str, Any]], field_name: str) -> tuple[list[Any], list[str]]:
     pairs = [(r["value"], r["color"]) for r in rules if r["kind"] == "category_color" and r.get("field", "").lower() == field_name.lower()]
     return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -234,21 +233,21 @@ def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, 
     lead_alias = alias(lead["name"]) if lead else "records"
     if group:
         g = alias(group["name"])
-        queries["top"] = (f"SELECT {q(group['name'])} AS {g}, {lead_expr} AS {lead_alias}, "
-                          f"{lead_expr} / sum({lead_expr}) OVER () AS share FROM {q(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 1")
-        queries["bottom"] = f"SELECT {q(group['name'])} AS {g}, {lead_expr} AS {lead_alias} FROM {q(name)}{where_sql} GROUP BY 1 ORDER BY 2 ASC LIMIT 1"
+        queries["top"] = (f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias}, "
+                          f"{lead_expr} / sum({lead_expr}) OVER () AS share FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 1")
+        queries["bottom"] = f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 ASC LIMIT 1"
         lines.append(f"- **{{{{top.{g}}}}}** leads {_label(group['name']).lower()} by {lead_title.lower()} "
                      f"with {{{{top.{lead_alias}|{fmt}}}}} ({{{{top.share|.0%}}}} of the whole).")
         lines.append(f"- Lowest: **{{{{bottom.{g}}}}}** with {{{{bottom.{lead_alias}|{fmt}}}}}.")
     if time:
         numeric = coltypes.family(time["type"]) != "time"
-        queries["latest"] = (f"WITH p AS (SELECT {period} AS period, {lead_expr} AS v FROM {q(name)}{where_sql} GROUP BY 1) "
+        queries["latest"] = (f"WITH p AS (SELECT {period} AS period, {lead_expr} AS v FROM {quote_ident(name)}{where_sql} GROUP BY 1) "
                              f"SELECT period, v AS {lead_alias}, (v - lag(v) OVER (ORDER BY period)) / nullif(abs(lag(v) OVER (ORDER BY period)), 0) AS change "
                              f"FROM p ORDER BY period DESC LIMIT 1")
         shown_period = "{{latest.period|d}}" if numeric else "{{latest.period}}"
         lines.append(f"- Latest {_label(time['name']).lower()} ({shown_period}): {{{{latest.{lead_alias}|{fmt}}}}}, "
                      f"{{{{latest.change|+.1%}}}} on the one before.")
     if not lines:
-        queries["size"] = f"SELECT count(*) AS records FROM {q(name)}{where_sql}"
+        queries["size"] = f"SELECT count(*) AS records FROM {quote_ident(name)}{where_sql}"
         lines.append("- {{size.records|,d}} records.")
     return "\n".join(lines) + "\n", queries

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from . import coltypes, schemas
 from .diagnostics import ERROR, WARNING, Diagnostic, format_path
-from .render import PLACEHOLDER_RE, QueryCache, queries, render, unset_params
+from .render import PLACEHOLDER_RE, QueryCache, kpi_value_column, queries, render, unset_params
 from .warehouse import QueryError, bind, run_query
 from .yamlio import Document, parse
 from .workspace import SEMANTIC_CHECKS, Workspace, load as load_workspace, render as render_yaml, shown_file
@@ -303,8 +303,7 @@ def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]
                 usable = ch.get("type") if ch.get("type") in ("quantitative", "temporal") and not ch.get("aggregate") == "count" else None
                 need(ch.get("field"), p, usable, f"encoding.{channel} field")
     elif kind == "kpi":
-        value = comp.get("value_column") or next((n for n in names if n.lower() == "value"), names[0] if names else None)
-        need(value, ("components", i, "value_column" if comp.get("value_column") else "query"), "kpi", "value column")
+        need(kpi_value_column(comp, names), ("components", i, "value_column" if comp.get("value_column") else "query"), "kpi", "value column")
         need(comp.get("compare_column"), ("components", i, "compare_column"), "kpi", "compare column")
     elif kind == "table":
         for column in comp.get("columns") or {}:

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 
 from . import coltypes, tokens
-from .warehouse import describe, sandbox
+from .warehouse import describe, quote_ident, sandbox
 
 TOP_K = 5
 RARE_K = 3
@@ -31,10 +31,6 @@ CATEGORICAL_MAX_DISTINCT = 10_000  # above this, value counts are not worth a sc
 EXACT_QUANTILE_MAX_ROWS = 200_000  # beyond this, quantiles come from an evenly spaced sample
 QUANTILE_SAMPLE_ROWS = 100_000  # of about this many rows
 QUANTILES = {"p05": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _round(value: Any) -> Any:
@@ -118,7 +114,7 @@ def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> d
     select, layout = [], []
     for col, kind in types:
         fam = coltypes.family(kind)
-        q = _q(col)
+        q = quote_ident(col)
         # count(DISTINCT) costs a hash table per column and measured 30x slower
         # than HyperLogLog here; categorical columns get exact counts from scan 2.
         parts = {"distinct": f"approx_count_distinct({q})"}
@@ -132,7 +128,7 @@ def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> d
         for key, expr in parts.items():
             select.append(expr)
             layout.append((col, key))
-    row = cursor.execute(f"SELECT {', '.join(select)} FROM {_q(name)}").fetchall()[0] if select else ()
+    row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0] if select else ()
     out: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
     for (col, key), value in zip(layout, row):
         out[col][key] = value
@@ -140,7 +136,7 @@ def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> d
         step = max(1, rows // QUANTILE_SAMPLE_ROWS)
         sample = table.select(numbers).take(pa.array(range(0, rows, step)))
         cursor.register("__quantile_sample", sample)
-        exprs = [f"quantile_cont({_q(c)}::DOUBLE, {list(QUANTILES.values())})" for c in numbers]
+        exprs = [f"quantile_cont({quote_ident(c)}::DOUBLE, {list(QUANTILES.values())})" for c in numbers]
         for col, value in zip(numbers, cursor.execute(f"SELECT {', '.join(exprs)} FROM __quantile_sample").fetchall()[0]):
             out[col]["quantiles"] = value
     return out
@@ -148,10 +144,10 @@ def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> d
 
 def _scan_value_counts(cursor, name: str, columns: list[str]) -> dict[str, list[tuple[Any, int]]]:
     """Value counts of several columns in one scan, most frequent first (ties by value)."""
-    sets = ", ".join(f"({_q(c)})" for c in columns)
-    ids = ", ".join(f"GROUPING({_q(c)})" for c in columns)
-    cols = ", ".join(_q(c) for c in columns)
-    sql = (f"SELECT {cols}, [{ids}] AS g, count(*) AS n FROM {_q(name)} "
+    sets = ", ".join(f"({quote_ident(c)})" for c in columns)
+    ids = ", ".join(f"GROUPING({quote_ident(c)})" for c in columns)
+    cols = ", ".join(quote_ident(c) for c in columns)
+    sql = (f"SELECT {cols}, [{ids}] AS g, count(*) AS n FROM {quote_ident(name)} "
            f"GROUP BY GROUPING SETS ({sets})")
     result = cursor.execute(sql).fetchall()
     out: dict[str, list[tuple[Any, int]]] = {c: [] for c in columns}
@@ -230,8 +226,8 @@ def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]]
                 # `right` should be the "one" side: its values are (nearly) unique.
                 if (rc.get("distinct") or 0) < (lc.get("distinct") or 0):
                     continue
-                sql = (f"WITH l AS (SELECT DISTINCT {_q(lc['name'])} AS v FROM {_q(lt)} WHERE {_q(lc['name'])} IS NOT NULL), "
-                       f"r AS (SELECT DISTINCT {_q(rc['name'])} AS v FROM {_q(rt)}) "
+                sql = (f"WITH l AS (SELECT DISTINCT {quote_ident(lc['name'])} AS v FROM {quote_ident(lt)} WHERE {quote_ident(lc['name'])} IS NOT NULL), "
+                       f"r AS (SELECT DISTINCT {quote_ident(rc['name'])} AS v FROM {quote_ident(rt)}) "
                        f"SELECT count(*), count(r.v) FROM l LEFT JOIN r ON l.v = r.v")
                 total, matched = cursor.execute(sql).fetchall()[0]
                 overlap = matched / total if total else 0.0

@@ -259,16 +259,18 @@ def _column(result: QueryResult, name: str | None, fallback: int = 0) -> str:
     raise KeyError(f"column {name!r} is not in the query result (columns: {', '.join(columns)})")
 
 
+def kpi_value_column(spec: dict[str, Any], columns: list[str]) -> str | None:
+    """The KPI's value: its `value_column`, else the column named `value`, else the first."""
+    return spec.get("value_column") or next((c for c in columns if c.lower() == "value"), columns[0] if columns else None)
+
+
 def _kpi(comp: Component, theme, formats) -> None:
     spec, result = comp.spec, comp.result
     if result.table.num_rows == 0:
         comp.display = "—"
         return
     first = result.table.slice(0, 1).to_pylist()[0]
-    if spec.get("value_column"):
-        value_col = _column(result, spec["value_column"])
-    else:  # the column named `value`, else the first
-        value_col = next((c for c in result.columns if c.lower() == "value"), result.columns[0])
+    value_col = _column(result, spec["value_column"]) if spec.get("value_column") else kpi_value_column(spec, result.columns)
     comp.value = first[value_col]
     fmt = spec.get("format") or formats.get("default")
     comp.display = format_value(comp.value, fmt)

@@ -219,7 +219,7 @@ def describe(tables: Mapping[str, pa.Table]) -> dict[str, list[list[str]]]:
         try:
             for name, table in unusual.items():
                 cursor.register(name, table)
-                out[name] = [[row[0], row[1]] for row in cursor.execute(f'DESCRIBE "{name}"').fetchall()]
+                out[name] = [[row[0], row[1]] for row in cursor.execute(f"DESCRIBE {quote_ident(name)}").fetchall()]
         finally:
             cursor.close()
     return {name: out[name] for name in tables}
@@ -232,6 +232,11 @@ def _duckdb_names(schema: pa.Schema) -> tuple[tuple[str, str], ...] | None:
 
     names = [duckdb_name(f.type) for f in schema]
     return tuple(zip(schema.names, names)) if all(names) else None
+
+
+def quote_ident(name: str) -> str:
+    """A table or column name as a quoted SQL identifier (any character allowed)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _first_line(exc: BaseException) -> str:
