@@ -15,7 +15,7 @@ policy = ctx.meta.get("policy") or {}
 st.caption("Owners publish drafts to everyone. " + ("Stewards may publish their own drafts in this workspace."
                                                     if policy.get("stewards_can_publish") else "Stewards propose; an owner publishes."))
 
-drafts = [d for d in ctx.repo.drafts() if d["slug"] == ctx.slug and d["ahead"] > 0]
+drafts = [d for d in ctx.repo.drafts(ctx.slug) if d["ahead"] > 0]
 mine = ctx.repo.branch_name(ctx.user, ctx.slug)
 if not drafts:
     st.info("No open drafts: every saved change is published.")

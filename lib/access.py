@@ -85,6 +85,18 @@ def require(user: User, action: str, workspace_meta: dict[str, Any], slug: str =
         raise PermissionDenied(f"{user.name} ({role}) may not {action}{where}{hint}")
 
 
+GOVERNING_KEYS = ("access", "policy")  # the parts of workspace.yaml that say who may do what
+
+
+def require_governance_unchanged_or_owner(user: User, before: dict[str, Any], after: dict[str, Any], slug: str = "") -> None:
+    """Only an owner (manage_access under `before`) may change who may do what.
+
+    Otherwise a steward could make themselves an owner, or allow themselves to publish.
+    """
+    if any((after or {}).get(k) != (before or {}).get(k) for k in GOVERNING_KEYS):
+        require(user, "manage_access", before, slug)
+
+
 def require_app_role(user: User, least: str, what: str) -> None:
     if _RANK[user.app_role] < _RANK[least]:
         raise PermissionDenied(f"{user.name} ({user.app_role}) may not {what}; it needs the {least} role")

@@ -307,7 +307,8 @@ class ConfigRepo:
     # ---- reading
 
     def slugs(self) -> list[str]:
-        return [p.name for p in workspace.find_workspaces(self.path) if p.parent == self.path]
+        """The workspaces in the published checkout: its top-level folders that hold one."""
+        return sorted(p.name for p in self.path.iterdir() if p.is_dir() and workspace.is_workspace(p))
 
     def is_published(self, slug: str) -> bool:
         return workspace.is_workspace(self.published_path(slug))
@@ -379,15 +380,14 @@ class ConfigRepo:
                     self.repo.git.worktree("add", "-b", branch, str(where), MAIN)
         return Draft(user.name, slug, branch, where)
 
-    def drafts(self) -> list[dict[str, Any]]:
-        """Every draft branch with how far it is ahead of and behind `main`."""
+    def drafts(self, slug: str | None = None) -> list[dict[str, Any]]:
+        """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
         out = []
         for head in self.repo.heads:
             parts = head.name.split("/")
-            if len(parts) != 3 or parts[0] != "draft":
+            if len(parts) != 3 or parts[0] != "draft" or (slug is not None and parts[2] != slug):
                 continue
-            ahead = int(self.repo.git.rev_list("--count", f"{MAIN}..{head.name}"))
-            behind = int(self.repo.git.rev_list("--count", f"{head.name}..{MAIN}"))
+            behind, ahead = map(int, self.repo.git.rev_list("--left-right", "--count", f"{MAIN}...{head.name}").split())
             out.append({"branch": head.name, "user": parts[1], "slug": parts[2], "ahead": ahead, "behind": behind,
                         "head": head.commit.hexsha, "date": head.commit.authored_datetime.isoformat()})
         return sorted(out, key=lambda d: (d["slug"], d["user"]))
@@ -402,11 +402,7 @@ class ConfigRepo:
         meta = self._access_meta(slug, draft.branch)
         access.require(user, "save", meta, slug)
         if "workspace" in files:
-            current = meta or {}
-            proposed = files["workspace"] or {}
-            if any(proposed.get(k) != current.get(k) for k in ("access", "policy")):
-                # Otherwise a steward could make themselves an owner, or allow themselves to publish.
-                access.require(user, "manage_access", meta, slug)
+            access.require_governance_unchanged_or_owner(user, meta, files["workspace"], slug)
         wt = git.Repo(draft.path)
         with self._lock(draft):
             before = _snapshot(draft.workspace_path)
@@ -534,16 +530,15 @@ class ConfigRepo:
                 self.repo.git.merge("--abort")
                 raise PublishConflict(slug, branch, files) from None
             try:
-                merged_meta = workspace.load(self.path / slug)[0].get("workspace") or {}
+                merged, diagnostics = workspace.load(self.path / slug)
                 try:
                     published_meta = self.meta(slug)  # main before this merge
                 except ConfigRepoError:
                     published_meta = {}  # a new workspace: its creator sets who may do what
-                if published_meta and any(merged_meta.get(k) != published_meta.get(k) for k in ("access", "policy")):
+                if published_meta:
                     # However the change got onto the branch (save, revert, undo, a push), only owners change who may do what.
-                    access.require(user, "manage_access", published_meta, slug)
+                    access.require_governance_unchanged_or_owner(user, published_meta, merged.get("workspace") or {}, slug)
                 require_valid = (meta.get("policy") or {}).get("require_valid_to_publish", True)
-                diagnostics = workspace.validate(self.path / slug)
                 if require_valid and has_errors(diagnostics):
                     raise ValidationFailed(diagnostics)
                 self.repo.git.commit("-q", "-m", _message(subject, "publish", slug), env=_git_env(user))
