@@ -130,10 +130,7 @@ def _load_file(kind: str, file: str, shown: str, mtime_ns: int, size: int, inode
         doc = parse(text)
     except YamlSyntaxError as exc:
         return None, (Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None),)
-    file_diags = schemas.validate_document(kind, doc, shown)
-    if not file_diags:
-        file_diags = [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
-    return doc, tuple(file_diags)
+    return doc, tuple(_check_document(kind, doc, shown))
 
 
 def validate(path: Path) -> list[Diagnostic]:
@@ -215,18 +212,26 @@ SEMANTIC_CHECKS: dict[str, tuple[Callable[[Document, str], list[Diagnostic]], ..
 
 def validate_content(path: Path, data: dict[str, Any]) -> list[Diagnostic]:
     """Validate in-memory content for a workspace folder without writing it."""
+    return _prepare(path, data)[0]
+
+
+def _prepare(path: Path, data: dict[str, Any]) -> tuple[list[Diagnostic], dict[str, str]]:
+    """The diagnostics of content, and its canonical text per kind, as `save` would write it."""
     out: list[Diagnostic] = []
+    texts: dict[str, str] = {}
     for kind, content in data.items():
         if kind not in FILES:
             raise KeyError(f"unknown workspace file kind {kind!r}; known: {', '.join(FILES)}")
-        shown = _shown(Path(path), FILES[kind])
-        text = render(kind, content)
-        doc = parse(text)  # re-parse the canonical text so line numbers match what would be written
-        diags = schemas.validate_document(kind, doc, shown)
-        if not diags:
-            diags = [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
-        out.extend(diags)
-    return out
+        texts[kind] = render(kind, content)
+        # Parse the canonical text again so that line numbers match what would be written.
+        out.extend(_check_document(kind, parse(texts[kind]), _shown(Path(path), FILES[kind])))
+    return out, texts
+
+
+def _check_document(kind: str, doc: Document, shown: str) -> list[Diagnostic]:
+    """Schema validation, then (on a valid document) the semantic checks of its kind."""
+    diags = schemas.validate_document(kind, doc, shown)
+    return list(diags) or [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
 
 
 def save(path: Path, data: dict[str, Any]) -> list[str]:
@@ -237,13 +242,12 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
     """
     path = Path(path)
     check_slug(path.name)
-    diagnostics = validate_content(path, data)
+    diagnostics, texts = _prepare(path, data)
     if has_errors(diagnostics):
         raise ValidationFailed(diagnostics)
     pending: list[tuple[Path, str]] = []
-    for kind, content in data.items():
+    for kind, text in texts.items():
         target = path / FILES[kind]
-        text = render(kind, content)
         if target.is_file() and target.read_bytes() == text.encode("utf-8"):
             continue
         pending.append((target, text))
@@ -290,13 +294,15 @@ def copy_template(template: Path, target: Path, *, name: str | None = None) -> N
     if target.exists():
         raise FileExistsError(f"{target} already exists; choose another name")
     ws, diags = load(template)
+    meta = dict(ws.data.get("workspace") or {}, name=name) if name else None
+    if meta is not None:
+        diags = diags + validate_content(target, {"workspace": meta})  # the new name must fit before anything is written
     if has_errors(diags):
         raise ValidationFailed(diags)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         shutil.copytree(template, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "__pycache__"))
-        if name:
-            meta = dict(ws.data["workspace"], name=name)
+        if meta is not None:
             (staging / FILES["workspace"]).write_text(render("workspace", meta), encoding="utf-8")
         os.replace(staging, target)
     except BaseException:

@@ -168,6 +168,9 @@ def test_copy_template_is_all_or_nothing(tmp_path):
     with pytest.raises(FileExistsError):
         workspace.copy_template(WORKSPACES / "gdp-explorer", target)
     assert [p.name for p in tmp_path.iterdir()] == ["copy"]  # no staging folder left behind
+    with pytest.raises(ValidationFailed, match="name"):
+        workspace.copy_template(WORKSPACES / "gdp-explorer", tmp_path / "long", name="x" * 81)
+    assert [p.name for p in tmp_path.iterdir()] == ["copy"]  # a name that does not fit writes nothing
 
 
 def test_supply_chain_demo_data_matches_its_generator(tmp_path):
