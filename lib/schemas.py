@@ -59,10 +59,9 @@ def validate_document(kind: str, doc: Document, filename: str) -> list[Diagnosti
     failing = [tuple(e.absolute_path) for e in errors if e.validator != "unevaluatedProperties"]
     out: list[Diagnostic] = []
     for error in errors:
-        if error.validator == "unevaluatedProperties":
-            path = tuple(error.absolute_path)
-            error.echo_suppressed = any(p[: len(path)] == path for p in failing)
-        out.extend(_explain(error, doc, filename, root))
+        path = tuple(error.absolute_path)
+        echo = error.validator == "unevaluatedProperties" and any(p[: len(path)] == path for p in failing)
+        out.extend(_explain(error, doc, filename, root, echo=echo))
     # One problem reported once, even when several schema branches saw it.
     unique: dict[tuple, Diagnostic] = {}
     for d in out:
@@ -70,7 +69,8 @@ def validate_document(kind: str, doc: Document, filename: str) -> list[Diagnosti
     return sorted(unique.values(), key=lambda d: (d.line or 0, d.field or ""))
 
 
-def _explain(error: ValidationError, doc: Document, filename: str, root: dict) -> list[Diagnostic]:
+def _explain(error: ValidationError, doc: Document, filename: str, root: dict, *, echo: bool = False) -> list[Diagnostic]:
+    """Readable diagnostics for one schema error; `echo` marks unevaluated fields that a failing branch already explains."""
     path = tuple(error.absolute_path)
     field = format_path(path) or "(top level)"
     line = doc.line_of(path)
@@ -91,7 +91,7 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict) -
         allowed_keys = _allowed_keys(schema, value, root)
         known_anywhere = declared_properties(resolve_ref(schema, root), root)
         unexpected = [k for k in unexpected if k not in allowed_keys]
-        if getattr(error, "echo_suppressed", False):
+        if echo:
             unexpected = [k for k in unexpected if k not in known_anywhere]
         if not unexpected:
             return []

@@ -77,8 +77,7 @@ def parse(text: str) -> Document:
     doc = Document(data=None)
     if node is None:
         return doc
-    loader = yaml.SafeLoader("")  # only its constructors are used, on the composed nodes
-    loader.yaml_implicit_resolvers = _SafeLoaderNoDates.yaml_implicit_resolvers
+    loader = yaml.SafeLoader("")  # only its constructors are used, on nodes already tagged without dates
     doc.data = _construct(node, (), doc, loader)
     return doc
 
