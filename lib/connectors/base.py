@@ -35,6 +35,8 @@ class FetchContext:
         except secrets.SecretMissing as exc:
             raise SourceError(source, str(exc)) from None
         self.resolved.append(value)
+        # "Bearer abc": a server that echoes only the token "abc" must not get it past the redaction either.
+        self.resolved.extend(value.split()[-1:])
         return value
 
     def redact(self, text: str) -> str:

@@ -59,9 +59,7 @@ def _client(source: dict, ctx: FetchContext) -> httpx.Client:
     for header, ref in (source.get("secret_headers") or {}).items():
         if not is_reference(ref):  # checked here so that a pasted token is never echoed
             raise ctx.error(name, f"secret header {header} must be a secret reference (env:NAME or secrets:KEY), not the value itself")
-        value = secret_headers[header] = ctx.secret(name, ref)
-        # "Bearer abc": a server that echoes only the token "abc" must not get it past the redaction either.
-        ctx.resolved.extend(value.split()[-1:])
+        secret_headers[header] = ctx.secret(name, ref)
     try:
         home = _origin(httpx.URL(source["url"]))
     except httpx.InvalidURL as exc:
