@@ -137,11 +137,22 @@ def records_to_table(records: Iterable[dict]) -> pa.Table:
     for row in rows:
         for key in row:
             columns.setdefault(key, None)
-    arrays = {}
-    for name in columns:
-        values = [row.get(name) for row in rows]
-        try:
-            arrays[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            arrays[name] = pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values], type=pa.string())
+    arrays = {name: to_arrow_column([row.get(name) for row in rows]) for name in columns}
     return pa.table(arrays) if arrays else pa.table({})
+
+
+def to_arrow_column(values: list) -> pa.Array:
+    """Values as one Arrow column of the type Arrow infers; a column mixing types it
+    cannot unify (say numbers and text, which SQLite and JSON allow) becomes text."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([None if v is None else _as_text(v) for v in values], type=pa.string())
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, int, float, dict, list)):  # JSON's own spelling: true, 1.5, {"a": 1}
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return str(value)  # dates, bytes, anything a database driver returns

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from ..secrets import is_reference
-from .base import FetchContext, confined_path
+from .base import FetchContext, confined_path, to_arrow_column
 
 # Long enough for a slow VPN, short enough that an unreachable server fails in seconds.
 CONNECT_TIMEOUT_S = 10
@@ -149,11 +149,7 @@ def _arrow_column(values: list) -> pa.Array:
     kinds = set(map(type, values))
     if kinds & {Decimal, memoryview, dict, list}:
         values = [_arrow_friendly(v) for v in values]
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        # A column mixing types (SQLite allows it) or holding something Arrow does not know becomes text.
-        return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+    return to_arrow_column(values)
 
 
 def _arrow_friendly(value):
