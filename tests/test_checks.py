@@ -204,3 +204,13 @@ def test_validate_workspace_runs_the_checks_despite_warnings(tmp_path, monkeypat
     found = checks.validate_workspace(folder)
     assert any(d.level != ERROR for d in found)
     assert any(d.level == ERROR and d.id.startswith("check.") and "no_such_column" in d.message for d in found)
+
+
+def test_each_broken_query_is_reported_once(supply):
+    """Binding catches what can be caught without running; what fails only while running shows when rendering."""
+    errors = run_with(supply, lambda dash, _: component(dash, "by_gate").update(query="SELECT gate FROM gates GROUP BY"))
+    assert [e.id for e in errors if "by_gate" in e.message] == ["check.queries"]
+    at_run_time = "SELECT CAST(gate AS INTEGER) AS value FROM gates"  # binds; 'Supply' is no integer
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(query=at_run_time))
+    [d] = [e for e in errors if "kpi_attainment" in e.message]
+    assert d.id == "check.renders" and "Supply" in d.message
