@@ -180,24 +180,13 @@ def _kpi_html(comp: Component) -> str:
 
 
 def _chart_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
-    try:
-        spec = vega_lite_spec(comp)
-    except ValueError as exc:
-        return _error_html(str(exc))
-    chart_specs.append(spec)
+    chart_specs.append(vega_lite_spec(comp))
     return f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
 
 
 def vega_lite_spec(comp: Component) -> dict[str, Any]:
-    """The chart's Vega-Lite spec with its data inlined; ValueError if Vega-Lite rejects the encoding."""
-    from altair.utils.schemapi import SchemaValidationError
-
-    try:
-        spec = comp.chart.to_dict()
-    except SchemaValidationError as exc:
-        # render() builds the chart without validating it; to_dict() is where a bad encoding shows.
-        raise ValueError(f"cannot render: {str(exc).strip().splitlines()[0]}") from None
-    return json.loads(json.dumps(spec, default=_json_value))
+    """The chart's Vega-Lite spec (validated by render) as plain JSON values, data inlined."""
+    return json.loads(json.dumps(comp.vega, default=_json_value))
 
 
 def _json_value(value: Any) -> Any:
@@ -341,14 +330,11 @@ def chart_pngs(rendered: Rendered, folder: Path, scale: float = 2) -> list[Path]
     folder = Path(folder)
     written = []
     for comp in rendered.components:
-        if comp.type != "chart" or comp.error or comp.chart is None:
+        if comp.type != "chart" or comp.error or comp.vega is None:
             continue
         if not COMPONENT_ID_RE.match(comp.id):  # the id becomes a file name
             raise ValueError(f"component id {comp.id!r} cannot be a file name")
-        try:
-            spec = vega_lite_spec(comp)
-        except ValueError:
-            continue  # the HTML export shows why
+        spec = vega_lite_spec(comp)
         if spec.get("width") == "container":
             spec["width"] = PNG_WIDTH
         png = vl_convert.vegalite_to_png(spec, vl_version=_vega_lite_version(), scale=scale,

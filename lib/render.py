@@ -49,6 +49,7 @@ class Component:
     color: str | None = None
     # chart
     chart: Any = None  # altair.Chart
+    vega: dict[str, Any] | None = None  # its Vega-Lite spec, data inlined (made once, to validate it)
     # table
     frame: Any = None  # pandas.DataFrame of display strings
     cell_colors: dict[tuple[int, str], str] = field(default_factory=dict)
@@ -335,7 +336,7 @@ def _chart(comp: Component, theme, formats) -> None:
     comp.chart = chart.configure(background=theme["background"], font=theme.get("font", "sans-serif")).configure_view(stroke=None).configure_axis(
         labelColor=theme["text"], titleColor=theme["text"]).configure_legend(labelColor=theme["text"], titleColor=theme["text"])
     try:
-        comp.chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
+        comp.vega = comp.chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
     except alt.utils.schemapi.SchemaValidationError as exc:
         raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
 
