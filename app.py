@@ -73,7 +73,7 @@ if not st.session_state.get("authentication_status"):
 user = auth.user_for(st.session_state["username"], credentials)
 st.session_state["user"] = user
 
-metas = repo.workspaces_for(user)
+metas = st.session_state["metas"] = repo.workspaces_for(user)  # the pages read them from here this run
 visible = auth.visible(user, metas)
 with st.sidebar:
     st.markdown(f"**{user.display_name or user.name}** · {user.app_role}")

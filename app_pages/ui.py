@@ -5,7 +5,7 @@ here only decide what to show; lib/ enforces them again on every write.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ class Context:
     repo: ConfigRepo
     slug: str
     meta: dict[str, Any]
+    _draft_path: Path | None = field(default=None, repr=False)
 
     @property
     def role(self) -> str | None:
@@ -44,8 +45,10 @@ class Context:
         return self.repo.published_path(self.slug) if self.is_published else self.draft_path()
 
     def draft_path(self) -> Path:
-        """The user's draft worktree of this workspace, created on first use."""
-        return self.repo.draft(self.user, self.slug).workspace_path
+        """The user's draft worktree of this workspace, created on first use (once per page run)."""
+        if self._draft_path is None:
+            self._draft_path = self.repo.draft(self.user, self.slug).workspace_path
+        return self._draft_path
 
     def has_draft(self) -> bool:
         return self.repo.branch_name(self.user, self.slug) in self.repo.repo.heads
@@ -62,7 +65,8 @@ def context(action: str = "view") -> Context:
     if not slug:
         st.info("You have no workspace yet. Ask an owner for access, or create one on the Workspaces page.")
         st.stop()
-    ctx = Context(user, repo, slug, repo.meta_for(user, slug))
+    metas = st.session_state.get("metas") or {}  # app.py read them this run
+    ctx = Context(user, repo, slug, metas[slug] if slug in metas else repo.meta_for(user, slug))
     if not ctx.can(action):
         st.error(f"You are {ctx.role or 'not a member'} in this workspace; this page needs the right to {action}.")
         st.stop()

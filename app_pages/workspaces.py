@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lib import access, workspace
+from lib import access, auth, workspace
 from lib.access import STEWARD, PermissionDenied
 from lib.configrepo import ConfigRepoError
 from lib.diagnostics import ValidationFailed
@@ -24,11 +24,11 @@ st.title("Workspaces")
 st.caption("Each workspace keeps four kinds of memory plus its dashboard, versioned in the config repo. "
            "Chat transcripts and raw data are never kept.")
 
-metas = repo.workspaces_for(user)
-mine = [s for s in metas if access.role_of(user, metas[s])]
+metas = st.session_state["metas"]  # app.py read them this run
+mine = auth.visible(user, metas)
 for slug in mine:
     published = repo.is_published(slug)
-    ws, diagnostics = workspace.load(repo.published_path(slug) if published else repo.draft(user, slug).workspace_path)
+    ws, diagnostics = workspace.load(repo.view_path(user, slug))
     role = access.role_of(user, metas[slug])
     with st.container(border=True):
         head, status = st.columns([4, 1])

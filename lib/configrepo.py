@@ -316,6 +316,10 @@ class ConfigRepo:
     def published_path(self, slug: str) -> Path:
         return self.path / workspace.check_slug(slug)
 
+    def view_path(self, user: User, slug: str) -> Path:
+        """What `user` sees of a workspace: the published folder, or for one not published yet, their draft."""
+        return self.published_path(slug) if self.is_published(slug) else self.draft(user, slug).workspace_path
+
     def meta(self, slug: str, ref: str = MAIN) -> dict[str, Any]:
         """workspace.yaml as published (roles are always judged by the published access list)."""
         from .yamlio import parse
