@@ -6,7 +6,7 @@ import streamlit as st
 from app_pages import ui
 from lib import checks
 from lib.access import PermissionDenied
-from lib.configrepo import MAIN, ConfigRepoError, PublishConflict
+from lib.configrepo import ConfigRepoError, PublishConflict
 from lib.diagnostics import ValidationFailed
 
 ctx = ui.context("propose")  # drafts are for the people who write them
@@ -26,11 +26,9 @@ for d in drafts:
     with st.container(border=True):
         st.subheader(f"{d['user']}'s draft" + (" (yours)" if own else ""))
         st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {d['date'][:16].replace('T', ' ')}")
-        base = ctx.repo.repo.merge_base(MAIN, branch)[0].hexsha
-        ui.show_diff(ctx.repo.diff(ctx.slug, base, branch))
-        draft_folder = ctx.repo.drafts_root / d["user"] / ctx.slug / ctx.slug
-        if draft_folder.exists():
-            found = checks.validate_workspace(draft_folder)
+        ui.show_diff(ctx.repo.draft_diff(ctx.slug, branch))
+        if d["workspace_path"].exists():
+            found = checks.validate_workspace(d["workspace_path"])
             errors = [x for x in found if x.level == "error"]
             (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
             ui.show_diagnostics(found)
@@ -52,7 +50,7 @@ for d in drafts:
                 except (ConfigRepoError, PermissionDenied) as exc:
                     st.error(str(exc))
         if own:
-            if any(r.name == "origin" for r in ctx.repo.repo.remotes):
+            if ctx.repo.has_remote("origin"):
                 if buttons[2].button("Propose (push for a pull request)", key="propose"):
                     try:
                         st.success(f"Pushed `{ctx.repo.propose(ctx.user, ctx.slug)}` to origin; open a pull request there.")

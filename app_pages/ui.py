@@ -51,7 +51,7 @@ class Context:
         return self._draft_path
 
     def has_draft(self) -> bool:
-        return self.repo.branch_name(self.user, self.slug) in self.repo.repo.heads
+        return self.repo.has_draft(self.user, self.slug)
 
 
 def context(action: str = "view") -> Context:

@@ -184,6 +184,12 @@ def read_file(repo: git.Repo, version: str, path: str) -> bytes | None:
         return None
 
 
+def _parse_draft(branch: str) -> tuple[str, str] | None:
+    """(user, slug) of a draft branch `draft/<user>/<slug>`, else None."""
+    parts = branch.split("/")
+    return (parts[1], parts[2]) if len(parts) == 3 and parts[0] == "draft" else None
+
+
 def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
     """Per-file unified diffs of one folder between two versions."""
     ca, cb = resolve(repo, a), resolve(repo, b)
@@ -336,10 +342,9 @@ class ConfigRepo:
     def workspaces_for(self, user: User) -> dict[str, dict[str, Any]]:
         """slug -> workspace.yaml of every published workspace, plus the user's own not yet published ones."""
         metas = {slug: self.meta(slug) for slug in self.slugs()}
-        prefix = f"draft/{user.name}/"
         for head in self.repo.heads:
-            slug = head.name[len(prefix):] if head.name.startswith(prefix) else None
-            if slug and slug not in metas:
+            owner, slug = _parse_draft(head.name) or (None, None)
+            if owner == user.name and slug not in metas:
                 try:
                     metas[slug] = self.meta(slug, head.name)
                 except ConfigRepoError:
@@ -367,11 +372,25 @@ class ConfigRepo:
     def branch_name(self, user: User, slug: str) -> str:
         return f"draft/{user.name}/{workspace.check_slug(slug)}"
 
+    def has_draft(self, user: User, slug: str) -> bool:
+        return self.branch_name(user, slug) in self.repo.heads
+
+    def has_remote(self, remote: str = "origin") -> bool:
+        return remote in [r.name for r in self.repo.remotes]
+
+    def _worktree(self, user_name: str, slug: str) -> Path:
+        """Where a person's draft of a workspace is checked out (the worktree root)."""
+        return self.drafts_root / user_name / slug
+
+    def draft_diff(self, slug: str, branch: str) -> list[FileDiff]:
+        """What a draft branch changes in the workspace since it left `main`."""
+        return self.diff(slug, self.repo.merge_base(MAIN, branch)[0].hexsha, branch)
+
     def draft(self, user: User, slug: str) -> Draft:
         """The user's draft of a workspace, created from `main` on first use."""
         branch = self.branch_name(user, slug)
         access.require(user, "edit", self._access_meta(slug, branch), slug)
-        where = self.drafts_root / user.name / slug
+        where = self._worktree(user.name, slug)
         with self._lock():
             if not (where / ".git").exists():
                 if where.exists():
@@ -388,12 +407,13 @@ class ConfigRepo:
         """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
         out = []
         for head in self.repo.heads:
-            parts = head.name.split("/")
-            if len(parts) != 3 or parts[0] != "draft" or (slug is not None and parts[2] != slug):
+            owner, of = _parse_draft(head.name) or (None, None)
+            if owner is None or (slug is not None and of != slug):
                 continue
             behind, ahead = map(int, self.repo.git.rev_list("--left-right", "--count", f"{MAIN}...{head.name}").split())
-            out.append({"branch": head.name, "user": parts[1], "slug": parts[2], "ahead": ahead, "behind": behind,
-                        "head": head.commit.hexsha, "date": head.commit.authored_datetime.isoformat()})
+            out.append({"branch": head.name, "user": owner, "slug": of, "ahead": ahead, "behind": behind,
+                        "head": head.commit.hexsha, "date": head.commit.authored_datetime.isoformat(),
+                        "workspace_path": self._worktree(owner, of) / of})
         return sorted(out, key=lambda d: (d["slug"], d["user"]))
 
     def save(self, user: User, slug: str, files: dict[str, Any], message: str) -> str | None:
@@ -551,8 +571,8 @@ class ConfigRepo:
                 raise
             sha = self.repo.head.commit.hexsha
         # Bring the draft up to the published state so the next edit starts from it.
-        owner = branch.split("/")[1] if branch.startswith("draft/") else None
-        wt_path = self.drafts_root / owner / slug if owner else None
+        owner = (_parse_draft(branch) or (None,))[0]
+        wt_path = self._worktree(owner, slug) if owner else None
         if wt_path and (wt_path / ".git").exists():
             wt = git.Repo(wt_path)
             if wt.is_ancestor(wt.head.commit, self.repo.head.commit) and not wt.is_dirty():
@@ -562,12 +582,12 @@ class ConfigRepo:
     def reject(self, user: User, slug: str, branch: str) -> str:
         """An owner turns down a draft: it leaves the review list but is kept, renamed, never deleted."""
         access.require(user, "reject", self.meta(slug), slug)
-        parts = branch.split("/")
-        if len(parts) != 3 or parts[0] != "draft" or parts[2] != workspace.check_slug(slug) or branch not in self.repo.heads:
+        owner, of = _parse_draft(branch) or (None, None)
+        if of != workspace.check_slug(slug) or branch not in self.repo.heads:
             raise ConfigRepoError(f"no draft {branch!r} of {slug}")
-        kept = f"rejected/{parts[1]}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
+        kept = f"rejected/{owner}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
         with self._lock():
-            where = self.drafts_root / parts[1] / slug
+            where = self._worktree(owner, slug)
             if (where / ".git").exists():
                 self.repo.git.worktree("remove", "--force", str(where))
             self.repo.git.branch("-m", branch, kept)
@@ -579,7 +599,7 @@ class ConfigRepo:
         access.require(user, "propose", self._access_meta(slug, branch), slug)
         if branch not in self.repo.heads:
             raise ConfigRepoError(f"{user.name} has no draft of {slug} to propose")
-        if remote not in [r.name for r in self.repo.remotes]:
+        if not self.has_remote(remote):
             raise ConfigRepoError(f"the config repo has no remote {remote!r}; add one to propose changes for review")
         try:
             self.repo.git.push(remote, f"refs/heads/{branch}:refs/heads/{branch}")
@@ -591,8 +611,8 @@ class ConfigRepo:
         """Create a workspace on the user's draft (from a template workspace or blank)."""
         access.require_app_role(user, access.STEWARD, "create workspaces")
         workspace.check_slug(slug)
-        branch = f"draft/{user.name}/{slug}"
-        where = self.drafts_root / user.name / slug
+        branch = self.branch_name(user, slug)
+        where = self._worktree(user.name, slug)
         if (self.path / slug).exists() or branch in self.repo.heads or where.exists():
             raise ConfigRepoError(f"a workspace named {slug!r} already exists (published or as your draft)")
         if template:
