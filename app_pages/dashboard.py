@@ -4,15 +4,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-import tempfile
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from app_pages import ui
 from lib import refresh as refreshing
-from lib.connectors import FetchContext, SourceError, fetch
 from lib.render import filter_states, render
 
 COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -96,14 +93,7 @@ with st.expander("Try it with your own data (this session only)"):
     if upload is not None and target:
         digest = hashlib.sha256(upload.getvalue()).hexdigest()[:12]
         if swaps.get((ctx.slug, target), (None,))[0] != digest:
-            with tempfile.TemporaryDirectory() as tmp:
-                file = Path(tmp) / "upload.csv"
-                file.write_bytes(upload.getvalue())
-                try:
-                    table = fetch({"name": target, "type": "csv", "path": str(file)}, FetchContext(workspace_path=Path(tmp)))
-                    problems = refreshing.compatibility(snapshot.columns(target), table, target)
-                except SourceError as exc:
-                    table, problems = None, [str(exc)]
+            table, problems = refreshing.read_own_csv(upload.getvalue(), target, snapshot.columns(target))
             if problems:
                 st.error("This file does not fit the dashboard: " + "; ".join(problems))
             else:

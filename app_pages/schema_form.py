@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 import yaml
 
-from lib.yamlio import declared_properties, resolve_ref
+from lib.yamlio import YamlSyntaxError, declared_properties, parse, resolve_ref
 
 COLOR_PATTERN = "^#[0-9a-fA-F]{6}$"
 LONG_TEXT = {"text", "description", "goal", "markdown"}
@@ -74,10 +74,10 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
     # Anything richer (lists of objects, free mappings) is edited as YAML.
     text = st.text_area(label + " (YAML)", value=yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else "",
                         key=key, help=help_text, placeholder=placeholder)
-    try:
-        return yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as exc:
-        st.error(f"{label}: not valid YAML: {exc}")
+    try:  # read as the workspace loader reads files: dates stay text, errors name the line
+        return parse(text).data if text.strip() else None
+    except YamlSyntaxError as exc:
+        st.error(f"{label}: not valid YAML at line {exc.line}: {exc}")
         return value
 
 

@@ -1,8 +1,6 @@
 """Sources: add and edit connectors in forms, test them with a preview, and look at the data profile."""
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 
 import altair as alt
@@ -14,6 +12,7 @@ from lib import coltypes, profile, schemas, settings
 from lib.access import PermissionDenied
 from lib.configrepo import ConfigRepoError
 from lib.connectors import FetchContext, SourceError, fetch
+from lib.connectors.csv_source import store_upload
 from lib.diagnostics import ValidationFailed
 
 ctx = ui.context("edit")
@@ -81,13 +80,7 @@ with st.form("add_source"):
 if test or add:
     new = {"name": name.strip(), "type": kind, **common, **settings_for_type}
     if kind == "csv" and upload is not None:
-        # Named by content: an upload never replaces a file a published source already reads.
-        content = upload.getvalue()
-        file_name = hashlib.sha256(content).hexdigest()[:16] + "-" + re.sub(r"[^A-Za-z0-9_.-]", "_", upload.name)
-        uploads.mkdir(parents=True, exist_ok=True)
-        if not (uploads / file_name).exists():
-            (uploads / file_name).write_bytes(content)
-        new["path"] = f"upload:{file_name}"
+        new["path"] = store_upload(uploads, upload.name, upload.getvalue())
     if kind == "csv" and "path" not in new:
         st.error("Upload a CSV file.")
     elif test:

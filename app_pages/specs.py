@@ -4,13 +4,13 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-import yaml
 
 from app_pages import schema_form, ui
 from lib import schemas, workspace
 from lib.access import PermissionDenied
 from lib.configrepo import ConfigRepoError
 from lib.diagnostics import ValidationFailed
+from lib.yamlio import YamlSyntaxError, parse
 
 ctx = ui.context("edit")
 st.title("Specs")
@@ -84,10 +84,10 @@ with dashboard_tab:
         text = st.text_area("dashboard.yaml", value=current, height=480,
                             help="Every component names a SQL query; see the README for the spec and its checks.")
         if st.form_submit_button("Validate and save the dashboard", type="primary"):
-            try:
-                data = yaml.safe_load(text) if text.strip() else None
-            except yaml.YAMLError as exc:
-                st.error(f"Not saved: malformed YAML: {exc}")
+            try:  # read as the workspace loader reads files: dates stay text, errors name the line
+                data = parse(text).data if text.strip() else None
+            except YamlSyntaxError as exc:
+                st.error(f"Not saved: malformed YAML at line {exc.line}: {exc}")
             else:
                 if data is None:
                     st.error("Not saved: the dashboard is empty.")

@@ -246,6 +246,22 @@ def compatibility(recorded: dict[str, str], table: pa.Table, name: str = "data")
     return problems
 
 
+def read_own_csv(content: bytes, name: str, recorded: dict[str, str]) -> tuple[pa.Table | None, list[str]]:
+    """A viewer's own CSV to look at in place of table `name` (this session only, never stored),
+    and why it cannot stand in for the data with the `recorded` columns (empty when it can)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "upload.csv"
+        file.write_bytes(content)
+        try:
+            table = fetch({"name": name, "type": "csv", "path": str(file)}, FetchContext(workspace_path=Path(tmp)))
+        except SourceError as exc:
+            return None, [str(exc)]
+    problems = compatibility(recorded, table, name)
+    return (None if problems else table), problems
+
+
 def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | None:
     """The new column that most plausibly is `column` renamed: similar name, compatible type."""
     def norm(s: str) -> str:

@@ -398,3 +398,28 @@ def test_a_file_with_a_repeated_column_name_refreshes(tmp_path):
     (tmp_path / "t.csv").write_text("d,d,a\n12/07/2026,3,x\n")
     again = fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema}))
     assert again.schema == first.schema and again.column(1).to_pylist() == [3]
+
+
+def test_a_viewers_own_csv_is_read_and_checked_and_never_stored(supply):
+    from lib.refresh import read_own_csv
+
+    folder, wh = supply
+    recorded = wh.current().columns("gates")
+    own = (folder / "data" / "next_week" / "gates.csv").read_bytes()
+    table, problems = read_own_csv(own, "gates", recorded)
+    assert problems == [] and table.num_rows == own.count(b"\n") - 1
+    renamed = own.replace(b"target", b"target_units", 1)
+    assert read_own_csv(renamed, "gates", recorded) == (None, ["missing column 'target' (renamed to 'target_units'?)"])
+    assert read_own_csv(b"a,b\n1,2,3\n4\n", "gates", recorded)[1][0].startswith("source 'gates': cannot parse")
+
+
+def test_an_upload_is_kept_by_its_content(tmp_path):
+    from lib.connectors import FetchContext, fetch
+    from lib.connectors.csv_source import store_upload
+
+    ref = store_upload(tmp_path / "uploads", "../My sales.csv", b"a,b\n1,2\n")
+    assert ref.startswith("upload:") and ref.endswith("-My_sales.csv") and "/" not in ref
+    assert store_upload(tmp_path / "uploads", "My sales.csv", b"a,b\n1,2\n") == ref  # same content, same file
+    assert store_upload(tmp_path / "uploads", "My sales.csv", b"a,b\n3,4\n") != ref  # never replaces it
+    table = fetch({"name": "s", "type": "csv", "path": ref}, FetchContext(workspace_path=tmp_path, uploads_dir=tmp_path / "uploads"))
+    assert table.column("a").to_pylist() == [1]

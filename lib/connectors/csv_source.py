@@ -8,6 +8,7 @@ other path is refused, so a workspace cannot read arbitrary server files.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import re
@@ -44,6 +45,18 @@ def resolve_path(source: dict, ctx: FetchContext) -> Path:
             raise SourceError(name, f"invalid upload reference {raw!r}")
         return ctx.uploads_dir / upload
     return confined_path(name, raw, ctx)
+
+
+def store_upload(folder: Path, file_name: str, content: bytes) -> str:
+    """Keep an uploaded CSV in a workspace's uploads folder; returns the `path` a source reads it by.
+
+    Named by its content, so an upload never replaces a file a published source already reads.
+    """
+    stored = hashlib.sha256(content).hexdigest()[:16] + "-" + re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file_name).name)
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / stored).exists():
+        (folder / stored).write_bytes(content)
+    return f"upload:{stored}"
 
 
 DELIMITERS = ",;\t|"
