@@ -16,6 +16,7 @@ from lib.configrepo import ConfigRepoError
 from lib.diagnostics import ValidationFailed
 from lib.model import AnthropicClient, ModelError, api_key_available
 from lib.refresh import fetch_candidate
+from lib.warehouse import Warehouse
 
 ctx = ui.context("query")
 can_edit = ctx.can("edit")
@@ -29,8 +30,8 @@ mode = st.radio("Mode", modes, index=modes.index(default) if default in modes el
                 help="Edit mode writes a draft change you save or discard; query mode never changes anything.")
 st.session_state["chat_mode"] = mode
 path = ctx.draft_path() if mode == "edit" else ctx.published_path
-ws, diagnostics = ui.load(path)
-wh = ui.warehouse(path)
+ws, _ = workspace.load(path)
+wh = Warehouse.for_workspace(path)
 first = ui.first_load(path, wh, ws)
 if first is not None and wh.current() is None:
     st.error("Could not load the data:\n\n" + first.summary())

@@ -9,8 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import ui
-from lib import refresh as refreshing
+from lib import refresh as refreshing, workspace
 from lib.render import filter_states, render
+from lib.warehouse import Warehouse
 
 COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
@@ -18,8 +19,8 @@ ctx = ui.context("view")
 show_draft = ctx.can("edit") and ctx.has_draft() and st.toggle("Show my draft", key="dashboard_draft",
                                                               help="Your unpublished edits, on data loaded for the draft.")
 path = ctx.draft_path() if show_draft else ctx.published_path
-ws, diagnostics = ui.load(path)
-wh = ui.warehouse(path)
+ws, _ = workspace.load(path)
+wh = Warehouse.for_workspace(path)
 
 
 first = ui.first_load(path, wh, ws)

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import schema_form, ui
-from lib import coltypes, profile, schemas, settings
+from lib import coltypes, profile, schemas, settings, workspace
 from lib.access import PermissionDenied
 from lib.configrepo import ConfigRepoError
 from lib.connectors import FetchContext, SourceError, fetch
@@ -18,7 +18,7 @@ from lib.diagnostics import ValidationFailed
 ctx = ui.context("edit")
 st.title("Sources")
 path = ctx.draft_path()
-ws, diagnostics = ui.load(path)
+ws, diagnostics = workspace.load(path)
 ui.show_diagnostics(diagnostics)
 sources = list((ws.get("sources") or {}).get("sources") or [])
 root = schemas.load_schema("sources")

@@ -15,7 +15,7 @@ from lib.yamlio import YamlSyntaxError, parse
 ctx = ui.context("edit")
 st.title("Specs")
 st.caption("Edits are saved as commits on your draft branch; publish them on the Review page.")
-ws, diagnostics = ui.load(ctx.draft_path())
+ws, diagnostics = workspace.load(ctx.draft_path())
 ui.show_diagnostics(diagnostics)
 
 

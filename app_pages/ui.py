@@ -103,14 +103,6 @@ def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace) -> "RefreshRe
     return report
 
 
-def load(path: Path) -> tuple[workspace.Workspace, list]:
-    return workspace.load(path)
-
-
-def warehouse(path: Path) -> Warehouse:
-    return Warehouse.for_workspace(path)
-
-
 def show_diagnostics(diagnostics: list, *, max_items: int = 20) -> None:
     for d in diagnostics[:max_items]:
         (st.error if d.level == "error" else st.warning)(d.format())
