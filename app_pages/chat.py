@@ -51,16 +51,11 @@ def offer_autodraft() -> None:
     st.caption("A first dashboard from the data profile and your output constraints, made without a model: "
                "KPIs, a trend, breakdowns, a table and an insight text.")
     if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
-        files = dict(ws.data)
         try:
-            if not files.get("profile"):
-                if wh.current() is None:
-                    raise ValueError("no data loaded: add a source on the Sources page first")
-                files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
-            draft = autodraft.draft(files)
+            drafted = autodraft.draft_files(ws.data, wh.tables())
             old = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
-            st.session_state[OUTCOME] = {"kind": "autodraft", "files": {"dashboard": draft, "profile": files["profile"]},
-                                                "diff": ui.text_diff(old, workspace.render("dashboard", draft), "dashboard.yaml")}
+            st.session_state[OUTCOME] = {"kind": "autodraft", "files": drafted,
+                                         "diff": ui.text_diff(old, workspace.render("dashboard", drafted["dashboard"]), "dashboard.yaml")}
         except ValueError as exc:
             st.error(str(exc))
 

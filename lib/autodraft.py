@@ -59,6 +59,21 @@ def _aggregate(measure: dict[str, Any]) -> str:
     return "avg" if AVERAGED.search(measure["name"]) else "sum"
 
 
+def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> dict[str, Any]:
+    """profile.yaml (the workspace's, else built from `tables`) and a drafted dashboard.yaml.
+
+    ValueError when there is neither a profile nor data to make one from.
+    """
+    from . import profile
+
+    data_profile = files.get("profile")
+    if not data_profile:
+        if not tables:
+            raise ValueError("no data loaded: add a source on the Sources page (or `python -m lib source add`) first")
+        data_profile = profile.build(tables, (files.get("sources") or {}).get("sources") or [])
+    return {"profile": data_profile, "dashboard": draft({**files, "profile": data_profile})}
+
+
 def draft(files: Mapping[str, Any]) -> dict[str, Any]:
     """dashboard.yaml content for a workspace (its profile, output constraints and task rules)."""
     profile = files.get("profile") or {}

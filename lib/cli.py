@@ -99,21 +99,18 @@ def _report_checks(args, found: list) -> int:
 
 
 def cmd_autodraft(args) -> int:
-    from . import autodraft, checks, profile
+    from . import autodraft, checks
 
     path = Path(args.path)
     ws = _valid_workspace(path)
     if ws.get("dashboard") and not args.force:
         return _fail(args, f"{path / workspace.FILES['dashboard']} exists; use --force to replace it (git keeps the old one)")
     wh = _warehouse_with_data(path)
-    files = dict(ws.data)
-    if not files.get("profile"):
-        files["profile"] = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [])
-    files["dashboard"] = autodraft.draft(files)
-    changed = workspace.save(path, {k: files[k] for k in ("profile", "dashboard")})
+    drafted = autodraft.draft_files(ws.data, wh.tables())
+    changed = workspace.save(path, drafted)
     # stderr, so that `--json` leaves stdout to the check results
     print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}", file=sys.stderr)
-    ws.data.update({k: files[k] for k in ("profile", "dashboard")})
+    ws.data.update(drafted)
     return _report_checks(args, checks.run_on_served(ws, wh, workspace.shown_file(path, "dashboard")))
 
 
