@@ -117,6 +117,4 @@ def show_diff(patches: list[Any]) -> None:
 
 
 def text_diff(old: str, new: str, name: str) -> str:
-    import difflib
-
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}"))
+    return workspace.text_diff(old, new, f"a/{name}", f"b/{name}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import difflib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -191,9 +190,7 @@ def _finish(outcome: Outcome, files: Mapping[str, Any], toolbox: Toolbox) -> Non
     outcome.check_diagnostics = list(toolbox.diagnostics)
     before = workspace.render("dashboard", files["dashboard"]) if files.get("dashboard") else ""
     after = workspace.render("dashboard", toolbox.draft)
-    outcome.dashboard_diff = "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile="a/dashboard.yaml", tofile="b/dashboard.yaml"))
+    outcome.dashboard_diff = workspace.text_diff(before, after, "a/dashboard.yaml", "b/dashboard.yaml")
 
 
 def apply_outcome(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:

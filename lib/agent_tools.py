@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -169,10 +168,9 @@ class Toolbox:
     # ---- write_dashboard
 
     def _write_dashboard(self, text: str) -> ToolResult:
-        problem = _yaml_problem(text)
+        spec, problem = _read_yaml(text)
         if problem:
             return ToolResult(f"write_dashboard: {problem}. Nothing changed; send the complete dashboard.yaml again.", True, True)
-        spec = parse(text).data
         if not isinstance(spec, dict):
             return ToolResult("write_dashboard: the YAML is not a mapping (expected title, components, ...). "
                               "Nothing changed; send the complete dashboard.yaml again.", True, True)
@@ -211,19 +209,19 @@ class Toolbox:
         return ToolResult(f"Recorded proposal {rule['id']!r}. It is not part of task.yaml until a person accepts it.")
 
 
-def _yaml_problem(text: str) -> str | None:
+def _read_yaml(text: str) -> tuple[Any, str | None]:
+    """The model's YAML, parsed, or None and what is wrong with it."""
     if len(text) > YAML_MAX_CHARS:
-        return f"the YAML is {len(text):,} characters; a dashboard spec is far smaller (limit {YAML_MAX_CHARS:,})"
+        return None, f"the YAML is {len(text):,} characters; a dashboard spec is far smaller (limit {YAML_MAX_CHARS:,})"
     try:
         # Anchors and aliases can expand exponentially when constructed; a spec never needs them.
         if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
-            return "YAML anchors and aliases (&name, *name) are not accepted; write the spec out in full"
-        parse(text)
+            return None, "YAML anchors and aliases (&name, *name) are not accepted; write the spec out in full"
+        return parse(text).data, None
     except YamlSyntaxError as exc:
-        return f"the YAML does not parse (line {exc.line}): {exc}"
+        return None, f"the YAML does not parse (line {exc.line}): {exc}"
     except yaml.YAMLError as exc:
-        return f"the YAML does not parse: {exc}"
-    return None
+        return None, f"the YAML does not parse: {exc}"
 
 
 def _for_model(d: Diagnostic) -> str:
@@ -239,8 +237,7 @@ def change_summary(before: str, after: str) -> str:
         return f"Created the draft dashboard.yaml ({after.count(chr(10))} lines)."
     if before == after:
         return "The draft is unchanged."
-    diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        fromfile="dashboard.yaml (previous draft)", tofile="dashboard.yaml (new draft)"))
+    diff = workspace.text_diff(before, after, "dashboard.yaml (previous draft)", "dashboard.yaml (new draft)")
     return f"Updated the draft dashboard.yaml:\n```diff\n{diff}```"
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import difflib
 import fcntl
 import os
 import shutil
@@ -200,12 +199,7 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
         name = (change.b_path or change.a_path)
         rel = name[len(folder) + 1:] if name.startswith(folder + "/") else name
         status = "added" if change.new_file else "deleted" if change.deleted_file else "modified"
-        patch = "".join(
-            difflib.unified_diff(
-                old.splitlines(keepends=True), new.splitlines(keepends=True),
-                fromfile=f"a/{name}@{ca.hexsha[:10]}", tofile=f"b/{name}@{cb.hexsha[:10]}",
-            )
-        )
+        patch = workspace.text_diff(old, new, f"a/{name}@{ca.hexsha[:10]}", f"b/{name}@{cb.hexsha[:10]}")
         out.append(FileDiff(rel, status, patch))
     return sorted(out, key=lambda d: d.path)
 

@@ -268,6 +268,13 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
     return [t.name for t, _ in pending]
 
 
+def text_diff(before: str, after: str, from_label: str, to_label: str) -> str:
+    """The unified diff between two texts (empty when they are equal)."""
+    import difflib
+
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), from_label, to_label))
+
+
 def blank(name: str, owner: str, today: str) -> dict[str, Any]:
     """Content of a new, empty workspace that validates."""
     return {
