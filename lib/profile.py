@@ -213,7 +213,7 @@ def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]]
     try:
         for name, table in tables.items():
             cursor.register(name, table)
-        for i, (lt, lc) in enumerate(columns):
+        for lt, lc in columns:
             for rt, rc in columns:
                 if lt == rt or coltypes.family(lc["type"]) != coltypes.family(rc["type"]):
                     continue
@@ -223,8 +223,10 @@ def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]]
                 by_values = lc["role"] == rc["role"] == "identifier" and coltypes.family(lc["type"]) == "text"
                 if not names_match and not by_values:
                     continue
-                # `right` should be the "one" side: its values are (nearly) unique.
-                if (rc.get("distinct") or 0) < (lc.get("distinct") or 0):
+                # `right` should be the "one" side: its values are (nearly) unique. A one-to-one
+                # pair is reported once, with the tables in name order.
+                left_n, right_n = lc.get("distinct") or 0, rc.get("distinct") or 0
+                if right_n < left_n or (right_n == left_n and (rt, rc["name"]) < (lt, lc["name"])):
                     continue
                 sql = (f"WITH l AS (SELECT DISTINCT {quote_ident(lc['name'])} AS v FROM {quote_ident(lt)} WHERE {quote_ident(lc['name'])} IS NOT NULL), "
                        f"r AS (SELECT DISTINCT {quote_ident(rc['name'])} AS v FROM {quote_ident(rt)}) "

@@ -91,6 +91,13 @@ def test_relationships_found_from_names_and_values():
     assert "orders.customer_id -> customers.id (100% of values match)" in text
 
 
+def test_a_one_to_one_key_is_reported_once():
+    accounts = pa.table({"account_code": [f"A{i:03d}" for i in range(40)], "owner": [f"o{i}" for i in range(40)]})
+    settings = pa.table({"account_code": [f"A{i:03d}" for i in range(40)], "tier": ["gold"] * 40})
+    rels = profile.build({"accounts": accounts, "settings": settings}).get("relationships") or []
+    assert [(r["left"], r["right"]) for r in rels] == [("accounts.account_code", "settings.account_code")]
+
+
 @pytest.mark.parametrize("name,paper", PAPER_TOKENS.items())
 def test_profile_tokens_at_or_below_the_papers(name, paper):
     prof = profile.build({"t": load(name)})
