@@ -382,8 +382,13 @@ class ConfigRepo:
 
     def draft(self, user: User, slug: str) -> Draft:
         """The user's draft of a workspace, created from `main` on first use."""
+        return self._open_draft(user, slug, "edit")[0]
+
+    def _open_draft(self, user: User, slug: str, action: str) -> tuple[Draft, dict[str, Any]]:
+        """The user's draft, once `action` is allowed, with the access list that allowed it."""
         branch = self.branch_name(user, slug)
-        access.require(user, "edit", self._access_meta(slug, branch), slug)
+        meta = self._access_meta(slug, branch)
+        access.require(user, action, meta, slug)
         where = self._worktree(user.name, slug)
         with self._lock():
             if not (where / ".git").exists():
@@ -395,7 +400,7 @@ class ConfigRepo:
                     self.repo.git.worktree("add", str(where), branch)
                 else:
                     self.repo.git.worktree("add", "-b", branch, str(where), MAIN)
-        return Draft(user.name, slug, branch, where)
+        return Draft(user.name, slug, branch, where), meta
 
     def drafts(self, slug: str | None = None) -> list[dict[str, Any]]:
         """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
@@ -416,9 +421,7 @@ class ConfigRepo:
         Returns the commit sha, or None if the content equals what is saved.
         Raises `ValidationFailed` (nothing written) on invalid content.
         """
-        draft = self.draft(user, slug)
-        meta = self._access_meta(slug, draft.branch)
-        access.require(user, "save", meta, slug)
+        draft, meta = self._open_draft(user, slug, "save")
         if "workspace" in files:
             access.require_governance_unchanged_or_owner(user, meta, files["workspace"], slug)
         wt = git.Repo(draft.path)
@@ -436,8 +439,7 @@ class ConfigRepo:
 
     def revert(self, user: User, slug: str, version: str) -> str | None:
         """Restore the workspace to `version` on the user's draft, as a new commit."""
-        draft = self.draft(user, slug)
-        access.require(user, "revert", self._access_meta(slug, draft.branch), slug)
+        draft, _ = self._open_draft(user, slug, "revert")
         with self._lock(draft):
             return restore(git.Repo(draft.path), slug, version, _actor(user))
 
@@ -463,8 +465,7 @@ class ConfigRepo:
 
     def undo(self, user: User, slug: str) -> str:
         """Step the draft back to the previous saved state, as a new commit."""
-        draft = self.draft(user, slug)
-        access.require(user, "undo", self._access_meta(slug, draft.branch), slug)
+        draft, _ = self._open_draft(user, slug, "undo")
         with self._lock(draft):
             stack = self.undo_stack(user, slug)
             if len(stack) < 2:
