@@ -9,10 +9,12 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: run test validate clean browser
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	# The app itself, editable: puts the `dashmem` command in the venv.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 run: $(STAMP) .streamlit/secrets.toml

@@ -408,8 +408,13 @@ STATIC: list[Callable[[CheckContext], list[Diagnostic]]] = [check_schema, check_
 ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_queries, check_references, check_literal_values, check_renders]
 
 
-def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "", file: str = FILE) -> list[Diagnostic]:
-    """All checks on the workspace's dashboard; the data checks need `tables`."""
+def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "", file: str = FILE,
+        skipped_note: Diagnostic | None = None) -> list[Diagnostic]:
+    """All checks on the workspace's dashboard; the data checks need `tables`.
+
+    Without tables the static checks run and `skipped_note` (by default a
+    warning that no data is loaded) says that the data checks did not.
+    """
     if not ws.get("dashboard"):
         return []
     ctx = CheckContext(ws, tables, version, file)
@@ -419,7 +424,7 @@ def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "",
     for check in STATIC[1:]:
         out.extend(check(ctx))
     if tables is None:
-        out.append(Diagnostic("check.skipped", WARNING, "data checks skipped: no data loaded (run `python -m lib refresh`)", file))
+        out.append(skipped_note or Diagnostic("check.skipped", WARNING, "data checks not run: no data loaded (run `python -m lib refresh`)", file))
         return out
     for check in ON_DATA:
         out.extend(check(ctx))
@@ -433,18 +438,29 @@ def run_on_served(ws: Workspace, warehouse: "Warehouse", file: str = FILE) -> li
 
 
 def validate_workspace(path) -> list[Diagnostic]:
-    """Schema validation, then the dashboard checks, as CI and reviewers see a workspace.
+    """The one definition of "valid": what CI, `validate`, `check`, Review and every publish route use.
 
-    Warnings do not stop the dashboard checks; schema errors do (the checks assume
-    valid files). Without loaded data, the checks that need none still run (CI
-    on a config repo has no data), and the note that data checks were skipped is left out.
+    Schema validation of every file, then all dashboard checks, the data checks
+    included, on the data the workspace's own sources give now. The verdict
+    depends only on the files and the data they name, never on what a cache
+    happens to hold: the data is fetched afresh into memory (nothing is written
+    to the cache), so the same files give the same verdict in any process.
+    When the data cannot be loaded (a secret that is not set, a source that is
+    unreachable), the data checks are not run and a warning says so and why;
+    it is never a silent pass. Schema errors stop the dashboard checks (they
+    assume valid files); warnings do not.
     """
     from .diagnostics import has_errors
-    from .warehouse import Warehouse
+    from .refresh import fetch_candidate
 
     ws, diagnostics = load_workspace(path)
     if has_errors(diagnostics) or not ws.get("dashboard"):
         return diagnostics
-    found = run_on_served(ws, Warehouse.for_workspace(path), shown_file(path, "dashboard"))
-    return diagnostics + [d for d in found if d.id != "check.skipped"]
-
+    file = shown_file(path, "dashboard")
+    tables, reports = fetch_candidate(path)
+    failed = [r for r in reports if r.status != "ok"]
+    if failed:
+        reasons = "; ".join(r.message or f"source {r.name!r} failed" for r in failed)
+        note = Diagnostic("check.data_not_run", WARNING, f"data checks not run: {reasons}", shown_file(path, "sources"))
+        return diagnostics + run(ws, None, file=file, skipped_note=note)
+    return diagnostics + run(ws, tables, version="validate", file=file)

@@ -84,7 +84,8 @@ def cmd_check(args) -> int:
     ws = _valid_workspace(path)
     if not ws.get("dashboard"):
         return _fail(args, f"{path} has no {workspace.FILES['dashboard']} to check")
-    return _report_checks(args, checks.run_on_served(ws, _warehouse_with_data(path, required=False), workspace.shown_file(path, "dashboard")))
+    # The same verdict as `validate`, Review and publish: the data the sources give now, not the cache.
+    return _report_checks(args, checks.validate_workspace(path))
 
 
 def _report_checks(args, found: list) -> int:
@@ -110,8 +111,7 @@ def cmd_autodraft(args) -> int:
     changed = workspace.save(path, drafted)
     # stderr, so that `--json` leaves stdout to the check results
     print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}", file=sys.stderr)
-    ws.data.update(drafted)
-    return _report_checks(args, checks.run_on_served(ws, wh, workspace.shown_file(path, "dashboard")))
+    return _report_checks(args, checks.validate_workspace(path))
 
 
 def cmd_compose(args) -> int:

@@ -19,7 +19,9 @@ from .diagnostics import ERROR, Diagnostic, format_path
 from .secrets import redact_url
 from .yamlio import Document, declared_properties, resolve_ref
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+# The checkout's schemas/ folder; an installed package carries the same files as lib/_schemas.
+SCHEMA_DIR = next((p for p in (Path(__file__).resolve().parent.parent / "schemas", Path(__file__).resolve().parent / "_schemas")
+                   if (p / "workspace.schema.json").is_file()), Path(__file__).resolve().parent.parent / "schemas")
 
 # Memory category -> file name, in the order files are shown and composed.
 FILES: dict[str, str] = {

@@ -292,11 +292,11 @@ class Warehouse:
         The key includes a hash of the folder's absolute path, so the app and a
         CLI run on the same folder share data while two checkouts never do.
         """
-        from .settings import cache_dir
+        from .settings import cache_dir_for
 
         ws_path = Path(ws_path).resolve()
         digest = hashlib.sha256(str(ws_path).encode()).hexdigest()[:10]
-        return cls(Path(cache_root or cache_dir()) / f"{ws_path.name}-{digest}")
+        return cls(Path(cache_root or cache_dir_for(ws_path)) / f"{ws_path.name}-{digest}")
 
     @property
     def pin(self) -> Path:
@@ -396,8 +396,14 @@ class Warehouse:
                 if snapshot is not None:
                     raise QueryError("this data was replaced by newer loads while it was being opened; reload the page") from None
                 continue  # pruned by another process since `current()` named it: ask again
-            opened = {name: pa.ipc.open_file(mapped.slice(meta["offset"], meta["length"])).read_all()
-                      for name, meta in chosen.tables.items()}
+            try:
+                opened = {name: _open_table(mapped, meta) for name, meta in chosen.tables.items()}
+            except (pa.ArrowInvalid, OSError, KeyError, TypeError) as exc:
+                if snapshot is not None:
+                    raise QueryError(f"snapshot {chosen.id} is damaged and cannot be read ({_first_line(exc)}); "
+                                     "refresh to load the data again") from None
+                _set_aside(chosen.path)  # passed over from now on; the next newest readable one is served
+                continue
             _remember(chosen.path, opened)
             return opened
         raise QueryError("the data kept changing while it was being opened; reload the page")
@@ -497,6 +503,30 @@ class Warehouse:
                     continue
             elif not name.endswith(SUFFIX):
                 _delete(self.root / name)  # a snapshot folder of an earlier version of this app
+
+
+def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any]) -> pa.Table:
+    """One table of a snapshot file.
+
+    Each table's IPC file was written into the one snapshot stream, so the
+    block offsets in its footer count from the start of the snapshot file, not
+    from the table's own start: open it in the whole file, naming where its
+    footer ends. (Reading a slice that starts at the table worked only for
+    the first table, and every other table failed in any process that had not
+    written it.)
+    """
+    end = int(meta["offset"]) + int(meta["length"])
+    if not 0 < end <= mapped.size:
+        raise pa.ArrowInvalid(f"table data ends at byte {end}, past the end of the file")
+    return pa.ipc.open_file(mapped, footer_offset=end).read_all()
+
+
+def _set_aside(path: Path) -> None:
+    """Rename a snapshot that cannot be read so it is no longer served (kept for a post-mortem until pruned)."""
+    try:
+        os.replace(path, path.with_name(f".{path.name}.damaged"))
+    except OSError:
+        pass  # another process set it aside or pruned it first
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:

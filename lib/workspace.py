@@ -80,8 +80,14 @@ def find_workspaces(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         return []
-    found = [p.parent for p in path.rglob(FILES["workspace"]) if ".git" not in p.parts]
-    return sorted(set(found))
+    found = []
+    for folder, subfolders, files in os.walk(path):
+        if FILES["workspace"] in files:
+            found.append(Path(folder))
+        # Never walk into hidden folders (.git, a CI job's clone of the app in .dashmem) or
+        # into another git checkout below PATH: their workspaces are not this repo's.
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and not os.path.exists(os.path.join(folder, d, ".git")))
+    return sorted(found)
 
 
 def load(path: Path, *, readonly: bool = False) -> tuple[Workspace, list[Diagnostic]]:

@@ -14,6 +14,13 @@ WORKSPACES = ROOT / "workspaces"
 DATASETS = ROOT.parent / "shared" / "datasets"
 
 
+@pytest.fixture(autouse=True)
+def _user_cache(tmp_path_factory, monkeypatch):
+    """The user's cache folder (where the CLI caches data of workspaces outside the app's
+    config repo) is a temporary one, so tests never write into the home folder."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("user-cache")))
+
+
 @pytest.fixture
 def ws_copy(tmp_path):
     """A writable copy of a shipped demo workspace: ws_copy('gdp-explorer') -> Path."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from .conftest import ROOT, WORKSPACES
 def run(*args, cwd=ROOT, check_rc=None):
     proc = subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd),
+                               "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"],
                                "GIT_CONFIG_NOSYSTEM": "1"}, timeout=60)
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stdout + proc.stderr
