@@ -32,7 +32,7 @@ st.session_state["chat_mode"] = mode
 path = ctx.draft_path() if mode == "edit" else ctx.published_path
 ws, _ = workspace.load(path)
 wh = Warehouse.for_workspace(path)
-first = ui.first_load(path, wh, ws)
+first = ui.first_load(path, wh, ws, ctx.user)
 if first is not None and wh.current() is None:
     st.error("Could not load the data:\n\n" + first.summary())
 

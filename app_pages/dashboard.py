@@ -23,7 +23,7 @@ ws, _ = workspace.load(path)
 wh = Warehouse.for_workspace(path)
 
 
-first = ui.first_load(path, wh, ws)
+first = ui.first_load(path, wh, ws, ctx.user)
 if first is not None:
     st.session_state["refresh_report"] = first
 
@@ -35,11 +35,15 @@ if dashboard and dashboard.get("description"):
 snapshot = wh.current()
 refresh_col, export_col = actions.columns(2)
 if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch"):
-    st.session_state["refresh_report"] = ui.run_refresh(path, wh, "Refreshing the data…")
+    st.session_state["refresh_report"] = ui.run_refresh(path, wh, "Refreshing the data…", ctx.user)
     snapshot = wh.current()
 if snapshot:
     created = dt.datetime.fromisoformat(snapshot.created)
-    actions.caption(f"Last refreshed {created.astimezone().strftime('%Y-%m-%d %H:%M:%S')} · "
+    checked = wh.last_checked()
+    # The check time moves on every successful Refresh, also when the data had not changed.
+    unchanged_since = checked is not None and checked - created > dt.timedelta(seconds=1)
+    actions.caption(f"Last refreshed {max(checked or created, created).astimezone():%Y-%m-%d %H:%M:%S}"
+                    + (f" (data unchanged since {created.astimezone():%Y-%m-%d %H:%M:%S})" if unchanged_since else "") + " · "
                     + ", ".join(f"{n}: {t['rows']:,} rows" for n, t in snapshot.tables.items()))
 
 report: refreshing.RefreshReport | None = st.session_state.get("refresh_report")
@@ -72,7 +76,7 @@ if ctx.can("edit") and len(kept) > 1:
             f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == snapshot.id else "")
             for s in kept if s.id == i))
         if st.button("Serve this data", disabled=chosen_id == snapshot.id):
-            wh.switch_to(chosen_id)
+            wh.switch_to(chosen_id, user=ctx.user, meta=ctx.meta)
             st.rerun()
 
 if not dashboard:

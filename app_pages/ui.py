@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from lib import access, workspace
-from lib.access import User
+from lib.access import PermissionDenied, User
 from lib.configrepo import ConfigRepo
 from lib.warehouse import Warehouse
 
@@ -73,18 +73,23 @@ def context(action: str = "view") -> Context:
     return ctx
 
 
-def run_refresh(path: Path, wh: Warehouse, label: str) -> "RefreshReport":
+def run_refresh(path: Path, wh: Warehouse, label: str, user: User) -> "RefreshReport":
     """A refresh with a progress bar inside a status box that ends saying how it went."""
     from lib.refresh import refresh
 
     with st.status(label, expanded=False) as status:
         bar = st.progress(0.0)
-        report = refresh(path, wh, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+        try:
+            report = refresh(path, wh, user=user, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+        except PermissionDenied as exc:
+            status.update(label="Not refreshed", state="error")
+            st.error(str(exc))
+            st.stop()
         status.update(label="Refreshed" if report.ok else "Refresh kept the previous data", state="complete" if report.ok else "error")
     return report
 
 
-def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace) -> "RefreshReport | None":
+def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace, user: User) -> "RefreshReport | None":
     """Load a workspace's data the first time a page shows it; None when there is nothing to load.
 
     A first load that fails is remembered for this session and these sources, so
@@ -97,7 +102,7 @@ def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace) -> "RefreshRe
     key = f"first_load_failed:{path}:{workspace.render('sources', ws.get('sources'))}"
     if key in st.session_state:
         return st.session_state[key]
-    report = run_refresh(path, wh, "Loading the data for the first time…")
+    report = run_refresh(path, wh, "Loading the data for the first time…", user)
     if wh.current() is None:
         st.session_state[key] = report
     return report

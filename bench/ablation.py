@@ -45,6 +45,7 @@ from .common import ROOT, public_datasets  # first: puts the project on sys.path
 
 import pyarrow.csv as pacsv
 
+from lib.access import OPERATOR
 from lib import workspace
 from lib.access import User
 from lib.agent import run_session
@@ -145,7 +146,7 @@ def create_workspace(csv_file: Path, root: Path) -> tuple[Path, Warehouse, list[
 
 def load_data(folder: Path, warehouse: Warehouse) -> tuple[dict[str, Any], str]:
     """Load the workspace's data for the first time; its tables and snapshot id."""
-    _require_ok(refresh(folder, warehouse), "loading V1")
+    _require_ok(refresh(folder, warehouse, user=OPERATOR), "loading V1")
     return warehouse.tables(), warehouse.current().id
 
 
@@ -162,7 +163,7 @@ def remember_specification(folder: Path, spec: FormattingSpec, profile: Mapping[
 def measure_refresh(folder: Path, warehouse: Warehouse, dataset: str) -> RefreshMeasure:
     """The zero-token refresh to the data now in the source file, with model clients watched from outside."""
     with watching_model_clients() as counts:
-        report = refresh(folder, warehouse)
+        report = refresh(folder, warehouse, user=OPERATOR)
     _require_ok(report, f"{dataset}: refreshing to V2")
     measured = RefreshMeasure(report.swapped, report.seconds, report.model_calls, counts["made"], counts["calls"])
     if measured.model_calls or measured.clients_made or measured.client_calls:

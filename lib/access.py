@@ -38,8 +38,16 @@ class User:
         return self.email or f"{self.name}@users.dashmem.invalid"
 
 
+# Whoever runs the CLI or a cron job: they hold the files already, so the file system's
+# permissions are the access control there (see the README). Not a user name: no
+# sign-in can become it, whatever the credentials file says.
+OPERATOR = User("operator", "command line", app_role=OWNER)
+
+
 def role_of(user: User, workspace_meta: dict[str, Any]) -> str | None:
     """The user's highest role in a workspace, or None if they have no access."""
+    if user is OPERATOR:
+        return OWNER
     access = (workspace_meta or {}).get("access") or {}
     principals = {user.name, "*"} | {f"group:{g}" for g in user.groups}
     best = None
@@ -60,6 +68,7 @@ ACTIONS: dict[str, str] = {
     "undo": STEWARD,
     "revert": STEWARD,
     "propose": STEWARD,
+    "pin_data": STEWARD,  # serve an earlier snapshot to everyone until the next refresh
     "publish": OWNER,  # stewards too when the workspace policy says so
     "reject": OWNER,
     "manage_access": OWNER,

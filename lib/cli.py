@@ -64,12 +64,13 @@ def _valid_workspace(path: Path) -> "workspace.Workspace":
 
 def _warehouse_with_data(path: Path, *, required: bool = True):
     """The workspace's warehouse, loading the data first when it has none."""
+    from .access import OPERATOR
     from .refresh import refresh
     from .warehouse import Warehouse
 
     wh = Warehouse.for_workspace(path)
     if wh.current() is None:
-        report = refresh(path, wh)
+        report = refresh(path, wh, user=OPERATOR)
         if not report.swapped:
             print(report.summary(), file=sys.stderr)
             if required:
@@ -124,12 +125,14 @@ def cmd_compose(args) -> int:
 
 
 def cmd_export(args) -> int:
+    from .access import OPERATOR
     from .export import ExportError, export_workspace
 
     if not args.html and not args.png:
         return _fail(args, "say what to write: --html FILE and/or --png FOLDER")
     try:
-        written = export_workspace(Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None)
+        written = export_workspace(Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None,
+                                   user=OPERATOR)
     except ExportError as exc:
         return _fail(args, str(exc))
     for cid, error in written["errors"]:
@@ -253,11 +256,12 @@ def cmd_source_add(args) -> int:
 
 
 def cmd_refresh(args) -> int:
+    from .access import OPERATOR
     from .refresh import refresh
     from .warehouse import Warehouse
 
     wh = Warehouse.for_workspace(Path(args.path))
-    report = refresh(Path(args.path), wh)
+    report = refresh(Path(args.path), wh, user=OPERATOR)
     if args.json:
         _print_json(report.to_dict())
     else:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import vl_convert
 
 from . import workspace
+from .access import User
 from .diagnostics import ValidationFailed, has_errors
 from .refresh import refresh
 from .render import DEFAULT_THEME, Component, Rendered, render
@@ -353,10 +354,11 @@ class ExportError(RuntimeError):
 
 
 def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
-                     warehouse: Warehouse | None = None) -> dict[str, Any]:
+                     warehouse: Warehouse | None = None, *, user: User) -> dict[str, Any]:
     """Render the workspace's dashboard over its current data and write the HTML and/or the chart PNGs.
 
-    Data is loaded first if the workspace has none yet. Returns
+    Data is loaded first if the workspace has none yet (which needs `user` to
+    have the right to refresh; `access.OPERATOR` from the command line). Returns
     {"html": path or None, "pngs": [paths], "data_version": snapshot id,
     "errors": [(component id, message)]}.
     """
@@ -370,7 +372,7 @@ def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
         raise ExportError(f"{ws_path.name} has no {workspace.FILES['dashboard']} to export")
     warehouse = warehouse or Warehouse.for_workspace(ws_path)
     if warehouse.current() is None:
-        report = refresh(ws_path, warehouse)
+        report = refresh(ws_path, warehouse, user=user)
         if warehouse.current() is None:
             raise ExportError(f"no data could be loaded for {ws_path.name}:\n{report.summary()}")
     snapshot = warehouse.current()

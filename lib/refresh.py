@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from . import coltypes, settings, workspace
+from . import access, coltypes, settings, workspace
+from .access import User
 from .connectors import FetchContext, SourceError, fetch
 from .render import queries, unset_params
 from .warehouse import QueryError, Warehouse, bind, describe
@@ -51,6 +52,8 @@ class RefreshReport:
     sources: list[SourceReport] = field(default_factory=list)
     dashboard_errors: list[str] = field(default_factory=list)
     unchanged: bool = False  # every source returned exactly the data already served: nothing to switch
+    served: str | None = None  # the snapshot served when the refresh ended (another process may have switched since)
+    checked_at: str | None = None  # when the sources were last found to fit (ISO 8601, UTC), changed or not
     model_calls: int = 0  # always 0: the point of this module
 
     @property
@@ -75,7 +78,10 @@ class RefreshReport:
             for ch in s.changed:
                 lines.append(f"{'':<20} column {ch['column']!r} changed type {ch['was']} -> {ch['now']}")
         lines.extend(f"dashboard: {e}" for e in self.dashboard_errors)
-        if self.swapped:
+        if self.swapped and self.served != self.snapshot:
+            lines.append(f"wrote snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls; another refresh "
+                         f"finished at the same time and its snapshot {self.served} is the one served")
+        elif self.swapped:
             lines.append(f"switched to snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls")
         elif self.unchanged:
             lines.append(f"the data has not changed; still serving snapshot {self.previous} ({self.seconds * 1000:.0f} ms, 0 model calls)")
@@ -90,12 +96,17 @@ def _n(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = None,
+def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Path | None = None,
             progress: Progress | None = None, _before_switch: Callable[[], None] | None = None) -> RefreshReport:
-    """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit."""
+    """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit.
+
+    `user` needs the right to refresh in the workspace (`access.OPERATOR` for
+    the command line and cron); a refused user changes nothing.
+    """
     started = time.perf_counter()
     progress = progress or (lambda fraction, message: None)
     ws, diagnostics = workspace.load(ws_path, readonly=True)
+    access.require(user, "refresh", ws.get("workspace") or {}, Path(ws_path).name)
     report = RefreshReport(workspace=Path(ws_path).name)
     sources = (ws.get("sources") or {}).get("sources") or []
     if workspace.has_errors([d for d in diagnostics if d.file and d.file.endswith(workspace.FILES["sources"])]):
@@ -131,17 +142,25 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, uploads_dir: Path | None = N
     if current and candidate.keys() == old_tables.keys() and all(fetched[n].equals(old_tables[n]) for n in fetched):
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
-        report.seconds = time.perf_counter() - started
-        progress(1.0, "The data has not changed")
-        return report
+        return _finish(report, warehouse, started, progress, "The data has not changed")
     progress(0.95, "Switching to the new data…")
     types = {name: current.tables[name]["columns"] for name in candidate if current and name in current.tables}
     types.update(new_types)
     snapshot = warehouse.write_snapshot(candidate, {s["name"]: s["name"] for s in sources}, types,
                                         _before_switch=_before_switch)
     report.swapped, report.snapshot = True, snapshot.id
+    return _finish(report, warehouse, started, progress, "Refreshed")
+
+
+def _finish(report: RefreshReport, warehouse: Warehouse, started: float, progress: Progress, message: str) -> RefreshReport:
+    """Record a successful check (the time a viewer sees, even when nothing changed) and
+    say which snapshot is served now: a refresh in another process may have switched after ours."""
+    served = warehouse.current()
+    report.served = served.id if served else None
+    if report.ok:
+        report.checked_at = warehouse.mark_checked()
     report.seconds = time.perf_counter() - started
-    progress(1.0, "Refreshed")
+    progress(1.0, message)
     return report
 
 

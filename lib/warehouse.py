@@ -34,10 +34,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import duckdb
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from .access import User
 
 KEEP_SNAPSHOTS = 5
 DURABLE_AFTER_S = 60  # a file written longer ago than this has reached the disk (Linux writes back within 30 s)
@@ -306,6 +309,24 @@ class Warehouse:
     def root(self) -> Path:
         return self.folder / "snapshots"
 
+    @property
+    def checked_file(self) -> Path:
+        return self.folder / "CHECKED"
+
+    def mark_checked(self) -> str:
+        """Record that a refresh just found the sources fitting (changed or not); returns the time (ISO 8601, UTC)."""
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _point(self.checked_file, now)
+        return now
+
+    def last_checked(self) -> dt.datetime | None:
+        """When a refresh last found the sources fitting, from any process; None if never."""
+        try:
+            return dt.datetime.fromisoformat(os.readlink(self.checked_file))
+        except (OSError, ValueError):
+            return None
+
     def _pinned_id(self, ids: list[str] | None = None) -> str | None:
         """The earlier snapshot a steward chose to serve, while no newer one has been written.
 
@@ -466,8 +487,15 @@ class Warehouse:
         _remember_manifest((final, stat.st_size, stat.st_mtime_ns), snapshot)  # the next refresh reads none
         return snapshot
 
-    def switch_to(self, snapshot_id: str) -> Snapshot:
-        """Serve a kept snapshot (step back to earlier data) until the next refresh writes a new one."""
+    def switch_to(self, snapshot_id: str, *, user: "User", meta: Mapping[str, Any]) -> Snapshot:
+        """Serve a kept snapshot (step back to earlier data) until the next refresh writes a new one.
+
+        It changes what everyone sees, so it needs the right to pin data in the
+        workspace whose access list is `meta` (workspace.yaml).
+        """
+        from .access import require
+
+        require(user, "pin_data", dict(meta))
         snapshot = self.snapshot(snapshot_id)
         ids = self._ids()
         if snapshot_id == ids[0]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from lib.access import OPERATOR
 from lib import agent, checks, profile, workspace
 from lib.access import PermissionDenied, User
 from lib.agent import Limits, apply_outcome, estimate_cost, regenerate_message, run_session
@@ -77,7 +78,7 @@ def superstore(config_repo, tmp_path, monkeypatch):
     draft = config_repo.new_workspace(ALICE, SLUG, "Superstore")
     config_repo.save(ALICE, SLUG, {"sources": {"sources": [{"name": "data", "type": "csv", "path": str(DATASETS / CSV)}]}}, "Connect data")
     wh = Warehouse.for_workspace(draft.workspace_path)
-    assert refresh(draft.workspace_path, wh).ok
+    assert refresh(draft.workspace_path, wh, user=OPERATOR).ok
     sources = workspace.load(draft.workspace_path)[0].data["sources"]["sources"]
     config_repo.save(ALICE, SLUG, {"profile": profile.build(wh.tables(), sources)}, "Profile the data")
     config_repo.publish(ALICE, SLUG)
@@ -195,7 +196,7 @@ def test_a_draft_that_fails_the_checks_is_kept_and_the_errors_go_back_to_the_mod
 def test_api_errors_end_the_session_clearly_and_commit_nothing(config_repo, tmp_path, failure, words):
     folder = config_repo.published_path("supply-chain-weekly")
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     heads = {h.name: h.commit.hexsha for h in config_repo.repo.heads}
     files = load(folder)
     # One good step that writes a draft, then the failure: the draft must not be saved either.
@@ -267,7 +268,7 @@ def test_streamed_text_reaches_on_event_through_the_sdk(superstore):
 def test_a_viewer_can_query_but_not_edit_and_query_mode_saves_nothing(config_repo, tmp_path):
     folder = config_repo.published_path("supply-chain-weekly")
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     files = load(folder)
     with pytest.raises(PermissionDenied, match="vera"):
         run_session(files, wh.tables(), wh.current().id, "edit", "Change it", ScriptedModel([]), user=VERA,
@@ -378,9 +379,9 @@ def test_regenerate_message_names_missing_and_changed_columns_and_renames(tmp_pa
                             "dashboard": {"title": "Sales", "components": [
                                 {"id": "total", "type": "kpi", "title": "Total", "query": "SELECT sum(amount) AS value FROM sales"}]}})
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     (folder / "sales.csv").write_text("region,amount_eur,units\nNorth,10.5,one\nSouth,20.25,two\n", encoding="utf-8")
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     assert not report.ok and report.incompatible
     text = regenerate_message(report)
     assert "column 'amount' is missing; probably renamed to 'amount_eur'" in text

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from lib.access import OPERATOR
 from lib import autodraft, checks, profile, workspace
 from lib.refresh import refresh
 from lib.render import QueryCache, render
@@ -25,7 +26,7 @@ def workspace_over(tmp_path, csv_name):
     workspace.save(folder, workspace.blank(csv_name, "alice", "2026-11-30"))
     workspace.save(folder, {"sources": {"sources": [{"name": "data", "type": "csv", "path": str(DATASETS / csv_name)}]}})
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
     workspace.save(folder, {"profile": profile.build(wh.tables(), ws.data["sources"]["sources"])})
     return folder, wh
@@ -69,7 +70,7 @@ def test_autodraft_applies_the_workspace_rules(tmp_path):
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
     spec = autodraft.draft(ws.data)
     by_gate = next(c for c in spec["components"] if c["id"] == "by_gate")

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from lib.access import OPERATOR
 from lib import checks, workspace
 from lib.diagnostics import ERROR
 from lib.refresh import refresh
@@ -20,7 +21,7 @@ def supply(tmp_path_factory):
     folder = tmp / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
     wh = Warehouse(tmp / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
     return ws, wh.tables(), wh.current().id
 
@@ -45,7 +46,7 @@ def test_demo_dashboards_pass_every_check(slug, tmp_path):
     folder = tmp_path / slug
     shutil.copytree(WORKSPACES / slug, folder)
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
     assert checks.run(ws, wh.tables(), wh.current().id) == []
 
@@ -200,7 +201,7 @@ def test_validate_workspace_runs_the_checks_despite_warnings(tmp_path, monkeypat
     dashboard = workspace.load(folder)[0].data["dashboard"]
     dashboard["components"][0]["query"] = "SELECT no_such_column AS value FROM gates"
     workspace.save(folder, {"dashboard": dashboard})
-    assert refresh(folder, Warehouse.for_workspace(folder)).dashboard_errors  # loaded, though the query fails
+    assert refresh(folder, Warehouse.for_workspace(folder), user=OPERATOR).dashboard_errors  # loaded, though the query fails
     found = checks.validate_workspace(folder)
     assert any(d.level != ERROR for d in found)
     assert any(d.level == ERROR and d.id.startswith("check.") and "no_such_column" in d.message for d in found)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lib.access import OPERATOR
 from lib import export, workspace
 from lib.diagnostics import ValidationFailed
 from lib.render import Rendered, render
@@ -73,7 +74,7 @@ def as_json(value):
 def export_demo(ws_path: Path, tmp_path: Path) -> tuple[Path, dict, Rendered]:
     """Export the workspace (loading its data on the way) and render it again to know what to expect."""
     warehouse = Warehouse(tmp_path / "cache")
-    result = export.export_workspace(ws_path, tmp_path / "out" / f"{ws_path.name}.html", None, warehouse)
+    result = export.export_workspace(ws_path, tmp_path / "out" / f"{ws_path.name}.html", None, warehouse, user=OPERATOR)
     ws, _ = workspace.load(ws_path)
     snapshot = warehouse.current()
     return result["html"], result, render(ws.data, warehouse.tables(snapshot), snapshot.id)
@@ -167,7 +168,7 @@ def test_an_invalid_dashboard_is_refused_and_nothing_is_written(ws_copy, tmp_pat
     (ws_path / "dashboard.yaml").write_text("title: Broken\ncomponents: []\n", encoding="utf-8")
     out = tmp_path / "out"
     with pytest.raises(ValidationFailed, match="dashboard.yaml"):
-        export.export_workspace(ws_path, out / "page.html", out / "png", Warehouse(tmp_path / "cache"))
+        export.export_workspace(ws_path, out / "page.html", out / "png", Warehouse(tmp_path / "cache"), user=OPERATOR)
     assert not out.exists()
 
 
@@ -184,7 +185,7 @@ def test_markdown_subset(markdown, expected):
 @pytest.mark.parametrize("slug", DEMOS)
 def test_every_chart_gives_a_png(slug, ws_copy, tmp_path):
     ws_path = ws_copy(slug)
-    result = export.export_workspace(ws_path, None, tmp_path / "png", Warehouse(tmp_path / "cache"))
+    result = export.export_workspace(ws_path, None, tmp_path / "png", Warehouse(tmp_path / "cache"), user=OPERATOR)
     ws, _ = workspace.load(ws_path)
     charts = [c["id"] for c in ws.data["dashboard"]["components"] if c["type"] == "chart"]
     assert result["html"] is None and [p.name for p in result["pngs"]] == [f"{cid}.png" for cid in charts]
@@ -242,7 +243,7 @@ def test_the_footer_says_which_filters_the_export_used(tmp_path):
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
     filtered = to_html(render(ws.data, wh.tables(), wh.current().id, {"site": ["Lyon", "Porto"]}, cache=QueryCache()))
     assert "filtered by Sites: Lyon, Porto" in filtered

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 import pytest
 
+from lib.access import OPERATOR
 from lib import workspace
 from lib.refresh import likely_rename, refresh
 from lib.warehouse import Warehouse
@@ -27,7 +28,7 @@ def supply(tmp_path):
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
     wh = Warehouse(tmp_path / "cache")
-    first = refresh(folder, wh)
+    first = refresh(folder, wh, user=OPERATOR)
     assert first.ok, first.summary()
     return folder, wh
 
@@ -37,7 +38,7 @@ def test_first_load_then_next_week_changes_the_numbers(supply):
     before = wh.query(KPI).rows[0][0]
     shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
     dashboard_before = (folder / "dashboard.yaml").read_bytes()
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     assert report.ok and report.swapped and report.model_calls == 0
     [source] = report.sources
     assert (source.name, source.status, source.rows_before, source.rows_after) == ("gates", "ok", 126, 126)
@@ -52,7 +53,7 @@ def test_dropped_column_keeps_old_data_and_names_a_likely_rename(supply):
     served = wh.current().id
     table = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
     pacsv.write_csv(table.rename_columns([c if c != "actual" else "actual_units" for c in table.column_names]), folder / "data" / "gates.csv")
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     assert not report.ok and not report.swapped
     [source] = report.sources
     assert source.status == "incompatible" and source.missing == ["actual"]
@@ -70,14 +71,14 @@ def test_changed_type_is_incompatible_but_new_columns_are_fine(supply):
 
     widened = table.append_column("comment", pa.array(["ok"] * table.num_rows))
     pacsv.write_csv(widened, folder / "data" / "gates.csv")
-    assert refresh(folder, wh).ok  # a new column is fine
+    assert refresh(folder, wh, user=OPERATOR).ok  # a new column is fine
 
     broken = widened.set_column(widened.column_names.index("target"), "target", pa.array(["to be set"] * widened.num_rows))
     pacsv.write_csv(broken, folder / "data" / "gates.csv")
     sources = workspace.load(folder)[0].data["sources"]
     del sources["sources"][0]["columns"]["target"]  # unpinned, so the text arrives as text
     workspace.save(folder, {"sources": sources})
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     [source] = report.sources
     assert source.status == "incompatible"
     assert source.changed == [{"column": "target", "was": "BIGINT", "now": "VARCHAR"}]
@@ -88,7 +89,7 @@ def test_csv_with_a_bad_row_fails_clearly_and_keeps_old_data(supply):
     served = wh.current().id
     with open(folder / "data" / "gates.csv", "a") as handle:
         handle.write("2026-11-23,2026-W48,Brno,Supply,1,2,3,EXTRA\n")
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     [source] = report.sources
     assert source.status == "failed" and "gates" in source.message and "malformed row" in source.message
     assert wh.current().id == served and not report.swapped
@@ -98,7 +99,7 @@ def test_pinned_type_that_does_not_fit_fails_the_source(supply):
     folder, wh = supply
     text = (folder / "data" / "gates.csv").read_text().replace("2026-11-16,", "16/11/2026,", 1)
     (folder / "data" / "gates.csv").write_text(text)
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     [source] = report.sources
     assert source.status == "failed" and "day" in source.message
 
@@ -112,11 +113,11 @@ def test_failure_between_loading_and_switching_leaves_everything_as_it_was(suppl
         raise OSError("power cut")
 
     with pytest.raises(OSError):
-        refresh(folder, wh, _before_switch=crash)
+        refresh(folder, wh, user=OPERATOR, _before_switch=crash)
     assert wh.current() == served
     assert [s.id for s in wh.snapshots()] == [served.id]
     assert wh.query("SELECT DISTINCT week FROM gates").rows == [("2026-W47",)]
-    assert refresh(folder, wh).ok  # and the next refresh works
+    assert refresh(folder, wh, user=OPERATOR).ok  # and the next refresh works
 
 
 def test_refresh_never_constructs_a_model_client(supply, monkeypatch):
@@ -129,7 +130,7 @@ def test_refresh_never_constructs_a_model_client(supply, monkeypatch):
     monkeypatch.setattr(anthropic.AsyncAnthropic, "__init__", forbidden)
     folder, wh = supply
     shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
 
 
 def test_refresh_cli_does_not_even_import_the_model_sdk(tmp_path):
@@ -199,7 +200,7 @@ def api(tmp_path):
     workspace.save(folder, {"sources": sources})
     _Handler.mode = "ok"
     wh = Warehouse(tmp_path / "api-cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     yield folder, wh
     server.shutdown()
 
@@ -209,7 +210,7 @@ def test_http_faults_keep_previous_data(api, mode, needle):
     folder, wh = api
     served = wh.current().id
     _Handler.mode = mode
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     [source] = report.sources
     assert source.status == "failed" and "'stock'" in source.message and needle in source.message
     assert wh.current().id == served and wh.query("SELECT sum(qty) FROM stock").rows == [(7,)]
@@ -229,7 +230,7 @@ def test_after_regenerating_the_new_shape_is_accepted(supply):
     folder, wh = supply
     table = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
     pacsv.write_csv(table.rename_columns([c if c != "actual" else "actual_units" for c in table.column_names]), folder / "data" / "gates.csv")
-    assert not refresh(folder, wh).swapped
+    assert not refresh(folder, wh, user=OPERATOR).swapped
     candidate, entries = fetch_candidate(folder)
     assert [e.status for e in entries] == ["ok"] and "actual_units" in candidate["gates"].column_names
     ws, _ = workspace.load(folder)
@@ -238,7 +239,7 @@ def test_after_regenerating_the_new_shape_is_accepted(supply):
     import yaml
 
     workspace.save(folder, {"profile": profile.build(candidate, ws.data["sources"]["sources"]), "dashboard": yaml.safe_load(text)})
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     assert report.ok, report.summary()
     assert wh.query("SELECT DISTINCT week FROM gates").rows == [("2026-W48",)]
 
@@ -246,12 +247,12 @@ def test_after_regenerating_the_new_shape_is_accepted(supply):
 def test_unchanged_data_makes_no_new_snapshot(supply):
     folder, wh = supply
     served = wh.current().id
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     assert report.ok and report.unchanged and not report.swapped
     assert wh.current().id == served and len(wh.snapshots()) == 1
     assert "has not changed" in report.summary()
     shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
-    assert refresh(folder, wh).swapped
+    assert refresh(folder, wh, user=OPERATOR).swapped
 
 
 def test_compatibility_of_a_viewers_own_file(supply):
@@ -272,9 +273,9 @@ def test_a_removed_source_takes_its_table_with_it(supply):
     sources = workspace.load(folder)[0].data["sources"]
     copy = dict(sources["sources"][0], name="gates_copy")
     workspace.save(folder, {"sources": {"sources": sources["sources"] + [copy]}})
-    assert refresh(folder, wh).ok and "gates_copy" in wh.current().tables
+    assert refresh(folder, wh, user=OPERATOR).ok and "gates_copy" in wh.current().tables
     workspace.save(folder, {"sources": sources})
-    assert refresh(folder, wh).swapped
+    assert refresh(folder, wh, user=OPERATOR).swapped
     assert list(wh.current().tables) == ["gates"]
 
 
@@ -282,7 +283,7 @@ def test_removing_the_last_source_empties_the_warehouse(supply):
     folder, wh = supply
     workspace.save(folder, {"sources": {"sources": []}})
     (folder / "dashboard.yaml").unlink()
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     assert report.swapped and wh.current().tables == {}
 
 
@@ -339,12 +340,12 @@ def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, mon
     workspace.save(folder, {"sources": {"sources": [{"name": "orders", "type": "csv", "path": str(csv)}]}})
     wh = Warehouse(tmp_path / "cache")
     monkeypatch.setenv("DASHMEM_DATA_DIRS", str(tmp_path))
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     warehouse._OPENED.clear()  # as in a fresh process: the schema comes from the snapshot file
     served = wh.tables()["orders"].schema
     assert served.field("Order Date").metadata == {b"dashmem.date_format": b"%d-%m-%Y"}
     csv.write_bytes(b"".join(lines))
-    report = refresh(folder, wh)
+    report = refresh(folder, wh, user=OPERATOR)
     assert report.swapped, report.summary()
     assert list(wh.current().columns("orders")) == served.names
     assert wh.current().columns("orders")["Order Date"] == "DATE" and wh.current().tables["orders"]["rows"] == 1000
@@ -423,3 +424,61 @@ def test_an_upload_is_kept_by_its_content(tmp_path):
     assert store_upload(tmp_path / "uploads", "My sales.csv", b"a,b\n3,4\n") != ref  # never replaces it
     table = fetch({"name": "s", "type": "csv", "path": ref}, FetchContext(workspace_path=tmp_path, uploads_dir=tmp_path / "uploads"))
     assert table.column("a").to_pylist() == [1]
+
+
+def test_roles_are_checked_in_lib_for_refresh_and_serving_earlier_data(supply):
+    """A page that forgot its check still cannot refresh or pin for someone without the right."""
+    from lib.access import PermissionDenied, User
+
+    folder, wh = supply
+    meta = workspace.load(folder)[0].get("workspace")
+    meta["access"]["viewers"] = ["vera"]  # not everyone any more
+    workspace.save(folder, {"workspace": meta})
+    served = wh.current()
+    stranger, viewer, steward = User("mallory"), User("vera"), User("sam")
+    with pytest.raises(PermissionDenied, match="mallory .* may not refresh"):
+        refresh(folder, wh, user=stranger)
+    assert wh.current() == served
+
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+    assert refresh(folder, wh, user=viewer).swapped  # viewers may refresh
+    with pytest.raises(PermissionDenied, match="vera \\(viewer\\) may not pin_data"):
+        wh.switch_to(served.id, user=viewer, meta=meta)
+    assert wh.current().id != served.id
+    wh.switch_to(served.id, user=steward, meta=meta)
+    assert wh.current().id == served.id
+    # The command line's principal is a distinct object: a user who signs in as "operator" is nobody special.
+    with pytest.raises(PermissionDenied):
+        wh.switch_to(served.id, user=User("operator"), meta=meta)
+
+
+def test_an_unchanged_refresh_still_records_when_it_checked_for_every_process(supply):
+    folder, wh = supply
+    first = wh.last_checked()
+    assert first is not None
+    time.sleep(1.1)  # the record has one-second resolution
+    report = refresh(folder, wh, user=OPERATOR)
+    assert report.unchanged and report.ok and report.served == report.previous
+    later = wh.last_checked()
+    assert later > first and report.checked_at == later.isoformat()
+    seen = subprocess.run([sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; "
+                           "print(Warehouse(sys.argv[1]).last_checked().isoformat())", str(wh.folder)],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    assert seen.stdout.strip() == later.isoformat()
+
+
+def test_two_refreshes_at_once_report_which_snapshot_is_served(supply):
+    """Another process's refresh finishes while ours is writing: our report names the one actually served."""
+    folder, wh = supply
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+    other = [sys.executable, "-c", "import sys, pyarrow as pa; from lib.warehouse import Warehouse; "
+             "print(Warehouse(sys.argv[1]).write_snapshot({'gates': pa.table({'x': [1]})}).id)", str(wh.folder)]
+    written_by_other = []
+
+    def other_process_switches_first():
+        written_by_other.append(subprocess.run(other, cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip())
+
+    report = refresh(folder, wh, user=OPERATOR, _before_switch=other_process_switches_first)
+    assert report.swapped and report.snapshot != written_by_other[0]
+    assert report.served == wh.current().id == written_by_other[0]
+    assert f"its snapshot {written_by_other[0]} is the one served" in report.summary()

@@ -7,6 +7,7 @@ import altair as alt
 import pandas as pd
 import pytest
 
+from lib.access import OPERATOR
 from lib import workspace
 from lib.refresh import refresh
 from lib.render import QueryCache, render
@@ -20,7 +21,7 @@ def supply(tmp_path):
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     return folder, wh
 
 
@@ -106,7 +107,7 @@ def test_next_week_changes_numbers_and_text_without_touching_the_spec(supply):
     spec = (folder / "dashboard.yaml").read_bytes()
     before = draw(folder, wh)
     shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     after = draw(folder, wh)
     assert (folder / "dashboard.yaml").read_bytes() == spec
     assert after.component("kpi_attainment").display != before.component("kpi_attainment").display
@@ -131,7 +132,7 @@ def test_number_range_filter(tmp_path):
     folder = tmp_path / "gdp-explorer"
     shutil.copytree(WORKSPACES / "gdp-explorer", folder)
     wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     r = draw(folder, wh, {"year": (2000, 2010)})
     years = r.component("world_trend").chart.data["year"]
     assert years.min() == 2000 and years.max() == 2010
@@ -147,7 +148,7 @@ def test_results_are_cached_per_data_version(supply):
     again = draw(folder, wh, cache=cache)
     assert again.queries_run == 0
     shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
-    assert refresh(folder, wh).ok
+    assert refresh(folder, wh, user=OPERATOR).ok
     assert draw(folder, wh, cache=cache).queries_run == 12
 
 

@@ -9,6 +9,7 @@ import sys
 import pyarrow as pa
 import pytest
 
+from lib.access import OPERATOR
 from lib.warehouse import KEEP_SNAPSHOTS, SUFFIX, QueryError, QueryRefused, Warehouse, bind, run_query
 
 from .conftest import ROOT
@@ -118,7 +119,7 @@ def test_keeps_the_last_snapshots_and_can_step_back(wh):
         ids.append(wh.write_snapshot({"sales": pa.table({"region": ["n"] * (i + 1), "amount": [1.0] * (i + 1)})}).id)
     kept = [s.id for s in wh.snapshots()]
     assert kept == list(reversed(ids))[:KEEP_SNAPSHOTS]
-    wh.switch_to(kept[2])
+    wh.switch_to(kept[2], user=OPERATOR, meta={})
     assert wh.query("SELECT count(*) FROM sales").rows == [(wh.snapshot(kept[2]).tables["sales"]["rows"],)]
     assert sorted(os.listdir(wh.folder / "snapshots")) == sorted(f"{i}{SUFFIX}" for i in kept)  # one file each
 
@@ -141,11 +142,11 @@ def test_prune_deletes_a_crashed_writers_leftovers_but_not_a_writer_at_work(wh):
 def test_an_earlier_snapshot_is_served_until_the_next_refresh(wh):
     first = wh.current()
     second = wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
-    assert wh.switch_to(first.id) and wh.current().id == first.id and wh.pin.is_symlink()
+    assert wh.switch_to(first.id, user=OPERATOR, meta={}) and wh.current().id == first.id and wh.pin.is_symlink()
     assert Warehouse(wh.folder).query("SELECT count(*) FROM sales").rows == [(3,)]  # for every reader
-    wh.switch_to(second.id)  # the newest: no pin needed
+    wh.switch_to(second.id, user=OPERATOR, meta={})  # the newest: no pin needed
     assert wh.current().id == second.id and not wh.pin.exists()
-    wh.switch_to(first.id)
+    wh.switch_to(first.id, user=OPERATOR, meta={})
     third = wh.write_snapshot({"sales": pa.table({"region": ["y"], "amount": [2.0]})})
     assert wh.current().id == third.id and not wh.pin.exists()
 
@@ -228,7 +229,7 @@ def test_the_pinned_snapshot_survives_the_prune_of_the_write_that_ends_the_pin(w
     oldest = wh.current()
     for i in range(KEEP_SNAPSHOTS - 1):
         wh.write_snapshot({"sales": pa.table({"region": ["n"] * (i + 1), "amount": [1.0] * (i + 1)})})
-    wh.switch_to(oldest.id)
+    wh.switch_to(oldest.id, user=OPERATOR, meta={})
     newest = wh.write_snapshot({"sales": pa.table({"region": ["z"], "amount": [9.0]})})
     assert wh.current().id == newest.id and oldest.path.exists()  # a reader that named it can still open it
     wh.write_snapshot({"sales": pa.table({"region": ["z"], "amount": [8.0]})})
