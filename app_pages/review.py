@@ -27,14 +27,17 @@ for d in drafts:
         st.subheader(f"{d['user']}'s draft" + (" (yours)" if own else ""))
         st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {d['date'][:16].replace('T', ' ')}")
         ui.show_diff(ctx.repo.draft_diff(ctx.slug, branch))
+        errors = []
         if d["workspace_path"].exists():
-            found = checks.validate_workspace(d["workspace_path"])
+            found = checks.validate_workspace(d["workspace_path"])  # the same verdict publish and CI reach
             errors = [x for x in found if x.level == "error"]
             (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
             ui.show_diagnostics(found)
+        blocked = bool(errors) and policy.get("require_valid_to_publish", True)
         buttons = st.columns(4)
         if ctx.can("publish") and (own or ctx.role == "owner"):
-            if buttons[0].button("Publish", key=f"publish_{branch}", type="primary"):
+            if buttons[0].button("Publish", key=f"publish_{branch}", type="primary", disabled=blocked,
+                                 help="This workspace publishes only drafts whose checks pass; fix the errors above first." if blocked else None):
                 try:
                     sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
                     st.success(f"Published as {sha[:10]}.")
