@@ -16,6 +16,7 @@ are skipped, with a warning saying so, when no data is loaded.
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -31,6 +32,7 @@ from .yamlio import Document, parse
 from .workspace import SEMANTIC_CHECKS, Workspace, load as load_workspace, render as render_yaml, shown_file
 
 FILE = "dashboard.yaml"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -152,9 +154,18 @@ def _same_value(a: Any, b: Any) -> bool:
     return str(a).lower() == str(b).lower()
 
 
+# What each kind of rule check needs besides its colour; the schema leaves them optional.
+RULE_CHECK_NEEDS = {"background_color": (), "category_color": ("field", "value"), "threshold_color": ("field", "op", "value")}
+
+
 def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
     check, rid = rule["check"], rule["id"]
     kind, color = check["kind"], check["color"].lower()
+    missing = [key for key in RULE_CHECK_NEEDS.get(kind, ()) if check.get(key) in (None, "")]
+    if missing:
+        return [Diagnostic("check.output_constraints", WARNING,
+                           f"task rule '{rid}' cannot be verified: its {kind} check has no {' or '.join(missing)}",
+                           shown_file_of(ctx, "task"), None, f"rules[{rid}].check", ", ".join(missing))]
     theme = (ctx.dashboard.get("theme") or {}).get("background") or ((ctx.ws.get("output") or {}).get("theme") or {}).get("background")
     if kind == "background_color":
         if (theme or "").lower() != color:
@@ -408,6 +419,24 @@ STATIC: list[Callable[[CheckContext], list[Diagnostic]]] = [check_schema, check_
 ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_queries, check_references, check_literal_values, check_renders]
 
 
+def shown_file_of(ctx: CheckContext, kind: str) -> str:
+    """The file name of another workspace file, beside the dashboard's as the diagnostics show it."""
+    from .workspace import FILES
+
+    return ctx.file.rsplit("/", 1)[0] + "/" + FILES[kind] if "/" in ctx.file else FILES[kind]
+
+
+def _isolated(check: Callable[[CheckContext], list[Diagnostic]], ctx: CheckContext) -> list[Diagnostic]:
+    """One check's findings; a check that breaks becomes an error naming it, and the others still run."""
+    try:
+        return check(ctx)
+    except Exception as exc:  # a bug in one check must not hide the others' results, nor crash a page
+        name = check.__name__.removeprefix("check_")
+        log.exception("check %s failed on %s", name, ctx.file)
+        return [Diagnostic(f"check.{name}", ERROR, f"the {name} check could not finish ({type(exc).__name__}: {exc}); "
+                           "the other checks ran. Please report this with the spec.", ctx.file)]
+
+
 def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "", file: str = FILE,
         skipped_note: Diagnostic | None = None) -> list[Diagnostic]:
     """All checks on the workspace's dashboard; the data checks need `tables`.
@@ -418,16 +447,16 @@ def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "",
     if not ws.get("dashboard"):
         return []
     ctx = CheckContext(ws, tables, version, file)
-    out = check_schema(ctx)
+    out = _isolated(check_schema, ctx)
     if any(d.level == ERROR for d in out):
         return out  # the other checks assume a well-formed spec
     for check in STATIC[1:]:
-        out.extend(check(ctx))
+        out.extend(_isolated(check, ctx))
     if tables is None:
         out.append(skipped_note or Diagnostic("check.skipped", WARNING, "data checks not run: no data loaded (run `python -m lib refresh`)", file))
         return out
     for check in ON_DATA:
-        out.extend(check(ctx))
+        out.extend(_isolated(check, ctx))
     return out
 
 

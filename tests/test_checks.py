@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from lib.access import OPERATOR
 from lib import checks, workspace
+from lib.access import OPERATOR
 from lib.diagnostics import ERROR
 from lib.refresh import refresh
 from lib.warehouse import Warehouse
@@ -215,3 +215,31 @@ def test_each_broken_query_is_reported_once(supply):
     errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(query=at_run_time))
     [d] = [e for e in errors if "kpi_attainment" in e.message]
     assert d.id == "check.renders" and "Supply" in d.message
+
+
+def test_a_rule_check_without_its_field_is_reported_not_a_crash(supply):
+    """The schema accepts a check with only kind and colour; the Review page once died on it (KeyError 'field')."""
+    ws, tables, version = supply
+    changed = workspace.Workspace(ws.path, copy.deepcopy(ws.data), {})
+    rules = changed.data["task"]["rules"]
+    rules.append({**rules[0], "id": "half-a-check", "check": {"kind": "threshold_color", "color": "#2ca02c"}})
+    found = checks.run(changed, tables, version)
+    [note] = [d for d in found if "half-a-check" in d.message]
+    assert note.level == "warning" and "cannot be verified" in note.message and "field" in note.message and note.file == "task.yaml"
+    assert not [d for d in found if d.level == ERROR]
+
+
+def test_a_check_that_breaks_is_an_error_naming_it_and_the_others_still_run(supply, monkeypatch):
+    def broken(ctx):
+        raise RuntimeError("boom")
+
+    broken.__name__ = "check_references"
+    monkeypatch.setattr(checks, "ON_DATA", [broken if c is checks.check_references else c for c in checks.ON_DATA])
+    from lib.warehouse import run_query
+
+    value = run_query(supply[1], "SELECT sum(actual) / sum(target) FROM gates").rows[0][0]
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(title=f"Attainment {value * 100:.1f}%"))
+    assert [e.id for e in errors if e.id == "check.references"] == ["check.references"]
+    [broke] = [e for e in errors if e.id == "check.references"]
+    assert "could not finish" in broke.message and "RuntimeError: boom" in broke.message
+    assert any(e.id == "check.literal_values" for e in errors)  # a later check still ran
