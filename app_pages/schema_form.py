@@ -56,7 +56,10 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
         step = 1 if kind == "integer" else None
         number = st.number_input(label, value=value if value is not None else None, step=step, key=key, help=help_text,
                                  placeholder=str(schema.get("default", placeholder or "")))
-        return (int(number) if kind == "integer" else float(number)) if number is not None else None
+        if number is None:
+            return None
+        # A whole number stays an int (a saved `10` must not come back as `10.0`).
+        return int(number) if kind == "integer" or (float(number).is_integer() and not isinstance(value, float)) else float(number)
     if kind == "string" and schema.get("pattern") == COLOR_PATTERN:
         enabled = st.checkbox(f"Set {label.lower()}", value=value is not None, key=key + ".on") if not required else True
         if not enabled:
@@ -66,9 +69,16 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
         widget = st.text_area if name in LONG_TEXT else st.text_input
         return widget(label, value=value or "", key=key, help=help_text, placeholder=placeholder).strip() or None
     if kind == "array" and _scalar_items(root, schema):
-        text = st.text_input(label + " (comma-separated)", value=", ".join(map(str, value or [])), key=key, help=help_text)
-        return [part.strip() for part in text.split(",") if part.strip()]
+        # One item per line: an item may contain commas.
+        text = st.text_area(label + " (one per line)", value="\n".join(map(str, value or [])), key=key, help=help_text)
+        items = [line.strip() for line in text.splitlines() if line.strip()]
+        return items if [str(v) for v in value or []] != items else value  # unchanged keeps its types
     if kind == "object" and (schema.get("properties") or schema.get("allOf")):
+        if not required:
+            # An optional group stays absent unless the person turns it on: drawing its
+            # widgets would otherwise fill it with their defaults on every save.
+            if not st.checkbox(f"Set {label.removesuffix(' (optional)').lower()}", value=value is not None, key=key + ".on", help=help_text):
+                return None
         st.markdown(f"**{label}**" + (f" — {help_text}" if help_text else ""))
         return fields(root, schema, value, key)
     # Anything richer (lists of objects, free mappings) is edited as YAML.

@@ -234,3 +234,25 @@ def test_a_failed_first_load_is_not_retried_at_every_click(env, monkeypatch):
     assert any("timed out" in str(df.value) for df in at.dataframe)  # the report says why
     next(b for b in at.button if b.label == "Refresh").click().run()
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("slug", ["supply-chain-weekly", "gdp-explorer"])
+@pytest.mark.parametrize("form", ["Save task rules", "Save output constraints"])
+def test_a_form_submitted_unchanged_saves_nothing(env, slug, form):
+    """Generated forms write only what the person changed: no defaults filled in, numbers and lists round-trip."""
+    at = on_page(signed_in("sam", slug), "app_pages/specs.py")
+    next(b for b in at.button if b.label == form).click().run()
+    assert not at.exception
+    assert any("Nothing changed" in i.value for i in at.info), ([s.value for s in at.success], [e.value for e in at.error])
+
+
+def test_editing_the_goal_changes_only_the_goal_lines(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    next(t for t in at.text_area if t.label == "Goal").input("Show which gates missed target, and where.")
+    next(b for b in at.button if b.label == "Save task rules").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success), [e.value for e in at.error]
+    repo = at.session_state["config_repo"]
+    [patch] = repo.draft_diff("supply-chain-weekly", "draft/sam/supply-chain-weekly")
+    changed = [line for line in patch.patch.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert patch.path == "task.yaml" and changed and all("goal" in line or line.startswith(("+  ", "-  ")) for line in changed), changed
+    assert not [line for line in changed if "check" in line or "kind" in line or "color" in line]
