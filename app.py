@@ -6,6 +6,8 @@ first; a deep link opened while signed out shows the sign-in form.
 """
 from __future__ import annotations
 
+import logging
+import secrets
 import time
 
 import streamlit as st
@@ -17,6 +19,7 @@ from lib.configrepo import ConfigRepo
 
 st.set_page_config(page_title="dashmem", page_icon=":material/dashboard:", layout="wide")
 COOKIE_SETTLE_S = 0.8
+log = logging.getLogger("dashmem.app")
 
 
 @st.cache_resource(show_spinner="Opening the config repo…")
@@ -90,4 +93,11 @@ with st.sidebar:
 pages = {"Use": page_list(USE_PAGES)}
 if user.app_role in (STEWARD, OWNER):
     pages["Build"] = page_list(BUILD_PAGES)
-st.navigation(pages).run()
+try:
+    st.navigation(pages).run()
+except Exception:  # st.rerun, st.stop and st.switch_page are BaseExceptions and pass through
+    # Nobody sees a traceback: a plain message here, the details in the server log under the same reference.
+    reference = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    log.exception("page failed (reference %s)", reference)
+    st.error(f"Something went wrong on this page. Your saved work is not affected. Reload the page to try again; "
+             f"if it keeps happening, tell the app's operator the reference **{reference}** (the details are in the server log).")

@@ -256,3 +256,19 @@ def test_editing_the_goal_changes_only_the_goal_lines(env):
     changed = [line for line in patch.patch.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert patch.path == "task.yaml" and changed and all("goal" in line or line.startswith(("+  ", "-  ")) for line in changed), changed
     assert not [line for line in changed if "check" in line or "kind" in line or "color" in line]
+
+
+def test_a_page_that_fails_shows_a_plain_message_not_a_traceback(env, monkeypatch, caplog):
+    from lib.configrepo import ConfigRepo
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("internal detail /srv/secret/path")
+
+    monkeypatch.setattr(ConfigRepo, "history", broken)
+    at = signed_in("vera")
+    at.switch_page("app_pages/history.py")
+    at.run()
+    assert not at.exception
+    [message] = [e.value for e in at.error if "Something went wrong" in e.value]
+    assert "reference" in message and "/srv/secret/path" not in message and "RuntimeError" not in message
+    assert any("internal detail" in r.getMessage() or (r.exc_info and "internal detail" in str(r.exc_info[1])) for r in caplog.records)
