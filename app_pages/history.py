@@ -10,6 +10,8 @@ from lib.configrepo import MAIN, ConfigRepoError
 
 ctx = ui.context("view")
 st.title("History")
+if st.session_state.get("history_done"):
+    st.success(st.session_state.pop("history_done"))
 
 refs = [MAIN]
 if ctx.has_draft():
@@ -26,8 +28,9 @@ st.dataframe(pd.DataFrame([{"version": v.short, "date": v.date[:19].replace("T",
 labels = {v.sha: f"{v.short} · {v.date[:16].replace('T', ' ')} · {v.author} · {v.message}" for v in versions}
 shas = [v.sha for v in versions]
 left, right = st.columns(2)
-older = left.selectbox("Compare", shas, index=min(1, len(shas) - 1), format_func=labels.get, key="diff_a")
-newer = right.selectbox("with", shas, index=0, format_func=labels.get, key="diff_b")
+# Keyed by the list shown, so switching between published and my draft starts again from its two newest versions.
+older = left.selectbox("Compare", shas, index=min(1, len(shas) - 1), format_func=labels.get, key=f"diff_a:{ref}:{shas[0]}")
+newer = right.selectbox("with", shas, index=0, format_func=labels.get, key=f"diff_b:{ref}:{shas[0]}")
 ui.show_diff(ctx.repo.diff(ctx.slug, older, newer))
 
 if ctx.can("revert"):
@@ -38,15 +41,18 @@ if ctx.can("revert"):
     if left.button("Revert my draft to this version", help="A new commit on your draft; history is kept. Publish it on the Review page."):
         try:
             sha = ctx.repo.revert(ctx.user, ctx.slug, target)
-            st.success(f"Your draft now equals {target[:10]}" + (f" (commit {sha[:10]})." if sha else " (it already did)."))
         except (ConfigRepoError, PermissionDenied) as exc:
             st.error(str(exc))
+        else:
+            # Shown after the rerun, so the table above already lists the new commit.
+            st.session_state["history_done"] = f"Your draft now equals {target[:10]}" + (f" (commit {sha[:10]})." if sha else " (it already did).")
+            st.rerun()
     if ctx.has_draft():
         stack = ctx.repo.undo_stack(ctx.user, ctx.slug)
         if right.button(f"Undo my last saved change ({max(len(stack) - 1, 0)} available)", disabled=len(stack) < 2):
             try:
                 ctx.repo.undo(ctx.user, ctx.slug)
-                st.success("Undone: your draft is back at its previous saved state.")
+                st.session_state["history_done"] = "Undone: your draft is back at its previous saved state."
                 st.rerun()
             except (ConfigRepoError, PermissionDenied) as exc:
                 st.error(str(exc))

@@ -272,3 +272,17 @@ def test_a_page_that_fails_shows_a_plain_message_not_a_traceback(env, monkeypatc
     [message] = [e.value for e in at.error if "Something went wrong" in e.value]
     assert "reference" in message and "/srv/secret/path" not in message and "RuntimeError" not in message
     assert any("internal detail" in r.getMessage() or (r.exc_info and "internal detail" in str(r.exc_info[1])) for r in caplog.records)
+
+
+def test_history_of_my_draft_compares_its_newest_versions_and_lists_a_revert_at_once(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    next(t for t in at.text_area if t.label == "Goal").input("Show which gates missed target, and where.")
+    next(b for b in at.button if b.label == "Save task rules").click().run()
+    at = on_page(at, "app_pages/history.py")
+    at.radio[0].set_value("draft/sam/supply-chain-weekly").run()
+    assert not [c for c in at.caption if c.value == "No differences."]
+    assert any("missed target, and where" in c.value for c in at.code)
+    before = len(at.dataframe[0].value)
+    next(b for b in at.button if b.label.startswith("Revert my draft")).click().run()
+    assert any("Your draft now equals" in s.value for s in at.success)
+    assert len(at.dataframe[0].value) == before + 1 and at.dataframe[0].value["message"].iloc[0].startswith("Revert")
