@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import ui
+from app_pages import dashboard_view, ui
 from lib import autodraft, profile, settings, workspace
 from lib.access import PermissionDenied
 from lib.agent import apply_outcome, estimate_cost, run_session
@@ -138,16 +138,16 @@ pending = st.session_state.get(OUTCOME)
 if pending and can_edit:
     st.divider()
     st.subheader("Proposed change (not saved yet)")
+    served = wh.current()
+    served_tables, served_version = (wh.tables(served), served.id) if served else (None, "")
+    found = []
     if pending["kind"] == "autodraft":
         st.code(pending["diff"] or "(no change)", language="diff")
         to_save, message_text = pending["files"], "Auto-draft the dashboard"
         accepted = []
+        found = dashboard_view.preview(ws, to_save["dashboard"], served_tables, served_version)
     else:
         outcome = pending["outcome"]
-        if outcome.dashboard_diff:
-            st.code(outcome.dashboard_diff, language="diff")
-            (st.success if outcome.passes else st.error)("The draft passes every check." if outcome.passes else "The draft fails some checks:")
-            ui.show_diagnostics(outcome.check_diagnostics)
         accepted = []
         if outcome.proposed_rules:
             st.markdown("**Rules Claude proposes** (tick those to keep in the workspace's task rules)")
@@ -158,10 +158,18 @@ if pending and can_edit:
         if pending.get("regenerated") and "dashboard" in to_save:
             to_save["profile"] = pending["files"]["profile"]  # a regenerated dashboard needs the new data's profile
         message_text = "Dashboard change from a Claude session"
-    save_col, discard_col = st.columns(2)
-    if save_col.button("Save to my draft", type="primary", disabled=not to_save):
+        if outcome.dashboard_diff:
+            st.code(outcome.dashboard_diff, language="diff")
+            if pending.get("regenerated"):  # checked by the session on the new data, which is not served yet
+                found = outcome.check_diagnostics
+                (st.success if outcome.passes else st.error)("The draft passes every check." if outcome.passes else "The draft fails some checks:")
+                ui.show_diagnostics(found)
+            elif to_save.get("dashboard"):
+                found = dashboard_view.preview(ws, to_save["dashboard"], served_tables, served_version)
+    do_save, discard = dashboard_view.save_buttons(found, f"chat:{ctx.slug}")
+    if do_save and to_save:
         save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""))
-    if discard_col.button("Discard"):
+    if discard:
         st.session_state.pop(OUTCOME, None)
         st.rerun()
 

@@ -3,17 +3,14 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import re
 
 import pandas as pd
 import streamlit as st
 
-from app_pages import ui
+from app_pages import dashboard_view, ui
 from lib import refresh as refreshing, workspace
 from lib.render import filter_states, render
 from lib.warehouse import Warehouse
-
-COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 ctx = ui.context("view")
 show_draft = ctx.can("edit") and ctx.has_draft() and st.toggle("Show my draft", key="dashboard_draft",
@@ -136,39 +133,7 @@ if states:
                     chosen[state.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
 rendered = render(ws.data, tables, version, chosen)
-for row in rendered.rows:
-    columns = st.columns([c.width for c in row])
-    for column, comp in zip(columns, row):
-        with column.container(border=True):
-            if comp.error:
-                st.markdown(f"**{comp.title or comp.id}**")
-                st.error(comp.error)
-            elif comp.type == "kpi":
-                if comp.color and COLOR.match(comp.color):  # only a #rrggbb colour goes into HTML
-                    st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
-                # st.metric reads the direction from a leading ASCII minus.
-                st.metric(comp.title or comp.id, comp.display, comp.delta_display.replace("−", "-") or None)
-            elif comp.type == "chart":
-                if comp.title:
-                    st.markdown(f"**{comp.title}**")
-                st.altair_chart(comp.chart, width="stretch", theme=None)
-            elif comp.type == "table":
-                if comp.title:
-                    st.markdown(f"**{comp.title}**")
-                colors = comp.cell_colors
-
-                def paint(frame: pd.DataFrame) -> pd.DataFrame:
-                    styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
-                    for (r, c), color in colors.items():
-                        if COLOR.match(color):
-                            styles.loc[r, c] = f"color: white; background-color: {color}"
-                    return styles
-
-                st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
-            elif comp.type == "text":
-                if comp.title:
-                    st.markdown(f"**{comp.title}**")
-                st.markdown(comp.markdown)
+dashboard_view.show(rendered)
 
 st.caption(f"Rendered in {rendered.seconds * 1000:.0f} ms · {rendered.queries_run} queries run (the rest from the cache) · data {version[:24]}")
 

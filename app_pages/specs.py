@@ -5,11 +5,12 @@ import datetime as dt
 
 import streamlit as st
 
-from app_pages import schema_form, ui
+from app_pages import dashboard_view, schema_form, ui
 from lib import schemas, workspace
 from lib.access import PermissionDenied
 from lib.configrepo import ConfigRepoError
 from lib.diagnostics import ValidationFailed
+from lib.warehouse import Warehouse
 from lib.yamlio import YamlSyntaxError, parse
 
 ctx = ui.context("edit")
@@ -19,7 +20,8 @@ ws, diagnostics = workspace.load(ctx.draft_path())
 ui.show_diagnostics(diagnostics)
 
 
-def save(files: dict, message: str) -> None:
+def save(files: dict, message: str, clear: str | None = None) -> None:
+    """Save to the draft; on success forget the pending edit `clear` names (kept when saving fails)."""
     try:
         sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
     except ValidationFailed as exc:
@@ -31,6 +33,8 @@ def save(files: dict, message: str) -> None:
         return
     if sha:
         st.session_state["specs_saved"] = f"Saved to your draft as {sha[:10]}: {message}"
+        if clear:
+            st.session_state.pop(clear, None)
         st.rerun()
     else:
         st.info("Nothing changed, so nothing was saved.")
@@ -80,19 +84,40 @@ with output_tab:
 
 with dashboard_tab:
     current = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
+    CANDIDATE = f"dashboard_candidate:{ctx.slug}"
     with st.form("dashboard_form"):
-        text = st.text_area("dashboard.yaml", value=current, height=480,
+        text = st.text_area("dashboard.yaml", value=st.session_state.get(CANDIDATE, current), height=480,
                             help="Every component names a SQL query; see the README for the spec and its checks.")
-        if st.form_submit_button("Validate and save the dashboard", type="primary"):
-            try:  # read as the workspace loader reads files: dates stay text, errors name the line
-                data = parse(text).data if text.strip() else None
-            except YamlSyntaxError as exc:
-                st.error(f"Not saved: malformed YAML at line {exc.line}: {exc}")
-            else:
-                if data is None:
-                    st.error("Not saved: the dashboard is empty.")
-                else:
-                    save({"dashboard": data}, "Edit the dashboard")
+        if st.form_submit_button("Check and preview", type="primary"):
+            st.session_state[CANDIDATE] = text
+    if CANDIDATE in st.session_state:
+        candidate_text = st.session_state[CANDIDATE]
+        try:  # read as the workspace loader reads files: dates stay text, errors name the line
+            candidate = parse(candidate_text).data if candidate_text.strip() else None
+        except YamlSyntaxError as exc:
+            st.error(f"Malformed YAML at line {exc.line}: {exc}")
+            candidate = None
+        if candidate is None:
+            st.error("Nothing to save: the dashboard is empty or does not parse.")
+            if st.button("Discard the edit"):
+                del st.session_state[CANDIDATE]
+                st.rerun()
+        elif candidate == ws.get("dashboard"):
+            st.info("No change from the saved dashboard.")
+        else:
+            st.code(ui.text_diff(current, workspace.render("dashboard", candidate) if isinstance(candidate, dict) else candidate_text,
+                                 "dashboard.yaml"), language="diff")
+            path = ctx.draft_path()
+            wh = Warehouse.for_workspace(path)
+            ui.first_load(path, wh, ws, ctx.user)
+            served = wh.current()
+            found = dashboard_view.preview(ws, candidate, wh.tables(served) if served else None, served.id if served else "")
+            do_save, discard = dashboard_view.save_buttons(found, "specs_dashboard")
+            if do_save:
+                save({"dashboard": candidate}, "Edit the dashboard", clear=CANDIDATE)
+            if discard:
+                del st.session_state[CANDIDATE]
+                st.rerun()
 
 with yaml_tab:
     for kind, name in workspace.FILES.items():

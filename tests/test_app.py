@@ -143,6 +143,9 @@ def test_chat_without_a_key_offers_auto_draft(env):
     next(b for b in at.button if b.label == "Auto-draft").click().run()
     assert not at.exception
     assert at.code and "dashboard.yaml" in at.code[0].value
+    # The proposal is checked and drawn before it is saved, not shown only as a YAML diff.
+    assert any("The checks pass" in s.value for s in at.success) and any(e.label == "Preview" for e in at.expander)
+    assert at.metric
 
 
 @pytest.fixture
@@ -172,7 +175,7 @@ def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
     at.chat_input[0].set_value("Rename the dashboard").run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("+title: Supply chain weekly, refined" in c.value for c in at.code)
-    assert any("passes every check" in s.value for s in at.success)
+    assert any("The checks pass" in s.value for s in at.success) and any(e.label == "Preview" for e in at.expander)
     assert any("cache read 900" in c.value for c in at.caption)
     next(b for b in at.button if b.label == "Save to my draft").click().run()
     assert any("Saved to your draft" in s.value for s in at.success)
@@ -286,3 +289,30 @@ def test_history_of_my_draft_compares_its_newest_versions_and_lists_a_revert_at_
     next(b for b in at.button if b.label.startswith("Revert my draft")).click().run()
     assert any("Your draft now equals" in s.value for s in at.success)
     assert len(at.dataframe[0].value) == before + 1 and at.dataframe[0].value["message"].iloc[0].startswith("Revert")
+
+
+def test_the_dashboard_editor_shows_checks_and_a_preview_before_saving(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    editor.input(editor.value.replace("Gate attainment (actual / target)", "Attainment (actual over target)", 1))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    assert not at.exception
+    assert any("The checks pass" in s.value for s in at.success) and any(e.label == "Preview" for e in at.expander)
+    assert at.metric, "the preview draws the dashboard"
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success)
+
+
+def test_saving_a_dashboard_that_fails_its_checks_needs_an_explicit_choice(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    editor.input(editor.value.replace("FROM gates", "FROM gatez", 1))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    assert any("error(s) in this dashboard" in e.value for e in at.error)
+    assert any("gatez" in e.value for e in at.error)
+    assert next(b for b in at.button if b.label == "Save to my draft").disabled
+    next(c for c in at.checkbox if c.label.startswith("Save it with")).check().run()
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success)
+    draft = at.session_state["config_repo"].drafts("supply-chain-weekly")[0]["workspace_path"]
+    assert "FROM gatez" in (draft / "dashboard.yaml").read_text(encoding="utf-8")

@@ -1,0 +1,94 @@
+"""Drawing a rendered dashboard, and the authoring loop's preview: checks and the dashboard before saving.
+
+Used by the Dashboard page, the Specs page's YAML editor and the Chat page's
+proposals (a Claude session's or the auto-draft's), so a person sees what a
+change looks like and what the checks say before it is saved.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import streamlit as st
+
+from app_pages import ui
+from lib import checks, workspace
+from lib.diagnostics import ERROR, Diagnostic
+from lib.render import Rendered, render
+
+COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
+
+
+def show(rendered: Rendered) -> None:
+    """Every component of a rendered dashboard, row by row."""
+    for row in rendered.rows:
+        columns = st.columns([c.width for c in row])
+        for column, comp in zip(columns, row):
+            with column.container(border=True):
+                _component(comp)
+
+
+def _component(comp) -> None:
+    if comp.error:
+        st.markdown(f"**{comp.title or comp.id}**")
+        st.error(comp.error)
+    elif comp.type == "kpi":
+        if comp.color and COLOR.match(comp.color):  # only a #rrggbb colour goes into HTML
+            st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
+        # st.metric reads the direction from a leading ASCII minus.
+        st.metric(comp.title or comp.id, comp.display, comp.delta_display.replace("−", "-") or None)
+    elif comp.type == "chart":
+        if comp.title:
+            st.markdown(f"**{comp.title}**")
+        st.altair_chart(comp.chart, width="stretch", theme=None)
+    elif comp.type == "table":
+        if comp.title:
+            st.markdown(f"**{comp.title}**")
+        colors = comp.cell_colors
+
+        def paint(frame: pd.DataFrame) -> pd.DataFrame:
+            styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
+            for (r, c), color in colors.items():
+                if COLOR.match(color):
+                    styles.loc[r, c] = f"color: white; background-color: {color}"
+            return styles
+
+        st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
+    elif comp.type == "text":
+        if comp.title:
+            st.markdown(f"**{comp.title}**")
+        st.markdown(comp.markdown)
+
+
+def preview(ws: workspace.Workspace, dashboard: dict[str, Any], tables: Mapping[str, pa.Table] | None, version: str) -> list[Diagnostic]:
+    """The checks' findings on a proposed dashboard, then the dashboard itself, over the data shown; returns the findings.
+
+    The preview uses the data this draft already has loaded; publishing and CI
+    run the same checks on the data the sources give at that moment.
+    """
+    candidate = workspace.Workspace(ws.path, {**copy.copy(ws.data), "dashboard": dashboard}, {})
+    found = checks.run(candidate, tables, f"preview:{version}")
+    errors = [d for d in found if d.level == ERROR]
+    if errors:
+        st.error(f"The checks found {len(errors)} error(s) in this dashboard:")
+    else:
+        st.success("The checks pass" + (" (with warnings)." if found else "."))
+    ui.show_diagnostics(found)
+    if tables is not None:
+        with st.expander("Preview", expanded=True):
+            show(render(candidate.data, tables, f"preview:{version}"))
+    return found
+
+
+def save_buttons(found: list[Diagnostic], key: str) -> tuple[bool, bool]:
+    """(save, discard) clicks; saving a dashboard with errors needs an explicit choice first."""
+    errors = sum(1 for d in found if d.level == ERROR)
+    allowed = not errors or st.checkbox(f"Save it with {errors} error(s) anyway (publishing will refuse it until they are fixed)",
+                                        key=f"{key}:anyway")
+    save_col, discard_col = st.columns(2)
+    save = save_col.button("Save to my draft", type="primary", disabled=not allowed, key=f"{key}:save")
+    discard = discard_col.button("Discard", key=f"{key}:discard")
+    return save, discard
