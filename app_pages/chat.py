@@ -46,25 +46,40 @@ def save_outcome(files: dict, message: str) -> None:
         st.error(str(exc))
 
 
-def offer_autodraft() -> None:
-    st.subheader("Auto-draft a dashboard")
+def offer_autodraft(new_data: bool = False) -> None:
+    """The auto-draft, on the data served, or (after a refresh that found data no longer fitting) on the new data."""
+    st.subheader("Auto-draft a dashboard" + (" on the new data" if new_data else ""))
     st.caption("A first dashboard from the data profile and your output constraints, made without a model: "
-               "KPIs, a trend, breakdowns, a table and an insight text.")
+               "KPIs, a trend, breakdowns, a table and an insight text."
+               + (" It is drafted on the data the sources give now, which the refresh did not switch to; saving it "
+                  "also saves the new data's profile, so the next Refresh accepts the new shape." if new_data else ""))
     if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
         try:
-            drafted = autodraft.draft_files(ws.data, wh.tables())
+            if new_data:
+                with st.status("Fetching the new data…"):
+                    tables, _ = fetch_candidate(path)
+            else:
+                tables = wh.tables()
+            # On new data the old profile describes the old shape: profile the new data instead.
+            drafted = autodraft.draft_files({**ws.data, "profile": None} if new_data else ws.data, tables)
             old = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
-            st.session_state[OUTCOME] = {"kind": "autodraft", "files": drafted,
+            st.session_state[OUTCOME] = {"kind": "autodraft", "files": drafted, "new_data": new_data,
                                          "diff": ui.text_diff(old, workspace.render("dashboard", drafted["dashboard"]), "dashboard.yaml")}
+            st.session_state.pop(PREFILL, None)
         except ValueError as exc:
             st.error(str(exc))
 
 
 if not api_key_available():
-    st.info("No Anthropic API key is set, so chat is off. Everything else works without one. "
-            "Set `ANTHROPIC_API_KEY` (or `anthropic.api_key` in `.streamlit/secrets.toml`) to chat with Claude.")
+    if can_edit:
+        st.info("No Anthropic API key is set on this server, so chat with Claude is off; the auto-draft below works "
+                "without one. The operator can set `ANTHROPIC_API_KEY` (or `anthropic.api_key` in `.streamlit/secrets.toml`).")
+    else:
+        st.info("Chat with Claude is not set up on this server. You can still open the **Dashboard**, use its filters, "
+                "click **Refresh** for the latest data, try it with your own CSV, and export it as HTML; "
+                "**History** shows how the workspace changed. Ask your workspace owner if you need chat.")
     if can_edit and mode == "edit":
-        offer_autodraft()
+        offer_autodraft(new_data=bool(st.session_state.get(PREFILL)))
 elif can_edit and mode == "edit" and not ws.get("dashboard"):
     with st.expander("Fast start without the model"):
         offer_autodraft()
@@ -145,7 +160,12 @@ if pending and can_edit:
         st.code(pending["diff"] or "(no change)", language="diff")
         to_save, message_text = pending["files"], "Auto-draft the dashboard"
         accepted = []
-        found = dashboard_view.preview(ws, to_save["dashboard"], served_tables, served_version)
+        if pending.get("new_data"):  # drafted on the new data, which is not served yet: check it there
+            with st.status("Checking it on the new data…"):
+                new_tables, _ = fetch_candidate(path)
+            found = dashboard_view.preview(ws, to_save["dashboard"], new_tables, "candidate")
+        else:
+            found = dashboard_view.preview(ws, to_save["dashboard"], served_tables, served_version)
     else:
         outcome = pending["outcome"]
         accepted = []

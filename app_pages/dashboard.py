@@ -45,19 +45,26 @@ if snapshot:
 
 report: refreshing.RefreshReport | None = st.session_state.get("refresh_report")
 if report and report.workspace == ctx.slug:
-    with st.expander("Refresh report" + (" — kept the previous data" if not report.ok else ""), expanded=not report.ok):
+    # One box: what happened in a line, then the details.
+    with st.expander(report.headline(), expanded=not report.ok, icon=":material/check_circle:" if report.ok else ":material/error:"):
+        problems = []
+        for s in report.incompatible:
+            renames = ", ".join(f"{old} → {new}?" for old, new in s.renames.items())
+            problems.append(f"**{s.name}** no longer fits the dashboard: missing {', '.join(s.missing) or 'none'}"
+                            + (f"; changed type: {', '.join(c['column'] for c in s.changed)}" if s.changed else "")
+                            + (f". Likely renames: {renames}" if renames else ""))
+        problems += [f"**{s.name}** could not be loaded: {s.message}" for s in report.sources if s.status == "failed"]
+        problems += [error[0].upper() + error[1:] for error in report.dashboard_errors]
+        if problems:
+            st.error("\n".join(f"- {p}" for p in problems) + "\n\nThe dashboard keeps showing the previous data.")
         st.dataframe(pd.DataFrame([{"source": s.name, "type": s.type, "status": s.status, "rows before": s.rows_before,
                                     "rows after": s.rows_after, "ms": round(s.seconds * 1000, 1), "message": s.message}
                                    for s in report.sources]), hide_index=True, width="stretch")
-        for s in report.incompatible:
-            renames = ", ".join(f"{old} → {new}?" for old, new in s.renames.items())
-            st.error(f"**{s.name}** no longer fits the dashboard: missing {', '.join(s.missing) or 'none'}"
-                     + (f"; changed type: {', '.join(c['column'] for c in s.changed)}" if s.changed else "")
-                     + (f". Likely renames: {renames}" if renames else ""))
-        for error in report.dashboard_errors:
-            st.error(error)
         if not report.ok and report.incompatible and ctx.can("edit"):
-            if st.button("Regenerate with Claude", icon=":material/auto_awesome:"):
+            from lib.model import api_key_available
+
+            label = "Regenerate with Claude" if api_key_available() else "Auto-draft a dashboard on the new data"
+            if st.button(label, icon=":material/auto_awesome:"):
                 from lib.agent import regenerate_message
 
                 st.session_state[f"chat_prefill:{ctx.slug}"] = regenerate_message(report)

@@ -77,15 +77,16 @@ def run_refresh(path: Path, wh: Warehouse, label: str, user: User) -> "RefreshRe
     """A refresh with a progress bar inside a status box that ends saying how it went."""
     from lib.refresh import refresh
 
-    with st.status(label, expanded=False) as status:
+    box = st.empty()  # the progress shows while it runs; the page's report box says how it went
+    with box.status(label, expanded=True):
         bar = st.progress(0.0)
         try:
             report = refresh(path, wh, user=user, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
         except PermissionDenied as exc:
-            status.update(label="Not refreshed", state="error")
+            box.empty()
             st.error(str(exc))
             st.stop()
-        status.update(label="Refreshed" if report.ok else "Refresh kept the previous data", state="complete" if report.ok else "error")
+    box.empty()
     return report
 
 

@@ -67,6 +67,25 @@ class RefreshReport:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
 
+    def headline(self) -> str:
+        """One line for people: what the refresh did."""
+        if self.swapped and self.served != self.snapshot:
+            return "Refreshed, but another refresh finished at the same moment: its data is the one shown"
+        if self.swapped:
+            rows = ", ".join(f"{s.name} {_n(s.rows_after)} rows" for s in self.sources if s.rows_after is not None)
+            return f"Refreshed: new data loaded ({rows}) in {self.seconds * 1000:.0f} ms, 0 model calls"
+        if self.unchanged:
+            return f"Checked the sources: the data has not changed ({self.seconds * 1000:.0f} ms, 0 model calls)"
+        failed = [s.name for s in self.sources if s.status == "failed"]
+        misfit = [s.name for s in self.sources if s.status == "incompatible"]
+        why = "; ".join(part for part in (f"could not load {', '.join(failed)}" if failed else "",
+                                          f"{', '.join(misfit)} no longer fit{'s' if len(misfit) == 1 else ''} the dashboard" if misfit else "",
+                                          f"{len(self.dashboard_errors)} dashboard part(s) would break" if self.dashboard_errors and not misfit else "")
+                        if part)
+        if self.previous:
+            return f"Kept the previous data: {why or 'nothing to switch to'}"
+        return f"No data loaded: {why or 'the workspace has no sources'}"
+
     def summary(self) -> str:
         lines = []
         for s in self.sources:
@@ -298,15 +317,31 @@ def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | N
     return best if best_score >= 0.65 else None
 
 
+_MISSING_COLUMN = re.compile(r'Referenced column "?(?P<column>[^"]+?)"? not found|Column "(?P<aliased>[^"]+)" referenced that exists in the SELECT clause')
+_MISSING_TABLE = re.compile(r"Table with name (?P<table>\S+) does not exist")
+
+
 def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table]) -> list[str]:
-    """Bind each dashboard query to the candidate tables (filters unset); report those that fail."""
-    errors = []
+    """Bind each dashboard query to the candidate tables (filters unset); one plain line per
+    component or filter whose queries fail, saying what it reads that is gone."""
+    problems: dict[str, list[str]] = {}
     for path, _, sql in queries(dashboard or {}):
         try:
             bind(tables, sql, unset_params(sql))
         except QueryError as exc:
-            errors.append(f"{_where(dashboard, path)}: {exc}")
-    return errors
+            reasons = problems.setdefault(_where(dashboard, path).split(".")[0], [])
+            reason = _plain_reason(str(exc))
+            if reason not in reasons:
+                reasons.append(reason)
+    return [f"{where} no longer fits the new data: {'; '.join(reasons)}" for where, reasons in problems.items()]
+
+
+def _plain_reason(error: str) -> str:
+    if match := _MISSING_COLUMN.search(error):
+        return f'it reads column "{match["column"] or match["aliased"]}", which the new data does not have'
+    if match := _MISSING_TABLE.search(error):
+        return f"it reads table {match['table']}, which is no longer loaded"
+    return f"its query no longer runs ({error.split(chr(10))[0][:200]})"
 
 
 def _where(dashboard: dict, path: tuple) -> str:

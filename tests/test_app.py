@@ -96,7 +96,8 @@ def test_dashboard_shows_the_numbers_and_refresh_reports(env):
     assert [b.label for b in at.button if b.label == "Refresh"]
     next(b for b in at.button if b.label == "Refresh").click().run()
     assert not at.exception
-    assert any("Refresh report" in e.label for e in at.expander)
+    # One box that says what happened: the data was loaded when the page opened, so this refresh found it unchanged.
+    assert [e.label for e in at.expander if e.label.startswith("Checked the sources: the data has not changed")]
 
 
 def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
@@ -316,3 +317,44 @@ def test_saving_a_dashboard_that_fails_its_checks_needs_an_explicit_choice(env):
     assert any("Saved to your draft" in s.value for s in at.success)
     draft = at.session_state["config_repo"].drafts("supply-chain-weekly")[0]["workspace_path"]
     assert "FROM gatez" in (draft / "dashboard.yaml").read_text(encoding="utf-8")
+
+
+def test_without_a_key_a_schema_change_leads_to_an_auto_draft_on_the_new_data(env):
+    import pyarrow.csv as pacsv
+
+    from lib.access import User
+
+    at = signed_in("sam")
+    draft = at.session_state["config_repo"].draft(User("sam", app_role="steward"), "supply-chain-weekly")
+    at = on_page(at, "app_pages/dashboard.py")
+    at.toggle[0].set_value(True).run()  # my draft, its data loaded as it is now
+    assert not at.error
+    data = draft.workspace_path / "data"  # next week's file renames a column
+    table = pacsv.read_csv(data / "next_week" / "gates.csv")
+    pacsv.write_csv(table.rename_columns([c if c != "actual" else "actual_units" for c in table.column_names]), data / "gates.csv")
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    [box] = [e for e in at.expander if e.label.startswith("Kept the previous data")]
+    assert "gates no longer fits the dashboard" in box.label
+    problems = [e.value for e in at.error]
+    assert len(problems) == 1 and "actual_units?" in problems[0] and "Binder Error" not in problems[0]
+    next(b for b in at.button if b.label == "Auto-draft a dashboard on the new data").click().run()
+    assert not at.exception
+    at = on_page(at, "app_pages/chat.py")  # AppTest does not follow a page's own switch_page on later runs
+    assert any("on the new data" in h.value for h in at.subheader)
+    next(b for b in at.button if b.label == "Auto-draft").click().run()
+    assert any("The checks pass" in s.value for s in at.success), [e.value for e in at.error]
+    assert "actual_units" in at.code[0].value
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success)
+    # The saved dashboard and the new data's profile: the next Refresh accepts the new shape.
+    at = on_page(at, "app_pages/dashboard.py")
+    at.toggle[0].set_value(True).run()
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    assert [e.label for e in at.expander if e.label.startswith("Refreshed: new data loaded")], [e.label for e in at.expander]
+    assert not at.error
+
+
+def test_a_viewer_without_a_key_is_told_what_they_can_do(env):
+    at = on_page(signed_in("vera"), "app_pages/chat.py")
+    [note] = [i.value for i in at.info if "Chat with Claude is not set up" in i.value]
+    assert "Refresh" in note and "ANTHROPIC_API_KEY" not in note
