@@ -31,6 +31,8 @@ def fields(root: dict, schema: dict, value: Any, key: str, skip: tuple[str, ...]
                 out[name] = value[name]
             continue
         edited = field(root, sub, value.get(name), f"{key}.{name}", name, name in required)
+        if name not in value and name not in required and edited == resolve_ref(sub, root).get("default", object()):
+            continue  # an untouched optional field: never write its default into the file
         if edited not in (None, "", [], {}):
             out[name] = edited
     return out

@@ -14,6 +14,8 @@ from lib.configrepo import ConfigRepoError
 from lib.connectors import FetchContext, SourceError, fetch
 from lib.connectors.csv_source import store_upload
 from lib.diagnostics import ValidationFailed
+from lib.warehouse import QueryError, Warehouse
+from lib.yamlio import declared_properties
 
 ctx = ui.context("edit")
 st.title("Sources")
@@ -48,10 +50,17 @@ def preview(source: dict) -> None:
     st.dataframe(table.slice(0, 20).to_pandas(), width="stretch")
 
 
+def source_schema(kind: str) -> dict:
+    """The settings a source of one type has: the common ones, then its type's (not all 32 of every type)."""
+    specific = root["$defs"].get(kind) or {}
+    return {"type": "object", "required": ["name", "type", *specific.get("required", [])],
+            "properties": {**root["$defs"]["source"]["properties"], **declared_properties(specific, root)}}
+
+
 for i, source in enumerate(sources):
     with st.expander(f"**{source['name']}** · {source['type']}" + (f" — {source['description']}" if source.get("description") else "")):
         with st.form(f"edit_{i}"):
-            edited = schema_form.fields(root, root["$defs"]["source"], source, f"src{i}", skip=("name", "type"))
+            edited = schema_form.fields(root, source_schema(source["type"]), source, f"src{i}", skip=("name", "type"))
             edited = {"name": source["name"], "type": source["type"], **{k: v for k, v in edited.items() if k not in ("name", "type")}}
             c1, c2, c3 = st.columns(3)
             test = c1.form_submit_button("Test and preview")
@@ -115,25 +124,47 @@ if not prof:
     st.info("No profile yet.")
     st.stop()
 
+wh = Warehouse.for_workspace(path)
+ui.first_load(path, wh, ws, ctx.user)  # the histograms read the draft's data
+served = wh.current()
+
+
+def column_chart(table: str, c: dict) -> alt.Chart | None:
+    """A small chart a person can read: top values with counts for categories, a histogram for numbers and times."""
+    kind = coltypes.family(c["type"])
+    if c.get("top"):
+        frame = pd.DataFrame([{"value": str(t["value"])[:40], "rows": t["count"]} for t in c["top"][:8]])
+        bars = alt.Chart(frame).mark_bar(color="#4c78a8").encode(
+            x=alt.X("rows:Q", title="rows"), y=alt.Y("value:N", sort="-x", title=None, axis=alt.Axis(labelLimit=160)),
+            tooltip=["value", "rows"])
+        return bars.properties(height=max(60, 22 * len(frame)), description=f"Most frequent values of {c['name']}")
+    if kind in ("number", "time") and served and table in served.tables:
+        try:
+            result = wh.query(profile.histogram_sql(table, c["name"], kind), max_rows=50)
+        except QueryError:
+            return None
+        frame = result.to_pandas()
+        if frame.empty:
+            return None
+        x = alt.X("bin_start:T" if kind == "time" else "bin_start:Q", title=None, bin="binned" if kind != "time" else None)
+        return alt.Chart(frame).mark_bar(color="#4c78a8").encode(x=x, y=alt.Y("rows:Q", title="rows"), tooltip=["bin_start", "rows"]) \
+            .properties(height=110, description=f"Distribution of {c['name']}")
+    return None
+
+
 for table in prof.get("tables") or []:
     st.markdown(f"#### {table['name']} · {table['rows']:,} rows")
-    st.dataframe(pd.DataFrame([{"column": c["name"], "type": c["type"], "role": c.get("role"), "null share": c.get("null_share"),
-                                "distinct": c.get("distinct"), "min": str(c.get("min", "")), "max": str(c.get("max", ""))}
-                               for c in table["columns"]]), hide_index=True, width="stretch")
-    charts = []
     for c in table["columns"]:
-        if c.get("top"):
-            frame = pd.DataFrame([{"value": str(t["value"]), "rows": t["count"]} for t in c["top"]])
-            charts.append(alt.Chart(frame, title=c["name"]).mark_bar().encode(
-                x=alt.X("rows:Q"), y=alt.Y("value:N", sort="-x", title=None)).properties(height=120))
-        elif c.get("quantiles") and coltypes.family(c["type"]) == "number":
-            frame = pd.DataFrame([{"quantile": k, "value": v} for k, v in c["quantiles"].items()])
-            charts.append(alt.Chart(frame, title=f"{c['name']} (quantiles)").mark_line(point=True).encode(
-                x=alt.X("quantile:O", sort=None), y="value:Q").properties(height=120))
-    for start in range(0, len(charts), 3):
-        cols = st.columns(3)
-        for col, chart in zip(cols, charts[start:start + 3]):
-            col.altair_chart(chart, width="stretch")
+        label, chart_col = st.columns([1, 3], vertical_alignment="center")
+        null_share = c.get("null_share") or 0
+        label.markdown(f"**{c['name']}**  \n`{c['type']}`" + (f" · {c['role']}" if c.get("role") else ""))
+        label.progress(min(max(1 - null_share, 0.0), 1.0), text=f"{(1 - null_share):.0%} filled"
+                       + (f" · {c['distinct']:,} distinct" if c.get("distinct") is not None else ""))
+        chart = column_chart(table["name"], c)
+        if chart is not None:
+            chart_col.altair_chart(chart, width="stretch")
+        else:
+            chart_col.caption(" · ".join(f"{k} {c[k]}" for k in ("min", "max") if c.get(k) is not None) or "no chart for this type")
 rels = prof.get("relationships") or []
 if rels:
     st.markdown("#### Relationships")

@@ -257,6 +257,20 @@ def build(tables: Mapping[str, pa.Table], sources: Iterable[dict[str, Any]] = ()
     return out
 
 
+def histogram_sql(table: str, column: str, family: str, bins: int = 20) -> str:
+    """One SELECT giving (bin_start, rows) of a number or time column in `bins` equal-width bins, for charts.
+
+    Times are binned on their epoch seconds and come back as timestamps.
+    """
+    t, c = quote_ident(table), quote_ident(column)
+    value = f"epoch({c})" if family == "time" else f"CAST({c} AS DOUBLE)"
+    start = "to_timestamp(lo + (hi - lo) * bin / {n})" if family == "time" else "lo + (hi - lo) * bin / {n}"
+    return (f"WITH v AS (SELECT {value} AS x FROM {t} WHERE {c} IS NOT NULL), b AS (SELECT min(x) AS lo, max(x) AS hi FROM v) "
+            f"SELECT {start.format(n=bins)} AS bin_start, rows FROM ("
+            f"SELECT lo, hi, least(floor((x - lo) / nullif(hi - lo, 0) * {bins}), {bins - 1}) AS bin, count(*) AS rows "
+            f"FROM v, b GROUP BY ALL) ORDER BY bin_start")
+
+
 def fingerprint(profiles: list[dict[str, Any]]) -> str:
     shape = [(p["name"], p["rows"], [(c["name"], c["type"]) for c in p["columns"]]) for p in profiles]
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]

@@ -358,3 +358,24 @@ def test_a_viewer_without_a_key_is_told_what_they_can_do(env):
     at = on_page(signed_in("vera"), "app_pages/chat.py")
     [note] = [i.value for i in at.info if "Chat with Claude is not set up" in i.value]
     assert "Refresh" in note and "ANTHROPIC_API_KEY" not in note
+
+
+def test_a_sources_form_shows_its_own_types_fields_and_saves_nothing_unchanged(env):
+    at = on_page(signed_in("sam"), "app_pages/sources.py")
+    labels = {w.label for w in list(at.text_input) + list(at.checkbox) + list(at.selectbox) + list(at.text_area) + list(at.number_input)}
+    assert any(label.startswith("Path") for label in labels) and any(label.startswith("Delimiter") for label in labels)
+    assert not [label for label in labels if label.startswith(("Url", "Records path", "Command", "Tool", "Query"))], labels
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert not at.exception and not at.error
+    repo = at.session_state["config_repo"]
+    assert not [d for d in repo.drafts("supply-chain-weekly") if d["ahead"]]
+
+
+def test_the_profile_has_a_readable_chart_per_column(env):
+    at = on_page(signed_in("sam"), "app_pages/sources.py")
+    from lib import workspace
+
+    prof = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["profile"]
+    columns = [c for t in prof["tables"] for c in t["columns"]]
+    assert len(at.get("vega_lite_chart")) == len(columns)
+    assert len([p for p in at.get("progress")]) == len(columns)
