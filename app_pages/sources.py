@@ -76,7 +76,10 @@ for i, source in enumerate(sources):
 st.subheader("Add a source")
 kind = st.selectbox("Type", ["csv", "sql", "rest", "mcp"], format_func={"csv": "CSV file", "sql": "SQL database", "rest": "REST API",
                                                                           "mcp": "MCP server"}.get)
-with st.form("add_source"):
+if st.session_state.get("sources_done"):
+    st.success(st.session_state.pop("sources_done"))
+# A fresh form after each addition, so the last upload and name do not linger in it.
+with st.form(f"add_source_{st.session_state.setdefault('add_source_form', 0)}"):
     name = st.text_input("Table name", placeholder="orders", help=root["$defs"]["source"]["properties"]["name"]["description"])
     upload = st.file_uploader("CSV file", type=["csv", "tsv", "txt"]) if kind == "csv" else None
     settings_for_type = schema_form.fields(root, root["$defs"][kind], {}, f"new_{kind}",
@@ -97,7 +100,10 @@ if test or add:
     elif any(s["name"] == new["name"] for s in sources):
         st.error(f"A source named {new['name']!r} exists already.")
     elif save(sources + [new], f"Add source {new['name']}"):
-        st.success(f"Added {new['name']}. Refresh the dashboard (your draft) to load it, then update the profile below.")
+        st.session_state["add_source_form"] += 1
+        st.session_state["sources_done"] = (f"Added **{new['name']}** to your draft. Refresh your draft's dashboard to load it, "
+                                            "then update the profile below.")
+        st.rerun()
 
 st.divider()
 st.subheader("Data profile")

@@ -21,6 +21,8 @@ IMPORTABLE = ("task", "sources", "output")
 user = st.session_state["user"]
 repo = st.session_state["config_repo"]
 st.title("Workspaces")
+if st.session_state.get("workspaces_done"):
+    st.success(st.session_state.pop("workspaces_done"))
 st.caption("Each workspace keeps four kinds of memory plus its dashboard, versioned in the config repo. "
            "Chat transcripts and raw data are never kept.")
 
@@ -64,16 +66,22 @@ if user.app_role in (STEWARD, "owner"):
         if st.form_submit_button("Create on my draft"):
             try:
                 draft = repo.new_workspace(user, slug.strip(), name.strip() or slug.strip(), template)
-                st.success(f"Created **{name or slug}** on your draft branch `{draft.branch}`. Publish it on the Review page to share it.")
             except (workspace.InvalidName, ConfigRepoError, PermissionDenied, ValidationFailed, FileExistsError) as exc:
                 st.error(str(exc))
+            else:
+                # Rerun so the sidebar and this list show it now, opened, not after signing in again.
+                st.session_state["slug"] = draft.slug
+                st.session_state["workspaces_done"] = (f"Created **{name.strip() or slug.strip()}** as your draft. "
+                                                       "It is open now; publish it on the Review page to share it.")
+                st.rerun()
 
     current = st.session_state.get("slug")
     with right.form("import_category"):
         st.subheader("Import one memory category")
         st.caption("Copy, for example, only the task rules or only the connectors of another workspace into your draft of this one.")
         target = st.selectbox("Into", mine, index=mine.index(current) if current in mine else 0, format_func=lambda s: metas[s].get("name", s))
-        source = st.selectbox("From", published_mine, format_func=lambda s: metas[s].get("name", s))
+        others = [s for s in published_mine if s != target] or published_mine  # never offer a copy into itself first
+        source = st.selectbox("From", others, format_func=lambda s: metas[s].get("name", s))
         kind = st.selectbox("Category", IMPORTABLE, format_func=CATEGORY_TITLES.get)
         if st.form_submit_button("Import into my draft"):
             try:

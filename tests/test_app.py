@@ -208,9 +208,9 @@ def test_steward_creates_a_workspace_and_works_on_it_before_publishing(env):
     folder.input("team-kpis")
     next(b for b in at.button if b.label == "Create on my draft").click().run()
     assert any("Created **Team KPIs**" in s.value for s in at.success), [e.value for e in at.error]
-    at.run()
-    assert "team-kpis" in at.sidebar.selectbox[0].options or "Team KPIs" in at.sidebar.selectbox[0].options
-    at.session_state["slug"] = "team-kpis"
+    # At once, without another run or signing in again: listed, and open in the sidebar.
+    assert "Team KPIs" in [s.value for s in at.subheader]
+    assert at.sidebar.selectbox[0].value == "team-kpis"
     at = on_page(at, "app_pages/sources.py")
     assert any("No profile yet" in i.value for i in at.info)
     at = on_page(at, "app_pages/dashboard.py")
@@ -379,3 +379,10 @@ def test_the_profile_has_a_readable_chart_per_column(env):
     columns = [c for t in prof["tables"] for c in t["columns"]]
     assert len(at.get("vega_lite_chart")) == len(columns)
     assert len([p for p in at.get("progress")]) == len(columns)
+
+
+def test_importing_a_category_never_defaults_to_copying_a_workspace_into_itself(env):
+    at = on_page(signed_in("sam"), "app_pages/workspaces.py")
+    into = next(b for b in at.selectbox if b.label == "Into")
+    source = next(b for b in at.selectbox if b.label == "From")
+    assert into.value != source.value
