@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import urllib.parse
+from pathlib import Path
 
 import streamlit as st
 import streamlit_authenticator as stauth
@@ -93,6 +95,13 @@ with st.sidebar:
 pages = {"Use": page_list(USE_PAGES)}
 if user.app_role in (STEWARD, OWNER):
     pages["Build"] = page_list(BUILD_PAGES)
+else:
+    # A link to a page this role does not have opens the dashboard; say why instead of redirecting without a word.
+    asked = urllib.parse.urlparse(st.context.url or "").path.rstrip("/").rsplit("/", 1)[-1]
+    refused = {Path(path).stem: title for path, title, _ in BUILD_PAGES}.get(asked)
+    if refused:
+        st.warning(f"The **{refused}** page is for stewards and owners, and you are signed in as a viewer, so the dashboard "
+                   "opened instead. Ask a workspace owner if you need to edit this workspace.")
 try:
     st.navigation(pages).run()
 except Exception:  # st.rerun, st.stop and st.switch_page are BaseExceptions and pass through

@@ -137,3 +137,12 @@ def test_a_reload_keeps_the_sign_in_and_the_workspace(server, page):
     page.get_by_text("Create config repo from templates").first.wait_for(state="attached", timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-history-after-reload.png"))
     assert page.get_by_label("Username").count() == 0
+
+
+def test_a_viewer_who_opens_a_steward_page_by_link_is_told_why(server, page):
+    url, _ = server
+    sign_in(page, url, "vera", "vera-demo")
+    page.goto(f"{url}/sources?ws=supply-chain-weekly")
+    page.get_by_text("page is for stewards and owners").wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-viewer-refused-page.png"))
+    assert page.get_by_role("heading", name="Sources").count() == 0
