@@ -17,6 +17,7 @@ import streamlit as st
 from app_pages import ui
 from lib import checks, workspace
 from lib.diagnostics import ERROR, Diagnostic
+from lib.formats import readable_text_on
 from lib.render import Rendered, render
 
 COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -40,6 +41,8 @@ def _component(comp) -> None:
             st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
         # st.metric reads the direction from a leading ASCII minus.
         st.metric(comp.title or comp.id, comp.display, comp.delta_display.replace("−", "-") or None)
+        if comp.status:
+            st.caption(comp.status)
     elif comp.type == "chart":
         if comp.title:
             st.markdown(f"**{comp.title}**")
@@ -53,10 +56,12 @@ def _component(comp) -> None:
             styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
             for (r, c), color in colors.items():
                 if COLOR.match(color):
-                    styles.loc[r, c] = f"color: white; background-color: {color}"
+                    styles.loc[r, c] = f"color: {readable_text_on(color)}; background-color: {color}"
             return styles
 
         st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
+        if comp.legend:
+            st.caption(" · ".join(f"{mark} {meaning}" for mark, meaning in comp.legend.items()))
     elif comp.type == "text":
         if comp.title:
             st.markdown(f"**{comp.title}**")

@@ -25,6 +25,7 @@ import vl_convert
 from . import workspace
 from .access import User
 from .diagnostics import ValidationFailed, has_errors
+from .formats import readable_text_on
 from .refresh import refresh
 from .render import DEFAULT_THEME, Component, Rendered, render
 from .warehouse import Warehouse
@@ -214,7 +215,7 @@ def _table_html(comp: Component) -> str:
         cells = []
         for label, value in zip(frame.columns, values):
             background = comp.cell_colors.get((position, label))
-            style = (f' style="background: {background}; color: {_readable_on(background)}"'
+            style = (f' style="background: {background}; color: {readable_text_on(background)}"'
                      if background and COLOR_RE.match(background) else "")
             cells.append(f"<td{_number_class(label, numeric)}{style}>{_escape(value)}</td>")
         body_rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -237,17 +238,6 @@ def _numeric_labels(comp: Component) -> set[str]:
 
 def _number_class(label: str, numeric: set[str]) -> str:
     return ' class="number"' if label in numeric else ""
-
-
-def _readable_on(background: str) -> str:
-    """Black or white text, whichever reads better on the cell colour (WCAG relative luminance)."""
-    def linear(channel: int) -> float:
-        c = channel / 255
-        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-
-    r, g, b = (int(background[i:i + 2], 16) for i in (1, 3, 5))
-    luminance = 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b)
-    return "#000000" if luminance > 0.179 else "#ffffff"
 
 
 def _escape(value: Any) -> str:

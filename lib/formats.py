@@ -86,3 +86,28 @@ def _si(value: float, significant: int) -> str:
                 text = f"{scaled:.0f}"
             return text + prefix
     return f"{value:.{significant}g}"
+
+
+
+def _luminance(color: str) -> float:
+    """WCAG relative luminance of a #rrggbb colour."""
+    def linear(channel: int) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b)
+
+
+def contrast_ratio(foreground: str, background: str) -> float:
+    """The WCAG contrast ratio of two #rrggbb colours, from 1 to 21 (AA asks 4.5 of text)."""
+    light, dark = sorted((_luminance(foreground), _luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def readable_text_on(background: str) -> str:
+    """Black or white text, whichever contrasts more with a #rrggbb background.
+
+    White on the demo's amber (#ff9f1c) is about 2:1; black on it about 10:1.
+    """
+    return max(("#000000", "#ffffff"), key=lambda text: contrast_ratio(text, background))

@@ -47,12 +47,14 @@ class Component:
     display: str = ""
     delta_display: str = ""
     color: str | None = None
+    status: str = ""  # the threshold met, in words and a shape: never colour alone
     # chart
     chart: Any = None  # altair.Chart
     vega: dict[str, Any] | None = None  # its Vega-Lite spec, data inlined (made once, to validate it)
     # table
     frame: Any = None  # pandas.DataFrame of display strings
     cell_colors: dict[tuple[int, str], str] = field(default_factory=dict)
+    legend: dict[str, str] = field(default_factory=dict)  # status mark -> what it means, for the cells marked
     # text
     markdown: str = ""
     text_results: dict[str, QueryResult] = field(default_factory=dict)
@@ -239,15 +241,33 @@ def _component(spec, width, tables, version, params, theme, formats, max_rows, t
 # --------------------------------------------------------------------------- kinds
 
 
-def threshold_color(value: Any, thresholds: list[dict[str, Any]] | None) -> str | None:
-    """Colour of the first threshold the value meets."""
+def threshold_met(value: Any, thresholds: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The first threshold the value meets."""
     if value is None or not thresholds:
         return None
     for t in thresholds:
         v = t["value"]
         if {">=": value >= v, ">": value > v, "<=": value <= v, "<": value < v, "==": value == v}[t["op"]]:
-            return t["color"]
+            return t
     return None
+
+
+def threshold_color(value: Any, thresholds: list[dict[str, Any]] | None) -> str | None:
+    """Colour of the first threshold the value meets."""
+    met = threshold_met(value, thresholds)
+    return met["color"] if met else None
+
+
+OP_WORDS = {">=": "at or above", ">": "above", "<=": "at or below", "<": "below", "==": "equal to"}
+STATUS_MARKS = ("▲", "■", "▼", "◆", "●")  # a shape per threshold, so status never rests on colour alone
+
+
+def threshold_status(value: Any, thresholds: list[dict[str, Any]] | None, fmt: str | None) -> str:
+    """The met threshold in words ("▲ at or above 95.0%"), so the status does not rest on colour alone."""
+    met = threshold_met(value, thresholds)
+    if met is None:
+        return ""
+    return f"{STATUS_MARKS[thresholds.index(met) % len(STATUS_MARKS)]} {OP_WORDS[met['op']]} {format_value(met['value'], fmt)}"
 
 
 def _column(result: QueryResult, name: str | None, fallback: int = 0) -> str:
@@ -276,6 +296,7 @@ def _kpi(comp: Component, theme, formats) -> None:
     fmt = spec.get("format") or formats.get("default")
     comp.display = format_value(comp.value, fmt)
     comp.color = threshold_color(comp.value, spec.get("thresholds"))
+    comp.status = threshold_status(comp.value, spec.get("thresholds"), fmt)
     if spec.get("compare_column"):
         comp.compare = first[_column(result, spec["compare_column"])]
         mode = spec.get("delta", "absolute")
@@ -332,13 +353,30 @@ def _chart(comp: Component, theme, formats) -> None:
     if mark == "arc":
         mark_kwargs["innerRadius"] = 40
     chart = getattr(alt.Chart(frame), f"mark_{mark}")(**mark_kwargs).encode(**channels)
-    chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200)
+    chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200,
+                             description=chart_summary(spec, frame, channels))
     comp.chart = chart.configure(background=theme["background"], font=theme.get("font", "sans-serif")).configure_view(stroke=None).configure_axis(
         labelColor=theme["text"], titleColor=theme["text"]).configure_legend(labelColor=theme["text"], titleColor=theme["text"])
     try:
         comp.vega = comp.chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
     except alt.utils.schemapi.SchemaValidationError as exc:
         raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
+
+
+def chart_summary(spec: dict[str, Any], frame, channels: dict[str, Any]) -> str:
+    """A chart's text alternative: its title, its kind, and a one-line summary of what it shows.
+
+    Vega renders it as the chart's ARIA label, so screen readers and the HTML export say it.
+    """
+    title = spec.get("title") or spec.get("id", "chart")
+    words = f"{title}: {spec['mark']} chart of {len(frame):,} row{'s' if len(frame) != 1 else ''}"
+    x, y = (getattr(channels.get(c), "shorthand", None) for c in ("x", "y"))
+    measure, category = (y, x) if y in frame and frame[y].dtype.kind in "if" else (x, y) if x in frame and frame[x].dtype.kind in "if" else (None, None)
+    if measure and len(frame) and frame[measure].notna().any():
+        top, low = frame[measure].idxmax(), frame[measure].idxmin()
+        name = lambda row: f" ({frame[category][row]})" if category in frame else ""  # noqa: E731
+        words += f"; {measure} from {frame[measure][low]:,.4g}{name(low)} to {frame[measure][top]:,.4g}{name(top)}"
+    return words
 
 
 def _table(comp: Component, theme, formats) -> None:
@@ -353,9 +391,13 @@ def _table(comp: Component, theme, formats) -> None:
             value = row[col]
             fmt = conf.get("format") or (formats.get("default") if isinstance(value, float) else None)
             shown[conf.get("label", col)] = format_value(value, fmt)
-            color = threshold_color(value, conf.get("thresholds")) if isinstance(value, (int, float)) else None
-            if color:
-                comp.cell_colors[(i, conf.get("label", col))] = color
+            met = threshold_met(value, conf.get("thresholds")) if isinstance(value, (int, float)) else None
+            if met:
+                comp.cell_colors[(i, conf.get("label", col))] = met["color"]
+                # The threshold's shape beside the number: the status must not rest on colour alone.
+                mark = STATUS_MARKS[conf["thresholds"].index(met) % len(STATUS_MARKS)]
+                shown[conf.get("label", col)] = f"{mark} {shown[conf.get('label', col)]}"
+                comp.legend.setdefault(mark, f"{conf.get('label', col)} {threshold_status(value, conf['thresholds'], fmt).split(' ', 1)[1]}")
         display_rows.append(shown)
     import pandas as pd
 

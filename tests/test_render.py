@@ -7,8 +7,8 @@ import altair as alt
 import pandas as pd
 import pytest
 
+from lib import render as render_module, workspace
 from lib.access import OPERATOR
-from lib import workspace
 from lib.refresh import refresh
 from lib.render import QueryCache, render
 from lib.warehouse import Warehouse
@@ -86,7 +86,11 @@ def test_table_formats_and_cell_colours(supply):
     worst = per.sort_values("att").iloc[0]
     first = table.frame.iloc[0]
     assert (first.Site, first.Gate) == (worst.site, worst.gate)
-    assert first.Attainment == f"{worst.att * 100:.1f}%" and first.Target == f"{worst.target:,}"
+    assert first.Target == f"{worst.target:,}"
+    # The status shows as a shape beside the number, explained in the legend: never by colour alone.
+    mark, number = first.Attainment.split(" ")
+    assert number == f"{worst.att * 100:.1f}%" and mark in render_module.STATUS_MARKS
+    assert table.legend[mark] == "Attainment " + ("below 85.0%" if worst.att < 0.85 else "at or above 85.0%")
     assert table.cell_colors[(0, "Attainment")] == ("#d62728" if worst.att < 0.85 else "#ff9f1c")
     assert len(table.frame) == 18
 
@@ -170,3 +174,23 @@ def test_layout_rows_and_widths(supply):
         [("by_site", 2), ("insight", 1)],
         [("site_gate", 1)],
     ]
+
+
+def test_charts_have_a_text_alternative_and_kpis_say_their_status_in_words(supply):
+    folder, wh = supply
+    rendered = draw(folder, wh)
+    for comp in rendered.components:
+        if comp.type == "chart":
+            description = comp.vega["description"]
+            assert description.startswith(f"{comp.spec['title']}: {comp.spec['mark']} chart of ")
+    by_gate = rendered.component("by_gate")
+    assert " from " in by_gate.vega["description"] and "(" in by_gate.vega["description"]
+    kpi = rendered.component("kpi_attainment")
+    assert kpi.color and kpi.status.split(" ", 1)[1] in ("at or above 95.0%", "below 85.0%", "at or above 85.0%")
+
+
+def test_cell_text_keeps_wcag_aa_contrast_on_every_threshold_colour():
+    from lib.formats import contrast_ratio, readable_text_on
+
+    for colour in ("#2ca02c", "#d62728", "#ff9f1c", "#1f77b4", "#ffdd57", "#111111"):
+        assert contrast_ratio(readable_text_on(colour), colour) >= 4.5
