@@ -23,7 +23,7 @@ from . import access, coltypes, settings, workspace
 from .access import User
 from .connectors import FetchContext, SourceError, fetch
 from .render import queries, unset_params
-from .warehouse import QueryError, Warehouse, bind, describe
+from .warehouse import QueryError, Warehouse, bind, compact_strings, describe
 
 Progress = Callable[[float, str], None]
 
@@ -158,7 +158,7 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Pat
     if not fetched and candidate.keys() == old_tables.keys():
         report.seconds = time.perf_counter() - started
         return report
-    if current and candidate.keys() == old_tables.keys() and all(fetched[n].equals(old_tables[n]) for n in fetched):
+    if current and candidate.keys() == old_tables.keys() and all(compact_strings(fetched[n]).equals(old_tables[n]) for n in fetched):
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
         return _finish(report, warehouse, started, progress, "The data has not changed")

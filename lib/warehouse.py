@@ -341,10 +341,21 @@ class Warehouse:
         return pinned if ids and ids[0] == newest_then else None
 
     def current(self) -> Snapshot | None:
-        """The pinned snapshot, else the newest readable one (a damaged file is passed over)."""
+        """The pinned snapshot, else the newest readable one.
+
+        Readable means its tables open, not only its manifest: a damaged file is
+        set aside and passed over, so every process serves the last good data.
+        Opening is memory-mapping, done once per process and kept.
+        """
         ids = self._ids() or self._upgrade_earlier_format()
         pinned = self._pinned_id(ids)
-        return next(self._readable(([pinned] if pinned else []) + ids), None)
+        for snapshot in self._readable(([pinned] if pinned else []) + ids):
+            try:
+                self._open(snapshot)
+            except (FileNotFoundError, QueryError):
+                continue
+            return snapshot
+        return None
 
     def _upgrade_earlier_format(self) -> list[str]:
         """Rewrite the snapshot an earlier version of this app served (a folder of Arrow files
@@ -406,28 +417,43 @@ class Warehouse:
             chosen = snapshot or self.current()
             if chosen is None:
                 return {}
-            with _OPENED_LOCK:
-                opened = _OPENED.get(chosen.path)
-            if opened is not None:
-                return opened
             try:
-                with pa.memory_map(str(chosen.path), "r") as source:
-                    mapped = source.read_buffer()  # zero-copy; the mapping lives as long as the tables use it
+                return self._open(chosen)
             except FileNotFoundError:
                 if snapshot is not None:
                     raise QueryError("this data was replaced by newer loads while it was being opened; reload the page") from None
-                continue  # pruned by another process since `current()` named it: ask again
-            try:
-                opened = {name: _open_table(mapped, meta) for name, meta in chosen.tables.items()}
-            except (pa.ArrowInvalid, OSError, KeyError, TypeError) as exc:
+                # pruned by another process since `current()` named it: ask again
+            except QueryError:
                 if snapshot is not None:
-                    raise QueryError(f"snapshot {chosen.id} is damaged and cannot be read ({_first_line(exc)}); "
-                                     "refresh to load the data again") from None
-                _set_aside(chosen.path)  # passed over from now on; the next newest readable one is served
-                continue
-            _remember(chosen.path, opened)
-            return opened
+                    raise
+                # damaged and now set aside: the next newest readable one is served
         raise QueryError("the data kept changing while it was being opened; reload the page")
+
+    def _open(self, snapshot: Snapshot) -> dict[str, pa.Table]:
+        """A snapshot's tables, mapped once per process.
+
+        FileNotFoundError when another process pruned it; QueryError, with the
+        file set aside so no process serves it again, when its data is damaged.
+        """
+        with _OPENED_LOCK:
+            opened = _OPENED.get(snapshot.path)
+        if opened is not None:
+            return opened
+        try:
+            with pa.memory_map(str(snapshot.path), "r") as source:
+                mapped = source.read_buffer()  # zero-copy; the mapping lives as long as the tables use it
+        except FileNotFoundError:
+            raise
+        except OSError as exc:  # unreadable (permissions, I/O): served by no one, but not deleted
+            raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} cannot be read ({_first_line(exc)})") from None
+        try:
+            opened = {name: _open_table(mapped, meta) for name, meta in snapshot.tables.items()}
+        except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as exc:
+            _set_aside(snapshot.path)
+            raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} is damaged and cannot be read "
+                             f"({_first_line(exc)}); refresh to load it again") from None
+        _remember(snapshot.path, opened)
+        return opened
 
     def query(self, sql: str, params: Mapping[str, Any] | None = None, *, max_rows: int = DEFAULT_MAX_ROWS,
               timeout_s: float = DEFAULT_TIMEOUT_S, snapshot: Snapshot | None = None) -> QueryResult:
