@@ -15,10 +15,12 @@ policy = ctx.meta.get("policy") or {}
 st.caption("Owners publish drafts to everyone. " + ("Stewards may publish their own drafts in this workspace."
                                                     if policy.get("stewards_can_publish") else "Stewards propose; an owner publishes."))
 
+if st.session_state.get("review_done"):
+    st.success(st.session_state.pop("review_done"))
 drafts = [d for d in ctx.repo.drafts(ctx.slug) if d["ahead"] > 0]
 mine = ctx.repo.branch_name(ctx.user, ctx.slug)
 if not drafts:
-    st.info("No open drafts: every saved change is published.")
+    st.info("No open drafts to review.")
 
 for d in drafts:
     branch = d["branch"]
@@ -38,17 +40,30 @@ for d in drafts:
         if ctx.can("publish") and (own or ctx.role == "owner"):
             if buttons[0].button("Publish", key=f"publish_{branch}", type="primary", disabled=blocked,
                                  help="This workspace publishes only drafts whose checks pass; fix the errors above first." if blocked else None):
-                try:
-                    sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
-                    st.success(f"Published as {sha[:10]}.")
+                st.session_state["confirm_publish"] = branch
+            if st.session_state.get("confirm_publish") == branch:
+                files = sorted({p.path for p in ctx.repo.draft_diff(ctx.slug, branch)})
+                st.warning(f"Publish {d['user']}'s draft to everyone who sees this workspace? It changes {', '.join(files) or 'nothing'}.")
+                yes, no = st.columns(2)
+                if yes.button("Yes, publish", key=f"confirm_{branch}", type="primary"):
+                    st.session_state.pop("confirm_publish", None)
+                    try:
+                        sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
+                    except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:  # a PublishConflict too
+                        st.error(str(exc))
+                    else:
+                        st.session_state["review_done"] = (f"Published {d['user']}'s draft ({', '.join(files)}) as version {sha[:10]}. "
+                                                           "Everyone now sees it; History lists it.")
+                        st.rerun()
+                if no.button("Cancel", key=f"cancel_{branch}"):
+                    st.session_state.pop("confirm_publish", None)
                     st.rerun()
-                except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:  # a PublishConflict too
-                    st.error(str(exc))
         if ctx.can("reject") and not own:
             if buttons[1].button("Reject", key=f"reject_{branch}"):
                 try:
-                    kept = ctx.repo.reject(ctx.user, ctx.slug, branch)
-                    st.success(f"Rejected; the draft is kept as `{kept}`.")
+                    ctx.repo.reject(ctx.user, ctx.slug, branch)
+                    st.session_state["review_done"] = (f"Rejected {d['user']}'s draft. It is kept in history but will not be "
+                                                       "published; they can start a new draft.")
                     st.rerun()
                 except (ConfigRepoError, PermissionDenied) as exc:
                     st.error(str(exc))

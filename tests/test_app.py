@@ -134,8 +134,26 @@ def test_owner_can_publish_a_stewards_draft(env):
     at = on_page(signed_in("olivia"), "app_pages/review.py")
     next(b for b in at.button if b.label == "Publish").click().run()
     assert not at.exception
-    at.run()
+    # One click only asks: nothing is published until the owner confirms.
+    assert any("Publish sam's draft to everyone" in w.value and "task.yaml" in w.value for w in at.warning)
+    repo = at.session_state["config_repo"]
+    assert [d for d in repo.drafts("supply-chain-weekly") if d["ahead"]]
+    next(b for b in at.button if b.label == "Yes, publish").click().run()
+    assert any(s.value.startswith("Published sam's draft (task.yaml) as version") for s in at.success), [e.value for e in at.error]
     assert any("No open drafts" in i.value for i in at.info)
+
+
+def test_a_draft_that_fails_its_checks_cannot_be_published_from_review(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    editor.input(editor.value.replace("FROM gates", "FROM gatez", 1))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    next(c for c in at.checkbox if c.label.startswith("Save it with")).check().run()
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    at = on_page(signed_in("olivia"), "app_pages/review.py")
+    assert any("Checks: " in e.value and "error(s)" in e.value for e in at.error)
+    publish = next(b for b in at.button if b.label == "Publish")
+    assert publish.disabled and "fix the errors" in publish.help
 
 
 def test_chat_without_a_key_offers_auto_draft(env):
