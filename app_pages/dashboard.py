@@ -142,7 +142,10 @@ if states:
 rendered = render(ws.data, tables, version, chosen)
 dashboard_view.show(rendered)
 
-st.caption(f"Rendered in {rendered.seconds * 1000:.0f} ms · {rendered.queries_run} queries run (the rest from the cache) · data {version[:24]}")
+with st.expander("About this view"):
+    loaded = dt.datetime.fromisoformat(snapshot.created).astimezone()
+    st.caption(f"Drawn in {rendered.seconds * 1000:.0f} ms · {rendered.queries_run} queries run (the rest from the cache) · "
+               f"data loaded {loaded:%d %b %Y, %H:%M}" + (" · with your own file" if version != snapshot.id else ""))
 
 if export_col.button("Export HTML", icon=":material/download:", width="stretch",
                      help="A standalone file with the data embedded; it opens offline."):

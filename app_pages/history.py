@@ -22,10 +22,10 @@ if not versions:
     st.info("No versions yet.")
     st.stop()
 
-st.dataframe(pd.DataFrame([{"version": v.short, "date": v.date[:19].replace("T", " "), "author": v.author, "message": v.message,
+st.dataframe(pd.DataFrame([{"version": v.short, "date": ui.when(v.date), "author": v.author, "message": v.message,
                             "action": v.action or ""} for v in versions]), hide_index=True, width="stretch")
 
-labels = {v.sha: f"{v.short} · {v.date[:16].replace('T', ' ')} · {v.author} · {v.message}" for v in versions}
+labels = {v.sha: f"{v.short} · {ui.when(v.date)} · {v.author} · {v.message}" for v in versions}
 shas = [v.sha for v in versions]
 left, right = st.columns(2)
 # Keyed by the list shown, so switching between published and my draft starts again from its two newest versions.

@@ -27,7 +27,7 @@ for d in drafts:
     own = branch == mine
     with st.container(border=True):
         st.subheader(f"{d['user']}'s draft" + (" (yours)" if own else ""))
-        st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {d['date'][:16].replace('T', ' ')}")
+        st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {ui.when(d['date'])}")
         ui.show_diff(ctx.repo.draft_diff(ctx.slug, branch))
         errors = []
         if d["workspace_path"].exists():

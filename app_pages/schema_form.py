@@ -40,7 +40,7 @@ def fields(root: dict, schema: dict, value: Any, key: str, skip: tuple[str, ...]
 
 def field(root: dict, schema: dict, value: Any, key: str, name: str, required: bool = False) -> Any:
     schema = resolve_ref(schema, root)
-    label = name.replace("_", " ").capitalize() + ("" if required else " (optional)")
+    label = schema.get("title") or human_label(name)
     help_text = schema.get("description")
     examples = schema.get("examples") or []
     placeholder = json.dumps(examples[0], ensure_ascii=False) if examples and not isinstance(examples[0], str) else (examples[0] if examples else None)
@@ -63,7 +63,7 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
         # A whole number stays an int (a saved `10` must not come back as `10.0`).
         return int(number) if kind == "integer" or (float(number).is_integer() and not isinstance(value, float)) else float(number)
     if kind == "string" and schema.get("pattern") == COLOR_PATTERN:
-        enabled = st.checkbox(f"Set {label.lower()}", value=value is not None, key=key + ".on") if not required else True
+        enabled = st.checkbox(f"Set {_lower_first(label)}", value=value is not None, key=key + ".on") if not required else True
         if not enabled:
             return None
         return st.color_picker(label, value=value or "#1f77b4", key=key, help=help_text)
@@ -79,18 +79,34 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
         if not required:
             # An optional group stays absent unless the person turns it on: drawing its
             # widgets would otherwise fill it with their defaults on every save.
-            if not st.checkbox(f"Set {label.removesuffix(' (optional)').lower()}", value=value is not None, key=key + ".on", help=help_text):
+            if not st.checkbox(f"Set {_lower_first(label)}", value=value is not None, key=key + ".on", help=help_text):
                 return None
         st.markdown(f"**{label}**" + (f" — {help_text}" if help_text else ""))
         return fields(root, schema, value, key)
     # Anything richer (lists of objects, free mappings) is edited as YAML.
-    text = st.text_area(label + " (YAML)", value=yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else "",
-                        key=key, help=help_text, placeholder=placeholder)
+    text = st.text_area(label, value=yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else "",
+                        key=key, help=(help_text + " " if help_text else "") + "Written as YAML.",
+                        placeholder=f"for example: {placeholder}" if placeholder else None)
     try:  # read as the workspace loader reads files: dates stay text, errors name the line
         return parse(text).data if text.strip() else None
     except YamlSyntaxError as exc:
         st.error(f"{label}: not valid YAML at line {exc.line}: {exc}")
         return value
+
+
+_WORDS = {"s": "(seconds)", "ms": "(ms)", "kpis": "KPIs", "kpi": "KPI", "url": "URL", "id": "ID", "sql": "SQL", "mcp": "MCP",
+          "api": "API", "csv": "CSV", "max": "maximum", "min": "minimum"}
+
+
+def human_label(key: str) -> str:
+    """A field's label when its schema has no title: `query_timeout_s` -> "Query timeout (seconds)", `kpis_first` -> "KPIs first"."""
+    words = [_WORDS.get(word, word) for word in key.split("_")]
+    text = " ".join(words)
+    return text[0].upper() + text[1:] if text else key
+
+
+def _lower_first(label: str) -> str:
+    return label[0].lower() + label[1:] if label[1:2].islower() else label
 
 
 def _scalar_items(root: dict, schema: dict) -> bool:

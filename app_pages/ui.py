@@ -109,6 +109,16 @@ def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace, user: User) -
     return report
 
 
+def when(iso: str) -> str:
+    """An ISO 8601 time as people read it, in the server's local time: "30 Nov 2026, 18:13"."""
+    import datetime as dt
+
+    try:
+        return f"{dt.datetime.fromisoformat(iso).astimezone():%d %b %Y, %H:%M}"
+    except ValueError:
+        return iso
+
+
 def show_diagnostics(diagnostics: list, *, max_items: int = 20) -> None:
     for d in diagnostics[:max_items]:
         (st.error if d.level == "error" else st.warning)(d.format())

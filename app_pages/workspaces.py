@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages import ui
 from lib import access, auth, workspace
 from lib.access import STEWARD, PermissionDenied
 from lib.configrepo import ConfigRepoError
@@ -52,7 +53,7 @@ for slug in mine:
                 with tab:
                     st.code(ws.text(kind), language="yaml")
         versions = repo.history(slug, limit=1) if published else []
-        st.caption("Last published: " + (f"{versions[0].date[:16]} by {versions[0].author} — {versions[0].message}" if versions else "never"))
+        st.caption("Last published: " + (f"{ui.when(versions[0].date)} by {versions[0].author} — {versions[0].message}" if versions else "never"))
 
 if user.app_role in (STEWARD, "owner"):
     st.divider()
