@@ -19,7 +19,8 @@ from lib import auth, settings
 from lib.access import OWNER, STEWARD
 from lib.configrepo import ConfigRepo
 
-st.set_page_config(page_title="dashmem", page_icon=":material/dashboard:", layout="wide")
+# A local icon file: a Material icon or an emoji favicon would be fetched from a CDN, and the app must work offline.
+st.set_page_config(page_title="dashmem", page_icon=str(Path(__file__).with_name("app_icon.png")), layout="wide")
 COOKIE_SETTLE_S = 0.8
 log = logging.getLogger("dashmem.app")
 

@@ -146,3 +146,21 @@ def test_a_viewer_who_opens_a_steward_page_by_link_is_told_why(server, page):
     page.get_by_text("page is for stewards and owners").wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-viewer-refused-page.png"))
     assert page.get_by_role("heading", name="Sources").count() == 0
+
+
+def test_nothing_is_fetched_from_outside_this_server(server, page):
+    """The app works offline: every request the browser makes goes to the app's own server."""
+    from urllib.parse import urlparse
+
+    url, _ = server
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    sign_in(page, url, "sam", "sam-demo")
+    choose_workspace(page, "Supply chain weekly")
+    kpi_value(page, "Attainment this week")
+    page.goto(f"{url}/sources?ws=supply-chain-weekly")
+    page.get_by_role("heading", name="Sources").wait_for(timeout=30_000)
+    page.wait_for_timeout(1500)
+    outside = sorted({u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss")
+                      and urlparse(u).hostname not in ("127.0.0.1", "localhost")})
+    assert requested and not outside, outside
