@@ -54,6 +54,7 @@ class RefreshReport:
     unchanged: bool = False  # every source returned exactly the data already served: nothing to switch
     served: str | None = None  # the snapshot served when the refresh ended (another process may have switched since)
     checked_at: str | None = None  # when the sources were last found to fit (ISO 8601, UTC), changed or not
+    write_error: str = ""  # the new snapshot could not be written (disk full, read-only): nothing switched
     model_calls: int = 0  # always 0: the point of this module
 
     @property
@@ -76,6 +77,8 @@ class RefreshReport:
             return f"Refreshed: new data loaded ({rows}) in {self.seconds * 1000:.0f} ms, 0 model calls"
         if self.unchanged:
             return f"Checked the sources: the data has not changed ({self.seconds * 1000:.0f} ms, 0 model calls)"
+        if self.write_error:
+            return self.write_error[0].upper() + self.write_error[1:]
         failed = [s.name for s in self.sources if s.status == "failed"]
         misfit = [s.name for s in self.sources if s.status == "incompatible"]
         why = "; ".join(part for part in (f"could not load {', '.join(failed)}" if failed else "",
@@ -97,6 +100,8 @@ class RefreshReport:
             for ch in s.changed:
                 lines.append(f"{'':<20} column {ch['column']!r} changed type {ch['was']} -> {ch['now']}")
         lines.extend(f"dashboard: {e}" for e in self.dashboard_errors)
+        if self.write_error:
+            lines.append(self.write_error)
         if self.swapped and self.served != self.snapshot:
             lines.append(f"wrote snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls; another refresh "
                          f"finished at the same time and its snapshot {self.served} is the one served")
@@ -165,8 +170,15 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Pat
     progress(0.95, "Switching to the new data…")
     types = {name: current.tables[name]["columns"] for name in candidate if current and name in current.tables}
     types.update(new_types)
-    snapshot = warehouse.write_snapshot(candidate, {s["name"]: s["name"] for s in sources}, types,
-                                        _before_switch=_before_switch)
+    try:
+        snapshot = warehouse.write_snapshot(candidate, {s["name"]: s["name"] for s in sources}, types,
+                                            _before_switch=_before_switch)
+    except OSError as exc:  # a full or read-only disk: nothing was switched, the last good data stays
+        report.write_error = (f"could not store the new data in {warehouse.folder.name} ({exc.strerror or exc}); "
+                              "the previous data is still served" if current else f"could not store the data ({exc.strerror or exc})")
+        report.seconds = time.perf_counter() - started
+        progress(1.0, "Could not store the new data")
+        return report
     report.swapped, report.snapshot = True, snapshot.id
     return _finish(report, warehouse, started, progress, "Refreshed")
 
@@ -177,7 +189,10 @@ def _finish(report: RefreshReport, warehouse: Warehouse, started: float, progres
     served = warehouse.current()
     report.served = served.id if served else None
     if report.ok:
-        report.checked_at = warehouse.mark_checked()
+        try:
+            report.checked_at = warehouse.mark_checked()
+        except OSError:
+            pass  # a full disk: the data is fine, only the check time is not recorded
     report.seconds = time.perf_counter() - started
     progress(1.0, message)
     return report

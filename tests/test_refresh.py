@@ -482,3 +482,38 @@ def test_two_refreshes_at_once_report_which_snapshot_is_served(supply):
     assert report.swapped and report.snapshot != written_by_other[0]
     assert report.served == wh.current().id == written_by_other[0]
     assert f"its snapshot {written_by_other[0]} is the one served" in report.summary()
+
+
+def test_a_full_disk_is_one_clear_line_and_keeps_the_data(supply, monkeypatch):
+    import errno
+
+    folder, wh = supply
+    served = wh.current().id
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(type(wh), "write_snapshot", full)
+    report = refresh(folder, wh, user=OPERATOR)
+    assert not report.ok and not report.swapped
+    assert report.headline() == f"Could not store the new data in {wh.folder.name} (No space left on device); the previous data is still served"
+    assert wh.current().id == served
+
+
+def test_a_full_disk_in_the_cli_is_a_message_not_a_traceback(tmp_path):
+    """The CLI process writes into a cache folder it cannot write: one line, exit 1."""
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    script = ("import errno, sys, lib.warehouse as w\n"
+              "def full(*a, **k): raise OSError(errno.ENOSPC, 'No space left on device')\n"
+              "w.Warehouse.write_snapshot = full\n"
+              "from lib.cli import main\n"
+              "sys.exit(main(['refresh', sys.argv[1]]))\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(folder)], cwd=ROOT, capture_output=True, text=True,
+                          env={"DASHMEM_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "could not store the data (No space left on device)" in proc.stdout
