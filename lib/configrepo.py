@@ -11,6 +11,22 @@ publishing is a `--no-ff` merge that is refused, with both sides kept, when
 the same lines changed on both sides. Writers take a file lock, so two
 processes publishing at once are serialised rather than interleaved.
 
+Crash safety. A publish never touches the published checkout until `main` has
+moved: the merge is computed with git plumbing (`merge-tree --write-tree`),
+checked on the merged tree (a copy of the workspace folder in a temporary
+folder), committed with `commit-tree`, and `main` is moved with a
+compare-and-swap `update-ref`; only then is the checkout brought up to it. A
+process killed at any moment therefore leaves `main` at the old commit or the
+new one. What a killed process can leave behind (git's own lock files, a
+checkout half brought up to `main`, a draft mid-merge or half-saved) is
+repaired when the config repo is opened (`ConfigRepo.repair`), before a
+publish, and for a draft before it is handed out; whatever differs from the
+commits is first kept as a stash entry (`git stash list`), so nothing is lost.
+Every git command run under one of our locks inherits the lock's file
+descriptor, so the lock stays held while any git process started under it
+still runs, even when the Python process that took it was killed: whoever gets
+the lock knows that git lock files in its domain were left by dead processes.
+
 The lower-level functions (`history`, `diff`, `restore`, `commit_folder`)
 work on any checkout, so the CLI uses them on plain clones too.
 """
@@ -19,8 +35,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import logging
 import os
 import shutil
+import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -30,41 +49,20 @@ from typing import Any, Iterator
 
 import git
 
-from . import access, workspace
+from . import access, ci_workflow, workspace
 from .access import User
-from .diagnostics import ValidationFailed, has_errors
+from .diagnostics import Diagnostic, ValidationFailed, has_errors
 
 MAIN = "main"
 ACTION_TRAILER = "Dashmem-Action"
 WORKSPACE_TRAILER = "Dashmem-Workspace"
 UNDO_DEPTH = 10
 SYSTEM = git.Actor("dashmem", "dashmem@localhost")
+SCRATCH = "dashmem-scratch"  # in the git folder: where a publish checks the merged workspace
+GC_LOOSE_OBJECTS = 4000  # `repair` packs the repo once about this many loose objects piled up
 
-SAMPLE_CI = """\
-# Validate every workspace on each pull request to this config repo.
-# The validator ships with the app: pip install it, then run `python -m lib validate .`
-name: validate-workspaces
-on:
-  pull_request:
-  push:
-    branches: [main]
-jobs:
-  validate:
-    runs-on: ubuntu-latest
-    steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "3.11"
-      - name: Install the dashmem validator
-        run: |
-          git clone --depth 1 "$DASHMEM_APP_REPO" .dashmem
-          pip install -r .dashmem/requirements.txt
-        env:
-          DASHMEM_APP_REPO: ${{ vars.DASHMEM_APP_REPO }}
-      - name: Validate
-        run: PYTHONPATH=.dashmem python -m lib validate . --json > validation.json || (cat validation.json; exit 1)
-"""
+_log = logging.getLogger(__name__)
+
 
 
 class ConfigRepoError(RuntimeError):
@@ -206,14 +204,12 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
 
 def commit_folder(repo: git.Repo, folder: str, author: git.Actor, subject: str, action: str) -> str | None:
     """Stage everything under `folder` and commit only it; None when nothing changed."""
-    repo.git.add("--all", "--", folder)
-    try:
-        repo.git.diff("--cached", "--quiet", "--", folder)
-        return None  # exit 0: nothing staged under folder
-    except git.GitCommandError:
-        pass
-    repo.git.commit("-q", "-m", _message(subject, action, Path(folder).name), "--", folder, env=_actor_env(author))
-    return repo.head.commit.hexsha
+    root = repo.working_tree_dir
+    _git(root, "add", "--all", "--", folder)
+    if _git(root, "diff", "--cached", "--quiet", "--", folder, ok=(0, 1)).returncode == 0:
+        return None  # nothing staged under folder
+    _git(root, "commit", "-q", "-F", "-", "--", folder, input=_message(subject, action, Path(folder).name), env=_actor_env(author))
+    return _git(root, "rev-parse", "HEAD").stdout.strip()
 
 
 def restore(repo: git.Repo, folder: str, version: str, author: git.Actor, *, action: str = "revert", subject: str | None = None) -> str | None:
@@ -225,15 +221,51 @@ def restore(repo: git.Repo, folder: str, version: str, author: git.Actor, *, act
         raise ConfigRepoError(f"{folder} does not exist at version {commit.hexsha[:10]}") from None
     root = Path(repo.working_tree_dir)
     if (root / folder).exists():
-        repo.git.rm("-r", "-q", "--cached", "--ignore-unmatch", "--", folder)
+        _git(root, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", folder)
         shutil.rmtree(root / folder)
-    repo.git.checkout(commit.hexsha, "--", folder)
+    _git(root, "checkout", commit.hexsha, "--", folder)
     subject = subject or f"Revert {Path(folder).name} to {commit.hexsha[:10]}"
     return commit_folder(repo, folder, author, subject, action)
 
 
+# --------------------------------------------------------------------------- running git under our locks
+
+_HELD = threading.local()  # .fds: file descriptors of the dashmem locks this thread holds
+
+
+def _held() -> list[int]:
+    fds = getattr(_HELD, "fds", None)
+    if fds is None:
+        fds = _HELD.fds = []
+    return fds
+
+
+def _git(cwd: Path | str, *args: str, env: dict[str, str] | None = None, input: str | bytes | None = None,
+         ok: tuple[int, ...] = (0,), text: bool = True) -> subprocess.CompletedProcess:
+    """Run one git command in `cwd`; raises `git.GitCommandError` on an exit status not in `ok`.
+
+    Under a dashmem lock the command inherits the lock's file descriptor (and
+    so do the git processes it starts), so the lock stays held while it runs,
+    even if the Python process that took the lock is killed meanwhile. Auto-gc
+    is off there: a detached gc outlives the command and takes lock files in
+    every domain (`repair` packs the repo under all locks instead).
+    """
+    fds = tuple(_held())
+    cmd = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"]
+    if fds:
+        cmd += ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+    cmd += list(args)
+    full_env = {**os.environ, "GIT_EDITOR": "true", "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    proc = subprocess.run(cmd, cwd=str(cwd), env=full_env, input=input, capture_output=True, pass_fds=fds,
+                          text=text, encoding="utf-8" if text else None, errors="replace" if text else None)
+    if proc.returncode not in ok:
+        raise git.GitCommandError(cmd, proc.returncode, proc.stderr, proc.stdout)
+    return proc
+
+
 @contextlib.contextmanager
 def _locked(lock_path: Path, what: str, timeout: float = 15.0) -> Iterator[None]:
+    """Hold an exclusive flock on `lock_path` (waiting up to `timeout` seconds, else `Busy`)."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as handle:
         deadline = time.monotonic() + timeout
@@ -242,12 +274,15 @@ def _locked(lock_path: Path, what: str, timeout: float = 15.0) -> Iterator[None]
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                if time.monotonic() >= deadline:
                     raise Busy(f"{what} is busy with another change; try again in a moment") from None
                 time.sleep(0.05)
+        held = _held()
+        held.append(handle.fileno())
         try:
             yield
         finally:
+            held.remove(handle.fileno())
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
@@ -255,6 +290,8 @@ def _locked(lock_path: Path, what: str, timeout: float = 15.0) -> Iterator[None]
 
 
 class ConfigRepo:
+    REPAIR_WAIT_S = 5.0  # opening waits this long for a live writer before leaving the repair to it
+
     def __init__(self, path: Path):
         self.path = Path(path).resolve()
         self._local = threading.local()
@@ -263,6 +300,7 @@ class ConfigRepo:
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise ConfigRepoError(f"{self.path} is not a git repository") from None
         self.drafts_root = self.path.parent / f"{self.path.name}.drafts"
+        self.repaired: list[str] = self.repair()  # what opening found left behind and repaired
 
     @property
     def repo(self) -> git.Repo:
@@ -291,8 +329,8 @@ class ConfigRepo:
             shutil.copytree(schemas_src, staging / "schemas")
             for ws_path in workspace.find_workspaces(templates):
                 workspace.copy_template(ws_path, staging / ws_path.name)
-            (staging / ".github" / "workflows").mkdir(parents=True)
-            (staging / ".github" / "workflows" / "validate.yml").write_text(SAMPLE_CI, encoding="utf-8")
+            (staging / ci_workflow.PATH).parent.mkdir(parents=True)
+            (staging / ci_workflow.PATH).write_text(ci_workflow.WORKFLOW, encoding="utf-8")
             repo.git.add("--all")
             repo.git.commit("-q", "-m", _message("Create config repo from templates", "create", "*"), env=_actor_env(SYSTEM))
             repo.close()
@@ -390,17 +428,19 @@ class ConfigRepo:
         meta = self._access_meta(slug, branch)
         access.require(user, action, meta, slug)
         where = self._worktree(user.name, slug)
-        with self._lock():
-            if not (where / ".git").exists():
-                if where.exists():
-                    shutil.rmtree(where)
-                self.repo.git.worktree("prune")
+        draft = Draft(user.name, slug, branch, where)
+        with self._lock(), self._lock(draft):
+            if self._admin_dir(where) is None:  # never checked out, or its checkout died half-way
+                self._forget_worktree(where)
+                (self._git_dir / "refs" / "heads" / f"{branch}.lock").unlink(missing_ok=True)  # of a killed `worktree add -b`
                 where.parent.mkdir(parents=True, exist_ok=True)
                 if branch in self.repo.heads:
-                    self.repo.git.worktree("add", str(where), branch)
+                    _git(self.path, "worktree", "add", str(where), branch)
                 else:
-                    self.repo.git.worktree("add", "-b", branch, str(where), MAIN)
-        return Draft(user.name, slug, branch, where), meta
+                    _git(self.path, "worktree", "add", "-b", branch, str(where), MAIN)
+            else:
+                self._repair_draft(draft)  # a save, revert or sync of it that was killed half-way
+        return draft, meta
 
     def drafts(self, slug: str | None = None) -> list[dict[str, Any]]:
         """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
@@ -425,7 +465,7 @@ class ConfigRepo:
         if "workspace" in files:
             access.require_governance_unchanged_or_owner(user, meta, files["workspace"], slug)
         wt = git.Repo(draft.path)
-        with self._lock(draft):
+        with self._lock(draft), self._writing(draft, "save"):
             before = _snapshot(draft.workspace_path)
             try:
                 workspace.save(draft.workspace_path, files)
@@ -434,13 +474,13 @@ class ConfigRepo:
                 raise
             except BaseException:
                 _restore_snapshot(draft.workspace_path, before)
-                wt.git.reset("-q", "--", slug)
+                _git(draft.path, "reset", "-q", "--", slug)
                 raise
 
     def revert(self, user: User, slug: str, version: str) -> str | None:
         """Restore the workspace to `version` on the user's draft, as a new commit."""
         draft, _ = self._open_draft(user, slug, "revert")
-        with self._lock(draft):
+        with self._lock(draft), self._writing(draft, "revert"):
             return restore(git.Repo(draft.path), slug, version, _actor(user))
 
     def undo_stack(self, user: User, slug: str) -> list[str]:
@@ -466,7 +506,7 @@ class ConfigRepo:
     def undo(self, user: User, slug: str) -> str:
         """Step the draft back to the previous saved state, as a new commit."""
         draft, _ = self._open_draft(user, slug, "undo")
-        with self._lock(draft):
+        with self._lock(draft), self._writing(draft, "undo"):
             stack = self.undo_stack(user, slug)
             if len(stack) < 2:
                 raise ConfigRepoError(f"nothing to undo in {slug}: the undo history keeps the last {UNDO_DEPTH} saved states of a draft")
@@ -474,9 +514,9 @@ class ConfigRepo:
             sha = restore(git.Repo(draft.path), slug, target, _actor(user), action="undo",
                           subject=f"Undo last change to {slug} (back to {target[:10]})")
             if sha is None:  # the state already equals the target: record the step anyway
-                wt = git.Repo(draft.path)
-                wt.git.commit("-q", "--allow-empty", "-m", _message(f"Undo last change to {slug}", "undo", slug), env=_git_env(user))
-                sha = wt.head.commit.hexsha
+                _git(draft.path, "commit", "-q", "--allow-empty", "-F", "-", input=_message(f"Undo last change to {slug}", "undo", slug),
+                     env=_git_env(user))
+                sha = _git(draft.path, "rev-parse", "HEAD").stdout.strip()
             return sha
 
     def sync(self, user: User, slug: str, prefer: str | None = None) -> str | None:
@@ -488,21 +528,21 @@ class ConfigRepo:
         """
         strategy = {None: [], "mine": ["-X", "ours"], "published": ["-X", "theirs"]}[prefer]
         draft = self.draft(user, slug)
-        wt = git.Repo(draft.path)
-        with self._lock(draft):
-            if wt.is_ancestor(self.repo.heads[MAIN].commit, wt.head.commit):
+        with self._lock(draft), self._writing(draft, "sync"):
+            head, main = _rev(draft.path, "HEAD"), _rev(self.path, f"refs/heads/{MAIN}")
+            if _is_ancestor(self.path, main, head):
                 return None
-            if wt.is_ancestor(wt.head.commit, self.repo.heads[MAIN].commit):
-                wt.git.merge("--ff-only", "-q", MAIN)
-                return wt.head.commit.hexsha
+            if _is_ancestor(self.path, head, main):
+                _git(draft.path, "merge", "--ff-only", "-q", main)
+                return main
             try:
-                wt.git.merge("--no-ff", "-q", *strategy, "-m", _message(f"Update draft of {slug} from {MAIN}", "sync", slug), MAIN,
-                             env=_git_env(user))
+                _git(draft.path, "merge", "--no-ff", "-q", *strategy, "-m", _message(f"Update draft of {slug} from {MAIN}", "sync", slug), main,
+                     env=_git_env(user))
             except git.GitCommandError:
-                files = _conflicted(wt)
-                wt.git.merge("--abort")
+                files = _conflicted(draft.path)
+                _git(draft.path, "merge", "--abort", ok=(0, 128))
                 raise PublishConflict(slug, draft.branch, files) from None
-            return wt.head.commit.hexsha
+            return _rev(draft.path, "HEAD")
 
     def publish(self, user: User, slug: str, message: str | None = None) -> str:
         """Merge the user's draft of `slug` into `main`.
@@ -530,49 +570,111 @@ class ConfigRepo:
         return self._merge_into_main(user, slug, branch, message or f"Publish {slug} from {branch}", meta)
 
     def _merge_into_main(self, user: User, slug: str, branch: str, subject: str, meta: dict[str, Any]) -> str:
+        """Publish `branch` as a merge commit on `main`, crash-safely (see the module docstring).
+
+        The published checkout is written only here and in `repair`, always under the main lock.
+        """
         with self._lock():
-            main_head = self.repo.heads[MAIN].commit
-            if self.repo.is_ancestor(self.repo.heads[branch].commit, main_head):
+            self._repair_served()  # leftovers of a publish killed in another process since this one opened
+            old = _rev(self.path, f"refs/heads/{MAIN}")
+            theirs = _rev(self.path, f"refs/heads/{branch}")
+            if _is_ancestor(self.path, theirs, old):
                 raise ConfigRepoError(f"nothing to publish: {branch} has no changes that are not on {MAIN}")
             # Roles were checked for `slug` only, so publish nothing outside its folder.
-            outside = [p for p in self.repo.git.diff("--name-only", f"{MAIN}...{branch}").splitlines()
+            outside = [p for p in _git(self.path, "diff", "--name-only", f"{old}...{theirs}").stdout.splitlines()
                        if not p.startswith(f"{slug}/")]
             if outside:
                 raise ConfigRepoError(f"cannot publish {branch} as {slug}: it also changes {', '.join(outside)}; "
                                       f"publish each workspace on its own")
-            if self.repo.is_dirty(untracked_files=True):
-                raise ConfigRepoError(f"the published checkout at {self.path} has uncommitted changes; refusing to publish over them")
+            tree = self._merge_tree(slug, branch, old, theirs)
             try:
-                self.repo.git.merge("--no-ff", "--no-commit", "-q", branch, env=_git_env(user))
-            except git.GitCommandError:
-                files = _conflicted(self.repo)
-                self.repo.git.merge("--abort")
-                raise PublishConflict(slug, branch, files) from None
-            try:
-                merged, diagnostics = workspace.load(self.path / slug)
-                try:
-                    published_meta = self.meta(slug)  # main before this merge
-                except ConfigRepoError:
-                    published_meta = {}  # a new workspace: its creator sets who may do what
-                if published_meta:
-                    # However the change got onto the branch (save, revert, undo, a push), only owners change who may do what.
-                    access.require_governance_unchanged_or_owner(user, published_meta, merged.get("workspace") or {}, slug)
-                require_valid = (meta.get("policy") or {}).get("require_valid_to_publish", True)
-                if require_valid and has_errors(diagnostics):
+                published_meta = self.meta(slug, old)
+            except ConfigRepoError:
+                published_meta = {}  # a new workspace: its creator sets who may do what
+            if published_meta:
+                # However the change got onto the branch (save, revert, undo, a push), only owners change who may do what.
+                access.require_governance_unchanged_or_owner(user, published_meta, self._meta_in_tree(tree, slug), slug)
+            require_valid = (meta.get("policy") or {}).get("require_valid_to_publish", True)
+            if require_valid:
+                diagnostics = self._validate_tree(tree, slug)
+                if has_errors(diagnostics):
                     raise ValidationFailed(diagnostics)
-                self.repo.git.commit("-q", "-m", _message(subject, "publish", slug), env=_git_env(user))
-            except BaseException:
-                self.repo.git.merge("--abort")
-                raise
-            sha = self.repo.head.commit.hexsha
+            new = _git(self.path, "commit-tree", tree, "-p", old, "-p", theirs, "-F", "-",
+                       input=_message(subject, "publish", slug), env=_git_env(user)).stdout.strip()
+            # Compare-and-swap: `main` moves only from the commit this merge was made on.
+            try:
+                _git(self.path, "update-ref", "-m", f"dashmem: publish {slug} from {branch}", f"refs/heads/{MAIN}", new, old)
+            except git.GitCommandError as exc:
+                raise ConfigRepoError(f"cannot publish {slug}: {MAIN} changed while publishing, outside this app "
+                                      f"({exc.stderr.strip()}); nothing was published, publish again") from None
+            # Only now bring the published checkout to the new `main` (`repair` finishes this if killed here).
+            try:
+                _git(self.path, "reset", "--hard", "-q")
+            except git.GitCommandError as exc:  # published all the same: the next publish or opening finishes it
+                _log.error("published %s as %s, but the published checkout could not be updated: %s", slug, new, exc)
         # Bring the draft up to the published state so the next edit starts from it.
         owner = (_parse_draft(branch) or (None,))[0]
-        wt_path = self._worktree(owner, slug) if owner else None
-        if wt_path and (wt_path / ".git").exists():
-            wt = git.Repo(wt_path)
-            if wt.is_ancestor(wt.head.commit, self.repo.head.commit) and not wt.is_dirty():
-                wt.git.merge("--ff-only", "-q", MAIN)
-        return sha
+        if owner:
+            self._fast_forward_draft(Draft(owner, slug, branch, self._worktree(owner, slug)), new)
+        return new
+
+    def _merge_tree(self, slug: str, branch: str, ours: str, theirs: str) -> str:
+        """The tree of merging `theirs` into `ours`, computed without a checkout; `PublishConflict` on conflicts."""
+        proc = _git(self.path, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours, theirs, ok=(0, 1))
+        tree, *rest = proc.stdout.split("\0")
+        if proc.returncode == 1:
+            files = list(dict.fromkeys(name for name in rest if name))
+            raise PublishConflict(slug, branch, files)
+        return tree.strip()
+
+    def _meta_in_tree(self, tree: str, slug: str) -> dict[str, Any]:
+        """workspace.yaml of `slug` in a tree ({} when it is missing or does not parse)."""
+        from .yamlio import parse
+
+        proc = _git(self.path, "cat-file", "blob", f"{tree}:{slug}/{workspace.FILES['workspace']}", ok=(0, 128))
+        if proc.returncode != 0:
+            return {}
+        try:
+            data = parse(proc.stdout).data
+        except Exception:  # malformed YAML: the validity checks report it
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _validate_tree(self, tree: str, slug: str) -> list[Diagnostic]:
+        """The full checks (`checks.validate_workspace`) of the workspace folder as it is in `tree`.
+
+        The folder, data files included, is written to `<tmp>/<slug>`: the folder's
+        name is part of the workspace (names, upload caches), so it must be the slug.
+        """
+        from dataclasses import replace
+
+        from .checks import validate_workspace
+
+        scratch = self._git_dir / SCRATCH  # not /tmp: `repair` removes what a killed publish left here
+        scratch.mkdir(exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="publish-", dir=scratch) as tmp:
+            _extract(self.path, tree, slug, Path(tmp))
+            folder = Path(tmp) / slug
+            if not folder.is_dir():
+                folder.mkdir()  # the merge deletes the workspace: validation says what is missing
+            diagnostics = validate_workspace(folder)
+            prefix = str(Path(tmp).resolve()) + os.sep
+            # Messages name the files as they are in the config repo, not in the temporary folder.
+            return [replace(d, file=d.file.replace(prefix, "", 1)) if d.file and prefix in d.file else d for d in diagnostics]
+
+    def _fast_forward_draft(self, draft: Draft, new: str) -> None:
+        if self._admin_dir(draft.path) is None:
+            return
+        try:
+            with self._lock(draft), self._writing(draft, "update after publishing"):
+                head = _rev(draft.path, "HEAD")
+                if head != new and _is_ancestor(self.path, head, new) and not _status(draft.path, untracked=False):
+                    try:
+                        _git(draft.path, "merge", "--ff-only", "-q", new)
+                    except git.GitCommandError as exc:  # git refused before writing (a file of the person's in the way)
+                        _log.warning("could not bring the draft %s up to %s: %s", draft.branch, MAIN, exc)
+        except Busy:  # published all the same; the draft catches up on its next sync
+            _log.warning("could not bring the draft %s up to %s: it is busy", draft.branch, MAIN)
 
     def reject(self, user: User, slug: str, branch: str) -> str:
         """An owner turns down a draft: it leaves the review list but is kept, renamed, never deleted."""
@@ -581,11 +683,11 @@ class ConfigRepo:
         if of != workspace.check_slug(slug) or branch not in self.repo.heads:
             raise ConfigRepoError(f"no draft {branch!r} of {slug}")
         kept = f"rejected/{owner}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
-        with self._lock():
-            where = self._worktree(owner, slug)
+        where = self._worktree(owner, slug)
+        with self._lock(), self._lock(Draft(owner, slug, branch, where)):
             if (where / ".git").exists():
-                self.repo.git.worktree("remove", "--force", str(where))
-            self.repo.git.branch("-m", branch, kept)
+                _git(self.path, "worktree", "remove", "--force", str(where))
+            _git(self.path, "branch", "-m", branch, kept)
         return kept
 
     def propose(self, user: User, slug: str, remote: str = "origin") -> str:
@@ -616,26 +718,31 @@ class ConfigRepo:
             access.require(user, "view", self.meta(template), template)  # copying reads its memory and data
         with self._lock():
             if branch not in self.repo.heads:
-                self.repo.git.worktree("add", "-b", branch, str(where), MAIN)
+                _git(self.path, "worktree", "add", "-b", branch, str(where), MAIN)
         draft = Draft(user.name, slug, branch, where)
         try:
-            if template:
-                workspace.copy_template(self.path / workspace.check_slug(template), draft.workspace_path, name=name)
-                meta = workspace.load(draft.workspace_path)[0].data["workspace"]
-                owners = meta["access"]["owners"]
-                if user.name not in owners:
-                    meta["access"]["owners"] = [user.name] + owners
-                workspace.save(draft.workspace_path, {"workspace": meta})
-            else:
-                workspace.save(draft.workspace_path, workspace.blank(name, user.name, dt.date.today().isoformat()))
-            commit_folder(git.Repo(draft.path), slug, _actor(user), f"Create {slug}", "save")
+            with self._lock(draft), self._writing(draft, "new workspace"):
+                self._write_new_workspace(user, draft, name, template)
         except BaseException:
             # Nothing was created: remove the empty branch and worktree so the name stays free.
             with self._lock():
-                self.repo.git.worktree("remove", "--force", str(where))
-                self.repo.git.branch("-D", branch)
+                _git(self.path, "worktree", "remove", "--force", str(where))
+                _git(self.path, "branch", "-D", branch)
             raise
         return draft
+
+    def _write_new_workspace(self, user: User, draft: Draft, name: str, template: str | None) -> None:
+        slug = draft.slug
+        if template:
+            workspace.copy_template(self.path / workspace.check_slug(template), draft.workspace_path, name=name)
+            meta = workspace.load(draft.workspace_path)[0].data["workspace"]
+            owners = meta["access"]["owners"]
+            if user.name not in owners:
+                meta["access"]["owners"] = [user.name] + owners
+            workspace.save(draft.workspace_path, {"workspace": meta})
+        else:
+            workspace.save(draft.workspace_path, workspace.blank(name, user.name, dt.date.today().isoformat()))
+        commit_folder(git.Repo(draft.path), slug, _actor(user), f"Create {slug}", "save")
 
     def import_category(self, user: User, source: str, target: str, kind: str) -> str | None:
         """Copy one memory category (task, sources or output) of a published workspace into the user's draft of another."""
@@ -649,11 +756,217 @@ class ConfigRepo:
             raise ConfigRepoError(f"{source} has no {workspace.FILES[kind]}")
         return self.save(user, target, {kind: content}, f"Import {workspace.FILES[kind]} from {source}")
 
+    # ---- repairing what a killed process left behind
+
+    def repair(self) -> list[str]:
+        """Repair what processes killed half-way left in the config repo; returns what was repaired.
+
+        Looks, cheaply (one `git status` of the published checkout, and a few
+        file checks per draft), for git lock files left by a killed git, a
+        half-done merge, tracked files of the published checkout that differ
+        from `main`, a draft whose save, revert, undo or update died half-way
+        (each marks the draft while it writes), a draft checkout that died
+        half-way, and the scratch copy of a workspace a killed publish was
+        checking. Only if it finds any does it take the locks and repair: the
+        published checkout is made equal to `main`, a draft's worktree equal to
+        its branch. What differed is first kept as a stash entry (`git stash
+        list`), so nothing, committed or not, is lost. A draft in use by a live
+        process right now is left to that process; it is repaired before it is
+        handed out next. Runs when the config repo is opened.
+        """
+        done: list[str] = []
+        if self._leftovers():
+            try:
+                with self._lock(timeout=self.REPAIR_WAIT_S):
+                    done += self._repair_served()
+                    for draft in self._draft_worktrees():
+                        try:
+                            with self._lock(draft, timeout=0):
+                                done += self._repair_draft(draft)
+                        except Busy:
+                            continue
+            except Busy:  # a publish repairs the published checkout first, and a draft is repaired when next opened
+                _log.warning("the config repo at %s is busy; repair left to the process that holds it", self.path)
+            if done:
+                _log.warning("repaired the config repo at %s: %s", self.path, "; ".join(done))
+        self._maybe_gc()
+        return done
+
+    @property
+    def _git_dir(self) -> Path:
+        return Path(self.repo.git_dir)
+
+    def _leftovers(self) -> list[str]:
+        """What looks left behind, checked without any lock (a live writer can make a false alarm)."""
+        found = self._served_locks() + self._scratch()
+        if (self._git_dir / "MERGE_HEAD").exists() or _status(self.path, optional_locks=False, untracked=False):
+            found.append(self.path)
+        for draft in self._draft_worktrees():
+            admin = self._admin_dir(draft.path)
+            if admin is None or self._draft_locks(draft, admin) or (admin / "MERGE_HEAD").exists() \
+                    or self._marker(draft).exists():
+                found.append(draft.path)
+        return found
+
+    def _served_locks(self) -> list[Path]:
+        """git lock files that only commands run under the main lock create (ours are `dashmem-*.lock`)."""
+        gd = self._git_dir
+        found = [p for p in gd.glob("*.lock") if not p.name.startswith("dashmem-")]  # index, HEAD, ORIG_HEAD, packed-refs, ...
+        found += [p for p in (gd / "refs" / "heads" / f"{MAIN}.lock", gd / "refs" / "stash.lock") if p.exists()]
+        return found + list((gd / "refs" / "heads" / "rejected").rglob("*.lock"))
+
+    def _scratch(self) -> list[Path]:
+        try:
+            return list((self._git_dir / SCRATCH).iterdir())
+        except FileNotFoundError:
+            return []
+
+    def _draft_locks(self, draft: Draft, admin: Path) -> list[Path]:
+        """git lock files of one draft: its worktree's (index, HEAD, a partial commit's index) and its branch's."""
+        branch_lock = self._git_dir / "refs" / "heads" / f"{draft.branch}.lock"
+        return list(admin.glob("*.lock")) + ([branch_lock] if branch_lock.exists() else [])
+
+    def _repair_served(self) -> list[str]:
+        """Make the published checkout's index and tracked files equal `main` (untracked files stay). Call under the main lock."""
+        done = []
+        for stale in self._served_locks():  # we hold the lock, so the git that made it is dead
+            stale.unlink(missing_ok=True)
+            done.append(f"removed {stale.relative_to(self._git_dir)}, left by a killed git")
+        if (self._git_dir / "MERGE_HEAD").exists():
+            _git(self.path, "merge", "--abort", ok=(0, 128))
+            done.append("aborted a half-done merge in the published checkout")
+        for stale in self._scratch():  # only a publish, under this lock, writes there
+            shutil.rmtree(stale, ignore_errors=True)
+            done.append(f"removed {stale.name}, a killed publish's copy of a workspace")
+        if _status(self.path, untracked=False):
+            _keep_and_reset(self.path, f"the published checkout {self.path}", untracked=False)
+            done.append(f"reset the published checkout to {MAIN} (what differed is kept in `git stash list`)")
+        return done
+
+    def _repair_draft(self, draft: Draft) -> list[str]:
+        """Make a draft's worktree equal its branch. Call under the main lock and the draft's."""
+        admin = self._admin_dir(draft.path)
+        if admin is None:
+            if not draft.path.exists():
+                return []
+            self._forget_worktree(draft.path)  # checked out again when next opened
+            return [f"removed the half-made checkout of {draft.branch}"]
+        done = []
+        for stale in self._draft_locks(draft, admin):
+            stale.unlink(missing_ok=True)
+            done.append(f"removed {stale.name} of {draft.branch}, left by a killed git")
+        if (admin / "MERGE_HEAD").exists():
+            _git(draft.path, "merge", "--abort", ok=(0, 128))
+            done.append(f"aborted a half-done update of {draft.branch}")
+        marker = self._marker(draft)
+        if marker.exists():
+            # Only then: files a person put in their draft by hand are theirs, and the next save commits them.
+            if _status(draft.path):
+                # Untracked files too: a save's temporary files, which the next save would commit.
+                _keep_and_reset(draft.path, f"the draft {draft.branch}", untracked=True)
+                done.append(f"reset the worktree of {draft.branch} to its last commit, as a {marker.read_text().strip() or 'change'} "
+                            f"died half-way (what differed is kept in `git stash list`)")
+            marker.unlink()
+        return done
+
+    def _marker(self, draft: Draft) -> Path:
+        return self._git_dir / f"dashmem-{draft.user}-{draft.slug}.writing"
+
+    @contextlib.contextmanager
+    def _writing(self, draft: Draft, what: str) -> Iterator[None]:
+        """Mark the draft's worktree as being written (call under the draft's lock).
+
+        A marker left behind means a process died while writing; `repair` then
+        makes the worktree equal its branch again. Refusals leave the worktree
+        as it was and remove the marker; other errors leave it for `repair`.
+        """
+        marker = self._marker(draft)
+        marker.write_text(what, encoding="utf-8")
+        clean = False
+        try:
+            yield
+            clean = True
+        except (ValidationFailed, ConfigRepoError, access.PermissionDenied):
+            clean = True  # refused before writing, or undone by the operation itself
+            raise
+        finally:
+            if clean:
+                marker.unlink(missing_ok=True)
+
+    def _draft_worktrees(self) -> list[Draft]:
+        """Every draft branch that has a worktree folder."""
+        out = []
+        for head in self.repo.heads:
+            user, slug = _parse_draft(head.name) or (None, None)
+            if user is not None and self._worktree(user, slug).exists():
+                out.append(Draft(user, slug, head.name, self._worktree(user, slug)))
+        return out
+
+    def _admin_dir(self, where: Path) -> Path | None:
+        """The git folder of the worktree at `where`, if that is a complete checkout, else None.
+
+        `git worktree add` marks the worktree `locked` until its checkout is
+        done, and dashmem never locks one otherwise: a `locked` file means a
+        checkout that was killed half-way.
+        """
+        try:
+            line = (where / ".git").read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        if not line.startswith("gitdir: "):
+            return None
+        admin = Path(line[len("gitdir: "):])
+        admin = admin if admin.is_absolute() else (where / admin).resolve()
+        if not (admin / "HEAD").is_file() or (admin / "locked").exists():
+            return None
+        return admin
+
+    def _forget_worktree(self, where: Path) -> None:
+        """Remove a worktree folder and git's record of it (its branch stays). Call under the main lock."""
+        dotgit = (where / ".git").resolve()
+        if where.exists():
+            shutil.rmtree(where)
+        for admin in (self._git_dir / "worktrees").glob("*"):
+            try:
+                recorded = Path((admin / "gitdir").read_text(encoding="utf-8").strip())
+            except OSError:
+                continue
+            if recorded == dotgit or recorded.resolve() == dotgit:
+                shutil.rmtree(admin)  # `worktree prune` keeps a `locked` one, and `worktree add` then refuses the path
+        _git(self.path, "worktree", "prune")
+
+    def _maybe_gc(self) -> None:
+        """Pack the repo once loose objects piled up, under every lock (git's auto-gc is off under our locks)."""
+        try:
+            loose = len(os.listdir(self._git_dir / "objects" / "17")) * 256  # git's own estimate: one fan-out folder
+        except FileNotFoundError:
+            loose = 0
+        if loose < GC_LOOSE_OBJECTS:
+            return
+        drafts = [Draft(user, slug, head.name, self._worktree(user, slug)) for head in self.repo.heads
+                  for user, slug in [_parse_draft(head.name) or (None, None)] if user is not None]
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(self._lock(timeout=0))
+                for draft in drafts:
+                    stack.enter_context(self._lock(draft, timeout=0))
+                gd = self._git_dir
+                for stale in (list(gd.glob("objects/info/commit-graph*.lock")) + list(gd.glob("objects/info/commit-graphs/*.lock"))
+                              + list((gd / "refs" / "heads").rglob("*.lock")) + self._served_locks()):
+                    stale.unlink(missing_ok=True)  # every lock is ours: a killed gc's leftovers
+                # What repairs kept (the stash) never expires; git would drop those entries after 30 to 90 days.
+                _git(self.path, "-c", "gc.refs/stash.reflogExpire=never", "-c", "gc.refs/stash.reflogExpireUnreachable=never",
+                     "gc", "--quiet")
+        except Busy:
+            return  # someone is writing; another opening packs it
+        except git.GitCommandError as exc:
+            _log.warning("git gc of %s failed: %s", self.path, exc)
+
     # ---- internals
 
-    def _lock(self, draft: Draft | None = None):
+    def _lock(self, draft: Draft | None = None, timeout: float = 15.0):
         name = f"dashmem-{draft.user}-{draft.slug}.lock" if draft else "dashmem-main.lock"
-        return _locked(Path(self.repo.git_dir) / name, f"the draft of {draft.slug}" if draft else "the config repo")
+        return _locked(self._git_dir / name, f"the draft of {draft.slug}" if draft else "the config repo", timeout)
 
 
 def _actor(user: User) -> git.Actor:
@@ -669,9 +982,56 @@ def _actor_env(actor: git.Actor) -> dict[str, str]:
             "GIT_COMMITTER_NAME": actor.name, "GIT_COMMITTER_EMAIL": actor.email}
 
 
-def _conflicted(repo: git.Repo) -> list[str]:
+def _rev(cwd: Path, ref: str) -> str:
+    return _git(cwd, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}").stdout.strip()
+
+
+def _is_ancestor(cwd: Path, a: str, b: str) -> bool:
+    return _git(cwd, "merge-base", "--is-ancestor", a, b, ok=(0, 1)).returncode == 0
+
+
+def _status(cwd: Path, *, optional_locks: bool = True, untracked: bool = True) -> str:
+    """`git status --porcelain` of a checkout: empty when index and files equal HEAD.
+
+    Without `optional_locks` it does not refresh the index on disk, so it may run
+    without our lock while another process writes (it then writes nothing).
+    """
+    return _git(cwd, "status", "--porcelain", f"--untracked-files={'normal' if untracked else 'no'}",
+                env=None if optional_locks else {"GIT_OPTIONAL_LOCKS": "0"}).stdout
+
+
+def _keep_and_reset(where: Path, what: str, *, untracked: bool) -> None:
+    """Keep what differs from HEAD in the checkout `where` as a stash entry, then make it equal HEAD
+    (with `untracked`, untracked files are kept in the entry and removed too)."""
+    stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    message = f"dashmem repair {stamp}: what differed from the last commit in {what}"
+    env = _actor_env(SYSTEM)
+    if untracked and _git(where, "stash", "push", "--include-untracked", "-q", "-m", message, env=env, ok=(0, 1, 128)).returncode == 0 \
+            and not _status(where):
+        return
+    # Tracked files only, or a state `stash push` cannot take: keep what `stash create` can, then reset regardless.
+    sha = _git(where, "stash", "create", message, env=env, ok=(0, 1, 128)).stdout.strip()
+    if sha:
+        _git(where, "stash", "store", "-q", "-m", message, sha, env=env)
+    _git(where, "reset", "--hard", "-q")
+
+
+def _extract(cwd: Path, tree: str, folder: str, target: Path) -> None:
+    """Write `folder` as it is in `tree` (data files included) under `target`."""
+    if _git(cwd, "cat-file", "-e", f"{tree}:{folder}", ok=(0, 1, 128)).returncode != 0:
+        return
+    cmd = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "archive", "--format=tar", tree, "--", folder]
+    with subprocess.Popen(cmd, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(_held())) as proc:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
+            archive.extractall(target, filter="data")
+        stderr = proc.stderr.read()
+    if proc.returncode != 0:
+        raise git.GitCommandError(cmd, proc.returncode, stderr)
+
+
+def _conflicted(cwd: Path) -> list[str]:
     try:
-        out = repo.git.diff("--name-only", "--diff-filter=U")
+        out = _git(cwd, "diff", "--name-only", "--diff-filter=U").stdout
     except git.GitCommandError:
         return []
     return [line for line in out.splitlines() if line]

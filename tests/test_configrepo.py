@@ -114,7 +114,7 @@ def test_create_repo_has_main_valid_demo_workspaces_schemas_and_ci(config_repo):
     assert (schemas_dir / "task.schema.json").is_file()
     assert read_file(repo.repo, MAIN, "schemas/task.schema.json") == (WORKSPACES / "schemas" / "task.schema.json").read_bytes()
     ci = read_file(repo.repo, MAIN, ".github/workflows/validate.yml")
-    assert ci is not None and b"python -m lib validate" in ci
+    assert ci is not None and b"dashmem validate . --json" in ci
     # the demo data files come along with the YAML
     assert read_file(repo.repo, MAIN, f"{GDP}/data/gdp.csv") == (WORKSPACES / GDP / "data" / "gdp.csv").read_bytes()
     assert_main_clean(repo)
@@ -659,6 +659,81 @@ def test_publishing_invalid_draft_is_refused_and_main_unchanged(config_repo, bro
     assert files_on_disk(repo.path / SCW) == main_files
     assert_main_clean(repo)
     assert read_file(repo.repo, d.branch, f"{SCW}/task.yaml") == broken.encode()
+
+
+def _title_with_a_figure_from_the_data(repo: ConfigRepo) -> tuple[dict, str]:
+    """The draft's dashboard with the total of `actual` (what the volume card shows) written into its title."""
+    import csv
+
+    with open(WORKSPACES / SCW / "data" / "gates.csv", newline="") as handle:
+        figure = f"{sum(int(row['actual']) for row in csv.DictReader(handle)):,}"
+    dashboard = copy.deepcopy(workspace.load(repo.draft(OLIVIA, SCW).workspace_path)[0].data["dashboard"])
+    card = next(c for c in dashboard["components"] if c["id"] == "kpi_volume")
+    card["title"] = f"Units through the gates ({figure} this week)"
+    return dashboard, figure
+
+
+def test_publishing_a_draft_whose_dashboard_checks_fail_is_refused_naming_the_check(config_repo):
+    """Publish runs the full checks, on the data, on the merged workspace, not only the schemas: a figure
+    from the data typed into a title would go stale at the next refresh (check.literal_values)."""
+    repo = config_repo
+    dashboard, figure = _title_with_a_figure_from_the_data(repo)
+    repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "A figure in a title")  # saving checks the schemas only
+    main_before = sha(repo)
+
+    with pytest.raises(ValidationFailed) as info:
+        repo.publish(OLIVIA, SCW)
+
+    assert [d.id for d in info.value.diagnostics] == ["check.literal_values"]
+    assert figure in str(info.value) and f"{SCW}/dashboard.yaml:" in str(info.value)
+    assert "dashmem-scratch" not in str(info.value)  # files named as in the repo, not the temporary copy
+    assert sha(repo) == main_before
+    assert figure not in (repo.path / SCW / "dashboard.yaml").read_text()
+    assert_main_clean(repo)
+
+
+def test_publish_checks_the_data_of_an_uploaded_source_of_the_workspace(config_repo, tmp_path, monkeypatch):
+    """The merged workspace is checked in a folder named after it, so its uploads (kept per workspace
+    name, outside git) are found: the data checks run on them, and find the figure in the title."""
+    from lib import settings
+    from lib.connectors.csv_source import store_upload
+
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    repo = config_repo
+    upload = store_upload(settings.uploads_dir(SCW), "gates.csv", (WORKSPACES / SCW / "data" / "gates.csv").read_bytes())
+    d = repo.draft(OLIVIA, SCW)
+    sources = copy.deepcopy(workspace.load(d.workspace_path)[0].data["sources"])
+    sources["sources"][0]["path"] = upload
+    dashboard, figure = _title_with_a_figure_from_the_data(repo)
+    repo.save(OLIVIA, SCW, {"sources": sources, "dashboard": dashboard}, "Read the uploaded file; a figure in a title")
+    (d.workspace_path / "data" / "gates.csv").unlink()  # only the upload has the data now
+    repo.save(OLIVIA, SCW, {}, "drop the committed copy")
+
+    with pytest.raises(ValidationFailed) as info:
+        repo.publish(OLIVIA, SCW)
+    assert [d.id for d in info.value.diagnostics] == ["check.literal_values"]
+
+    dashboard["components"][1]["title"] = "Units through the gates"
+    repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "no figure")
+    repo.publish(OLIVIA, SCW)
+    assert read_file(repo.repo, MAIN, f"{SCW}/sources.yaml").decode().count(upload) == 1
+    assert_main_clean(repo)
+
+
+def test_a_workspace_whose_policy_does_not_require_validity_publishes_with_failing_checks(config_repo):
+    repo = config_repo
+    d = repo.draft(OLIVIA, SCW)
+    meta = copy.deepcopy(workspace.load(d.workspace_path)[0].data["workspace"])
+    meta["policy"]["require_valid_to_publish"] = False
+    repo.save(OLIVIA, SCW, {"workspace": meta}, "validity is advisory here")
+    repo.publish(OLIVIA, SCW)
+    dashboard, figure = _title_with_a_figure_from_the_data(repo)
+    repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "A figure in a title")
+
+    repo.publish(OLIVIA, SCW)
+
+    assert figure in (repo.path / SCW / "dashboard.yaml").read_text()
+    assert_main_clean(repo)
 
 
 # --------------------------------------------------------------------------- 14. concurrent publishes
