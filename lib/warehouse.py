@@ -46,6 +46,7 @@ KEEP_SNAPSHOTS = 5
 DURABLE_AFTER_S = 60  # a file written longer ago than this has reached the disk (Linux writes back within 30 s)
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_TIMEOUT_S = 10.0
+BIND_TIMEOUT_S = 5.0  # binding takes milliseconds; only a query that folds a huge constant gets near this
 
 
 class QueryError(ValueError):
@@ -120,39 +121,18 @@ def check_statement(sql: str) -> None:
 
 def run_query(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None = None, *,
               max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> QueryResult:
-    """Run one sandboxed SELECT over the given Arrow tables."""
+    """Run one sandboxed SELECT over the given Arrow tables, in a worker process that is
+    stopped at `timeout_s` (plus a second) or when it needs more memory than allowed."""
+    from . import query_worker
+
     check_statement(sql)
     if max_rows < 1:
         raise QueryRefused("max_rows must be at least 1")
     start = time.perf_counter()
-    cursor = sandbox().cursor()
-    timer = threading.Timer(timeout_s, cursor.interrupt)
     try:
-        for name, table in tables.items():
-            cursor.register(name, table)
-        timer.start()
-        try:
-            relation = cursor.sql(sql, params=dict(params) if params else None)
-            reader = relation.to_arrow_reader(min(max_rows + 1, 100_000))
-            batches, count = [], 0
-            for batch in reader:
-                batches.append(batch)
-                count += batch.num_rows
-                if count > max_rows:
-                    break
-        except duckdb.InterruptException:
-            raise QueryError(f"query took longer than {timeout_s:g} s and was stopped") from None
-        except duckdb.Error as exc:
-            if timer.finished.is_set() and "interrupt" in str(exc).lower():
-                raise QueryError(f"query took longer than {timeout_s:g} s and was stopped") from None
-            raise QueryError(_first_line(exc)) from None
-        result = pa.Table.from_batches(batches, schema=reader.schema) if batches else reader.schema.empty_table()
-    finally:
-        timer.cancel()
-        cursor.close()
-    truncated = result.num_rows > max_rows
-    if truncated:
-        result = result.slice(0, max_rows)
+        result, truncated = query_worker.run(tables, sql, params, max_rows, timeout_s)
+    except query_worker.WorkerError as exc:
+        raise QueryError(str(exc)) from None
     result = _plain_numbers(result)
     return QueryResult(result, truncated, time.perf_counter() - start, result.column_names)
 
@@ -191,17 +171,14 @@ def bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | N
 
 
 def _bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """In a worker too: binding folds constants, so `SELECT repeat('x', 2e9)` costs its full price already here."""
+    from . import query_worker
+
     check_statement(sql)
-    cursor = sandbox().cursor()
     try:
-        for name, table in tables.items():
-            cursor.register(name, table)
-        relation = cursor.sql(sql, params=dict(params) if params else None)
-        return list(zip(relation.columns, map(str, relation.types)))
-    except duckdb.Error as exc:
-        raise QueryError(_first_line(exc)) from None
-    finally:
-        cursor.close()
+        return query_worker.bind(tables, sql, params, BIND_TIMEOUT_S)
+    except query_worker.WorkerError as exc:
+        raise QueryError(str(exc)) from None
 
 
 def describe(tables: Mapping[str, pa.Table]) -> dict[str, list[list[str]]]:
@@ -447,7 +424,7 @@ class Warehouse:
         except OSError as exc:  # unreadable (permissions, I/O): served by no one, but not deleted
             raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} cannot be read ({_first_line(exc)})") from None
         try:
-            opened = {name: _open_table(mapped, meta) for name, meta in snapshot.tables.items()}
+            opened = {name: _open_table(mapped, meta, snapshot.path) for name, meta in snapshot.tables.items()}
         except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as exc:
             _set_aside(snapshot.path)
             raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} is damaged and cannot be read "
@@ -506,6 +483,10 @@ class Warehouse:
         spare = self._pinned_id(ids)
         self.pin.unlink(missing_ok=True)
         if sum(t.nbytes for t in written.values()) <= KEEP_IN_MEMORY_BYTES:
+            from .query_worker import remember_origin
+
+            for name, table in written.items():  # query workers map the same bytes from the file
+                remember_origin(table, final, manifest_tables[name]["offset"], manifest_tables[name]["length"])
             _remember(final, written, in_memory=True)  # the next refresh and queries skip mapping the file
         self._prune(spare)
         snapshot = Snapshot(snapshot_id, final, manifest["created"], manifest_tables)
@@ -559,7 +540,7 @@ class Warehouse:
                 _delete(self.root / name)  # a snapshot folder of an earlier version of this app
 
 
-def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any]) -> pa.Table:
+def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Table:
     """One table of a snapshot file.
 
     Each table's IPC file was written into the one snapshot stream, so the
@@ -569,10 +550,14 @@ def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any]) -> pa.Table:
     the first table, and every other table failed in any process that had not
     written it.)
     """
+    from .query_worker import remember_origin
+
     end = int(meta["offset"]) + int(meta["length"])
     if not 0 < end <= mapped.size:
         raise pa.ArrowInvalid(f"table data ends at byte {end}, past the end of the file")
-    return pa.ipc.open_file(mapped, footer_offset=end).read_all()
+    table = pa.ipc.open_file(mapped, footer_offset=end).read_all()
+    remember_origin(table, path, int(meta["offset"]), int(meta["length"]))  # query workers map it from there
+    return table
 
 
 def _set_aside(path: Path) -> None:
