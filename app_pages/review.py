@@ -75,7 +75,8 @@ for d in drafts:
                     except (ConfigRepoError, PermissionDenied) as exc:
                         st.error(str(exc))
             else:
-                buttons[2].caption("No remote configured for proposals.")
+                buttons[2].caption("Proposals need a shared remote; " + ("set it below." if ctx.user.app_role == "owner"
+                                   else "ask an app owner to set one on this page."))
             if d["behind"] and buttons[3].button("Update from published", key="sync"):
                 try:
                     ctx.repo.sync(ctx.user, ctx.slug)
@@ -94,3 +95,20 @@ for d in drafts:
                     else:
                         del st.session_state[f"sync_conflict:{ctx.slug}"]
                         st.rerun()
+
+if ctx.user.app_role == "owner":
+    st.divider()
+    with st.form("remote"):
+        st.subheader("Where proposals go")
+        st.caption("Proposing pushes a draft branch to this git remote, where the platform team opens a pull request. "
+                   "Give an SSH or HTTPS URL without a password (the server uses its SSH key or git credential helper), "
+                   "or a path to a bare repository.")
+        url = st.text_input("Remote URL", value=ctx.repo.remote_url() or "", placeholder="git@github.com:acme/dashboards-config.git")
+        if st.form_submit_button("Save the remote"):
+            try:
+                ctx.repo.set_remote(ctx.user, url)
+            except (ConfigRepoError, PermissionDenied) as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["review_done"] = "Saved: proposals are pushed there now."
+                st.rerun()

@@ -46,8 +46,8 @@ OPERATOR = User("operator", "command line", app_role=OWNER)
 
 def role_of(user: User, workspace_meta: dict[str, Any]) -> str | None:
     """The user's highest role in a workspace, or None if they have no access."""
-    if user is OPERATOR:
-        return OWNER
+    if user is OPERATOR or user.app_role == OWNER:
+        return OWNER  # the app's owners administer every workspace, including ones a steward just created
     access = (workspace_meta or {}).get("access") or {}
     principals = {user.name, "*"} | {f"group:{g}" for g in user.groups}
     best = None

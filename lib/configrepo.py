@@ -37,6 +37,7 @@ import datetime as dt
 import fcntl
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -355,8 +356,16 @@ class ConfigRepo:
         return self.path / workspace.check_slug(slug)
 
     def view_path(self, user: User, slug: str) -> Path:
-        """What `user` sees of a workspace: the published folder, or for one not published yet, their draft."""
-        return self.published_path(slug) if self.is_published(slug) else self.draft(user, slug).workspace_path
+        """What `user` sees of a workspace: the published folder; for one not published yet, their draft,
+        or (for an app owner reviewing it) its creator's."""
+        if self.is_published(slug):
+            return self.published_path(slug)
+        if not self.has_draft(user, slug):
+            theirs = next((d["workspace_path"] for d in self.drafts(slug) if d["workspace_path"].exists()), None)
+            if theirs is not None:
+                access.require(user, "view", self._access_meta(slug, self.branch_name(user, slug)), slug)
+                return theirs
+        return self.draft(user, slug).workspace_path
 
     def meta(self, slug: str, ref: str = MAIN) -> dict[str, Any]:
         """workspace.yaml as published (roles are always judged by the published access list)."""
@@ -376,7 +385,8 @@ class ConfigRepo:
         metas = {slug: self.meta(slug) for slug in self.slugs()}
         for head in self.repo.heads:
             owner, slug = _parse_draft(head.name) or (None, None)
-            if owner == user.name and slug not in metas:
+            # The app's owners also see workspaces others created and have not published, to review them.
+            if owner is not None and (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
                 try:
                     metas[slug] = self.meta(slug, head.name)
                 except ConfigRepoError:
@@ -389,9 +399,13 @@ class ConfigRepo:
         try:
             return self.meta(slug)
         except ConfigRepoError:
-            if branch not in self.repo.heads:
-                raise
-            return self.meta(slug, branch)
+            if branch in self.repo.heads:
+                return self.meta(slug, branch)
+            # Someone else's new workspace (an app owner reviewing it): its creator's draft says who may do what.
+            for head in self.repo.heads:
+                if (_parse_draft(head.name) or (None, None))[1] == slug:
+                    return self.meta(slug, head.name)
+            raise
 
     def history(self, slug: str, ref: str = MAIN, limit: int = 100) -> list[Version]:
         return history(self.repo, workspace.check_slug(slug), ref, limit)
@@ -449,7 +463,9 @@ class ConfigRepo:
             owner, of = _parse_draft(head.name) or (None, None)
             if owner is None or (slug is not None and of != slug):
                 continue
-            behind, ahead = map(int, self.repo.git.rev_list("--left-right", "--count", f"{MAIN}...{head.name}").split())
+            ahead = int(self.repo.git.rev_list("--count", f"{MAIN}..{head.name}"))
+            # Published changes to this workspace the draft lacks (changes to other workspaces do not matter to it).
+            behind = int(self.repo.git.rev_list("--count", f"{head.name}..{MAIN}", "--", of))
             out.append({"branch": head.name, "user": owner, "slug": of, "ahead": ahead, "behind": behind,
                         "head": head.commit.hexsha, "date": head.commit.authored_datetime.isoformat(),
                         "workspace_path": self._worktree(owner, of) / of})
@@ -689,6 +705,24 @@ class ConfigRepo:
                 _git(self.path, "worktree", "remove", "--force", str(where))
             _git(self.path, "branch", "-m", branch, kept)
         return kept
+
+    def remote_url(self, remote: str = "origin") -> str | None:
+        return next((r.url for r in self.repo.remotes if r.name == remote), None)
+
+    def set_remote(self, user: User, url: str, remote: str = "origin") -> None:
+        """Where proposals are pushed for pull requests (an app owner's setting). Credentials never go in
+        the URL: use an SSH key or a git credential helper on the server."""
+        access.require_app_role(user, access.OWNER, "set where proposals are pushed")
+        url = url.strip()
+        if not url or any(c.isspace() for c in url) or url.startswith("-"):
+            raise ConfigRepoError("give the remote as one URL or path, for example git@github.com:acme/dashboards-config.git")
+        if re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@", url, re.IGNORECASE):
+            raise ConfigRepoError("the URL holds a password; use an SSH key or a git credential helper on the server instead")
+        with self._lock():
+            if self.has_remote(remote):
+                self.repo.git.remote("set-url", remote, url)
+            else:
+                self.repo.git.remote("add", remote, url)
 
     def propose(self, user: User, slug: str, remote: str = "origin") -> str:
         """Push the user's draft branch to `remote` so a pull request can be opened."""

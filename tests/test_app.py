@@ -404,3 +404,41 @@ def test_importing_a_category_never_defaults_to_copying_a_workspace_into_itself(
     into = next(b for b in at.selectbox if b.label == "Into")
     source = next(b for b in at.selectbox if b.label == "From")
     assert into.value != source.value
+
+
+def test_an_owner_sets_the_remote_and_a_steward_then_proposes(env, tmp_path):
+    import git as gitpython
+
+    bare = tmp_path / "proposals.git"
+    gitpython.Repo.init(bare, bare=True, initial_branch="main")
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    next(t for t in at.text_area if t.label == "Goal").input("Show which gates missed target, and where.")
+    next(b for b in at.button if b.label == "Save task rules").click().run()
+    at = on_page(at, "app_pages/review.py")
+    assert any("ask an app owner" in c.value for c in at.caption)
+    assert not [t for t in at.text_input if t.label == "Remote URL"]  # a steward cannot set it
+    owner = on_page(signed_in("olivia"), "app_pages/review.py")
+    next(t for t in owner.text_input if t.label == "Remote URL").input("https://bob:hunter2@git.example/x.git")
+    next(b for b in owner.button if b.label == "Save the remote").click().run()
+    assert any("holds a password" in e.value for e in owner.error) and not any("hunter2" in e.value for e in owner.error)
+    next(t for t in owner.text_input if t.label == "Remote URL").input(str(bare))
+    next(b for b in owner.button if b.label == "Save the remote").click().run()
+    assert any("proposals are pushed there" in s.value for s in owner.success)
+    at = on_page(signed_in("sam"), "app_pages/review.py")
+    next(b for b in at.button if b.label.startswith("Propose")).click().run()
+    assert any("Pushed" in s.value for s in at.success), [e.value for e in at.error]
+    assert "draft/sam/supply-chain-weekly" in [h.name for h in gitpython.Repo(bare).heads]
+
+
+def test_the_apps_owners_see_a_workspace_a_steward_created_and_not_published(env):
+    at = on_page(signed_in("sam"), "app_pages/workspaces.py")
+    next(t for t in at.text_input if t.label == "Name").input("Team KPIs")
+    next(t for t in at.text_input if t.label == "Folder name").input("team-kpis")
+    next(b for b in at.button if b.label == "Create on my draft").click().run()
+    owner = on_page(signed_in("olivia"), "app_pages/workspaces.py")
+    assert "Team KPIs" in [s.value for s in owner.subheader]
+    owner = on_page(signed_in("olivia", "team-kpis"), "app_pages/review.py")
+    next(b for b in owner.button if b.label == "Publish").click().run()
+    next(b for b in owner.button if b.label == "Yes, publish").click().run()
+    assert any(s.value.startswith("Published sam's draft") for s in owner.success), [e.value for e in owner.error]
+    assert owner.session_state["config_repo"].is_published("team-kpis")
