@@ -43,7 +43,8 @@ def save(files: dict, message: str, clear: str | None = None) -> None:
 if st.session_state.get("specs_saved"):
     st.success(st.session_state.pop("specs_saved"))
 
-task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(["Task rules", "Output constraints", "Dashboard YAML", "All files"])
+# Keyed, so a message drawn above them on one rerun does not make Streamlit reopen the first tab.
+task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(["Task rules", "Output constraints", "Dashboard YAML", "All files"], key="specs_tabs")
 
 with task_tab:
     root = schemas.load_schema("task")
