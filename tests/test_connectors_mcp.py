@@ -16,6 +16,15 @@ from mcp import types
 from lib.connectors import fetch
 from lib.connectors import mcp_source
 from lib.connectors.base import FetchContext, SourceError
+from tests.test_ssrf import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
+
+
+@pytest.fixture(autouse=True)
+def loopback_allowed(monkeypatch):
+    """The operator's opt-in that lets sources reach the test servers on 127.0.0.1 (refused by default)."""
+    monkeypatch.setenv("DASHMEM_HTTP_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DASHMEM_ALLOW_PRIVATE_NETWORKS", raising=False)
+
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 

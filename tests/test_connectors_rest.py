@@ -15,6 +15,15 @@ import pytest
 
 from lib.connectors import fetch
 from lib.connectors.base import FetchContext, SourceError
+from tests.test_ssrf import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
+
+
+@pytest.fixture(autouse=True)
+def loopback_allowed(monkeypatch):
+    """The operator's opt-in that lets sources reach the test servers on 127.0.0.1 (refused by default)."""
+    monkeypatch.setenv("DASHMEM_HTTP_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DASHMEM_ALLOW_PRIVATE_NETWORKS", raising=False)
+
 
 TOKEN = "Bearer s3cret-token-0123456789"
 ITEMS = [{"id": n, "name": f"item {n}"} for n in range(1, 8)]  # seven records: pages of 3, 3 and 1
@@ -322,7 +331,7 @@ def test_a_secret_pasted_as_a_header_value_is_refused_without_echo(server, ctx):
     assert "s3cret" not in str(caught.value)
 
 
-def test_cloud_metadata_and_hosts_outside_the_allow_list_are_never_contacted(monkeypatch, tmp_path):
+def test_cloud_metadata_and_hosts_outside_the_allow_list_are_never_contacted(monkeypatch, tmp_path, network):
     ctx = FetchContext(workspace_path=tmp_path)
     for url in ("http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x", "http://metadata.google.internal/computeMetadata/v1/"):
         with pytest.raises(SourceError, match="metadata"):
@@ -330,3 +339,11 @@ def test_cloud_metadata_and_hosts_outside_the_allow_list_are_never_contacted(mon
     monkeypatch.setenv("DASHMEM_HTTP_ALLOW", "api.example.com")
     with pytest.raises(SourceError, match="DASHMEM_HTTP_ALLOW"):
         fetch({"name": "other", "type": "rest", "url": "http://127.0.0.1:9/x", "retries": 0, "timeout_s": 1}, ctx)
+    assert network.connects == []
+
+
+def test_loopback_needs_the_operators_opt_in(server, ctx, monkeypatch, network):
+    monkeypatch.delenv("DASHMEM_HTTP_ALLOW_NETWORKS")
+    with pytest.raises(SourceError, match=r"127.0.0.1 is a loopback address; refused: .*DASHMEM_ALLOW_PRIVATE_NETWORKS=1"):
+        fetch(rest(f"{server.url}/list"), ctx)
+    assert server.requests == [] and network.connects == []

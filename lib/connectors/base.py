@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from .. import secrets
+from .. import netguard, secrets
 
 
 class SourceError(RuntimeError):
@@ -70,32 +70,13 @@ def _data_dirs(setting: str) -> tuple[Path, ...]:
     return tuple(Path(p).resolve() for p in setting.split(os.pathsep) if p)
 
 
-METADATA_HOSTS = {"metadata.google.internal", "metadata"}
-
-
 def refused_host(host: str) -> str | None:
-    """Why a source may not contact `host`, or None.
+    """Why a source may not contact `host` by its name alone, or None.
 
-    Cloud metadata endpoints (link-local addresses) are never reachable: they
-    hand out the server's own credentials. DASHMEM_HTTP_ALLOW, comma-separated
-    host patterns such as `api.example.com,*.corp.example`, narrows the rest.
+    Only a first look: lib/netguard.py checks every address a host resolves to
+    when REST and MCP sources connect, on every redirect hop and next-page link.
     """
-    import fnmatch
-    import ipaddress
-    import os
-
-    name = (host or "").strip("[]").lower()
-    try:
-        if ipaddress.ip_address(name).is_link_local:
-            return f"{name} is a link-local address (cloud metadata); sources may not reach it"
-    except ValueError:
-        pass
-    if name in METADATA_HOSTS:
-        return f"{name} is a cloud metadata host; sources may not reach it"
-    allowed = [p.strip().lower() for p in os.environ.get("DASHMEM_HTTP_ALLOW", "").split(",") if p.strip()]
-    if allowed and not any(fnmatch.fnmatch(name, pattern) for pattern in allowed):
-        return f"host {name} is not among the hosts this server lets sources reach (DASHMEM_HTTP_ALLOW)"
-    return None
+    return netguard.refused_name(host)
 
 
 def dig(data: Any, dotted: str | None) -> Any:

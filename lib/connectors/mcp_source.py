@@ -23,7 +23,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from .base import FetchContext, SourceError, records_to_table, refused_host
+from .. import netguard
+from .base import FetchContext, SourceError, records_to_table
 
 DEFAULT_TIMEOUT_S = 30
 
@@ -56,6 +57,8 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
             cause = _root_cause(exc)
             if isinstance(cause, SourceError):
                 raise cause from None
+            if isinstance(cause, netguard.Refused):
+                raise ctx.error(name, str(cause)) from None
             if isinstance(cause, KeyboardInterrupt | SystemExit):
                 raise
             raise ctx.error(name, _explain(cause, source, ctx, timeout_s, server_stderr)) from None
@@ -84,11 +87,11 @@ async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, serv
             transport = stdio_client(_stdio_parameters(source, ctx), errlog=server_stderr)
             async with transport as (read_stream, write_stream):
                 return await _query(ClientSession(read_stream, write_stream), source, ctx)
-        reason = refused_host(httpx2.URL(source["url"]).host)
-        if reason:
-            raise ctx.error(name, reason)
         headers = {header: ctx.secret(name, ref) for header, ref in (source.get("secret_headers") or {}).items()}
-        async with httpx2.AsyncClient(headers=headers, timeout=timeout_s) as http_client:
+        # Every connection the SDK opens (POSTs, the GET stream, redirects it follows) goes only to
+        # addresses checked by lib/netguard.py; it raises netguard.Refused for anything else.
+        transport = netguard.async_http_transport()
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout_s, transport=transport) as http_client:
             async with streamable_http_client(source["url"], http_client=http_client) as (read_stream, write_stream):
                 return await _query(ClientSession(read_stream, write_stream), source, ctx)
 

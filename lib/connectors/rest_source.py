@@ -14,8 +14,9 @@ from typing import Any, Iterator
 import httpx
 import pyarrow as pa
 
+from .. import netguard
 from ..secrets import is_reference
-from .base import FetchContext, dig, records_to_table, refused_host
+from .base import FetchContext, dig, records_to_table
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_RETRIES = 3
@@ -66,9 +67,6 @@ def _client(source: dict, ctx: FetchContext) -> httpx.Client:
         raise ctx.error(name, f"url is not valid: {exc}") from None
 
     def keep_secrets_home(request: httpx.Request) -> None:
-        reason = refused_host(request.url.host)  # every request: the first, next pages and redirects
-        if reason:
-            raise ctx.error(name, reason)
         if _origin(request.url) != home:
             for header in secret_headers:
                 request.headers.pop(header, None)
@@ -78,6 +76,9 @@ def _client(source: dict, ctx: FetchContext) -> httpx.Client:
         timeout=source.get("timeout_s", DEFAULT_TIMEOUT_S),
         follow_redirects=True,
         event_hooks={"request": [keep_secrets_home]},  # runs for every request, redirects included
+        # Every connection (first request, redirect hops, next pages) goes only to addresses checked
+        # by lib/netguard.py; it raises netguard.Refused for anything else.
+        transport=netguard.http_transport(),
     )
 
 
@@ -147,6 +148,8 @@ class _Api:
                 time.sleep(min(BACKOFF_BASE_S * 2 ** (attempt - 2), BACKOFF_CAP_S))
             try:
                 response = self.client.request(self.method, url.copy_merge_params(params), json=self.body)
+            except netguard.Refused as exc:  # where this source may not go: no use retrying
+                raise self.ctx.error(self.name, str(exc)) from None
             except httpx.TimeoutException:
                 failure = f"request to {shown} timed out after {tries} ({self.timeout_s:g} s each)"
                 continue
