@@ -120,8 +120,12 @@ def when(iso: str) -> str:
 
 
 def show_diagnostics(diagnostics: list, *, max_items: int = 20) -> None:
+    """Each finding as `task.yaml:12: rules[0].text: ...`: people see the file's name, not the server's folders."""
+    import dataclasses
+
     for d in diagnostics[:max_items]:
-        (st.error if d.level == "error" else st.warning)(d.format())
+        shown = dataclasses.replace(d, file=Path(d.file).name) if d.file else d
+        (st.error if d.level == "error" else st.warning)(shown.format())
 
 
 def show_diff(patches: list[Any]) -> None:

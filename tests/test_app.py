@@ -442,3 +442,15 @@ def test_the_apps_owners_see_a_workspace_a_steward_created_and_not_published(env
     next(b for b in owner.button if b.label == "Yes, publish").click().run()
     assert any(s.value.startswith("Published sam's draft") for s in owner.success), [e.value for e in owner.error]
     assert owner.session_state["config_repo"].is_published("team-kpis")
+
+
+def test_messages_name_files_not_the_servers_folders(env):
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    editor.input(editor.value.replace("FROM gates", "FROM gatez", 1))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    next(c for c in at.checkbox if c.label.startswith("Save it with")).check().run()
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    at = on_page(at, "app_pages/review.py")  # checks the draft's files where they are on the server
+    shown = [e.value for e in at.error if "gatez" in e.value]
+    assert shown and all(v.startswith("dashboard.yaml:") and "config-repo" not in v and "drafts" not in v for v in shown), shown
