@@ -22,6 +22,7 @@ import pyarrow as pa
 from . import access, coltypes, settings, workspace
 from .access import User
 from .connectors import FetchContext, SourceError, fetch
+from .connectors.csv_source import fetch_note
 from .render import queries, unset_params
 from .warehouse import QueryError, Warehouse, bind, compact_strings, describe
 
@@ -211,7 +212,9 @@ def fetch_all(sources: list[dict[str, Any]], ctx: FetchContext, current=None,
         entry.rows_before = current.tables[name]["rows"] if current and name in current.tables else None
         t0 = time.perf_counter()
         try:
-            table = _normalise(fetch(source, ctx), source)
+            raw = fetch(source, ctx)
+            entry.message = fetch_note(raw) or ""  # how the source was read, e.g. a fallback encoding
+            table = _normalise(raw, source)
         except SourceError as exc:
             entry.status, entry.message = "failed", str(exc)
         except Exception as exc:  # a connector bug must not take the old data down with it

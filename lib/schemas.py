@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from .diagnostics import ERROR, Diagnostic, format_path
-from .secrets import redact_url
+from .secrets import is_secret_name, redact_url
 from .yamlio import Document, declared_properties, resolve_ref
 
 # The checkout's schemas/ folder; an installed package carries the same files as lib/_schemas.
@@ -80,8 +80,9 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict, *
     kind = error.validator
     value = error.instance
 
-    if _holds_secret(schema, root):
-        value = "<hidden>"  # a literal secret typed where a reference belongs: never echo it
+    hidden = _holds_secret(schema, root) or any(is_secret_name(part) for part in path)
+    if hidden:
+        value = "<hidden>"  # a literal secret typed where a reference belongs, or under a credential's name: never echo it
 
     def diag(message: str, allowed: str | None = None, *, at: tuple = path, key: bool = False, name: str | None = None):
         return Diagnostic(
@@ -137,9 +138,11 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict, *
             return _explain(best, doc, filename, root)
     if kind == "uniqueItems":
         return [diag("contains duplicate entries", "each entry once")]
+    if hidden:  # jsonschema's own messages below quote the value
+        return [diag(f"the value does not satisfy {kind} {error.validator_value!r}"[:200], _describe(schema))]
     if kind in ("minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return [diag(error.message.replace(repr(value), _show(value)), f"{kind} {error.validator_value}")]
-    return [diag(error.message, _describe(schema))]
+    return [diag(redact_url(error.message), _describe(schema))]
 
 
 def _allowed_keys(schema: dict, instance: Any, root: dict) -> list[str]:

@@ -12,15 +12,14 @@ import copy
 import functools
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any, Callable
 
-from . import schemas
+from . import schemas, secrets
 from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
-from .yamlio import Document, YamlSyntaxError, dump, parse
+from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
 
 FILES = schemas.FILES
 # Files a workspace must have; a profile and a dashboard appear once data is connected.
@@ -128,15 +127,36 @@ def _load_file(kind: str, file: str, shown: str, mtime_ns: int, size: int, inode
     Every rerun of a Streamlit page and every refresh loads the workspace, so
     an unchanged file is parsed and validated once per process.
     """
+    if size > MAX_FILE_BYTES:  # refused before a byte is read: files come from pull requests
+        return None, (Diagnostic("file.too_large", ERROR, too_large_message(size, Path(file).name), shown, None, None,
+                                 f"at most {MAX_FILE_BYTES:,} bytes"),)
     try:
-        text = Path(file).read_text(encoding="utf-8")
+        raw = Path(file).read_bytes()
+    except OSError as exc:
+        return None, (Diagnostic("file.unreadable", ERROR, f"cannot read the file: {exc.strerror}", shown, None, None, None),)
+    if len(raw) > MAX_FILE_BYTES:  # it grew since it was looked at
+        return None, (Diagnostic("file.too_large", ERROR, too_large_message(len(raw), Path(file).name), shown, None, None,
+                                 f"at most {MAX_FILE_BYTES:,} bytes"),)
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, (Diagnostic("file.encoding", ERROR, f"not UTF-8 text ({exc.reason} at byte {exc.start})", shown, None, None, "UTF-8"),)
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return None, (Diagnostic("file.encoding", ERROR, f"not UTF-8 text ({exc.reason} at byte {exc.start})", shown, line, None, "UTF-8"),)
     try:
         doc = parse(text)
     except YamlSyntaxError as exc:
-        return None, (Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None),)
+        return None, (yaml_diagnostic(exc, shown),)
     return doc, tuple(_check_document(kind, doc, shown))
+
+
+def yaml_diagnostic(exc: YamlSyntaxError, shown: str) -> Diagnostic:
+    """A YAML problem of a file as a Diagnostic: `yaml.syntax` for malformed text, `yaml.<kind>` for a refusal."""
+    if exc.kind == "syntax":
+        return Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None)
+    if exc.kind == "too_large":
+        return Diagnostic("file.too_large", ERROR, too_large_message(getattr(exc, "size", 0), Path(shown).name), shown, None, None,
+                          f"at most {MAX_FILE_BYTES:,} bytes")
+    return Diagnostic(f"yaml.{exc.kind}", ERROR, str(exc), shown, exc.line, None, None)
 
 
 def validate(path: Path) -> list[Diagnostic]:
@@ -204,10 +224,23 @@ def _access_has_owner(doc: Document, shown: str) -> list[Diagnostic]:
     return []
 
 
+def _no_literal_secrets(doc: Document, shown: str) -> list[Diagnostic]:
+    """Credentials written into a source (see `secrets.source_problems`), and references to the app's own."""
+    out = []
+    for i, source in enumerate(doc.data.get("sources") or []):
+        for where, check_id, message in secrets.source_problems(source):
+            path = ("sources", i) + where
+            fix = ("a reference of the source's own, e.g. env:SALES_DB_PASSWORD" if check_id == "secret.reserved" else
+                   "the credential as a reference (env:NAME or secrets:KEY) in secret_headers (rest, mcp), password (sql) or env (mcp)")
+            out.append(Diagnostic(check_id, ERROR, message, shown, doc.line_of(path, key=check_id == "secret.header"),
+                                  format_path(path), fix))
+    return out
+
+
 SEMANTIC_CHECKS: dict[str, tuple[Callable[[Document, str], list[Diagnostic]], ...]] = {
     "workspace": (_access_has_owner,),
     "task": (_unique("rules", "id", "rule id"),),
-    "sources": (_unique("sources", "name", "source name"),),
+    "sources": (_unique("sources", "name", "source name"), _no_literal_secrets),
     "profile": (_unique("tables", "name", "table"),),
     "dashboard": (_unique("components", "id", "component id"), _unique("filters", "id", "filter id"), _layout_references),
 }
@@ -230,7 +263,13 @@ def _prepare(path: Path, data: dict[str, Any]) -> tuple[list[Diagnostic], dict[s
             raise KeyError(f"unknown workspace file kind {kind!r}; known: {', '.join(FILES)}")
         texts[kind] = render(kind, content)
         # Parse the canonical text again so that line numbers match what would be written.
-        out.extend(_check_document(kind, parse(texts[kind]), _shown(Path(path), FILES[kind])))
+        shown = _shown(Path(path), FILES[kind])
+        try:
+            doc = parse(texts[kind])
+        except YamlSyntaxError as exc:  # content too large or too deeply nested to be a workspace file
+            out.append(yaml_diagnostic(exc, shown))
+            continue
+        out.extend(_check_document(kind, doc, shown))
     return out, texts
 
 
@@ -261,10 +300,7 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
     temps = []
     try:
         for target, text in pending:
-            fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{target.name}.", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-            temps.append((tmp, target))
+            temps.append((_write_temp(target, text), target))
         for tmp, target in temps:
             os.replace(tmp, target)
     finally:
@@ -272,6 +308,61 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return [t.name for t, _ in pending]
+
+
+def atomic_write(target: Path, content: str | bytes) -> None:
+    """Replace `target` with `content` in one step: readers see the old file or the new one, never half.
+
+    The one way workspace files are written. The new file gets the permissions
+    of any new file (0o666 less the umask, or what the folder's default ACL
+    says), not mkstemp's 0o600, so a config repo stays readable by its group
+    and by the web server as the umask intends.
+    """
+    target = Path(target)
+    tmp = _write_temp(target, content)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the system allows (Linux), since
+    setting it even for a moment would affect files other threads create meanwhile."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # pragma: no cover - systems without /proc
+    os.umask(mask)
+    return mask
+
+
+def _write_temp(target: Path, content: str | bytes, *, fsync: bool = True) -> str:
+    """A new file next to `target` (same folder, so the rename is atomic) holding `content`; returns its path."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)  # the kernel applies the umask, as for any file a program creates
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if fsync:  # the rename must never publish a file whose bytes are not on disk yet
+                handle.flush()
+                os.fsync(handle.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
 
 
 def text_diff(before: str, after: str, from_label: str, to_label: str) -> str:
@@ -312,11 +403,18 @@ def copy_template(template: Path, target: Path, *, name: str | None = None) -> N
         diags = diags + validate_content(target, {"workspace": meta})  # the new name must fit before anything is written
     if has_errors(diags):
         raise ValidationFailed(diags)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.{os.urandom(6).hex()}.tmp"
+    staging.mkdir(0o777)  # not mkdtemp's 0o700: the umask decides, as for any new folder
     try:
-        shutil.copytree(template, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+        # Files and folders get the permissions of new ones (the umask decides), not the template's.
+        shutil.copytree(template, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "__pycache__"),
+                        copy_function=shutil.copyfile)
+        folder_mode = 0o777 & ~_umask()
+        for folder, _, _ in os.walk(staging):
+            os.chmod(folder, folder_mode)
         if meta is not None:
-            (staging / FILES["workspace"]).write_text(render("workspace", meta), encoding="utf-8")
+            atomic_write(staging / FILES["workspace"], render("workspace", meta))
         os.replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -518,3 +518,18 @@ def test_a_full_disk_in_the_cli_is_a_message_not_a_traceback(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "could not store the data (No space left on device)" in proc.stdout
+
+
+def test_a_latin1_file_says_how_it_was_read_in_the_refresh_report(tmp_path):
+    folder = tmp_path / "towns"
+    subprocess.run([sys.executable, "-m", "lib", "new", str(folder)], cwd=ROOT, check=True, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    (folder / "data").mkdir()
+    (folder / "data" / "towns.csv").write_bytes("town,people\nKöln,1084000\nZürich,421000\n".encode("latin-1"))
+    workspace.save(folder, {"sources": {"sources": [{"name": "towns", "type": "csv", "path": "data/towns.csv"}]}})
+    wh = Warehouse(tmp_path / "cache")
+    report = refresh(folder, wh, user=OPERATOR)
+    assert report.ok, report.summary()
+    [source] = report.sources
+    assert "encoding" in source.message.lower() and "latin-1" in source.message
+    assert wh.query("SELECT town FROM towns ORDER BY town").rows == [("Köln",), ("Zürich",)]

@@ -53,3 +53,34 @@ def test_url_masking_hides_passwords_with_at_signs_and_spaces(url):
     masked = secrets.redact_url(url)
     assert "TAIL" not in masked and masked.endswith("@host/db")
     assert secrets.redact_url("postgresql://reporting@h:5432/db") == "postgresql://reporting@h:5432/db"
+
+
+def test_url_masking_hides_every_credential_looking_query_parameter():
+    masked = secrets.redact_url("https://h/v1?page=2&access_token=T0K&api_key=K3Y&key=K&sort=key&max_tokens=5#token=F")
+    assert masked == "https://h/v1?page=2&access_token=***&api_key=***&key=***&sort=key&max_tokens=5#token=***"
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("X-Auth-Token", True), ("Private-Token", True), ("X-API-Key", True), ("Cookie", True), ("Proxy-Authorization", True),
+    ("access_token", True), ("apiKey", True), ("key", True), ("client_secret", True), ("sslpassword", True),
+    ("Accept", False), ("max_tokens", False), ("sort_key", False), ("author", False), ("keyword", False), ("sslkey", False),
+])
+def test_credential_names(name, secret):
+    assert secrets.is_secret_name(name) is secret
+
+
+def test_every_header_the_schema_refuses_is_a_credential_name():
+    """The schema refuses some credential headers by name; the Python check must know them too."""
+    import re
+
+    from lib.schemas import load_schema
+
+    pattern = load_schema("sources")["$defs"]["rest"]["properties"]["headers"]["propertyNames"]["not"]["pattern"]
+    names = re.fullmatch(r"\(\?i\)\^\((.*)\)\$", pattern).group(1).split("|")
+    assert names and all(secrets.is_secret_name(n) for n in names)
+
+
+def test_the_apps_own_references_are_reserved_whatever_the_allow_list(monkeypatch):
+    monkeypatch.setenv("DASHMEM_SECRET_ALLOW", "DASHMEM_,auth.")
+    assert secrets.reserved("env", "DASHMEM_COOKIE_KEY") and secrets.reserved("secrets", "auth.cookie_key")
+    assert secrets.reserved("env", "SALES_DB_PASSWORD") is None

@@ -92,9 +92,9 @@ def test_missing_file(ws_copy):
 
 def test_not_utf8(ws_copy):
     folder = ws_copy("gdp-explorer")
-    (folder / "task.yaml").write_bytes("goal: caf\xe9\nrules: []\n".encode("latin-1"))
+    (folder / "task.yaml").write_bytes("goal: x\nrules: []\ntags: [caf\xe9]\n".encode("latin-1"))
     [d] = workspace.validate(folder)
-    assert d.id == "file.encoding"
+    assert d.id == "file.encoding" and d.line == 3 and "byte 28" in d.message  # the line too, like every YAML error
 
 
 def test_unknown_key_and_wrong_type_each_name_file_line_field(ws_copy):

@@ -7,6 +7,8 @@ other path is refused, so a workspace cannot read arbitrary server files.
 """
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
 import hashlib
 import io
@@ -92,9 +94,120 @@ def _served_delimiter(header: str, served: pa.Schema | None) -> str | None:
 
 
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
+    """The file as a table. Without an `encoding` setting the file should be UTF-8; one that is
+    not is read as Windows-1252 (a superset of Latin-1) when its bytes look like such text, and
+    the table's schema metadata says so (`fetch_note`); otherwise it is refused, naming the
+    byte offset of the first byte that is not UTF-8. A value is never kept as bytes."""
+    try:
+        return _fetch(source, ctx, source.get("encoding") or "utf-8")
+    except SourceError:
+        if source.get("encoding") or not _utf16_bom(resolve_path(source, ctx)):
+            raise
+        fallback, where = "utf-16", "it starts with a UTF-16 byte-order mark"
+    except _NotUtf8 as exc:
+        if source.get("encoding"):  # the source says UTF-8: believe it, and say where the file is not
+            raise SourceError(source["name"], exc.message(source["path"], "the source's encoding is utf-8")) from None
+        fallback = _single_byte_encoding(exc.path)
+        if fallback is None:
+            raise SourceError(source["name"], exc.message(source["path"], _why_not_single_byte(exc.path))) from None
+        where = f"byte {exc.offset:,}, on line {exc.line:,}, is not valid UTF-8"
+    table = _fetch(source, ctx, fallback)
+    note = (f"{source['path']} is not UTF-8 ({where}): read it as {FALLBACK_NAMES[fallback]}; "
+            f"set `encoding: {DECLARED[fallback]}` on the source to say so and silence this note")
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), ENCODING_KEY: fallback.encode(), NOTE_KEY: note.encode()})
+
+
+# Schema metadata of a table read in a fallback encoding: which one, and a sentence for people.
+ENCODING_KEY = b"dashmem.encoding"
+NOTE_KEY = b"dashmem.note"
+FALLBACK_NAMES = {"cp1252": "Windows-1252 (Latin-1)", "utf-16": "UTF-16"}
+DECLARED = {"cp1252": "latin-1", "utf-16": "utf-16"}  # the `encoding` setting (schema enum) closest to each
+
+
+def _utf16_bom(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    except OSError:
+        return False
+
+
+def fetch_note(table: pa.Table) -> str | None:
+    """What a fetch has to tell about how it read the file (a fallback encoding), if anything."""
+    note = (table.schema.metadata or {}).get(NOTE_KEY)
+    return note.decode("utf-8", "replace") if note else None
+
+
+class _NotUtf8(Exception):
+    """The file was read as UTF-8 and is not: where its first invalid byte is."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset, self.line = _first_invalid_utf8(path)
+
+    def message(self, shown: str, why: str) -> str:
+        return (f"{shown} is not UTF-8 text: byte {self.offset:,} (line {self.line:,}) is not valid UTF-8, and {why}; "
+                "set `encoding` on the source (latin-1 or utf-16), or save the file as UTF-8")
+
+
+@contextlib.contextmanager
+def _mapped(path: Path):
+    """The file's bytes, mapped rather than read: these scans run over whole files."""
+    import mmap
+
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:  # mmap refuses empty files
+            yield b""
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
+def _first_invalid_utf8(path: Path, chunk: int = 8 << 20) -> tuple[int, int]:
+    """(byte offset, 1-based line) of the first byte of the file that is not valid UTF-8."""
+    with _mapped(path) as data:
+        position = 0
+        while position < len(data):
+            piece = data[position:position + chunk]
+            final = position + len(piece) >= len(data)
+            try:
+                _, used = codecs.utf_8_decode(piece, "strict", final)
+            except UnicodeDecodeError as exc:
+                offset = position + exc.start
+                return offset, data[:offset].count(b"\n") + 1
+            if used == 0:  # pragma: no cover - an incomplete sequence at the very end is an error when final
+                break
+            position += used
+        return len(data), data[:len(data)].count(b"\n") + 1  # only pyarrow's own check failed
+
+
+_UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+# Bytes that no Windows-1252 text holds: control characters besides tab, line feed and
+# carriage return, and the five bytes Windows-1252 leaves undefined.
+_NOT_SINGLE_BYTE_TEXT = re.compile(rb"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\x81\x8d\x8f\x90\x9d]")
+
+
+def _single_byte_encoding(path: Path) -> str | None:
+    """'cp1252' when a file that is not UTF-8 reads as Windows-1252 text; None when it does not:
+    it holds control bytes, or it mixes UTF-8 with another encoding (guessing would garble one of them)."""
+    with _mapped(path) as data:
+        if _NOT_SINGLE_BYTE_TEXT.search(data) or _UTF8_SEQUENCE.search(data):
+            return None
+    return "cp1252"
+
+
+def _why_not_single_byte(path: Path) -> str:
+    with _mapped(path) as data:
+        if (mixed := _UTF8_SEQUENCE.search(data)) is not None:
+            return (f"the file also holds UTF-8 text (at byte {mixed.start():,}): it mixes encodings, "
+                    "so no single one reads it right")
+        control = _NOT_SINGLE_BYTE_TEXT.search(data)
+        return f"it does not read as Latin-1 text either (byte {control.start() if control else 0:,} is a control byte)"
+
+
+def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
     name = source["name"]
     path = resolve_path(source, ctx)
-    encoding = source.get("encoding", "utf-8")
     try:
         size, head, has_quotes = _look(path, encoding)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -123,18 +236,33 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
         reader = pacsv.open_csv(path, **options)
         return pa.Table.from_batches(list(reader), schema=reader.schema)
 
+    utf8 = codecs.lookup(encoding).name == "utf-8"
     try:
         if served is not None and _columns(header, delimiter, has_header) == served.names:
             try:
-                return _read_as_served(read, served, pinned)
+                return _text_columns(_read_as_served(read, served, pinned), path, utf8)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 pass  # a value no longer fits its column's type: the new file decides the types afresh
-        return parse_dates(read(pinned), skip=set(pinned))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError) as exc:
+        return _text_columns(parse_dates(read(pinned), skip=set(pinned)), path, utf8)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError) as exc:  # UnicodeError: a UTF-16 file without its byte-order mark
+        if utf8 and (isinstance(exc, UnicodeDecodeError) or "invalid utf8" in str(exc).lower()):
+            raise _NotUtf8(path) from None
         message = str(exc).replace("\n", " ")
+        if isinstance(exc, UnicodeError):
+            message = f"not {encoding} text ({message})"
         if "column" in message.lower() and "expected" in message.lower():
             message = f"malformed row: {message}"
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
+
+
+def _text_columns(table: pa.Table, path: Path, utf8: bool) -> pa.Table:
+    """The table, if no column came out as bytes. The parser keeps a column whose values are
+    not valid UTF-8 as binary, which would reach the dashboard as `b'K\\xf6ln'`."""
+    if any(pa.types.is_binary(t) or pa.types.is_large_binary(t) for t in table.schema.types):
+        if utf8:
+            raise _NotUtf8(path)
+        raise pa.ArrowInvalid("a column holds bytes that are not text")  # pragma: no cover - other encodings decode to text
+    return table
 
 
 def _columns(header: str, delimiter: str, has_header: bool) -> list[str]:
