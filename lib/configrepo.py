@@ -73,14 +73,16 @@ class ConfigRepoError(RuntimeError):
 class PublishConflict(ConfigRepoError):
     """Both sides changed the same lines; nothing was merged and both are kept."""
 
-    def __init__(self, slug: str, branch: str, files: list[str]):
+    def __init__(self, slug: str, branch: str, files: list[str], updating: bool = False):
         self.files = files
-        super().__init__(
-            f"cannot publish {slug}: {', '.join(files) or 'some files'} changed on {MAIN} since "
-            f"this draft started, on the same lines. Nothing was published; your draft "
-            f"({branch}) and the published version are both kept. Update your draft from "
-            f"{MAIN}, redo your edit on top, and publish again."
-        )
+        changed = f"{', '.join(files) or 'some files'} changed in the published version since this draft started, on the same lines"
+        if updating:  # bringing published changes into the draft, not publishing
+            text = (f"could not update your draft of {slug} from the published version: {changed}. Nothing was changed; "
+                    "choose whether to keep your lines or the published ones where both changed.")
+        else:
+            text = (f"cannot publish {slug}: {changed}. Nothing was published; your draft and the published version are "
+                    "both kept. Update your draft from the published version, check your edit on top, and publish again.")
+        super().__init__(text)
 
 
 class Busy(ConfigRepoError):
@@ -488,9 +490,14 @@ class ConfigRepo:
                 return commit_folder(wt, slug, _actor(user), message or f"Edit {slug}", "save")
             except ValidationFailed:
                 raise
-            except BaseException:
-                _restore_snapshot(draft.workspace_path, before)
-                _git(draft.path, "reset", "-q", "--", slug)
+            except BaseException as failure:
+                try:
+                    _restore_snapshot(draft.workspace_path, before)
+                    _git(draft.path, "reset", "-q", "--", slug)
+                except Exception as cleanup:  # the original cause matters more; the repair on next open finishes the job
+                    _log.warning("cleaning up after a failed save of %s: %s", slug, cleanup)
+                if isinstance(failure, OSError):
+                    raise ConfigRepoError(f"could not save {slug}: {failure.strerror or failure}; nothing was saved") from failure
                 raise
 
     def revert(self, user: User, slug: str, version: str) -> str | None:
@@ -557,7 +564,7 @@ class ConfigRepo:
             except git.GitCommandError:
                 files = _conflicted(draft.path)
                 _git(draft.path, "merge", "--abort", ok=(0, 128))
-                raise PublishConflict(slug, draft.branch, files) from None
+                raise PublishConflict(slug, draft.branch, files, updating=True) from None
             return _rev(draft.path, "HEAD")
 
     def publish(self, user: User, slug: str, message: str | None = None) -> str:

@@ -23,6 +23,7 @@ is interrupted after `timeout_s`.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import functools
 import hashlib
 import json
@@ -317,6 +318,19 @@ class Warehouse:
         ids = self._ids() if ids is None else ids
         return pinned if ids and ids[0] == newest_then else None
 
+    def clean_abandoned(self) -> None:
+        """Delete staging files of writers that were killed (nobody holds their lock), once per folder and process."""
+        if self.root in _CLEANED:
+            return
+        _CLEANED.add(self.root)
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.startswith(".") and name.endswith(".tmp"):
+                _delete_if_abandoned(self.root / name)
+
     def current(self) -> Snapshot | None:
         """The pinned snapshot, else the newest readable one.
 
@@ -324,6 +338,7 @@ class Warehouse:
         set aside and passed over, so every process serves the last good data.
         Opening is memory-mapping, done once per process and kept.
         """
+        self.clean_abandoned()  # a killed refresh's half-written file goes at the next start, not an hour later
         ids = self._ids() or self._upgrade_earlier_format()
         pinned = self._pinned_id(ids)
         for snapshot in self._readable(([pinned] if pinned else []) + ids):
@@ -454,6 +469,9 @@ class Warehouse:
         self.root.mkdir(parents=True, exist_ok=True)
         staging = self.root / f".{snapshot_id}.tmp"
         final = self.root / f"{snapshot_id}{SUFFIX}"
+        # Held while writing: a staging file nobody holds is a killed writer's, and any process may delete it.
+        writing = os.open(staging, os.O_CREAT | os.O_WRONLY, 0o644)
+        fcntl.flock(writing, fcntl.LOCK_EX)
         try:
             types = dict(column_types) if column_types else describe(tables)
             manifest_tables, written = {}, {}
@@ -478,6 +496,8 @@ class Warehouse:
         except BaseException:
             staging.unlink(missing_ok=True)
             raise
+        finally:
+            os.close(writing)
         # The new snapshot ends any pin (see `pinned_id`); the file goes for tidiness. The
         # snapshot pinned until now is spared this once: a reader may be about to open it.
         spare = self._pinned_id(ids)
@@ -530,12 +550,7 @@ class Warehouse:
                 _delete(self.root / f"{old}{SUFFIX}")
         for name in names:
             if name.startswith(".") and name.endswith(".tmp"):
-                stale = self.root / name
-                try:
-                    if time.time() - stale.stat().st_mtime > 3600:
-                        _delete(stale)
-                except OSError:
-                    continue
+                _delete_if_abandoned(self.root / name)
             elif not name.endswith(SUFFIX):
                 _delete(self.root / name)  # a snapshot folder of an earlier version of this app
 
@@ -580,6 +595,24 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         except OSError:
             raise ValueError(f"{path.name} is not a complete snapshot") from None
         return json.loads(handle.read(length))
+
+
+_CLEANED: set[Path] = set()
+
+
+def _delete_if_abandoned(staging: Path) -> None:
+    """Delete a staging file whose writer is gone: its lock is free (a live writer holds it to the end)."""
+    try:
+        handle = os.open(staging, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # a writer at work
+    finally:
+        os.close(handle)
+    _delete(staging)
 
 
 def _delete(path: Path) -> None:

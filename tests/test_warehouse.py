@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -129,12 +130,18 @@ def test_prune_deletes_a_crashed_writers_leftovers_but_not_a_writer_at_work(wh):
 
     root = wh.folder / "snapshots"
     crashed, at_work, earlier_version = root / ".20200101T000000.000000Z-abcdef.tmp", root / ".20261130T000000.000000Z-fedcba.tmp", root / "20200101T000000.000000Z-123456"
-    crashed.write_bytes(b"half a snapshot")
-    os.utime(crashed, (time.time() - 7200, time.time() - 7200))
+    import fcntl
+
+    crashed.write_bytes(b"half a snapshot")  # a killed writer's: fresh, but nobody holds its lock
     at_work.write_bytes(b"being written")
+    writer = os.open(at_work, os.O_RDONLY)
+    fcntl.flock(writer, fcntl.LOCK_EX)  # a writer at work holds it
     earlier_version.mkdir()
     (earlier_version / "manifest.json").write_text("{}")
-    newest = wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
+    try:
+        newest = wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
+    finally:
+        os.close(writer)
     assert not crashed.exists() and not earlier_version.exists() and at_work.exists()
     assert [s.id for s in wh.snapshots()] == [newest.id, wh.snapshots()[1].id] and len(wh.snapshots()) == 2
 
@@ -265,3 +272,30 @@ def test_the_newest_snapshot_old_enough_to_be_on_disk_outlives_a_burst_of_refres
         snap.path.write_bytes(b"")  # what a power cut can leave of a file not yet written back
     assert wh.current().id == older.name.removesuffix(SUFFIX)
     assert wh.query("SELECT count(*) FROM sales").rows == [(3,)]
+
+
+def test_a_killed_refreshs_staging_file_goes_at_the_next_start(tmp_path):
+    """Not an hour later: a new process's first look at the data deletes what a killed writer left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "wh"
+    script = ("import sys, time, pyarrow as pa\n"
+              "from lib import warehouse\n"
+              "wh = warehouse.Warehouse(sys.argv[1])\n"
+              "def hang():\n    print('written', flush=True); time.sleep(60)\n"
+              "wh.write_snapshot({'t': pa.table({'x': list(range(100000))})}, _before_switch=hang)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(folder)], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+    assert proc.stdout.readline().strip() == "written"
+    staging = list((folder / "snapshots").glob(".*.tmp"))
+    assert len(staging) == 1
+    Warehouse(folder).clean_abandoned()  # another process while the writer lives: kept
+    assert staging[0].exists()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    fresh = subprocess.run([sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).current())",
+                            str(folder)], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, check=True)
+    assert fresh.stdout.strip() == "None" and not staging[0].exists()
