@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test validate clean browser
+.PHONY: run test lint validate clean browser
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ browser:
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q
+
+# Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 validate: $(STAMP)
 	$(PY) -m lib validate workspaces/

@@ -8,7 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import dashboard_view, ui
-from lib import refresh as refreshing, workspace
+from lib import refresh as refreshing
+from lib import workspace
 from lib.render import filter_states, render
 from lib.warehouse import Warehouse
 

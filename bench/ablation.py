@@ -41,13 +41,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from .common import ROOT, public_datasets  # first: puts the project on sys.path for lib
-
 import pyarrow.csv as pacsv
 
-from lib.access import OPERATOR
 from lib import workspace
-from lib.access import User
+from lib.access import OPERATOR, User
 from lib.agent import run_session
 from lib.model import AnthropicClient, api_key_available
 from lib.profile import build as build_profile
@@ -56,9 +53,9 @@ from lib.settings import model_id
 from lib.warehouse import Warehouse
 
 from .ablation_conditions import CONDITIONS, Condition, Phase1, SessionClient, phase2_context, phase2_files
-from .ablation_results import (SCRIPTED_LABEL, SCRIPTED_NOTICE, Cell, DatasetResult, RefreshMeasure, Study,
-                               print_study, write_results)
+from .ablation_results import SCRIPTED_LABEL, SCRIPTED_NOTICE, Cell, DatasetResult, RefreshMeasure, Study, print_study, write_results
 from .ablation_task import PHASE2_MESSAGE, RULE_DATE, FormattingSpec, completion, phase1_message, spec_for
+from .common import ROOT, public_datasets  # first: puts the project on sys.path for lib
 from .data_versions import measure_columns, updated_version
 from .scripted_analyst import TABLE, ScriptedAnalyst
 

@@ -21,9 +21,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from lib.access import OPERATOR
+
 from .common import print_table, public_datasets
 from .refresh import make_workspace
-from lib.access import OPERATOR
 
 QUESTIONS = ("Build a dashboard of the main measures over time and by category.",
              "Which category grew fastest last year, and where is it weakest?")

@@ -14,8 +14,8 @@ import json
 import resource
 import statistics
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 

@@ -14,13 +14,13 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .common import print_table, public_datasets
 from lib.access import OPERATOR
+
+from .common import print_table, public_datasets
 
 PAPER_REFRESH_S = 0.08
 

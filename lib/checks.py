@@ -28,8 +28,10 @@ from . import coltypes, schemas
 from .diagnostics import ERROR, WARNING, Diagnostic, format_path
 from .render import PLACEHOLDER_RE, QueryCache, kpi_value_column, queries, render, unset_params
 from .warehouse import QueryError, bind
+from .workspace import SEMANTIC_CHECKS, Workspace, shown_file
+from .workspace import load as load_workspace
+from .workspace import render as render_yaml
 from .yamlio import Document, parse
-from .workspace import SEMANTIC_CHECKS, Workspace, load as load_workspace, render as render_yaml, shown_file
 
 FILE = "dashboard.yaml"
 log = logging.getLogger(__name__)
@@ -458,12 +460,6 @@ def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "",
     for check in ON_DATA:
         out.extend(_isolated(check, ctx))
     return out
-
-
-def run_on_served(ws: Workspace, warehouse: "Warehouse", file: str = FILE) -> list[Diagnostic]:
-    """All checks, on the data `warehouse` serves (only those that need no data when it has none)."""
-    current = warehouse.current()
-    return run(ws, warehouse.tables(current) if current else None, current.id if current else "", file)
 
 
 def validate_workspace(path) -> list[Diagnostic]:

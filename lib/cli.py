@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -118,6 +119,8 @@ def cmd_autodraft(args) -> int:
 def cmd_compose(args) -> int:
     from .compose import compose_workspace, summary, to_json
 
+    if not args.message.strip():
+        return _fail(args, "give the message to compose with --message TEXT (it is empty)")
     composed = compose_workspace(args.path, args.message, args.mode)
     print(to_json(composed))
     print(summary(composed), file=sys.stderr)
@@ -178,6 +181,7 @@ def cmd_history(args) -> int:
 
     repo, folder = configrepo.find_repo(Path(args.path))
     ref = args.ref or repo.active_branch.name
+    configrepo.resolve(repo, ref)  # an unknown branch or commit is a plain message, not git's traceback
     versions = configrepo.history(repo, folder, ref, args.limit)
     if args.json:
         _print_json([{**v.__dict__, "short": v.short} for v in versions])
@@ -422,3 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (ConfigRepoError, PermissionDenied, ValidationFailed, InvalidName, FileExistsError, _Refused) as exc:
         return _fail(args, str(exc))
+    except Exception as exc:  # never a traceback for a person or a CI log; DASHMEM_DEBUG=1 shows it
+        if os.environ.get("DASHMEM_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return _fail(args, f"{args.command} failed: {type(exc).__name__}{': ' + first if first else ''} "
+                           "(run again with DASHMEM_DEBUG=1 to see the details)")

@@ -171,7 +171,7 @@ def history(repo: git.Repo, folder: str, ref: str = MAIN, limit: int = 100) -> l
 def resolve(repo: git.Repo, version: str) -> git.Commit:
     try:
         commit = repo.commit(version)
-        commit.tree  # a full-length sha is only looked up when read: make an unknown one fail here
+        _ = commit.tree  # a full-length sha is only looked up when read: make an unknown one fail here
         return commit
     except (git.BadName, ValueError):
         raise ConfigRepoError(f"unknown version {version!r}") from None

@@ -75,7 +75,6 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict, *
     """Readable diagnostics for one schema error; `echo` marks unevaluated fields that a failing branch already explains."""
     path = tuple(error.absolute_path)
     field = format_path(path) or "(top level)"
-    line = doc.line_of(path)
     schema = error.schema if isinstance(error.schema, dict) else {}
     kind = error.validator
     value = error.instance

@@ -17,10 +17,22 @@ import pyarrow as pa
 import pytest
 
 from bench import ablation
-from bench.ablation_conditions import (BY_NAME, CONDITIONS, DASHBOARD, EVERYTHING, INSTRUCTIONS, OUTPUT, PROFILE,
-                                       SOURCES, SUMMARY, TASK, TRANSCRIPT, instructions_file, summary_of)
-from bench.ablation_task import (BACKGROUND_RULE, PHASE2_MESSAGE, THRESHOLD_RULE, TRANSCRIPT_MARKER, completion,
-                                 phase1_message, spec_for)
+from bench.ablation_conditions import (
+    BY_NAME,
+    CONDITIONS,
+    DASHBOARD,
+    EVERYTHING,
+    INSTRUCTIONS,
+    OUTPUT,
+    PROFILE,
+    SOURCES,
+    SUMMARY,
+    TASK,
+    TRANSCRIPT,
+    instructions_file,
+    summary_of,
+)
+from bench.ablation_task import BACKGROUND_RULE, PHASE2_MESSAGE, THRESHOLD_RULE, TRANSCRIPT_MARKER, completion, phase1_message, spec_for
 from bench.common import DATASETS
 from bench.data_versions import SPREAD, measure_columns, updated_version
 from bench.mcnemar import discordant, mcnemar_exact

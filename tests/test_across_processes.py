@@ -34,6 +34,8 @@ import yaml
 
 from .conftest import DATASETS, ROOT, WORKSPACES
 
+pytestmark = pytest.mark.slow
+
 BIG_ROWS = 650_000  # 8 columns: ~40 MB as Arrow, above KEEP_IN_MEMORY_BYTES (32 MB)
 ORDERS_ROWS = 2_000
 ORDERS_ADDED = 123

@@ -15,9 +15,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from lib.access import OPERATOR
 from lib import agent, checks, profile, workspace
-from lib.access import PermissionDenied, User
+from lib.access import OPERATOR, PermissionDenied, User
 from lib.agent import Limits, apply_outcome, estimate_cost, regenerate_message, run_session
 from lib.model import ScriptedModel, message, text_block, tool_use_block
 from lib.refresh import RefreshReport, SourceReport, refresh

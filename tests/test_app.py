@@ -115,9 +115,9 @@ def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
 
 
 def test_viewer_cannot_save_even_by_calling_lib(env):
+    from lib import settings
     from lib.access import PermissionDenied, User
     from lib.configrepo import ConfigRepo
-    from lib import settings
 
     at = signed_in("vera")
     repo: ConfigRepo = at.session_state["config_repo"]

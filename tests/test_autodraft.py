@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from lib.access import OPERATOR
 from lib import autodraft, checks, profile, workspace
+from lib.access import OPERATOR
 from lib.refresh import refresh
 from lib.render import QueryCache, render
 from lib.warehouse import Warehouse

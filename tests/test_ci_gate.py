@@ -8,7 +8,6 @@ also holds a clone of the app, which it must not walk into.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

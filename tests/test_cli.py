@@ -140,3 +140,12 @@ def test_autodraft_json_prints_only_the_check_results_on_stdout(tmp_path):
     proc = run("autodraft", folder, "--json", cwd=tmp_path, check_rc=0)
     assert json.loads(proc.stdout)["ok"] is True
     assert "wrote dashboard.yaml" in proc.stderr and (folder / "dashboard.yaml").is_file()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("history", "workspaces/gdp-explorer", "--ref", "nope"), "error: unknown version 'nope'"),
+    (("compose", "workspaces/gdp-explorer", "--message", ""), "error: give the message to compose with --message TEXT"),
+])
+def test_bad_arguments_are_one_line_not_a_traceback(args, message):
+    proc = run(*args, check_rc=1)
+    assert proc.stderr.startswith(message) and "Traceback" not in proc.stderr + proc.stdout

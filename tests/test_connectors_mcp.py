@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from lib.connectors import fetch
-from lib.connectors import mcp_source
+from lib.connectors import fetch, mcp_source
 from lib.connectors.base import FetchContext, SourceError
 from tests.test_ssrf import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 

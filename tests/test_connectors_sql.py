@@ -18,8 +18,7 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from lib.connectors import fetch
-from lib.connectors import sql_source
+from lib.connectors import fetch, sql_source
 from lib.connectors.base import FetchContext, SourceError
 
 SERVERS = {

@@ -38,6 +38,8 @@ from lib.yamlio import parse
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 OLIVIA = User("olivia", app_role="owner")  # owner of the demo workspaces
 SCW = "supply-chain-weekly"
 KILLS = 25  # per operation

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lib.access import OPERATOR
 from lib import export, workspace
+from lib.access import OPERATOR
 from lib.diagnostics import ValidationFailed
 from lib.render import Rendered, render
 from lib.warehouse import Warehouse

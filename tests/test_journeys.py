@@ -45,7 +45,7 @@ BRANCH_SAM = f"draft/sam/{SLUG}"
 GATES = WORKSPACES / SLUG / "data" / "gates.csv"
 T = 30_000  # ms: the longest any single step may take on a busy 2-core machine
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (make test installs it as root)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (make test installs it as root)")]
 
 
 # --------------------------------------------------------------------------- the app server

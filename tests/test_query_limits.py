@@ -18,6 +18,8 @@ import pytest
 from lib import query_worker, warehouse
 from lib.warehouse import QueryError, bind, run_query
 
+pytestmark = pytest.mark.slow
+
 LIMIT_S = 2.0
 MARGIN_S = 3.0  # the machine is shared and noisy: what is asserted is "stopped", not a benchmark
 

@@ -8,13 +8,12 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pyarrow.csv as pacsv
 import pytest
 
-from lib.access import OPERATOR
 from lib import workspace
+from lib.access import OPERATOR
 from lib.refresh import likely_rename, refresh
 from lib.warehouse import Warehouse
 

@@ -7,7 +7,8 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from lib import render as render_module, workspace
+from lib import render as render_module
+from lib import workspace
 from lib.access import OPERATOR
 from lib.refresh import refresh
 from lib.render import QueryCache, render

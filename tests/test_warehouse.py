@@ -126,7 +126,6 @@ def test_keeps_the_last_snapshots_and_can_step_back(wh):
 
 
 def test_prune_deletes_a_crashed_writers_leftovers_but_not_a_writer_at_work(wh):
-    import time
 
     root = wh.folder / "snapshots"
     crashed, at_work, earlier_version = root / ".20200101T000000.000000Z-abcdef.tmp", root / ".20261130T000000.000000Z-fedcba.tmp", root / "20200101T000000.000000Z-123456"
@@ -279,7 +278,6 @@ def test_a_killed_refreshs_staging_file_goes_at_the_next_start(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     folder = tmp_path / "wh"
     script = ("import sys, time, pyarrow as pa\n"

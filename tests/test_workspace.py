@@ -1,7 +1,6 @@
 """Loading, validating and saving a workspace folder."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .base import FetchContext, SourceError, confined_path
 from ..coltypes import arrow_type
+from .base import FetchContext, SourceError, confined_path
 
 BLOCK_SIZE = 8 << 20  # most bytes per parsed block; types are inferred from the first block
 STREAM_ABOVE_BYTES = 128 << 20  # files larger than this are parsed block by block to bound memory

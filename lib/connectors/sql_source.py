@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import sqlalchemy as sa
