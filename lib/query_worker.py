@@ -45,6 +45,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 GRACE_S = 1.0  # past the query's time limit, the worker is killed
+_WORKER_ENV = {"PATH", "PYTHONPATH", "LANG", "TZ", "HOME", "TMPDIR", "VIRTUAL_ENV", "DASHMEM_QUERY_MEMORY"}
 MAX_WORKERS = int(os.environ.get("DASHMEM_QUERY_WORKERS", "4"))
 _FRAME = struct.Struct("<Q")
 
@@ -124,7 +125,9 @@ def _unlink(name: str) -> None:
 class _Worker:
     def __init__(self) -> None:
         root = str(Path(__file__).resolve().parent.parent)
-        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        # Only what Python and DuckDB need: the app's secrets (API key, cookie key, source passwords) stay out.
+        env = {k: v for k, v in os.environ.items() if k in _WORKER_ENV or k.startswith(("LC_", "OPENBLAS_"))}
+        env["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
         self.proc = subprocess.Popen([sys.executable, "-m", "lib.query_worker", str(memory_cap_bytes())],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=env, cwd="/", start_new_session=True)

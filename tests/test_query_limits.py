@@ -116,3 +116,14 @@ def test_queries_on_snapshot_tables_map_the_file_instead_of_copying(tmp_path):
     spilled = set(query_worker._SPILL_DIR.glob("*.arrow")) if query_worker._SPILL_DIR else set()
     assert fresh.query("SELECT count(*) FROM a JOIN b ON true").rows == [(6,)]
     assert (set(query_worker._SPILL_DIR.glob("*.arrow")) if query_worker._SPILL_DIR else set()) == spilled
+
+
+def test_query_workers_do_not_hold_the_apps_secrets(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-for-workers")
+    monkeypatch.setenv("DASHMEM_COOKIE_KEY", "c" * 40)
+    query_worker._POOL.close()
+    assert run_query(TABLES, "SELECT 1 AS one").rows == [(1,)]
+    worker = query_worker._POOL.idle[0]
+    with open(f"/proc/{worker.proc.pid}/environ", "rb") as environ:
+        names = {entry.split(b"=", 1)[0].decode() for entry in environ.read().split(b"\0") if entry}
+    assert "ANTHROPIC_API_KEY" not in names and "DASHMEM_COOKIE_KEY" not in names and "PATH" in names
