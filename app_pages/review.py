@@ -1,6 +1,8 @@
 """Review: open drafts of this workspace with their diffs and check results; publish, reject, propose."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app_pages import ui
@@ -10,6 +12,13 @@ from lib.configrepo import ConfigRepoError, PublishConflict
 from lib.diagnostics import ValidationFailed
 
 ctx = ui.context("propose")  # drafts are for the people who write them
+
+
+@st.cache_data(ttl=60, show_spinner="Checking the draft on its data…", max_entries=64)
+def draft_checks(path: str, head: str) -> list:
+    """The full validation of a draft at one saved version; kept a minute, as it fetches the sources' data."""
+    return checks.validate_workspace(Path(path))
+
 st.title("Review")
 policy = ctx.meta.get("policy") or {}
 st.caption("Owners publish drafts to everyone. " + ("Stewards may publish their own drafts in this workspace."
@@ -31,7 +40,7 @@ for d in drafts:
         ui.show_diff(ctx.repo.draft_diff(ctx.slug, branch))
         errors = []
         if d["workspace_path"].exists():
-            found = checks.validate_workspace(d["workspace_path"])  # the same verdict publish and CI reach
+            found = draft_checks(str(d["workspace_path"]), d["head"])  # the same verdict publish and CI reach
             errors = [x for x in found if x.level == "error"]
             (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
             ui.show_diagnostics(found)
