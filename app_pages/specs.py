@@ -43,8 +43,9 @@ def save(files: dict, message: str, clear: str | None = None) -> None:
 if st.session_state.get("specs_saved"):
     st.success(st.session_state.pop("specs_saved"))
 
-# Keyed, so a message drawn above them on one rerun does not make Streamlit reopen the first tab.
-task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(["Task rules", "Output constraints", "Dashboard YAML", "All files"], key="specs_tabs")
+# The open tab is kept in session state (key + on_change), so a message drawn above the tabs on one
+# rerun cannot make Streamlit reopen the first tab while the person works in another.
+task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(["Task rules", "Output constraints", "Dashboard YAML", "All files"], key="specs_tabs", on_change="rerun")
 
 with task_tab:
     root = schemas.load_schema("task")
