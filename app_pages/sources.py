@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import altair as alt
 import pandas as pd
@@ -135,6 +136,16 @@ ui.first_load(path, wh, ws, ctx.user)  # the histograms read the draft's data
 served = wh.current()
 
 
+@st.cache_data(max_entries=512, show_spinner=False)
+def histogram(folder: str, snapshot_id: str, table: str, column: str, kind: str) -> pd.DataFrame | None:
+    """A column's histogram over one snapshot; snapshots never change, so it is computed once, not at every rerun."""
+    try:
+        wh = Warehouse(Path(folder))
+        return wh.query(profile.histogram_sql(table, column, kind), max_rows=50, snapshot=wh.snapshot(snapshot_id)).to_pandas()
+    except (QueryError, OSError, ValueError):
+        return None
+
+
 def column_chart(table: str, c: dict) -> alt.Chart | None:
     """A small chart a person can read: top values with counts for categories, a histogram for numbers and times."""
     kind = coltypes.family(c["type"])
@@ -145,12 +156,8 @@ def column_chart(table: str, c: dict) -> alt.Chart | None:
             tooltip=["value", "rows"])
         return bars.properties(height=max(60, 22 * len(frame)), description=f"Most frequent values of {c['name']}")
     if kind in ("number", "time") and served and table in served.tables:
-        try:
-            result = wh.query(profile.histogram_sql(table, c["name"], kind), max_rows=50)
-        except QueryError:
-            return None
-        frame = result.to_pandas()
-        if frame.empty:
+        frame = histogram(str(wh.folder), served.id, table, c["name"], kind)
+        if frame is None or frame.empty:
             return None
         x = alt.X("bin_start:T" if kind == "time" else "bin_start:Q", title=None, bin="binned" if kind != "time" else None)
         return alt.Chart(frame).mark_bar(color="#4c78a8").encode(x=x, y=alt.Y("rows:Q", title="rows"), tooltip=["bin_start", "rows"]) \
