@@ -13,9 +13,7 @@ import datetime as dt
 import functools
 import html
 import json
-import os
 import re
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from . import workspace
 from .access import User
 from .diagnostics import ValidationFailed, has_errors
 from .formats import readable_text_on
+from .fsutil import atomic_write
 from .refresh import refresh
 from .render import DEFAULT_THEME, Component, Rendered, render
 from .warehouse import Warehouse
@@ -379,14 +378,4 @@ def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
 def write_atomically(target: Path, content: bytes) -> None:
     """Write through a temporary file in the same folder, so readers never see a half-written file."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Not tempfile.mkstemp: its files are private (0600); an export is meant to be shared, so the umask decides.
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write(target, content)  # with the umask's permissions, not mkstemp's 0600: an export is meant to be shared

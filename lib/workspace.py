@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from . import schemas, secrets
 from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
+from .fsutil import atomic_write, write_temp
 from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
 
 FILES = schemas.FILES
@@ -300,7 +301,7 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
     temps = []
     try:
         for target, text in pending:
-            temps.append((_write_temp(target, text), target))
+            temps.append((write_temp(target, text), target))
         for tmp, target in temps:
             os.replace(tmp, target)
     finally:
@@ -308,23 +309,6 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return [t.name for t, _ in pending]
-
-
-def atomic_write(target: Path, content: str | bytes) -> None:
-    """Replace `target` with `content` in one step: readers see the old file or the new one, never half.
-
-    The one way workspace files are written. The new file gets the permissions
-    of any new file (0o666 less the umask, or what the folder's default ACL
-    says), not mkstemp's 0o600, so a config repo stays readable by its group
-    and by the web server as the umask intends.
-    """
-    target = Path(target)
-    tmp = _write_temp(target, content)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _umask() -> int:
@@ -340,29 +324,6 @@ def _umask() -> int:
     mask = os.umask(0o022)  # pragma: no cover - systems without /proc
     os.umask(mask)
     return mask
-
-
-def _write_temp(target: Path, content: str | bytes, *, fsync: bool = True) -> str:
-    """A new file next to `target` (same folder, so the rename is atomic) holding `content`; returns its path."""
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    while True:
-        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
-        try:
-            fd = os.open(tmp, flags, 0o666)  # the kernel applies the umask, as for any file a program creates
-            break
-        except FileExistsError:  # pragma: no cover - 48 random bits
-            continue
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if fsync:  # the rename must never publish a file whose bytes are not on disk yet
-                handle.flush()
-                os.fsync(handle.fileno())
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
 
 
 def text_diff(before: str, after: str, from_label: str, to_label: str) -> str:
