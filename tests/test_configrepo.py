@@ -1054,7 +1054,7 @@ def test_a_failed_new_workspace_leaves_the_name_free(config_repo):
 def test_a_save_that_fails_on_a_full_disk_says_so_even_when_its_cleanup_fails_too(config_repo, monkeypatch):
     import errno
 
-    from lib import configrepo as module
+    from lib import drafts as module  # where a save runs git
     from lib import workspace as ws_module
 
     repo = config_repo

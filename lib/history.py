@@ -1,0 +1,151 @@
+"""Versions of a workspace folder in any git checkout: history, diff, read, commit, restore.
+
+These work on the app's config repo and on a plain clone alike (the CLI uses
+them on both). Nothing here rewrites history: `commit_folder` and `restore`
+add commits. Each commit dashmem makes carries two trailers, the action
+(`Dashmem-Action: save|revert|undo|sync|publish|create`) and the workspace,
+which the undo stack and the History page read back.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from . import workspace
+from .gitops import _git, actor_env
+
+MAIN = "main"  # the published branch
+ACTION_TRAILER = "Dashmem-Action"
+WORKSPACE_TRAILER = "Dashmem-Workspace"
+
+
+@dataclass(frozen=True)
+class Version:
+    sha: str
+    author: str
+    email: str
+    date: str  # ISO 8601 with offset
+    message: str
+    action: str | None
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str  # relative to the workspace folder
+    status: str  # added | deleted | modified
+    patch: str  # unified diff
+
+
+def _error(text: str) -> Exception:
+    from .configrepo import ConfigRepoError  # the facade's exception (it imports this module)
+
+    return ConfigRepoError(text)
+
+
+def find_repo(path: Path) -> tuple[git.Repo, str]:
+    """The git repo containing PATH and PATH's folder relative to its root."""
+    path = Path(path).resolve()
+    try:
+        repo = git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise _error(f"{path} is not inside a git repository") from None
+    root = Path(repo.working_tree_dir).resolve()
+    return repo, path.relative_to(root).as_posix()
+
+
+def message(subject: str, action: str, slug: str) -> str:
+    """A commit message with dashmem's trailers."""
+    return f"{subject}\n\n{ACTION_TRAILER}: {action}\n{WORKSPACE_TRAILER}: {slug}\n"
+
+
+def trailer(commit: git.Commit, key: str) -> str | None:
+    """The value of the trailer `key` in the commit's message, if any."""
+    for line in reversed(commit.message.splitlines()):
+        if line.startswith(f"{key}: "):
+            return line.split(": ", 1)[1].strip()
+    return None
+
+
+def version(commit: git.Commit) -> Version:
+    return Version(
+        sha=commit.hexsha,
+        author=commit.author.name,
+        email=commit.author.email,
+        date=commit.authored_datetime.isoformat(),
+        message=commit.message.splitlines()[0] if commit.message else "",
+        action=trailer(commit, ACTION_TRAILER),
+    )
+
+
+def history(repo: git.Repo, folder: str, ref: str = MAIN, limit: int = 100) -> list[Version]:
+    """Versions of one folder on `ref`, newest first.
+
+    On `main` each publish is one merge commit, so follow the first parent:
+    the list is what was published, not every draft save behind it.
+    """
+    commits = repo.iter_commits(ref, paths=folder, max_count=limit, first_parent=(ref == MAIN))
+    return [version(c) for c in commits]
+
+
+def resolve(repo: git.Repo, version: str) -> git.Commit:
+    try:
+        commit = repo.commit(version)
+        _ = commit.tree  # a full-length sha is only looked up when read: make an unknown one fail here
+        return commit
+    except (git.BadName, ValueError):
+        raise _error(f"unknown version {version!r}") from None
+
+
+def read_file(repo: git.Repo, version: str, path: str) -> bytes | None:
+    try:
+        return (resolve(repo, version).tree / path).data_stream.read()
+    except KeyError:
+        return None
+
+
+def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
+    """Per-file unified diffs of one folder between two versions."""
+    ca, cb = resolve(repo, a), resolve(repo, b)
+    out = []
+    for change in ca.diff(cb, paths=folder):
+        old = change.a_blob.data_stream.read().decode("utf-8", "replace") if change.a_blob else ""
+        new = change.b_blob.data_stream.read().decode("utf-8", "replace") if change.b_blob else ""
+        name = (change.b_path or change.a_path)
+        rel = name[len(folder) + 1:] if name.startswith(folder + "/") else name
+        status = "added" if change.new_file else "deleted" if change.deleted_file else "modified"
+        patch = workspace.text_diff(old, new, f"a/{name}@{ca.hexsha[:10]}", f"b/{name}@{cb.hexsha[:10]}")
+        out.append(FileDiff(rel, status, patch))
+    return sorted(out, key=lambda d: d.path)
+
+
+def commit_folder(repo: git.Repo, folder: str, author: git.Actor, subject: str, action: str) -> str | None:
+    """Stage everything under `folder` and commit only it; None when nothing changed."""
+    root = repo.working_tree_dir
+    _git(root, "add", "--all", "--", folder)
+    if _git(root, "diff", "--cached", "--quiet", "--", folder, ok=(0, 1)).returncode == 0:
+        return None  # nothing staged under folder
+    _git(root, "commit", "-q", "-F", "-", "--", folder, input=message(subject, action, Path(folder).name), env=actor_env(author))
+    return _git(root, "rev-parse", "HEAD").stdout.strip()
+
+
+def restore(repo: git.Repo, folder: str, version: str, author: git.Actor, *, action: str = "revert", subject: str | None = None) -> str | None:
+    """Make `folder` exactly as it was at `version`, as a new commit (history untouched)."""
+    commit = resolve(repo, version)
+    try:
+        commit.tree / folder
+    except KeyError:
+        raise _error(f"{folder} does not exist at version {commit.hexsha[:10]}") from None
+    root = Path(repo.working_tree_dir)
+    if (root / folder).exists():
+        _git(root, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", folder)
+        shutil.rmtree(root / folder)
+    _git(root, "checkout", commit.hexsha, "--", folder)
+    subject = subject or f"Revert {Path(folder).name} to {commit.hexsha[:10]}"
+    return commit_folder(repo, folder, author, subject, action)
