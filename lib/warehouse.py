@@ -339,7 +339,7 @@ class Warehouse:
         Opening is memory-mapping, done once per process and kept.
         """
         self.clean_abandoned()  # a killed refresh's half-written file goes at the next start, not an hour later
-        ids = self._ids() or self._upgrade_earlier_format()
+        ids = self._ids()
         pinned = self._pinned_id(ids)
         for snapshot in self._readable(([pinned] if pinned else []) + ids):
             try:
@@ -348,27 +348,6 @@ class Warehouse:
                 continue
             return snapshot
         return None
-
-    def _upgrade_earlier_format(self) -> list[str]:
-        """Rewrite the snapshot an earlier version of this app served (a folder of Arrow files
-        named by a `CURRENT` file or symlink) in today's format, so an upgrade loses no data."""
-        legacy = self.folder / "CURRENT"
-        try:
-            snapshot_id = os.readlink(legacy) if legacy.is_symlink() else legacy.read_text(encoding="utf-8").strip()
-            folder = self.root / snapshot_id
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["tables"]
-            tables = {}
-            for name in manifest:
-                with pa.memory_map(str(folder / f"{name}.arrow"), "r") as source:
-                    tables[name] = pa.ipc.open_file(source).read_all()
-        except (OSError, ValueError, KeyError, TypeError, pa.ArrowInvalid):
-            return []
-        try:
-            self.write_snapshot(tables, {n: m.get("source", n) for n, m in manifest.items()}, {n: m["columns"] for n, m in manifest.items()})
-        except OSError:
-            return []  # a full or read-only disk: nothing served until a refresh can write
-        legacy.unlink(missing_ok=True)
-        return self._ids()
 
     def snapshot(self, snapshot_id: str) -> Snapshot:
         path = self.root / f"{snapshot_id}{SUFFIX}"
@@ -552,7 +531,7 @@ class Warehouse:
             if name.startswith(".") and name.endswith(".tmp"):
                 _delete_if_abandoned(self.root / name)
             elif not name.endswith(SUFFIX):
-                _delete(self.root / name)  # a snapshot folder of an earlier version of this app
+                _delete(self.root / name)  # a damaged snapshot set aside, or what an earlier version of this app kept here
 
 
 def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Table:

@@ -1,7 +1,6 @@
 """Snapshots and the sandboxed query API."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -240,23 +239,6 @@ def test_the_pinned_snapshot_survives_the_prune_of_the_write_that_ends_the_pin(w
     assert wh.current().id == newest.id and oldest.path.exists()  # a reader that named it can still open it
     wh.write_snapshot({"sales": pa.table({"region": ["z"], "amount": [8.0]})})
     assert not oldest.path.exists() and len(wh.snapshots()) == KEEP_SNAPSHOTS
-
-
-def test_data_of_an_earlier_version_of_the_app_is_upgraded_not_lost(tmp_path):
-    """Earlier versions kept a folder per snapshot and a CURRENT file naming it."""
-    folder = tmp_path / "cache"
-    old = folder / "snapshots" / "20261129T120000.000000Z-abcdef"
-    old.mkdir(parents=True)
-    sales = TABLES["sales"]
-    with pa.OSFile(str(old / "sales.arrow"), "wb") as sink, pa.ipc.new_file(sink, sales.schema) as writer:
-        writer.write_table(sales)
-    (old / "manifest.json").write_text(json.dumps({"created": "2026-11-29T12:00:00+00:00", "tables": {
-        "sales": {"rows": 3, "columns": [["region", "VARCHAR"], ["amount", "DOUBLE"]], "source": "sales"}}}))
-    (folder / "CURRENT").write_text(old.name)
-    wh = Warehouse(folder)
-    assert wh.current().tables["sales"]["rows"] == 3
-    assert wh.query("SELECT sum(amount) FROM sales").rows == [(35.5,)]
-    assert not old.exists() and not (folder / "CURRENT").exists() and len(wh.snapshots()) == 1
 
 
 def test_the_newest_snapshot_old_enough_to_be_on_disk_outlives_a_burst_of_refreshes(wh):
