@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 
 from . import coltypes, tokens
-from .warehouse import describe, quote_ident, sandbox
+from .warehouse import describe, quote_ident, sandbox_cursor
 
 TOP_K = 5
 RARE_K = 3
@@ -56,9 +56,8 @@ def _scalar(value: Any) -> Any:
 def profile_table(name: str, table: pa.Table, *, source: str | None = None, sample_values: bool = True) -> dict[str, Any]:
     types = describe({name: table})[name]
     rows = table.num_rows
-    cursor = sandbox().cursor()
+    cursor = sandbox_cursor({name: table})
     try:
-        cursor.register(name, table)
         stats = _scan_stats(cursor, name, table, types)
         categorical = [c for c, t in types if coltypes.family(t) in ("text", "boolean")
                        and 0 < stats[c]["distinct"] <= min(CATEGORICAL_MAX_DISTINCT, max(20, rows // 2))]
@@ -209,10 +208,8 @@ def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]]
 
     columns = [(p["name"], c) for p in profiles for c in p["columns"] if c["role"] in ("identifier", "dimension") or _ID_NAME.search(c["name"])]
     found = []
-    cursor = sandbox().cursor()
+    cursor = sandbox_cursor(tables)
     try:
-        for name, table in tables.items():
-            cursor.register(name, table)
         for lt, lc in columns:
             for rt, rc in columns:
                 if lt == rt or coltypes.family(lc["type"]) != coltypes.family(rc["type"]):

@@ -279,17 +279,9 @@ def bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | N
 
 
 def _serve(memory_limit: int) -> None:
-    import duckdb
+    from .sandbox import connect
 
-    con = duckdb.connect(":memory:", config={
-        "enable_external_access": False,
-        "autoload_known_extensions": False,
-        "autoinstall_known_extensions": False,
-        "memory_limit": f"{max(memory_limit >> 20, 64)}MB",
-        "threads": 1,
-        "secret_directory": "/nonexistent",
-        "lock_configuration": True,
-    })
+    con = connect(f"{max(memory_limit >> 20, 64)}MB", threads=1, secret_directory="/nonexistent")
     mapped: dict[str, pa.Buffer] = {}
     opened: dict[tuple[str, int, int], pa.Table] = {}
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
@@ -320,7 +312,9 @@ def _serve(memory_limit: int) -> None:
 def _answer(con, request: dict[str, Any], table) -> tuple[dict[str, Any], bytes]:
     import duckdb
 
-    cursor = con.cursor()
+    from .sandbox import sandbox_cursor
+
+    cursor = sandbox_cursor(connection=con)
     timer = threading.Timer(request["timeout_s"], cursor.interrupt)
     timer.start()
     try:

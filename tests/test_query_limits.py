@@ -15,7 +15,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from lib import query_worker, warehouse
+from lib import query_worker, sandbox
 from lib.warehouse import QueryError, bind, run_query
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def test_each_attack_is_stopped_within_its_limit(name):
 
 
 def test_binding_a_query_that_folds_a_huge_constant_is_stopped_too(monkeypatch):
-    monkeypatch.setattr(warehouse, "BIND_TIMEOUT_S", LIMIT_S)
+    monkeypatch.setattr(sandbox, "BIND_TIMEOUT_S", LIMIT_S)
     started = time.monotonic()
     with pytest.raises(QueryError, match="was stopped"):
         bind(TABLES, "SELECT length(repeat('x', 2000000000)) AS n, len(range(2000000000)) AS r FROM t")
