@@ -7,8 +7,7 @@ change looks like and what the checks say before it is saved.
 from __future__ import annotations
 
 import copy
-import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 import pyarrow as pa
@@ -16,11 +15,11 @@ import streamlit as st
 
 from app_pages import ui
 from lib import checks, workspace
+from lib.components import Component, chart, kpi, table, text
+from lib.components.base import COLOR_RE as COLOR
 from lib.diagnostics import ERROR, Diagnostic
 from lib.formats import readable_text_on
 from lib.render import Rendered, render
-
-COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 
 def show(rendered: Rendered) -> None:
@@ -32,40 +31,57 @@ def show(rendered: Rendered) -> None:
                 _component(comp)
 
 
-def _component(comp) -> None:
+def _component(comp: Component) -> None:
     if comp.error:
         st.markdown(f"**{comp.title or comp.id}**")
         st.error(comp.error)
-    elif comp.type == "kpi":
-        if comp.color and COLOR.match(comp.color):  # only a #rrggbb colour goes into HTML
-            st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
-        # st.metric reads the direction from a leading ASCII minus.
-        st.metric(comp.title or comp.id, comp.display, comp.delta_display.replace("−", "-") or None)
-        if comp.status:
-            st.caption(comp.status)
-    elif comp.type == "chart":
-        if comp.title:
-            st.markdown(f"**{comp.title}**")
-        st.altair_chart(comp.chart, width="stretch", theme=None)
-    elif comp.type == "table":
-        if comp.title:
-            st.markdown(f"**{comp.title}**")
-        colors = comp.cell_colors
+    else:
+        DRAW[comp.type](comp)
 
-        def paint(frame: pd.DataFrame) -> pd.DataFrame:
-            styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
-            for (r, c), color in colors.items():
-                if COLOR.match(color):
-                    styles.loc[r, c] = f"color: {readable_text_on(color)}; background-color: {color}"
-            return styles
 
-        st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
-        if comp.legend:
-            st.caption(" · ".join(f"{mark} {meaning}" for mark, meaning in comp.legend.items()))
-    elif comp.type == "text":
-        if comp.title:
-            st.markdown(f"**{comp.title}**")
-        st.markdown(comp.markdown)
+def _heading(comp: Component) -> None:
+    if comp.title:
+        st.markdown(f"**{comp.title}**")
+
+
+def _kpi(comp: Component) -> None:
+    if comp.color and COLOR.match(comp.color):  # only a #rrggbb colour goes into HTML
+        st.markdown(f"<div style='height:4px;border-radius:2px;background:{comp.color}'></div>", unsafe_allow_html=True)
+    # st.metric reads the direction from a leading ASCII minus.
+    st.metric(comp.title or comp.id, comp.display, comp.delta_display.replace("−", "-") or None)
+    if comp.status:
+        st.caption(comp.status)
+
+
+def _chart(comp: Component) -> None:
+    _heading(comp)
+    st.altair_chart(comp.chart, width="stretch", theme=None)
+
+
+def _table(comp: Component) -> None:
+    _heading(comp)
+    colors = comp.cell_colors
+
+    def paint(frame: pd.DataFrame) -> pd.DataFrame:
+        styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
+        for (r, c), color in colors.items():
+            if COLOR.match(color):
+                styles.loc[r, c] = f"color: {readable_text_on(color)}; background-color: {color}"
+        return styles
+
+    st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
+    if comp.legend:
+        st.caption(" · ".join(f"{mark} {meaning}" for mark, meaning in comp.legend.items()))
+
+
+def _text(comp: Component) -> None:
+    _heading(comp)
+    st.markdown(comp.markdown)
+
+
+# How the page draws each kind of the registry (lib.components.KINDS), so lib stays free of Streamlit.
+# tests/test_components.py checks that every registered kind has one.
+DRAW: dict[str, Callable[[Component], None]] = {kpi.NAME: _kpi, chart.NAME: _chart, table.NAME: _table, text.NAME: _text}
 
 
 def preview(ws: workspace.Workspace, dashboard: dict[str, Any], tables: Mapping[str, pa.Table] | None, version: str) -> list[Diagnostic]:

@@ -123,7 +123,7 @@ def completion(dashboard: Mapping[str, Any], spec: FormattingSpec, tables: Mappi
     """Run every lib.checks check on `dashboard` over `tables`, with the specification as checkable task rules.
 
     `output` is the output.yaml the session's condition kept, if any. The dashboard is judged as it renders
-    there: a theme in output.yaml colours the background of a dashboard that sets none (lib.render.theme_for),
+    there: a theme in output.yaml colours the background of a dashboard that sets none (lib.spec.theme_for),
     and the checks fall back to it in the same way; without output.yaml the dashboard must carry the background.
     """
     ws = workspace.Workspace(path=Path("evaluation"), data={

@@ -2,7 +2,7 @@
 
 `run_session` checks the person's role, composes the first request from the
 workspace (lib.compose), and loops: call the model, run the tool_use blocks
-it returns (lib.agent_tools), send the tool results back, until the model
+it returns (lib.toolbox), send the tool results back, until the model
 ends its turn or a limit (steps, tokens, wall time, malformed tool calls)
 stops it. The result is an `Outcome`: the answer, the draft dashboard and its
 diff and checks, rule proposals, token usage. Nothing is saved here:
@@ -25,10 +25,10 @@ from typing import Any, Callable, Mapping
 
 from . import access, workspace
 from .access import User
-from .agent_tools import Toolbox
 from .compose import EPHEMERAL, compose
 from .diagnostics import ERROR, Diagnostic
 from .model import ModelClient, ModelError
+from .toolbox import Toolbox
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 

@@ -10,9 +10,11 @@ field appears, so the draft passes every check in `lib/checks.py`.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import coltypes
+from .components import chart, kpi, table, text
 from .warehouse import quote_ident
 
 MAX_KPIS = 3
@@ -74,27 +76,100 @@ def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> d
     return {"profile": data_profile, "dashboard": draft({**files, "profile": data_profile})}
 
 
+@dataclass
+class _Plan:
+    """What a draft is built from: the main table, the columns picked from its profile, the workspace's rules."""
+
+    title: str
+    table: dict[str, Any]
+    measures: list[dict[str, Any]]
+    time: dict[str, Any] | None
+    categories: list[dict[str, Any]]
+    formats: Mapping[str, Any]
+    rules: list[dict[str, Any]]  # the machine checks of task.yaml's rules
+    per_row: int
+    where_sql: str = ""  # the filters' WHERE clause, shared by every query
+
+    @property
+    def name(self) -> str:
+        return self.table["name"]
+
+    @property
+    def lead(self) -> dict[str, Any] | None:
+        """The measure the trend, breakdowns and insight show: the first picked, else the record count."""
+        return self.measures[0] if self.measures else None
+
+    @property
+    def lead_expr(self) -> str:
+        return f"{_aggregate(self.lead)}({quote_ident(self.lead['name'])})" if self.lead else "count(*)"
+
+    @property
+    def lead_alias(self) -> str:
+        return alias(self.lead["name"]) if self.lead else "records"
+
+    @property
+    def lead_title(self) -> str:
+        return _label(self.lead["name"]) if self.lead else "Records"
+
+    def fmt_for(self, measure: dict[str, Any] | None) -> str:
+        formats = self.formats
+        if measure is None:
+            return formats.get("default", ",.0f")
+        if AVERAGED.search(measure["name"]) and (measure.get("max") or 0) <= 1.5 and (measure.get("min") or 0) >= 0:
+            return formats.get("percent", ".1%")
+        if max(abs(measure.get("max") or 0), abs(measure.get("min") or 0)) >= 1e7:
+            return formats.get("currency") if "$" in formats.get("currency", "") else ".3s"  # 1.23G reads better than 1,234,567,890
+        return formats.get("default", ",.1f" if _aggregate(measure) == "avg" else ",.0f")
+
+
 def draft(files: Mapping[str, Any]) -> dict[str, Any]:
     """dashboard.yaml content for a workspace (its profile, output constraints and task rules)."""
-    profile = files.get("profile") or {}
-    table = main_table(profile)
-    title = (files.get("workspace") or {}).get("name", "Dashboard")
+    plan = _plan(files)
+    filters, plan.where_sql = _filters(plan)
+    kpis = _kpis(plan)
+    trend = _trend(plan)
+    breakdowns = _breakdowns(plan)
+    detail = _detail_table(plan)
+    insight = _insight_text(plan)
+    components = [*kpis, *([trend] if trend else []), *breakdowns, detail, insight]
+    layout = _layout(plan, kpis, trend, breakdowns, detail, insight)
+    if not filters:
+        return {"title": plan.title, "description": f"First draft from the data profile of `{plan.name}`.",
+                "components": components, "layout": layout}
+    return {
+        "title": plan.title,
+        "description": f"First draft from the data profile of `{plan.name}`: key figures, {'a trend, ' if plan.time else ''}breakdowns and details.",
+        "filters": filters,
+        "components": components,
+        "layout": layout,
+    }
+
+
+def _plan(files: Mapping[str, Any]) -> _Plan:
+    """The main table and what to show of it; ValueError without a profile."""
+    table = main_table(files.get("profile") or {})
     if table is None:
         raise ValueError("no data profile yet: connect a source and refresh before drafting a dashboard")
     output = files.get("output") or {}
-    formats = output.get("number_formats") or {}
-    rules = [r["check"] for r in (files.get("task") or {}).get("rules") or [] if r.get("check")]
-    layout_rules = output.get("layout") or {}
-    per_row = int(layout_rules.get("max_per_row", 4))
-    name = table["name"]
-    measures = pick_measures(table)
-    time = pick_time(table)
-    categories = pick_categories(table)
+    return _Plan(
+        title=(files.get("workspace") or {}).get("name", "Dashboard"),
+        table=table,
+        measures=pick_measures(table),
+        time=pick_time(table),
+        categories=pick_categories(table),
+        formats=output.get("number_formats") or {},
+        rules=[r["check"] for r in (files.get("task") or {}).get("rules") or [] if r.get("check")],
+        per_row=int((output.get("layout") or {}).get("max_per_row", 4)),
+    )
 
+
+def _filters(plan: _Plan) -> tuple[list[dict[str, Any]], str]:
+    """A multiselect on the main category and a date range on the main date, and the WHERE clause binding them."""
+    name, time = plan.name, plan.time
     filters: list[dict[str, Any]] = []
     where: list[str] = []
-    if categories:
-        cat = categories[0]
+    if plan.categories:
+        cat = plan.categories[0]
         fid = f"f_{alias(cat['name'])}"[:60]
         filters.append({"id": fid, "type": "multiselect", "label": _label(cat["name"]),
                         "options_query": f"SELECT DISTINCT {quote_ident(cat['name'])} FROM {quote_ident(name)} WHERE {quote_ident(cat['name'])} IS NOT NULL ORDER BY 1"})
@@ -104,108 +179,98 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
         filters.append({"id": fid, "type": "date_range", "label": _label(time["name"]),
                         "bounds_query": f"SELECT min({quote_ident(time['name'])}), max({quote_ident(time['name'])}) FROM {quote_ident(name)}"})
         where.append(f"(${fid}_from IS NULL OR {quote_ident(time['name'])} >= ${fid}_from) AND (${fid}_to IS NULL OR {quote_ident(time['name'])} <= ${fid}_to)")
-    where_sql = (" WHERE " + " AND ".join(where)) if where else ""
+    return filters, (" WHERE " + " AND ".join(where)) if where else ""
 
-    def fmt_for(measure: dict[str, Any] | None) -> str:
-        if measure is None:
-            return formats.get("default", ",.0f")
-        if AVERAGED.search(measure["name"]) and (measure.get("max") or 0) <= 1.5 and (measure.get("min") or 0) >= 0:
-            return formats.get("percent", ".1%")
-        if max(abs(measure.get("max") or 0), abs(measure.get("min") or 0)) >= 1e7:
-            return formats.get("currency") if "$" in formats.get("currency", "") else ".3s"  # 1.23G reads better than 1,234,567,890
-        return formats.get("default", ",.1f" if _aggregate(measure) == "avg" else ",.0f")
 
-    components: list[dict[str, Any]] = []
-    kpis = [{"id": "kpi_records", "type": "kpi", "title": "Records", "query": f"SELECT count(*) AS value FROM {quote_ident(name)}{where_sql}",
-             "format": ",d"}]
-    for m in measures:
+def _kpis(plan: _Plan) -> list[dict[str, Any]]:
+    """The record count and a card per picked measure, as many as fit in the first row."""
+    source = f"FROM {quote_ident(plan.name)}{plan.where_sql}"
+    kpis = [kpi.new("kpi_records", "Records", f"SELECT count(*) AS value {source}", format=",d")]
+    for m in plan.measures:
         agg = _aggregate(m)
-        kpi = {"id": f"kpi_{alias(m['name'])}"[:63], "type": "kpi", "title": f"{'Average' if agg == 'avg' else 'Total'} {_label(m['name']).lower()}",
-               "query": f"SELECT {agg}({quote_ident(m['name'])}) AS value FROM {quote_ident(name)}{where_sql}", "format": fmt_for(m)}
-        if thresholds := _thresholds(rules, m["name"]):
-            kpi["thresholds"] = thresholds
-        kpis.append(kpi)
-    kpis = kpis[:per_row]
-    components.extend(kpis)
+        kpis.append(kpi.new(f"kpi_{alias(m['name'])}"[:63], f"{'Average' if agg == 'avg' else 'Total'} {_label(m['name']).lower()}",
+                            f"SELECT {agg}({quote_ident(m['name'])}) AS value {source}", format=plan.fmt_for(m),
+                            thresholds=_thresholds(plan.rules, m["name"])))
+    return kpis[:plan.per_row]
 
-    lead = measures[0] if measures else None
-    lead_expr = f"{_aggregate(lead)}({quote_ident(lead['name'])})" if lead else "count(*)"
-    lead_alias = alias(lead["name"]) if lead else "records"
-    lead_title = _label(lead["name"]) if lead else "Records"
-    rows_layout: list[list[Any]] = [[k["id"] for k in kpis]]
 
-    period = _period(time)
-    if time:
-        is_date = coltypes.family(time["type"]) == "time"
-        components.append({
-            "id": "trend", "type": "chart", "title": f"{lead_title} over time",
-            "query": f"SELECT {period} AS period, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 1",
-            "mark": "line",
-            "encoding": {"x": {"field": "period", "type": "temporal" if is_date else "ordinal", "title": _label(time["name"])},
-                         "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": fmt_for(lead)},
-                         "tooltip": [{"field": "period", "title": _label(time["name"])},
-                                     {"field": lead_alias, "title": lead_title, "format": fmt_for(lead)}]},
-        })
-        rows_layout.append([{"id": "trend", "width": 2}])
+def _trend(plan: _Plan) -> dict[str, Any] | None:
+    """The lead measure over the main time column, when there is one."""
+    time = plan.time
+    if not time:
+        return None
+    is_date = coltypes.family(time["type"]) == "time"
+    lead_alias, lead_title, fmt = plan.lead_alias, plan.lead_title, plan.fmt_for(plan.lead)
+    return chart.new(
+        "trend", f"{lead_title} over time",
+        f"SELECT {_period(time)} AS period, {plan.lead_expr} AS {lead_alias} FROM {quote_ident(plan.name)}{plan.where_sql} GROUP BY 1 ORDER BY 1",
+        "line",
+        {"x": {"field": "period", "type": "temporal" if is_date else "ordinal", "title": _label(time["name"])},
+         "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": fmt},
+         "tooltip": [{"field": "period", "title": _label(time["name"])},
+                     {"field": lead_alias, "title": lead_title, "format": fmt}]},
+    )
 
-    breakdown_ids = []
-    for cat in categories:
-        cid = f"by_{alias(cat['name'])}"[:63]
+
+def _breakdowns(plan: _Plan) -> list[dict[str, Any]]:
+    """A bar chart of the lead measure per main category, coloured as the task rules ask."""
+    lead_alias, lead_title = plan.lead_alias, plan.lead_title
+    out = []
+    for cat in plan.categories:
         cat_alias = alias(cat["name"])
         color: dict[str, Any] = {"field": cat_alias, "type": "nominal", "title": _label(cat["name"])}
-        domain, colors = _category_colors(rules, cat["name"])
+        domain, colors = _category_colors(plan.rules, cat["name"])
         if domain:
             color["scale"] = {"domain": domain, "range": colors}
-        components.append({
-            "id": cid, "type": "chart", "title": f"{lead_title} by {_label(cat['name']).lower()}",
-            "query": (f"SELECT {quote_ident(cat['name'])} AS {cat_alias}, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} "
-                      f"GROUP BY 1 ORDER BY 2 DESC LIMIT 15"),
-            "mark": "bar",
-            "encoding": {"x": {"field": cat_alias, "type": "nominal", "title": _label(cat["name"]), "sort": "-y"},
-                         "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": fmt_for(lead)},
-                         "color": color},
-        })
-        breakdown_ids.append(cid)
-    if breakdown_ids:
-        rows_layout.append(breakdown_ids[:per_row])
+        out.append(chart.new(
+            f"by_{alias(cat['name'])}"[:63], f"{lead_title} by {_label(cat['name']).lower()}",
+            (f"SELECT {quote_ident(cat['name'])} AS {cat_alias}, {plan.lead_expr} AS {lead_alias} FROM {quote_ident(plan.name)}{plan.where_sql} "
+             f"GROUP BY 1 ORDER BY 2 DESC LIMIT 15"),
+            "bar",
+            {"x": {"field": cat_alias, "type": "nominal", "title": _label(cat["name"]), "sort": "-y"},
+             "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": plan.fmt_for(plan.lead)},
+             "color": color},
+        ))
+    return out
 
-    group = categories[0] if categories else None
-    table_cols = measures
+
+def _detail_table(plan: _Plan) -> dict[str, Any]:
+    """The measures per main category (else sample rows), with the task rules' thresholds."""
+    name, where_sql = plan.name, plan.where_sql
+    group = plan.categories[0] if plan.categories else None
     if group:
         select = ", ".join([f"{quote_ident(group['name'])} AS {alias(group['name'])}"] +
-                           [f"{_aggregate(m)}({quote_ident(m['name'])}) AS {alias(m['name'])}" for m in table_cols] + ["count(*) AS records"])
+                           [f"{_aggregate(m)}({quote_ident(m['name'])}) AS {alias(m['name'])}" for m in plan.measures] + ["count(*) AS records"])
         table_sql = f"SELECT {select} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 50"  # the first measure, or the record count
     else:
-        shown = [c["name"] for c in table["columns"][:8]]
+        shown = [c["name"] for c in plan.table["columns"][:8]]
         table_sql = f"SELECT {', '.join(quote_ident(c) + ' AS ' + alias(c) for c in shown)} FROM {quote_ident(name)}{where_sql} LIMIT 50"
     columns_conf: dict[str, Any] = {}
-    for m in table_cols:
-        conf: dict[str, Any] = {"label": _label(m["name"]), "format": fmt_for(m)}
-        if thresholds := _thresholds(rules, m["name"]):
+    for m in plan.measures:
+        conf: dict[str, Any] = {"label": _label(m["name"]), "format": plan.fmt_for(m)}
+        if thresholds := _thresholds(plan.rules, m["name"]):
             conf["thresholds"] = thresholds
         columns_conf[alias(m["name"])] = conf
-    table_component: dict[str, Any] = {"id": "detail", "type": "table", "title": f"Detail by {_label(group['name']).lower()}" if group else "Sample rows",
-                                       "query": table_sql, "max_rows": 50}
-    if columns_conf:
-        table_component["columns"] = columns_conf
-    components.append(table_component)
+    return table.new("detail", f"Detail by {_label(group['name']).lower()}" if group else "Sample rows", table_sql,
+                     max_rows=50, columns=columns_conf)
 
-    text, queries = _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, fmt_for(lead))
-    components.append({"id": "insight", "type": "text", "title": "What stands out", "markdown": text, "queries": queries})
-    rows_layout.append([{"id": "detail", "width": 2}, "insight"])
 
-    return {
-        "title": title,
-        "description": f"First draft from the data profile of `{name}`: key figures, {'a trend, ' if time else ''}breakdowns and details.",
-        "filters": filters,
-        "components": components,
-        "layout": rows_layout,
-    } if filters else {
-        "title": title,
-        "description": f"First draft from the data profile of `{name}`.",
-        "components": components,
-        "layout": rows_layout,
-    }
+def _insight_text(plan: _Plan) -> dict[str, Any]:
+    group = plan.categories[0] if plan.categories else None
+    markdown, queries = _insight(plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, plan.time, _period(plan.time),
+                                 plan.where_sql, plan.fmt_for(plan.lead))
+    return text.new("insight", "What stands out", markdown, queries)
+
+
+def _layout(plan: _Plan, kpis, trend, breakdowns, detail, insight) -> list[list[Any]]:
+    """KPIs first, the trend, the breakdowns (as many as fit in a row), then the table beside the insight."""
+    rows: list[list[Any]] = [[k["id"] for k in kpis]]
+    if trend:
+        rows.append([{"id": trend["id"], "width": 2}])
+    if breakdowns:
+        rows.append([c["id"] for c in breakdowns][:plan.per_row])
+    rows.append([{"id": detail["id"], "width": 2}, insight["id"]])
+    return rows
 
 
 def _period(time: dict[str, Any] | None) -> str | None:

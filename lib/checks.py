@@ -25,8 +25,9 @@ import duckdb
 import pyarrow as pa
 
 from . import coltypes, schemas
+from .components import kind_of
 from .diagnostics import ERROR, WARNING, Diagnostic, format_path
-from .render import PLACEHOLDER_RE, QueryCache, kpi_value_column, queries, render, unset_params
+from .spec import PLACEHOLDER_RE, queries, unset_params
 from .warehouse import QueryError, bind
 from .workspace import SEMANTIC_CHECKS, Workspace, shown_file
 from .workspace import load as load_workspace
@@ -63,6 +64,8 @@ class CheckContext:
 
     def rendered(self):
         if self._rendered is None:
+            from .render import QueryCache, render  # only the data checks render; the static ones never load the renderer
+
             self._rendered = render(self.ws.data, self.tables, self.version or "check", cache=QueryCache())
         return self._rendered
 
@@ -94,9 +97,8 @@ def check_inline_data(ctx: CheckContext) -> list[Diagnostic]:
     # Where Vega-Lite would take data: a component itself and its encoding. Not the
     # `columns` or `queries` maps, whose keys are column and query names.
     for i, comp in enumerate(ctx.dashboard.get("components") or []):
-        places = [(("components", i), comp)] + [(("components", i, "encoding", ch), spec)
-                                                 for ch, spec in (comp.get("encoding") or {}).items() if isinstance(spec, dict)]
-        for path, node in places:
+        for place, node in kind_of(comp).data_places(comp):
+            path = ("components", i) + place
             for key in INLINE_KEYS & set(node):
                 out.append(ctx.diag("inline_data", f"component '{comp.get('id', '?')}' carries inline data in '{key}'; "
                                     "data must come from its query at render time", path + (key,)))
@@ -178,8 +180,9 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
     out, applied = [], False
     for i, comp in enumerate(ctx.dashboard.get("components") or []):
         cid = comp.get("id")
-        if kind == "category_color" and comp.get("type") == "chart":
-            channel = (comp.get("encoding") or {}).get("color") or {}
+        colored = kind_of(comp).color_channel(comp) if kind == "category_color" else None
+        if colored is not None:
+            where, channel = colored
             if (channel.get("field") or "").lower() != target:
                 continue
             applied = True
@@ -189,7 +192,7 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
             if idx is None or idx >= len(rng) or str(rng[idx]).lower() != color:
                 out.append(ctx.diag("output_constraints",
                                     f"component '{cid}' colours {check['field']} but not {check['value']!r} in {color} (task rule '{rid}')",
-                                    ("components", i, "encoding", "color", "scale"), allowed=f"{check['value']} -> {color}"))
+                                    ("components", i) + where + ("scale",), allowed=f"{check['value']} -> {color}"))
         elif kind == "threshold_color":
             places = _threshold_places(ctx, comp, i, target)
             for path, thresholds in places:
@@ -206,20 +209,13 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
 
 def _threshold_places(ctx: CheckContext, comp: dict, i: int, target: str) -> list[tuple[tuple, list | None]]:
     """Where a component shows `target` and so must carry the rule's threshold."""
-    kind = comp.get("type")
-    if kind == "kpi":
-        mentions = target in (comp.get("id") or "").lower() or target in (comp.get("title") or "").lower()
-        return [(("components", i, "thresholds"), comp.get("thresholds"))] if mentions else []
-    if kind == "table":
-        columns = {k.lower(): v for k, v in (comp.get("columns") or {}).items()}
-        shown = target in columns or (ctx.tables is not None and isinstance(ctx.bound(comp["query"]), list)
-                                      and target in [c.lower() for c, _ in ctx.bound(comp["query"])])
-        return [(("components", i, "columns"), (columns.get(target) or {}).get("thresholds"))] if shown else []
-    if kind == "chart":
-        channel = (comp.get("encoding") or {}).get("color") or {}
-        if (channel.get("field") or "").lower() == target:
-            return [(("components", i, "encoding", "color", "thresholds"), channel.get("thresholds"))]
-    return []
+
+    def columns_of(sql: str) -> list[str] | None:
+        """The query's output columns, when there is data to bind it to and it binds."""
+        bound = ctx.bound(sql) if ctx.tables is not None else None
+        return [c for c, _ in bound] if isinstance(bound, list) else None
+
+    return [(("components", i) + path, thresholds) for path, thresholds in kind_of(comp).threshold_places(comp, target, columns_of)]
 
 
 # --------------------------------------------------------------------------- checks on data
@@ -281,49 +277,35 @@ def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]
     """Fields a component names (encodings, KPI and table columns, placeholders) exist in its query's output."""
     out = []
     cid = comp.get("id")
-    if comp.get("type") == "text":
-        for match in PLACEHOLDER_RE.finditer(comp.get("markdown") or ""):
-            qname, column = match.group(1), match.group(2)
-            sql = (comp.get("queries") or {}).get(qname)
-            if sql is None:
-                out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)} names no query{_did_you_mean(qname, comp.get('queries') or {})}",
-                                    ("components", i, "markdown"), allowed=", ".join(comp.get("queries") or {})))
-                continue
-            bound = ctx.bound(sql)
-            if isinstance(bound, list) and column.lower() not in [c.lower() for c, _ in bound]:
-                names = [c for c, _ in bound]
-                out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)}: query '{qname}' has no column '{column}'{_did_you_mean(column, names)}",
-                                    ("components", i, "markdown"), allowed=", ".join(names)))
-        return out
+    kind = kind_of(comp)
+    for match, place in kind.placeholders(comp):
+        qname, column = match.group(1), match.group(2)
+        path = ("components", i) + place
+        sql = (comp.get("queries") or {}).get(qname)
+        if sql is None:
+            out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)} names no query{_did_you_mean(qname, comp.get('queries') or {})}",
+                                path, allowed=", ".join(comp.get("queries") or {})))
+            continue
+        bound = ctx.bound(sql)
+        if isinstance(bound, list) and column.lower() not in [c.lower() for c, _ in bound]:
+            names = [c for c, _ in bound]
+            out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)}: query '{qname}' has no column '{column}'{_did_you_mean(column, names)}",
+                                path, allowed=", ".join(names)))
     bound = ctx.bound(comp["query"]) if isinstance(comp.get("query"), str) else None
     if not isinstance(bound, list):
         return out
     types = {c.lower(): t for c, t in bound}
     names = [c for c, _ in bound]
-
-    def need(field_name: str | None, path: tuple, usable: str | None = None, what: str = "field") -> None:
-        if not field_name:
-            return
-        if field_name.lower() not in types:
-            out.append(ctx.diag("references", f"component '{cid}': {what} '{field_name}' is not a column of its query{_did_you_mean(field_name, names)}",
+    for ref in kind.fields(comp, names):
+        if not ref.name:
+            continue
+        path = ("components", i) + ref.path
+        if ref.name.lower() not in types:
+            out.append(ctx.diag("references", f"component '{cid}': {ref.what} '{ref.name}' is not a column of its query{_did_you_mean(ref.name, names)}",
                                 path, allowed=", ".join(names)))
-        elif usable and coltypes.family(types[field_name.lower()]) not in USABLE[usable]:
-            out.append(ctx.diag("references", f"component '{cid}': {what} '{field_name}' is {types[field_name.lower()]}, not usable as {usable}",
-                                path, allowed=" or ".join(USABLE[usable])))
-
-    kind = comp.get("type")
-    if kind == "chart":
-        for channel, spec in (comp.get("encoding") or {}).items():
-            for j, ch in enumerate(spec if channel == "tooltip" else [spec]):
-                p = ("components", i, "encoding", channel) + ((j,) if channel == "tooltip" else ()) + ("field",)
-                usable = ch.get("type") if ch.get("type") in ("quantitative", "temporal") and not ch.get("aggregate") == "count" else None
-                need(ch.get("field"), p, usable, f"encoding.{channel} field")
-    elif kind == "kpi":
-        need(kpi_value_column(comp, names), ("components", i, "value_column" if comp.get("value_column") else "query"), "kpi", "value column")
-        need(comp.get("compare_column"), ("components", i, "compare_column"), "kpi", "compare column")
-    elif kind == "table":
-        for column in comp.get("columns") or {}:
-            need(column, ("components", i, "columns", column), None, "column")
+        elif ref.usable and coltypes.family(types[ref.name.lower()]) not in USABLE[ref.usable]:
+            out.append(ctx.diag("references", f"component '{cid}': {ref.what} '{ref.name}' is {types[ref.name.lower()]}, not usable as {ref.usable}",
+                                path, allowed=" or ".join(USABLE[ref.usable])))
     return out
 
 
@@ -369,12 +351,7 @@ def check_literal_values(ctx: CheckContext) -> list[Diagnostic]:
     places: list[tuple[tuple, str]] = [(("title",), ctx.dashboard.get("title", "")), (("description",), ctx.dashboard.get("description", ""))]
     for i, comp in enumerate(ctx.dashboard.get("components") or []):
         places.append((("components", i, "title"), comp.get("title", "")))
-        places.append((("components", i, "markdown"), comp.get("markdown", "")))
-        for column, conf in (comp.get("columns") or {}).items():
-            places.append((("components", i, "columns", column, "label"), conf.get("label", "")))
-        for channel, spec in (comp.get("encoding") or {}).items():
-            for ch in (spec if isinstance(spec, list) else [spec]):
-                places.append((("components", i, "encoding", channel, "title"), ch.get("title", "")))
+        places.extend((("components", i) + path, text) for path, text in kind_of(comp).prose(comp))
     for path, text in places:
         for number, percent, decimals, written in _numbers_in(text):
             if any(_matches(number, percent, decimals, v) for v in allowed):
@@ -391,12 +368,7 @@ def _threshold_values(ctx: CheckContext) -> list[float]:
     """Numbers the spec or the task rules state as rules (thresholds), which text may repeat."""
     out = []
     for comp in ctx.dashboard.get("components") or []:
-        for t in comp.get("thresholds") or []:
-            out.append(float(t["value"]))
-        for conf in (comp.get("columns") or {}).values():
-            out.extend(float(t["value"]) for t in conf.get("thresholds") or [])
-        color = (comp.get("encoding") or {}).get("color") or {}
-        out.extend(float(t["value"]) for t in color.get("thresholds") or [])
+        out.extend(kind_of(comp).rule_values(comp))
     for rule in (ctx.ws.get("task") or {}).get("rules") or []:
         value = (rule.get("check") or {}).get("value")
         if isinstance(value, (int, float)):

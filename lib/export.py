@@ -5,31 +5,34 @@ The HTML file carries everything it needs: styles, the data of every chart
 Vega-Lite and vega-embed from vl-convert. It loads nothing from the network,
 so it can be mailed, archived or opened on a plane. All text from specs and
 data is escaped; the markdown of text blocks is converted by a small,
-deliberately limited converter rather than passed through as HTML.
+deliberately limited converter rather than passed through as HTML. Each
+component's body comes from its kind (`lib/components/<kind>.py`, `to_html`);
+this module writes the page around them.
 """
 from __future__ import annotations
 
 import datetime as dt
 import functools
-import html
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import vl_convert
 
 from . import workspace
 from .access import User
+from .components import Component, kind_of
+from .components.base import COLOR_RE
+from .components.base import escape as _escape
+from .components.chart import vega_lite_spec
 from .diagnostics import ValidationFailed, has_errors
-from .formats import readable_text_on
 from .fsutil import atomic_write
 from .refresh import refresh
-from .render import DEFAULT_THEME, Component, Rendered, render
+from .render import Rendered, render
+from .spec import DEFAULT_THEME
 from .warehouse import Warehouse
 
-COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
 # Font families are pasted into CSS, so only characters a family list needs pass.
 FONT_RE = re.compile(r"^[A-Za-z0-9 ,'\"_-]+$")
 COMPONENT_ID_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -156,17 +159,9 @@ def _row_html(row: list[Component], chart_specs: list[dict[str, Any]]) -> str:
 
 
 def _component_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
+    """A component's section: its title, then its kind's HTML (lib/components/), or its error."""
     title = f"<h2>{_escape(comp.title)}</h2>" if comp.title else ""
-    if comp.error:
-        body = _error_html(comp.error)
-    elif comp.type == "kpi":
-        body = _kpi_html(comp)
-    elif comp.type == "chart":
-        body = _chart_html(comp, chart_specs)
-    elif comp.type == "table":
-        body = _table_html(comp)
-    else:
-        body = markdown_to_html(comp.markdown)
+    body = _error_html(comp.error) if comp.error else kind_of(comp).to_html(comp, chart_specs)
     return f'<section class="component {_escape(comp.type)}" id="{_escape(comp.id)}">{title}{body}</section>'
 
 
@@ -174,142 +169,10 @@ def _error_html(message: str) -> str:
     return f'<div class="error" role="alert">{_escape(message)}</div>'
 
 
-def _kpi_html(comp: Component) -> str:
-    style = f' style="color: {comp.color}"' if comp.color and COLOR_RE.match(comp.color) else ""
-    delta = f'<div class="kpi-delta">{_escape(comp.delta_display)}</div>' if comp.delta_display else ""
-    return f'<div class="kpi-value"{style}>{_escape(comp.display)}</div>{delta}'
-
-
-def _chart_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
-    chart_specs.append(vega_lite_spec(comp))
-    return f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
-
-
-def vega_lite_spec(comp: Component) -> dict[str, Any]:
-    """The chart's Vega-Lite spec (validated by render) as plain JSON values, data inlined."""
-    return json.loads(json.dumps(comp.vega, default=_json_value))
-
-
-def _json_value(value: Any) -> Any:
-    """Query values Altair leaves as Python objects, such as the dates of DATE columns.
-
-    A date becomes local midnight ("…T00:00:00", no zone), as Altair writes
-    datetime columns: browsers read a bare "YYYY-MM-DD" as UTC midnight, which
-    shows as the day before west of Greenwich. Other objects (times,
-    intervals) are written as their text.
-    """
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.date):
-        return dt.datetime.combine(value, dt.time()).isoformat()
-    return str(value)
-
-
-def _table_html(comp: Component) -> str:
-    frame = comp.frame
-    numeric = _numeric_labels(comp)
-    head = "".join(f"<th{_number_class(label, numeric)}>{_escape(label)}</th>" for label in frame.columns)
-    body_rows = []
-    for position, values in enumerate(frame.itertuples(index=False, name=None)):
-        cells = []
-        for label, value in zip(frame.columns, values):
-            background = comp.cell_colors.get((position, label))
-            style = (f' style="background: {background}; color: {readable_text_on(background)}"'
-                     if background and COLOR_RE.match(background) else "")
-            cells.append(f"<td{_number_class(label, numeric)}{style}>{_escape(value)}</td>")
-        body_rows.append("<tr>" + "".join(cells) + "</tr>")
-    notes = ""
-    if not body_rows:
-        notes = '<p class="note">No rows.</p>'
-    elif comp.result is not None and comp.result.truncated:
-        notes = f'<p class="note">Showing the first {len(body_rows):,} rows.</p>'
-    return (f'<div class="table-scroll"><table><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body_rows)}</tbody></table></div>{notes}')
-
-
-def _numeric_labels(comp: Component) -> set[str]:
-    """Labels of the table's number columns, right-aligned. Frame columns follow the query's columns in order."""
-    if comp.result is None:
-        return set()
-    return {label for label, field in zip(comp.frame.columns, comp.result.table.schema)
-            if pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)}
-
-
-def _number_class(label: str, numeric: set[str]) -> str:
-    return ' class="number"' if label in numeric else ""
-
-
-def _escape(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _script_json(value: Any) -> str:
     """JSON safe inside a <script> element: no "<", ">" or "&" that could end it or open a comment."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-# --------------------------------------------------------------------------- markdown of text blocks
-
-HEADING_RE = re.compile(r"^(#{1,6})\s+(.+)$")
-LIST_ITEM_RE = re.compile(r"^-\s+(.+)$")
-LINK_RE = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-SAFE_URL_RE = re.compile(r"^(https?://|mailto:)", re.IGNORECASE)
-BOLD_RE = re.compile(r"\*\*(?!\s)(.+?)(?<!\s)\*\*")
-ITALIC_RE = re.compile(r"\*(?!\s)(.+?)(?<!\s)\*")
-# The page has the dashboard title as h1 and component titles as h2, so "#" in a text block is h3.
-HEADING_OFFSET = 2
-
-
-def markdown_to_html(markdown: str) -> str:
-    """Paragraphs, `#` headings, `- ` lists, **bold**, *italic* and [links](https://…); all else is escaped text."""
-    blocks: list[str] = []
-    paragraph: list[str] = []
-    items: list[str] = []
-
-    def close_open_block() -> None:
-        if paragraph:
-            blocks.append(f"<p>{_inline(' '.join(paragraph))}</p>")
-            paragraph.clear()
-        if items:
-            blocks.append("<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + "</ul>")
-            items.clear()
-
-    for line in markdown.splitlines():
-        line = line.strip()
-        heading, item = HEADING_RE.match(line), LIST_ITEM_RE.match(line)
-        if heading:
-            close_open_block()
-            level = min(len(heading.group(1)) + HEADING_OFFSET, 6)
-            blocks.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
-        elif item:
-            if paragraph:
-                close_open_block()
-            items.append(item.group(1))
-        elif line:
-            if items:
-                close_open_block()
-            paragraph.append(line)
-        else:
-            close_open_block()
-    close_open_block()
-    return "\n".join(blocks)
-
-
-def _inline(text: str) -> str:
-    """Escape the text, then add emphasis and links; a link with another scheme stays plain text."""
-    out, position = [], 0
-    for link in LINK_RE.finditer(text):
-        out.append(_emphasis(_escape(text[position:link.start()])))
-        label, url = _emphasis(_escape(link.group(1))), link.group(2)
-        out.append(f'<a href="{_escape(url)}">{label}</a>' if SAFE_URL_RE.match(url) else _escape(link.group(0)))
-        position = link.end()
-    out.append(_emphasis(_escape(text[position:])))
-    return "".join(out)
-
-
-def _emphasis(escaped: str) -> str:
-    return ITALIC_RE.sub(r"<em>\1</em>", BOLD_RE.sub(r"<strong>\1</strong>", escaped))
 
 
 # --------------------------------------------------------------------------- PNG
@@ -320,7 +183,7 @@ def chart_pngs(rendered: Rendered, folder: Path, scale: float = 2) -> list[Path]
     folder = Path(folder)
     written = []
     for comp in rendered.components:
-        if comp.type != "chart" or comp.error or comp.vega is None:
+        if comp.error or comp.vega is None:  # only a chart that rendered has a Vega-Lite spec
             continue
         if not COMPONENT_ID_RE.match(comp.id):  # the id becomes a file name
             raise ValueError(f"component id {comp.id!r} cannot be a file name")

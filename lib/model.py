@@ -5,7 +5,8 @@
 {"content": [...blocks...], "stop_reason": ..., "usage": {...}, ...}. With
 `on_text`, text is streamed to it as it arrives.
 
-`AnthropicClient` wraps `anthropic.Anthropic`; every failure becomes a
+`AnthropicClient` wraps `anthropic.Anthropic` (and is the only place that
+makes one: `lib.tokens` counts through it too); every failure becomes a
 `ModelError` with a kind and a message a person can act on. `anthropic` is
 imported only when a client is made, so the refresh path never loads it.
 
@@ -109,6 +110,14 @@ class AnthropicClient:
         except self._anthropic.AnthropicError as exc:
             raise self._explain(exc) from None
         return message.model_dump(mode="json", exclude_none=True)
+
+    def count_tokens(self, text: str) -> int:
+        """Input tokens of `text` as one user message, by the count_tokens API (no model call, nothing generated)."""
+        try:
+            result = self._client.messages.count_tokens(model=self.model or model_id(), messages=[{"role": "user", "content": text}])
+        except self._anthropic.AnthropicError as exc:
+            raise self._explain(exc) from None
+        return result.input_tokens
 
     def _explain(self, exc: Exception) -> ModelError:
         a = self._anthropic

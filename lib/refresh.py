@@ -23,7 +23,7 @@ from . import access, coltypes, settings, workspace
 from .access import User
 from .connectors import FetchContext, SourceError, fetch
 from .connectors.csv_source import fetch_note
-from .render import queries, unset_params
+from .spec import queries, unset_params
 from .warehouse import QueryError, Warehouse, bind, compact_strings, describe
 
 Progress = Callable[[float, str], None]

@@ -19,14 +19,8 @@ def estimate(text: str) -> int:
 
 def count(text: str) -> tuple[int, str]:
     """(tokens, method). Uses the count_tokens API when an API key is set (environment or Streamlit secrets)."""
-    from .model import resolve_api_key
+    from .model import AnthropicClient, resolve_api_key
 
-    key = resolve_api_key()
-    if not key:
+    if not resolve_api_key():
         return estimate(text), ESTIMATE_METHOD
-    import anthropic
-
-    from .settings import model_id
-
-    result = anthropic.Anthropic(api_key=key).messages.count_tokens(model=model_id(), messages=[{"role": "user", "content": text}])
-    return result.input_tokens, "Anthropic count_tokens API"
+    return AnthropicClient().count_tokens(text), "Anthropic count_tokens API"

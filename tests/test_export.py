@@ -13,6 +13,7 @@ import pytest
 
 from lib import export, workspace
 from lib.access import OPERATOR
+from lib.components.text import markdown_to_html
 from lib.diagnostics import ValidationFailed
 from lib.render import Rendered, render
 from lib.warehouse import Warehouse
@@ -179,7 +180,7 @@ def test_an_invalid_dashboard_is_refused_and_nothing_is_written(ws_copy, tmp_pat
     ("[x](mailto:a@b.c) [y](data:text/html,hi)", '<p><a href="mailto:a@b.c">x</a> [y](data:text/html,hi)</p>'),
 ])
 def test_markdown_subset(markdown, expected):
-    assert export.markdown_to_html(markdown) == expected
+    assert markdown_to_html(markdown) == expected
 
 
 @pytest.mark.parametrize("slug", DEMOS)

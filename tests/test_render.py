@@ -7,9 +7,9 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from lib import render as render_module
 from lib import workspace
 from lib.access import OPERATOR
+from lib.components.base import STATUS_MARKS
 from lib.refresh import refresh
 from lib.render import QueryCache, render
 from lib.warehouse import Warehouse
@@ -90,7 +90,7 @@ def test_table_formats_and_cell_colours(supply):
     assert first.Target == f"{worst.target:,}"
     # The status shows as a shape beside the number, explained in the legend: never by colour alone.
     mark, number = first.Attainment.split(" ")
-    assert number == f"{worst.att * 100:.1f}%" and mark in render_module.STATUS_MARKS
+    assert number == f"{worst.att * 100:.1f}%" and mark in STATUS_MARKS
     assert table.legend[mark] == "Attainment " + ("below 85.0%" if worst.att < 0.85 else "at or above 85.0%")
     assert table.cell_colors[(0, "Attainment")] == ("#d62728" if worst.att < 0.85 else "#ff9f1c")
     assert len(table.frame) == 18

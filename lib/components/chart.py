@@ -1,0 +1,183 @@
+"""Chart: a Vega-Lite mark and encoding over its query's rows, drawn with Altair.
+
+Spec: `query`, `mark` (bar, line, area, point, arc, rect, tick), `encoding`
+({x, y, color, theta, size, facet: {field, type, title, format, sort, ...},
+tooltip: [...]}; `color` may carry `scale: {domain, range}` or `thresholds`)
+and `height`. Rendering validates the Vega-Lite spec once, so neither a
+browser nor the export meets an invalid one.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from .base import Component, ComponentKind, FieldRef, RenderContext, Spec, result_column, threshold_color
+
+NAME = "chart"
+
+
+def new(cid: str, title: str, query: str, mark: str, encoding: dict[str, Any]) -> dict[str, Any]:
+    """A chart's spec."""
+    return {"id": cid, "type": NAME, "title": title, "query": query, "mark": mark, "encoding": encoding}
+
+
+# --------------------------------------------------------------------------- render
+
+
+def render(comp: Component, ctx: RenderContext) -> None:
+    import altair as alt
+
+    spec, theme = comp.spec, ctx.theme
+    comp.result = result = ctx.run(spec["query"])
+    frame = result.table.to_pandas(date_as_object=False)  # datetimes, which Altair serialises itself
+    dates = {f.name for f in result.table.schema if pa.types.is_date(f.type)}
+    encoding = dict(spec["encoding"])
+    channels: dict[str, Any] = {}
+    for name, ch in encoding.items():
+        if name == "tooltip":
+            channels["tooltip"] = [alt.Tooltip(result_column(result, t["field"]), **{k: t[k] for k in ("type", "title", "format") if t.get(k)})
+                                   for t in ch]
+            continue
+        field_name = result_column(result, ch["field"])
+        if name == "color" and ch.get("thresholds"):
+            frame["__color"] = [threshold_color(v, ch["thresholds"]) or theme["primary"] for v in frame[field_name]]
+            channels["color"] = alt.Color("__color:N", scale=None, legend=None)
+            continue
+        kwargs: dict[str, Any] = {"type": ch.get("type") or alt.Undefined, "title": ch.get("title", alt.Undefined)}
+        for key in ("aggregate", "timeUnit", "stack"):
+            if key in ch:
+                kwargs[key] = ch[key]
+        if field_name in dates and ch.get("type") == "temporal" and "timeUnit" not in ch:
+            kwargs["timeUnit"] = "yearmonthdate"  # whole days: no "12 PM" ticks between them
+        if "sort" in ch:
+            kwargs["sort"] = ch["sort"]
+        if ch.get("format") and name in ("x", "y"):
+            kwargs["axis"] = alt.Axis(format=ch["format"])
+        if ch.get("format") and name == "theta":
+            kwargs["format"] = ch["format"]
+        scale = dict(ch.get("scale") or {})
+        if name == "color" and "range" not in scale:
+            scale["range"] = theme["palette"]
+        if scale:
+            kwargs["scale"] = alt.Scale(**scale)
+        cls = {"x": alt.X, "y": alt.Y, "color": alt.Color, "theta": alt.Theta, "size": alt.Size, "facet": alt.Facet}[name]
+        if name == "facet":
+            kwargs.pop("stack", None)
+            channels["facet"] = alt.Facet(field_name, type=kwargs["type"], title=kwargs["title"], columns=3)
+        else:
+            channels[name] = cls(field_name, **{k: v for k, v in kwargs.items() if v is not alt.Undefined})
+    mark = spec["mark"]
+    mark_kwargs = {"color": theme["primary"]} if "color" not in channels else {}
+    if mark == "arc":
+        mark_kwargs["innerRadius"] = 40
+    chart = getattr(alt.Chart(frame), f"mark_{mark}")(**mark_kwargs).encode(**channels)
+    chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200,
+                             description=summary(spec, frame, channels))
+    comp.chart = chart.configure(background=theme["background"], font=theme.get("font", "sans-serif")).configure_view(stroke=None).configure_axis(
+        labelColor=theme["text"], titleColor=theme["text"]).configure_legend(labelColor=theme["text"], titleColor=theme["text"])
+    try:
+        comp.vega = comp.chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
+    except alt.utils.schemapi.SchemaValidationError as exc:
+        raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
+
+
+def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
+    """A chart's text alternative: its title, its kind, and a one-line summary of what it shows.
+
+    Vega renders it as the chart's ARIA label, so screen readers and the HTML export say it.
+    """
+    title = spec.get("title") or spec.get("id", "chart")
+    words = f"{title}: {spec['mark']} chart of {len(frame):,} row{'s' if len(frame) != 1 else ''}"
+    x, y = (getattr(channels.get(c), "shorthand", None) for c in ("x", "y"))
+    measure, category = (y, x) if y in frame and frame[y].dtype.kind in "if" else (x, y) if x in frame and frame[x].dtype.kind in "if" else (None, None)
+    if measure and len(frame) and frame[measure].notna().any():
+        top, low = frame[measure].idxmax(), frame[measure].idxmin()
+        name = lambda row: f" ({frame[category][row]})" if category in frame else ""  # noqa: E731
+        words += f"; {measure} from {frame[measure][low]:,.4g}{name(low)} to {frame[measure][top]:,.4g}{name(top)}"
+    return words
+
+
+# --------------------------------------------------------------------------- what the checks read
+
+
+def _channels(spec: Spec) -> list[tuple[str, int | None, dict[str, Any]]]:
+    """(channel, index in a list channel such as tooltip, its definition)."""
+    out = []
+    for channel, ch in (spec.get("encoding") or {}).items():
+        if channel == "tooltip":
+            out.extend((channel, j, t) for j, t in enumerate(ch))
+        else:
+            out.append((channel, None, ch))
+    return out
+
+
+def fields(spec: Spec, columns: list[str]) -> list[FieldRef]:
+    refs = []
+    for channel, j, ch in _channels(spec):
+        usable = ch.get("type") if ch.get("type") in ("quantitative", "temporal") and not ch.get("aggregate") == "count" else None
+        refs.append(FieldRef(ch.get("field"), ("encoding", channel) + (() if j is None else (j,)) + ("field",), usable, f"encoding.{channel} field"))
+    return refs
+
+
+def prose(spec: Spec) -> list[tuple[tuple, str]]:
+    """Axis and legend titles (a tooltip's titles included)."""
+    return [(("encoding", channel, "title"), ch.get("title", ""))
+            for channel, node in (spec.get("encoding") or {}).items() for ch in (node if isinstance(node, list) else [node])]
+
+
+def rule_values(spec: Spec) -> list[float]:
+    color = (spec.get("encoding") or {}).get("color") or {}
+    return [float(t["value"]) for t in color.get("thresholds") or []]
+
+
+def color_channel(spec: Spec) -> tuple[tuple, Any]:
+    return ("encoding", "color"), (spec.get("encoding") or {}).get("color") or {}
+
+
+def threshold_places(spec: Spec, target: str, columns_of) -> list[tuple[tuple, Any]]:
+    """A chart shows a field with thresholds when its colour encodes it."""
+    path, channel = color_channel(spec)
+    if (channel.get("field") or "").lower() == target:
+        return [(path + ("thresholds",), channel.get("thresholds"))]
+    return []
+
+
+def data_places(spec: Spec) -> list[tuple[tuple, Spec]]:
+    """The component and each encoding channel: where Vega-Lite would take inline data."""
+    return [((), spec)] + [(("encoding", ch), node) for ch, node in (spec.get("encoding") or {}).items() if isinstance(node, dict)]
+
+
+# --------------------------------------------------------------------------- HTML export
+
+
+def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
+    """A holder the page's script draws the chart into; its spec joins `chart_specs`."""
+    chart_specs.append(vega_lite_spec(comp))
+    return f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
+
+
+def vega_lite_spec(comp: Component) -> dict[str, Any]:
+    """The chart's Vega-Lite spec (validated by render) as plain JSON values, data inlined."""
+    return json.loads(json.dumps(comp.vega, default=_json_value))
+
+
+def _json_value(value: Any) -> Any:
+    """Query values Altair leaves as Python objects, such as the dates of DATE columns.
+
+    A date becomes local midnight ("…T00:00:00", no zone), as Altair writes
+    datetime columns: browsers read a bare "YYYY-MM-DD" as UTC midnight, which
+    shows as the day before west of Greenwich. Other objects (times,
+    intervals) are written as their text.
+    """
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time()).isoformat()
+    return str(value)
+
+
+KIND = ComponentKind(NAME, render, to_html, fields=fields, prose=prose, rule_values=rule_values,
+                     threshold_places=threshold_places, color_channel=color_channel, data_places=data_places)

@@ -1,0 +1,46 @@
+"""Pure functions over a dashboard spec: its queries, their parameters, text placeholders, the theme.
+
+No data, no SQL engine and no renderer: `refresh` (does every query still
+bind?), `checks` and `render` all read a spec through these, so the ones that
+only need the spec do not import the renderer.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator, Mapping
+
+DEFAULT_THEME = {"background": "#ffffff", "text": "#1f2933", "primary": "#1f77b4",
+                 "palette": ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"],
+                 "font": "sans-serif"}
+# A named query parameter: `$site`, `$week_from`.
+PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+# A text block's placeholder: `{{query.column}}` or `{{query.column|format}}`.
+PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\.([^}|\s]+)\s*(?:\|\s*([^}]*?))?\s*\}\}")
+
+
+def queries(dashboard: Mapping[str, Any]) -> Iterator[tuple[tuple, str, str]]:
+    """(path in the spec, description, sql) of every query a dashboard runs."""
+    for i, f in enumerate(dashboard.get("filters") or []):
+        for key in ("options_query", "bounds_query"):
+            if f.get(key):
+                yield ("filters", i, key), f"filter '{f.get('id')}'", f[key]
+    for i, c in enumerate(dashboard.get("components") or []):
+        if isinstance(c.get("query"), str):
+            yield ("components", i, "query"), f"component '{c.get('id')}'", c["query"]
+        for name, sql in (c.get("queries") or {}).items():
+            yield ("components", i, "queries", name), f"component '{c.get('id')}' query '{name}'", sql
+
+
+def unset_params(sql: str) -> dict[str, None]:
+    """Every parameter of a query, unset: what checks bind and run with."""
+    return params_for(sql, {})
+
+
+def params_for(sql: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Exactly the named parameters a query uses; unset filters are NULL (meaning 'all')."""
+    return {name: values.get(name) for name in PARAM_RE.findall(sql)}
+
+
+def theme_for(dashboard: Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Defaults, then the workspace theme (output.yaml), then the dashboard's own overrides."""
+    return {**DEFAULT_THEME, **((output or {}).get("theme") or {}), **(dashboard.get("theme") or {})}

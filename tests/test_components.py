@@ -1,0 +1,121 @@
+"""The component registry (lib/components/): one module per kind, covering exactly the kinds the schema allows.
+
+Each kind renders a small example over real DuckDB queries (the sandboxed
+query workers), exports it as HTML, and passes every check.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import html
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lib import checks, export, schemas, workspace
+from lib.components import KINDS, ComponentKind, kind_of
+from lib.render import QueryCache, render
+
+from .conftest import ROOT
+
+SALES = pa.table({
+    "region": ["north", "south", "east"],
+    "day": [dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)],
+    "amount": [120.5, 80.0, 42.25],
+})
+
+# One small, schema-valid component per kind; a new kind needs an example here.
+EXAMPLES = {
+    "kpi": {"id": "total", "type": "kpi", "title": "Total sales", "query": "SELECT sum(amount) AS value, sum(amount) - 10 AS previous FROM sales",
+            "compare_column": "previous", "format": ",.2f", "thresholds": [{"op": ">=", "value": 100, "color": "#2ca02c"}]},
+    "chart": {"id": "by_region", "type": "chart", "title": "Sales by region", "query": "SELECT region, sum(amount) AS amount FROM sales GROUP BY 1",
+              "mark": "bar", "encoding": {"x": {"field": "region", "type": "nominal"}, "y": {"field": "amount", "type": "quantitative"}}},
+    "table": {"id": "detail", "type": "table", "title": "Detail", "query": "SELECT region, day, amount FROM sales ORDER BY amount DESC",
+              "columns": {"amount": {"label": "Amount", "format": ",.2f", "thresholds": [{"op": "<", "value": 50, "color": "#d62728"}]}}},
+    "text": {"id": "note", "type": "text", "title": "Leader", "markdown": "**{{top.region}}** leads with {{top.amount|,.2f}}.",
+             "queries": {"top": "SELECT region, amount FROM sales ORDER BY amount DESC LIMIT 1"}},
+}
+
+
+def schema_kinds() -> list[str]:
+    return schemas.load_schema("dashboard")["$defs"]["component"]["properties"]["type"]["enum"]
+
+
+def test_the_registry_has_exactly_the_kinds_of_the_schema():
+    assert sorted(KINDS) == sorted(schema_kinds())
+    assert sorted(EXAMPLES) == sorted(KINDS)
+    for name, kind in KINDS.items():
+        assert isinstance(kind, ComponentKind) and kind.name == name
+        # The kind's fields are the schema's, read from it.
+        assert kind.spec_fields == schemas.load_schema("dashboard")["$defs"][name]["properties"]
+        assert set(schemas.load_schema("dashboard")["$defs"][name].get("required", [])) <= set(EXAMPLES[name])
+
+
+def test_kind_of_finds_a_spec_or_a_rendered_component():
+    assert kind_of({"type": "chart"}) is KINDS["chart"]
+    with pytest.raises(KeyError):
+        kind_of({"type": "sparkline"})
+
+
+def test_the_dashboard_page_draws_every_kind():
+    from app_pages.dashboard_view import DRAW
+
+    assert DRAW.keys() == KINDS.keys()
+
+
+def test_lib_components_need_no_streamlit_and_load_altair_only_to_draw():
+    code = "import sys, lib.components, lib.render, lib.checks, lib.export; print('streamlit' in sys.modules, 'altair' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    files = {"dashboard": {"title": "Sales", "components": list(EXAMPLES.values())}}
+    return render(files, {"sales": SALES}, "v1", cache=QueryCache())
+
+
+def test_every_example_passes_every_check():
+    ws = workspace.Workspace(Path("examples"), {"dashboard": {"title": "Sales", "components": list(EXAMPLES.values())}})
+    assert checks.run(ws, {"sales": SALES}, "v1") == []
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_each_kind_renders_and_exports(rendered, name):
+    comp = rendered.component(EXAMPLES[name]["id"])
+    assert comp.error is None and comp.type == name and kind_of(comp) is KINDS[name]
+    chart_specs: list[dict] = []
+    body = KINDS[name].to_html(comp, chart_specs)
+    if name == "kpi":
+        assert comp.value == pytest.approx(242.75) and comp.color == "#2ca02c" and comp.delta_display and comp.status
+        assert html.escape(comp.display) in body and "color: #2ca02c" in body
+    elif name == "chart":
+        assert comp.vega["mark"]["type"] == "bar" and comp.chart is not None
+        assert body == '<div class="chart" data-chart="0"></div>' and len(chart_specs) == 1
+        values = next(iter(chart_specs[0]["datasets"].values()))
+        assert sorted(v["region"] for v in values) == ["east", "north", "south"]
+    elif name == "table":
+        assert list(comp.frame.columns) == ["region", "day", "Amount"] and len(comp.frame) == 3
+        assert comp.cell_colors == {(2, "Amount"): "#d62728"} and comp.legend
+        assert "<table>" in body and "background: #d62728" in body and 'class="number"' in body
+    elif name == "text":
+        assert comp.markdown == "**north** leads with 120.50."
+        assert body == "<p><strong>north</strong> leads with 120.50.</p>"
+    assert f'id="{comp.id}"' in export._component_html(comp, [])
+
+
+def test_the_whole_example_exports_as_one_page(rendered):
+    page = export.to_html(rendered)
+    for spec in EXAMPLES.values():
+        assert f'<section class="component {spec["type"]}" id="{spec["id"]}">' in page
+    assert 'id="chart-specs"' in page
+
+
+def test_a_failing_component_shows_its_error_in_place():
+    broken = {**EXAMPLES["kpi"], "query": "SELECT nothing FROM sales"}
+    result = render({"dashboard": {"title": "Sales", "components": [broken]}}, {"sales": SALES}, "v1", cache=QueryCache())
+    comp = result.component("total")
+    assert comp.error.startswith("query failed:")
+    assert '<div class="error" role="alert">' in export._component_html(comp, [])
