@@ -15,12 +15,12 @@ import pyarrow as pa
 import streamlit as st
 
 from app_pages import ui
-from lib import checks, workspace
+from lib import checks, schemas, workspace
 from lib.diagnostics import ERROR, Diagnostic
 from lib.formats import readable_text_on
 from lib.render import Rendered, render
 
-COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
+COLOR = re.compile(schemas.pattern("dashboard", "color"))
 
 
 def show(rendered: Rendered) -> None:

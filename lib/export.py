@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import vl_convert
 
-from . import workspace
+from . import schemas, workspace
 from .access import User
 from .diagnostics import ValidationFailed, has_errors
 from .formats import readable_text_on
@@ -30,10 +30,10 @@ from .refresh import refresh
 from .render import DEFAULT_THEME, Component, Rendered, render
 from .warehouse import Warehouse
 
-COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
+COLOR_RE = re.compile(schemas.pattern("dashboard", "color"))
 # Font families are pasted into CSS, so only characters a family list needs pass.
 FONT_RE = re.compile(r"^[A-Za-z0-9 ,'\"_-]+$")
-COMPONENT_ID_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+COMPONENT_ID_RE = re.compile(schemas.pattern("dashboard", "id"))
 # Charts that follow their container's width get this width in a PNG, which has no container.
 PNG_WIDTH = 640
 
