@@ -22,12 +22,11 @@ from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 
+from . import schemas
 from .formats import format_value
 from .warehouse import QueryError, QueryResult, run_query
 
-DEFAULT_THEME = {"background": "#ffffff", "text": "#1f2933", "primary": "#1f77b4",
-                 "palette": ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"],
-                 "font": "sans-serif"}
+DEFAULT_THEME = schemas.default("output", "theme")  # what output.yaml's theme leaves out
 PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\.([^}|\s]+)\s*(?:\|\s*([^}]*?))?\s*\}\}")
 
