@@ -38,9 +38,6 @@ CELL_CHARS = 80
 RESULT_CHARS = 8000
 YAML_MAX_CHARS = 200_000
 
-RULE_ID_PATTERN = "^[a-z0-9][a-z0-9-]{0,63}$"
-TAG_PATTERN = "^[a-z0-9][a-z0-9-]*$"
-
 RUN_SQL = {
     "name": "run_sql",
     "description": (
@@ -74,6 +71,13 @@ WRITE_DASHBOARD = {
     },
 }
 
+# The fields of task.yaml's rule that the model writes, each with a description addressed to it; their
+# constraints come from schemas/task.schema.json. The person's name and the dates are added on acceptance.
+PROPOSED_RULE_FIELDS = {
+    "id": "Unique id in lower-case kebab-case.",
+    "text": "The rule in plain language.",
+    "tags": "Kinds of rule, e.g. domain, format, quality.",
+}
 PROPOSE_RULE = {
     "name": "propose_rule",
     "description": (
@@ -83,13 +87,9 @@ PROPOSE_RULE = {
     ),
     "input_schema": {
         "type": "object",
-        "properties": {
-            "id": {"type": "string", "pattern": RULE_ID_PATTERN, "description": "Unique id in lower-case kebab-case."},
-            "text": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "The rule in plain language."},
-            "tags": {"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}, "uniqueItems": True,
-                     "description": "Kinds of rule, e.g. domain, format, quality."},
-        },
-        "required": ["id", "text"],
+        "properties": {name: {**schemas.constraints("task", "rule", name), "description": description}
+                       for name, description in PROPOSED_RULE_FIELDS.items()},
+        "required": [name for name in schemas.node("task", "rule")["required"] if name in PROPOSED_RULE_FIELDS],
         "additionalProperties": False,
     },
 }
