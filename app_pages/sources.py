@@ -12,7 +12,7 @@ from app_pages import schema_form, ui
 from lib import coltypes, profile, schemas, settings, workspace
 from lib.access import PermissionDenied
 from lib.configrepo import ConfigRepoError
-from lib.connectors import FetchContext, SourceError, fetch
+from lib.connectors import REGISTRY, FetchContext, SourceError, fetch
 from lib.connectors.csv_source import store_upload
 from lib.diagnostics import ValidationFailed
 from lib.warehouse import QueryError, Warehouse
@@ -75,8 +75,7 @@ for i, source in enumerate(sources):
             st.rerun()
 
 st.subheader("Add a source")
-kind = st.selectbox("Type", ["csv", "sql", "rest", "mcp"], format_func={"csv": "CSV file", "sql": "SQL database", "rest": "REST API",
-                                                                          "mcp": "MCP server"}.get)
+kind = st.selectbox("Type", list(REGISTRY), format_func=lambda t: REGISTRY[t].label)
 if st.session_state.get("sources_done"):
     st.success(st.session_state.pop("sources_done"))
 # A fresh form after each addition, so the last upload and name do not linger in it.

@@ -4,19 +4,12 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import ui
-from lib import access, auth, workspace
+from lib import access, auth, schemas, workspace
 from lib.access import STEWARD, PermissionDenied
 from lib.configrepo import ConfigRepoError
 from lib.diagnostics import ValidationFailed
 
-CATEGORY_TITLES = {
-    "workspace": "Workspace",
-    "task": "Task specifications",
-    "sources": "Tool configurations",
-    "output": "Output constraints",
-    "profile": "Data schemas",
-    "dashboard": "Dashboard",
-}
+CATEGORY_TITLES = {kind: schemas.title(kind) for kind in schemas.FILES}  # "Task specifications", ...
 IMPORTABLE = ("task", "sources", "output")
 
 user = st.session_state["user"]

@@ -11,10 +11,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import schemas
+
 VIEWER, STEWARD, OWNER = "viewer", "steward", "owner"
 _RANK = {None: 0, VIEWER: 1, STEWARD: 2, OWNER: 3}
 
-USER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+# A user name as task.yaml's rule authors and workspace.yaml's access lists write it.
+USER_NAME_RE = re.compile(schemas.pattern("task", "rule", "author"))
 
 
 class PermissionDenied(PermissionError):

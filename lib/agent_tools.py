@@ -10,17 +10,16 @@ like reaches the model through the profile, and through `run_sql`.
     propose_rule     edit mode: a task rule proposal; collected, never written
 
 `lib.compose` puts them into the request; `lib.toolbox` executes the calls a
-session makes. This module imports nothing else of the app.
+session makes. This module imports only `schemas` (the rule fields come from task.schema.json).
 """
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-SQL_MAX_ROWS = 50  # rows the model sees per query: enough to read a result, too few to copy a table
+from . import schemas
 
-RULE_ID_PATTERN = "^[a-z0-9][a-z0-9-]{0,63}$"
-TAG_PATTERN = "^[a-z0-9][a-z0-9-]*$"
+SQL_MAX_ROWS = 50  # rows the model sees per query: enough to read a result, too few to copy a table
 
 RUN_SQL = {
     "name": "run_sql",
@@ -55,6 +54,13 @@ WRITE_DASHBOARD = {
     },
 }
 
+# The fields of task.yaml's rule that the model writes, each with a description addressed to it; their
+# constraints come from schemas/task.schema.json. The person's name and the dates are added on acceptance.
+PROPOSED_RULE_FIELDS = {
+    "id": "Unique id in lower-case kebab-case.",
+    "text": "The rule in plain language.",
+    "tags": "Kinds of rule, e.g. domain, format, quality.",
+}
 PROPOSE_RULE = {
     "name": "propose_rule",
     "description": (
@@ -64,13 +70,9 @@ PROPOSE_RULE = {
     ),
     "input_schema": {
         "type": "object",
-        "properties": {
-            "id": {"type": "string", "pattern": RULE_ID_PATTERN, "description": "Unique id in lower-case kebab-case."},
-            "text": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "The rule in plain language."},
-            "tags": {"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}, "uniqueItems": True,
-                     "description": "Kinds of rule, e.g. domain, format, quality."},
-        },
-        "required": ["id", "text"],
+        "properties": {name: {**schemas.constraints("task", "rule", name), "description": description}
+                       for name, description in PROPOSED_RULE_FIELDS.items()},
+        "required": [name for name in schemas.node("task", "rule")["required"] if name in PROPOSED_RULE_FIELDS],
         "additionalProperties": False,
     },
 }

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import workspace
+from . import schemas, workspace
 from .diagnostics import ERROR, has_errors
 
 
@@ -388,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = source_sub.add_parser("add", help="add a source (validated; secrets only as env:NAME or secrets:KEY)")
     p.add_argument("path")
     p.add_argument("name", help="table name for the source (lower-case snake_case)")
-    p.add_argument("--type", required=True, choices=["csv", "sql", "rest", "mcp"])
+    p.add_argument("--type", required=True, choices=schemas.enum("sources", "source", "type"))
     p.add_argument("--path", dest="path_option", help="CSV file (relative to the workspace folder)")
     p.add_argument("--url", help="SQLAlchemy URL (sql), endpoint (rest) or server URL (mcp)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other setting, value parsed as YAML; repeatable")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import profile as profile_text
-from . import tokens, workspace
+from . import schemas, tokens, workspace
 from .agent_tools import tool_schemas
 from .settings import model_id
 
@@ -115,9 +115,11 @@ the question, say so.
 
 BASES = {"edit": BASE_EDIT, "query": BASE_QUERY}
 
-# Where a sources.yaml may hold a secret reference (see schemas/sources.schema.json `secret_ref`).
-_SECRET_KEYS = ("password",)
-_SECRET_MAPS = ("secret_headers", "env")
+# Where a source may hold a secret reference: the values schemas/sources.schema.json marks `x-secret`,
+# a field itself (`password`) or every value of a mapping (`secret_headers`, `env`).
+_SECRET_FIELDS = schemas.secret_fields("sources", "source")
+_SECRET_KEYS = tuple(path[0] for path in _SECRET_FIELDS if len(path) == 1)
+_SECRET_MAPS = tuple(path[0] for path in _SECRET_FIELDS if path[1:] == (schemas.ANY_KEY,))
 
 
 @dataclass(frozen=True)

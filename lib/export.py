@@ -20,7 +20,7 @@ from typing import Any
 
 import vl_convert
 
-from . import workspace
+from . import schemas, workspace
 from .access import User
 from .components import Component, kind_of
 from .components.base import COLOR_RE
@@ -35,7 +35,7 @@ from .warehouse import Warehouse
 
 # Font families are pasted into CSS, so only characters a family list needs pass.
 FONT_RE = re.compile(r"^[A-Za-z0-9 ,'\"_-]+$")
-COMPONENT_ID_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+COMPONENT_ID_RE = re.compile(schemas.pattern("dashboard", "id"))
 # Charts that follow their container's width get this width in a PNG, which has no container.
 PNG_WIDTH = 640
 

@@ -6,6 +6,7 @@ file, the YAML line of the offending node, the field path, and what is allowed.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -44,6 +45,121 @@ def _validator(kind: str) -> Draft202012Validator:
     schema = load_schema(kind)
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
+
+
+# --------------------------------------------------------------------------- facts the code reads from the schemas
+# The schemas are the one source of these facts (enums, patterns, defaults, titles,
+# secret-bearing fields); code derives them here instead of re-typing them.
+
+ITEMS, ANY_KEY = "[]", "*"  # path steps: a list's items; any key of a mapping (additionalProperties)
+
+
+def node(kind: str, *path: str) -> dict:
+    """The subschema at `path` in a kind's schema, with `$ref`s resolved.
+
+    Steps are property names (including those of `allOf`/`then` branches), `ITEMS`
+    for a list's items and `ANY_KEY` for a mapping's values. A first step that is not
+    a top-level property but a `$defs` entry starts there:
+    `node("sources", "source", "type")` is `$defs/source/properties/type`.
+    """
+    root = load_schema(kind)
+    current = root
+    steps = list(path)
+    if steps and steps[0] not in declared_properties(root, root) and steps[0] in root.get("$defs", {}):
+        current = root["$defs"][steps.pop(0)]
+    for step in steps:
+        current = resolve_ref(current, root)
+        if step == ITEMS:
+            current = current.get("items")
+        elif step == ANY_KEY:
+            current = current.get("additionalProperties")
+        else:
+            current = declared_properties(current, root).get(step)
+        if not isinstance(current, dict):
+            raise KeyError(f"{kind} schema has nothing at {'/'.join(path)}")
+    return resolve_ref(current, root)
+
+
+def enum(kind: str, *path: str) -> tuple:
+    """The allowed values at `path`, in the schema's order."""
+    return tuple(node(kind, *path)["enum"])
+
+
+def pattern(kind: str, *path: str) -> str:
+    """The regular expression a string at `path` must match."""
+    return node(kind, *path)["pattern"]
+
+
+def default(kind: str, *path: str) -> Any:
+    """The schema's default at `path` (a copy: callers may change it)."""
+    return copy.deepcopy(node(kind, *path)["default"])
+
+
+_ANNOTATIONS = {"title", "description", "examples", "default", "$comment"}
+
+
+def constraints(kind: str, *path: str) -> dict:
+    """The subschema at `path` with `$ref`s resolved and annotations (descriptions, examples,
+    defaults, titles, `x-` keywords) left out: what a value must satisfy, to embed elsewhere
+    (a tool's input schema)."""
+    root = load_schema(kind)
+
+    def strip(schema: Any) -> Any:
+        if isinstance(schema, list):
+            return [strip(item) for item in schema]
+        if not isinstance(schema, dict):
+            return schema
+        schema = resolve_ref(schema, root)
+        out = {}
+        for key, value in schema.items():
+            if key in _ANNOTATIONS or key.startswith("x-"):
+                continue
+            if key in ("properties", "$defs", "patternProperties"):
+                out[key] = {name: strip(sub) for name, sub in value.items()}
+            else:
+                out[key] = strip(value) if isinstance(value, (dict, list)) else value
+        return out
+
+    return strip(node(kind, *path))
+
+
+def title(kind: str) -> str:
+    """The memory category's title, as the UI and the prompt name it ("Task specifications")."""
+    return load_schema(kind)["title"]
+
+
+SECRET_KEYWORD = "x-secret"  # marks a schema node whose value is a secret (a reference, never the value)
+
+
+def secret_fields(kind: str, *path: str) -> tuple[tuple[str, ...], ...]:
+    """Paths (relative to `path`) of every value the schema marks `"x-secret": true`, in schema order.
+
+    `secret_fields("sources", "source")` is `(("password",), ("secret_headers", "*"), ("env", "*"))`:
+    a source's `password`, and every value of its `secret_headers` and `env` mappings.
+    """
+    root = load_schema(kind)
+    found: dict[tuple[str, ...], None] = {}
+
+    def walk(schema: Any, at: tuple[str, ...], seen: frozenset) -> None:
+        if not isinstance(schema, dict):
+            return
+        ref = schema.get("$ref")
+        if ref in seen:
+            return  # a recursive definition: its fields were found on the way in
+        seen = seen | {ref} if ref else seen
+        schema = resolve_ref(schema, root)
+        if schema.get(SECRET_KEYWORD) is True:
+            found.setdefault(at)
+            return
+        for name, sub in declared_properties(schema, root).items():
+            walk(sub, at + (name,), seen)
+        if isinstance(schema.get("additionalProperties"), dict):
+            walk(schema["additionalProperties"], at + (ANY_KEY,), seen)
+        if isinstance(schema.get("items"), dict):
+            walk(schema["items"], at + (ITEMS,), seen)
+
+    walk(node(kind, *path) if path else root, (), frozenset())
+    return tuple(found)
 
 
 def header(kind: str) -> str:
@@ -174,8 +290,8 @@ def _describe(schema: dict) -> str | None:
 
 
 def _holds_secret(schema: dict, root: dict) -> bool:
-    pattern = resolve_ref(schema, root).get("pattern", "") if isinstance(schema, dict) else ""
-    return pattern.startswith("^(env:")
+    """Whether the schema marks this value as a secret (`"x-secret": true`), so errors never echo it."""
+    return isinstance(schema, dict) and resolve_ref(schema, root).get(SECRET_KEYWORD) is True
 
 
 def _show(value: Any) -> str:

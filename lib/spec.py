@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Mapping
 
-DEFAULT_THEME = {"background": "#ffffff", "text": "#1f2933", "primary": "#1f77b4",
-                 "palette": ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"],
-                 "font": "sans-serif"}
+from . import schemas
+
+DEFAULT_THEME = schemas.default("output", "theme")  # what output.yaml's theme leaves out
 # A named query parameter: `$site`, `$week_from`.
 PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # A text block's placeholder: `{{query.column}}` or `{{query.column|format}}`.

@@ -374,3 +374,270 @@ def test_sources_every_form_of_password_in_a_url_is_refused_and_masked(url):
     err = only_error("sources", text)
     assert err.field == "sources[1].url"
     assert "hunter2" not in err.format() and "pa/ss" not in err.format()
+
+
+# ------------------------------------------------------------------ facts the code takes from the schemas
+# Each fact below lives in a schema; the code derives it (lib/schemas.py) or is tested against it here,
+# so a schema change that the code does not follow fails one of these tests.
+
+
+def test_schema_lookups_follow_properties_defs_refs_and_branches():
+    assert schemas.node("sources", "source", "type") == schemas.load_schema("sources")["$defs"]["source"]["properties"]["type"]
+    assert schemas.node("sources", "sources", schemas.ITEMS) == schemas.node("sources", "source")  # $ref resolved
+    assert schemas.node("sources", "source", "password")["pattern"].startswith("^(env:")  # a `then` branch's field
+    assert schemas.node("sources", "rest", "secret_headers", schemas.ANY_KEY) == schemas.node("sources", "secret_ref")
+    with pytest.raises(KeyError):
+        schemas.node("sources", "source", "no_such_field")
+
+
+def test_connector_registry_names_exactly_the_schemas_source_types():
+    import importlib
+
+    from lib import connectors
+
+    schema_types = schemas.enum("sources", "source", "type")
+    assert connectors.TYPES == tuple(connectors.REGISTRY) == schema_types  # same types, same order in the UI
+    root = schemas.load_schema("sources")
+    branches = [b["if"]["properties"]["type"]["const"] for b in root["$defs"]["source"]["allOf"]]
+    assert tuple(branches) == schema_types  # each type's settings apply to it
+    for kind, connector in connectors.REGISTRY.items():
+        assert kind in root["$defs"], f"no $defs/{kind} with the settings of a {kind} source"
+        assert callable(importlib.import_module(f"lib.connectors.{connector.module}").fetch)
+        assert connector.label
+
+
+def test_cli_source_types_are_the_schemas(capsys):
+    from lib import cli
+
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["source", "add", "ws", "t", "--type", "ftp"])
+    allowed = ", ".join(map(repr, schemas.enum("sources", "source", "type")))
+    assert f"(choose from {allowed})" in capsys.readouterr().err
+
+
+def test_colour_pattern_is_one_pattern_in_every_schema_and_in_the_code():
+    from app_pages import dashboard_view, schema_form
+    from lib import export
+
+    colour = schemas.pattern("dashboard", "color")
+    assert schemas.pattern("output", "color") == schemas.pattern("task", "color") == colour
+    assert export.COLOR_RE.pattern == dashboard_view.COLOR.pattern == schema_form.COLOR_PATTERN == colour
+    # The form draws a colour picker where a field's pattern is the colour pattern: every colour field gets one.
+    for path in (("theme", "background"), ("theme", "text"), ("theme", "primary"), ("theme", "palette", schemas.ITEMS)):
+        assert schemas.node("output", *path)["pattern"] == schema_form.COLOR_PATTERN, path
+    assert schemas.node("task", "check", "color")["pattern"] == schema_form.COLOR_PATTERN
+
+
+def test_component_id_pattern_of_the_export_is_the_schemas():
+    from lib import export
+
+    assert export.COMPONENT_ID_RE.pattern == schemas.pattern("dashboard", "id")
+    assert schemas.node("dashboard", "component", "id")["pattern"] == export.COMPONENT_ID_RE.pattern
+
+
+@pytest.mark.parametrize("name", ["alice", "Bob.Smith", "a@b.c", "x_y-z", "9lives", "a" * 64,
+                                  "", "-dash", ".dot", "a b", "a/b", "a" * 65, "ünï", "group:ops", "*"])
+def test_user_names_the_app_accepts_are_the_ones_the_schemas_accept(name):
+    import re
+
+    from lib.access import USER_NAME_RE, User
+
+    author = schemas.pattern("task", "rule", "author")
+    assert USER_NAME_RE.pattern == author
+    in_schema = re.search(author, name) is not None
+    assert (USER_NAME_RE.match(name) is not None) == in_schema
+    if in_schema and ".." not in name and not name.endswith(".lock"):
+        User(name)  # accepted
+    else:
+        with pytest.raises(ValueError):
+            User(name)
+    # An access list takes a user name, `group:` and a name, or `*`.
+    core = author.removeprefix("^").removesuffix("$")
+    assert schemas.pattern("workspace", "principals", schemas.ITEMS) == f"^(\\*|(group:)?{core})$"
+
+
+def test_propose_rule_input_is_task_yamls_rule_shape():
+    from lib import agent_tools
+
+    tool = agent_tools.PROPOSE_RULE["input_schema"]
+    rule = schemas.node("task", "rule")
+    assert set(tool["properties"]) <= set(rule["properties"])
+    for name, prop in tool["properties"].items():
+        assert {k: v for k, v in prop.items() if k != "description"} == schemas.constraints("task", "rule", name)
+        assert prop["description"]
+    assert tool["required"] == [name for name in rule["required"] if name in tool["properties"]]
+    # What the model may send, completed with author and date, is a valid rule; the schema's limits hold in the tool.
+    validator = Draft202012Validator(tool)
+    proposal = {"id": "green-at-95", "text": "Attainment >= 95 % is green.", "tags": ["format"]}
+    assert validator.is_valid(proposal)
+    full = {"rules": [{**proposal, "author": "alice", "created": "2026-01-02"}]}
+    assert not schemas.validate_document("task", parse(json.dumps(full)), "task.yaml")
+    assert not validator.is_valid({**proposal, "id": "Not Kebab"})
+    assert not validator.is_valid({**proposal, "text": "x" * (rule["properties"]["text"]["maxLength"] + 1)})
+
+
+def test_constraints_leave_out_annotations_and_resolve_refs():
+    tags = schemas.constraints("task", "rule", "tags")
+    assert tags == {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"}, "uniqueItems": True}
+    assert schemas.constraints("task", "rule", "created") == {"type": "string", "pattern": schemas.pattern("task", "date")}
+    assert "x-secret" not in schemas.constraints("sources", "sql", "password")
+
+
+def test_category_titles_are_the_schema_titles_in_the_prompt():
+    from lib import compose
+
+    from .conftest import WORKSPACES
+
+    titles = [schemas.title(kind) for kind in schemas.FILES]
+    assert len(set(titles)) == len(titles) and all(titles)
+    ws, _ = workspace.load(WORKSPACES / "supply-chain-weekly")
+    task, sources, output = (b["text"] for b in compose.compose(ws.data, "edit", "hi").request["system"][1:])
+    assert f"# {schemas.title('task')} ({schemas.FILES['task']})" in task
+    assert sources.startswith(f"# {schemas.title('sources')} ({schemas.FILES['sources']})")
+    assert output.startswith(f"# {schemas.title('output')} ({schemas.FILES['output']})")
+
+
+def test_category_titles_page_takes_them_from_the_schemas():
+    page = (Path(__file__).parent.parent / "app_pages" / "workspaces.py").read_text()
+    assert "CATEGORY_TITLES = {kind: schemas.title(kind) for kind in schemas.FILES}" in page
+
+
+def test_default_theme_is_the_output_schemas_default():
+    from lib import render
+
+    theme = schemas.node("output", "theme")
+    assert render.DEFAULT_THEME == schemas.default("output", "theme")
+    assert Draft202012Validator({**theme, "$defs": schemas.load_schema("output")["$defs"]}).is_valid(render.DEFAULT_THEME)
+    assert set(render.DEFAULT_THEME) == set(theme["properties"])  # a default for every theme key
+    assert set(schemas.node("dashboard", "theme")["properties"]) <= set(theme["properties"])  # overrides have one too
+    assert render.theme_for({}, None) == render.DEFAULT_THEME
+    schemas.default("output", "theme")["palette"].clear()  # a copy each time
+    assert render.DEFAULT_THEME["palette"] and schemas.default("output", "theme")["palette"]
+
+
+def test_rule_check_kinds_in_checks_are_the_schemas():
+    from lib import checks
+
+    assert set(checks.RULE_CHECK_NEEDS) == set(schemas.enum("task", "check", "kind"))
+    fields = schemas.node("task", "check")["properties"]
+    assert all(need in fields for needs in checks.RULE_CHECK_NEEDS.values() for need in needs)
+
+
+# -------------------------------------------------- the prompt's summary of the dashboard spec
+
+def _summary() -> str:
+    from lib import compose
+
+    text = compose._CONTRACT_AND_SPEC
+    return text[text.index("The dashboard spec"):]
+
+
+# What the summary says about each part of the spec: (path in dashboard.schema.json, fields it names there).
+SUMMARY_NAMES = [
+    ((), ("title", "description", "theme", "filters", "components", "layout")),
+    (("component",), ("id", "type", "title")),
+    (("kpi",), ("query", "value_column", "compare_column", "delta", "format", "thresholds")),
+    (("threshold",), ("op", "value", "color")),
+    (("chart",), ("query", "mark", "encoding")),
+    (("chart", "encoding"), ("x", "y", "color", "theta", "size", "tooltip")),
+    (("channel",), ("field", "type", "title", "format", "sort", "scale", "thresholds")),
+    (("channel", "scale"), ("domain", "range")),
+    (("table",), ("query", "max_rows", "columns")),
+    (("table", "columns", schemas.ANY_KEY), ("label", "format", "thresholds")),
+    (("text",), ("markdown", "queries")),
+    (("filter",), ("id", "type", "label", "options_query", "bounds_query")),
+]
+
+
+@pytest.mark.parametrize("path,names", SUMMARY_NAMES, ids=lambda v: "/".join(v) if isinstance(v, tuple) else None)
+def test_prompt_summary_names_only_fields_that_exist_and_every_required_one(path, names):
+    import re
+
+    text = _summary()
+    props = schemas.node("dashboard", *path).get("properties") if path else schemas.load_schema("dashboard")["properties"]
+    required = (schemas.node("dashboard", *path) if path else schemas.load_schema("dashboard")).get("required", [])
+    for name in names:
+        assert name in props, f"the prompt names {name} under {path or 'the top level'}, which the schema lacks"
+        assert re.search(rf"(?<![\w$]){re.escape(name)}(?!\w)", text), f"{name} is not in the summary"
+    assert set(required) <= set(names), f"required fields the summary leaves out: {set(required) - set(names)}"
+
+
+@pytest.mark.parametrize("path", [("component", "type"), ("chart", "mark"), ("channel", "type"), ("filter", "type")])
+def test_prompt_summary_lists_every_allowed_value(path):
+    text = _summary()
+    missing = [v for v in schemas.enum("dashboard", *path) if v not in text]
+    assert not missing, f"{'/'.join(path)}: the summary leaves out {missing}"
+
+
+def test_prompt_summary_names_only_allowed_values():
+    text = _summary()
+    assert "delta: absolute|relative" in text and {"absolute", "relative"} <= set(schemas.enum("dashboard", "kpi", "delta"))
+    listed = text.split("Filters: [{id, type: ", 1)[1].split(",", 1)[0].split("|")
+    assert listed == list(schemas.enum("dashboard", "filter", "type"))
+    marks = text.split("mark (", 1)[1].split(")", 1)[0].split(", ")
+    assert marks == list(schemas.enum("dashboard", "chart", "mark"))
+    channel_types = text.split("), type (", 1)[1].split(")", 1)[0].split(", ")
+    assert sorted(channel_types) == sorted(schemas.enum("dashboard", "channel", "type"))
+    kinds = text.split("a type (", 1)[1].split(")", 1)[0].split(", ")
+    assert kinds == list(schemas.enum("dashboard", "component", "type"))
+
+
+# -------------------------------------------------- secret-bearing fields: marked `x-secret` in the schema
+
+def test_secret_fields_are_found_by_the_schemas_keyword():
+    assert schemas.secret_fields("sources", "source") == (("password",), ("secret_headers", "*"), ("env", "*"))
+    assert all(not schemas.secret_fields(kind) for kind in schemas.FILES if kind != "sources")
+    # Only the keyword marks a secret: a field holding a reference is the secret_ref definition.
+    root = schemas.load_schema("sources")
+    assert root["$defs"]["secret_ref"][schemas.SECRET_KEYWORD] is True
+    Draft202012Validator.check_schema(root)  # the custom keyword keeps the schema valid against its metaschema
+
+
+def test_every_secret_field_takes_only_a_reference():
+    import re
+
+    from lib.secrets import REF_RE
+
+    for path in schemas.secret_fields("sources", "source"):
+        schema = schemas.node("sources", "source", *path)
+        assert schema["pattern"] == schemas.pattern("sources", "secret_ref"), path
+    samples = ["env:A", "env:_x1", "secrets:a.b-c", "secrets:9", "env:1A", "env:", "secrets:.x", "hunter2",
+               "env:A B", "ENV:A", "secrets:a/b", " env:A"]
+    pattern = schemas.pattern("sources", "secret_ref")
+    for sample in samples:
+        assert bool(REF_RE.match(sample)) == bool(re.search(pattern, sample)), sample
+
+
+def test_the_prompt_hides_a_literal_in_every_secret_field():
+    from lib import compose
+
+    for path in schemas.secret_fields("sources", "source"):
+        assert len(path) == 1 or path[1:] == (schemas.ANY_KEY,), f"compose hides fields or mapping values only: {path}"
+    source = {"name": "s", "type": "mcp"}
+    for path in schemas.secret_fields("sources", "source"):
+        source[path[0]] = "hunter2" if len(path) == 1 else {"KEY": "hunter2", "REF": "env:OK"}
+    shown = json.dumps(compose._without_secrets({"sources": [source]}))
+    assert "hunter2" not in shown and "env:OK" in shown
+
+
+@pytest.mark.parametrize("path", schemas.secret_fields("sources", "source"), ids="/".join)
+def test_a_literal_in_any_secret_field_is_refused_without_echo(path):
+    source = {"name": "s", "type": {"password": "sql", "secret_headers": "rest", "env": "mcp"}[path[0]]}
+    source.update({"sql": {"url": "sqlite:///x.db", "table": "t"}, "rest": {"url": "https://example.com"},
+                   "mcp": {"command": ["x"], "tool": "t"}}[source["type"]])
+    # A name that does not say "credential": only the schema's keyword tells that the value is secret.
+    source[path[0]] = "hunter2secret" if len(path) == 1 else {"REGION": "hunter2secret"}
+    errs = errors_for("sources", json.dumps({"sources": [source]}))
+    assert errs and not any("hunter2secret" in e.format() for e in errs)
+
+
+def test_the_fix_for_a_literal_credential_names_every_secret_field():
+    text = "sources:\n- {name: s, type: rest, url: 'https://example.com', headers: {Authorization: Bearer x}}\n"
+    import re
+
+    diags = workspace._no_literal_secrets(parse(text), "sources.yaml")
+    assert diags
+    named = {field: kinds.split(", ") for field, kinds in re.findall(r"(\w+) \(([a-z, ]+)\)", diags[0].allowed)}
+    for kind in schemas.enum("sources", "source", "type"):
+        for path in schemas.secret_fields("sources", kind):
+            assert kind in named.get(path[0], []), (kind, path, diags[0].allowed)

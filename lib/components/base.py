@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .. import schemas
 from ..formats import format_value
 from ..spec import params_for
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 Spec = Mapping[str, Any]
 SpecPath = tuple  # a path below the component in the spec, e.g. ("encoding", "x", "field")
 
-COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
+COLOR_RE = re.compile(schemas.pattern("dashboard", "color"))
 
 
 @dataclass
