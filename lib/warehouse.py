@@ -92,6 +92,8 @@ _SANDBOX: duckdb.DuckDBPyConnection | None = None
 
 def sandbox() -> duckdb.DuckDBPyConnection:
     """The process's locked-down DuckDB; every query runs on a cursor of it."""
+    from .settings import sandbox_memory_limit
+
     global _SANDBOX
     with _SANDBOX_LOCK:
         if _SANDBOX is None:
@@ -99,7 +101,7 @@ def sandbox() -> duckdb.DuckDBPyConnection:
                 "enable_external_access": False,
                 "autoload_known_extensions": False,
                 "autoinstall_known_extensions": False,
-                "memory_limit": os.environ.get("DASHMEM_QUERY_MEMORY", "4GB"),
+                "memory_limit": sandbox_memory_limit(),
                 "lock_configuration": True,
             })
         return _SANDBOX
