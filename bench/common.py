@@ -1,7 +1,6 @@
 """Shared by the benchmarks: where the public datasets are, the generated wide table, and table printing."""
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -11,7 +10,9 @@ from typing import Callable, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-DATASETS = Path(os.environ.get("DASHMEM_DATASETS", ROOT.parent / "shared" / "datasets"))
+from lib import settings  # after the path is set
+
+DATASETS = settings.get("DASHMEM_DATASETS")
 PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv",
           "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
 BENCH_CACHE = ROOT / ".data" / "bench"

@@ -9,14 +9,13 @@ grant `group:analysts`.
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from . import settings
 from .access import OWNER, STEWARD, VIEWER, User, role_of
-from .settings import PROJECT_ROOT
 
 APP_ROLES = (OWNER, STEWARD, VIEWER)
 MIN_COOKIE_KEY_BYTES = 32
@@ -27,8 +26,7 @@ class AuthConfigError(RuntimeError):
 
 
 def users_path() -> Path:
-    value = os.environ.get("DASHMEM_USERS")
-    return Path(value) if value else PROJECT_ROOT / "demo" / "users.yaml"
+    return settings.get("DASHMEM_USERS")
 
 
 def load_credentials(path: Path | None = None) -> dict[str, Any]:
@@ -69,9 +67,7 @@ def user_for(username: str, credentials: dict[str, Any]) -> User:
 
 def cookie_key() -> str:
     """The login cookie's signing key, from DASHMEM_COOKIE_KEY or Streamlit secrets `auth.cookie_key`."""
-    from .secrets import first_set
-
-    key = first_set("env:DASHMEM_COOKIE_KEY", "secrets:auth.cookie_key")
+    key = settings.get("DASHMEM_COOKIE_KEY")
     if not key or len(key.encode()) < MIN_COOKIE_KEY_BYTES:
         raise AuthConfigError("set a cookie key of at least 32 bytes: DASHMEM_COOKIE_KEY, or [auth] cookie_key in .streamlit/secrets.toml")
     return key

@@ -10,17 +10,30 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import schemas, workspace
+from . import schemas, settings, workspace
 from .diagnostics import ERROR, has_errors
 
 
 def _print_json(payload) -> None:
     print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+
+
+def cmd_settings(args) -> int:
+    """The table of DASHMEM_* settings, printed, or written between the markers of a README."""
+    if not args.readme:
+        print(settings.markdown_table(), end="")
+        return 0
+    path = Path(args.readme)
+    text = path.read_text(encoding="utf-8")
+    updated = settings.with_table(text)
+    if updated != text:
+        path.write_text(updated, encoding="utf-8")
+    print(f"{'wrote' if updated != text else 'unchanged:'} {path}", file=sys.stderr)
+    return 0
 
 
 def cmd_validate(args) -> int:
@@ -412,6 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, help="token budget; detail is dropped to fit")
     p.add_argument("--write", action="store_true", help="also write profile.yaml")
     p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("settings", help="print the table of DASHMEM_* settings, or write it into a README")
+    p.add_argument("--readme", metavar="FILE", help="replace the settings table between its markers in FILE")
+    p.set_defaults(func=cmd_settings)
     return parser
 
 
@@ -427,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigRepoError, PermissionDenied, ValidationFailed, InvalidName, FileExistsError, _Refused) as exc:
         return _fail(args, str(exc))
     except Exception as exc:  # never a traceback for a person or a CI log; DASHMEM_DEBUG=1 shows it
-        if os.environ.get("DASHMEM_DEBUG"):
+        if settings.get("DASHMEM_DEBUG"):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return _fail(args, f"{args.command} failed: {type(exc).__name__}{': ' + first if first else ''} "

@@ -29,9 +29,7 @@ sources: behind a proxy the check could not see where the proxy connects.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import ipaddress
-import os
 import socket
 from typing import Any, Iterable
 
@@ -41,6 +39,8 @@ import httpcore
 import httpcore2
 import httpx
 import httpx2
+
+from . import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -128,7 +128,7 @@ def refused_name(host: str) -> str | None:
         reason = refused_address(name, literal)
         if reason:
             return reason
-    allowed = [p.strip().lower() for p in os.environ.get(HOSTS_SETTING, "").split(",") if p.strip()]
+    allowed = settings.get(HOSTS_SETTING)
     if allowed and not any(fnmatch.fnmatch(name, pattern) for pattern in allowed):
         return f"host {name} is not among the hosts this server lets sources reach ({HOSTS_SETTING})"
     return None
@@ -216,24 +216,13 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address | N
 
 
 def _operator_allows(ip: IPAddress) -> bool:
-    if os.environ.get(PRIVATE_SETTING, "").strip().lower() in ("1", "true", "yes", "on"):
-        return True
-    networks = _networks(os.environ.get(NETWORKS_SETTING, ""))
+    try:
+        if settings.get(PRIVATE_SETTING):
+            return True
+        networks = settings.get(NETWORKS_SETTING)
+    except settings.SettingError as exc:  # a setting the operator mistyped refuses, saying which
+        raise Refused(str(exc)) from None
     return any(ip.version == network.version and ip in network for network in networks)
-
-
-@functools.lru_cache(maxsize=8)
-def _networks(setting: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    networks = []
-    for entry in setting.replace(";", ",").split(","):
-        entry = entry.strip()
-        if not entry:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(entry, strict=False))
-        except ValueError:
-            raise Refused(f"{NETWORKS_SETTING} lists {entry!r}, which is not a network such as 10.20.0.0/16") from None
-    return tuple(networks)
 
 
 def _bare(host: str) -> str:

@@ -19,7 +19,7 @@ How:
 - The caller waits at most the time limit plus a second: past it, or past the
   memory cap (anonymous memory of the worker, read from /proc), the worker is
   killed and a fresh one started. Other sessions' queries use other workers, so
-  an attack does not stall them: the pool grows up to MAX_WORKERS when all are busy.
+  an attack does not stall them: the pool grows up to DASHMEM_QUERY_WORKERS when all are busy.
 - The worker answers with a JSON header and Arrow IPC bytes; the parent never
   unpickles anything a query produced.
 """
@@ -44,9 +44,10 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from . import settings
+
 GRACE_S = 1.0  # past the query's time limit, the worker is killed
 _WORKER_ENV = {"PATH", "PYTHONPATH", "LANG", "TZ", "HOME", "TMPDIR", "VIRTUAL_ENV", "DASHMEM_QUERY_MEMORY"}
-MAX_WORKERS = int(os.environ.get("DASHMEM_QUERY_WORKERS", "4"))
 _FRAME = struct.Struct("<Q")
 
 
@@ -56,12 +57,7 @@ class WorkerError(RuntimeError):
 
 def memory_cap_bytes() -> int:
     """Memory one query may use (DASHMEM_QUERY_MEMORY, e.g. 2GB): DuckDB's limit, and the kill line."""
-    text = os.environ.get("DASHMEM_QUERY_MEMORY", "2GB").strip().upper()
-    units = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "B": 1}
-    for suffix, factor in units.items():
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * factor)
-    return int(text)
+    return settings.get("DASHMEM_QUERY_MEMORY")
 
 
 # --------------------------------------------------------------------------- table references
@@ -206,7 +202,7 @@ class _Pool:
                     if worker.alive():
                         return worker
                     self.count -= 1
-                if self.count < MAX_WORKERS:
+                if self.count < settings.get("DASHMEM_QUERY_WORKERS"):
                     self.count += 1
                     break
                 self.lock.wait(0.1)

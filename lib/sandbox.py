@@ -14,7 +14,6 @@ locked: no files, COPY, ATTACH, INSTALL/LOAD), and every cursor on it through
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -70,7 +69,9 @@ def sandbox() -> duckdb.DuckDBPyConnection:
     global _SANDBOX
     with _SANDBOX_LOCK:
         if _SANDBOX is None:
-            _SANDBOX = connect(os.environ.get("DASHMEM_QUERY_MEMORY", "4GB"))
+            from .settings import sandbox_memory_limit
+
+            _SANDBOX = connect(sandbox_memory_limit())
         return _SANDBOX
 
 

@@ -10,6 +10,8 @@ import os
 import re
 from typing import Any, Iterable
 
+from . import settings
+
 # Same forms as `secret_ref` in schemas/sources.schema.json.
 REF_RE = re.compile(r"^(?:env:([A-Za-z_][A-Za-z0-9_]*)|secrets:([A-Za-z0-9_][A-Za-z0-9_.-]*))$")
 
@@ -44,7 +46,7 @@ def refused(kind: str, key: str) -> str | None:
     reason = reserved(kind, key)
     if reason:
         return reason
-    allow = [p.strip() for p in os.environ.get("DASHMEM_SECRET_ALLOW", "").split(",") if p.strip()]
+    allow = settings.get("DASHMEM_SECRET_ALLOW")
     if allow and not any(key.startswith(prefix) for prefix in allow):
         return f"{kind}:{key} is not among the references this server allows sources to use (DASHMEM_SECRET_ALLOW)"
     return None

@@ -1,7 +1,6 @@
 """What every connector shares: the fetch context, the error type, and JSON records to Arrow."""
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +8,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from .. import netguard, secrets
+from .. import netguard, secrets, settings
 
 
 class SourceError(RuntimeError):
@@ -52,22 +51,13 @@ def confined_path(source: str, raw: str, ctx: FetchContext) -> Path:
 
     Stewards write sources; without this, a source could read any file the server can.
     """
-    import os
-
     base = Path(ctx.workspace_path).resolve()
     path = Path(raw)
     full = (base / path).resolve() if not path.is_absolute() else path.resolve()
-    allowed = (base,) + _data_dirs(os.environ.get("DASHMEM_DATA_DIRS", ""))
+    allowed = (base,) + settings.get("DASHMEM_DATA_DIRS")
     if not any(full == root or root in full.parents for root in allowed):
         raise SourceError(source, f"path {raw!r} is outside the workspace folder; list its folder in DASHMEM_DATA_DIRS to allow it")
     return full
-
-
-@functools.lru_cache(maxsize=8)
-def _data_dirs(setting: str) -> tuple[Path, ...]:
-    import os
-
-    return tuple(Path(p).resolve() for p in setting.split(os.pathsep) if p)
 
 
 def refused_host(host: str) -> str | None:

@@ -23,7 +23,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from .. import netguard
+from .. import netguard, settings
 from .base import FetchContext, SourceError, records_to_table
 
 DEFAULT_TIMEOUT_S = 30
@@ -104,7 +104,7 @@ def allowed_command(command: list[str]) -> bool:
     must start with one of them, word for word. Without the setting no stdio
     command runs: a source's command would otherwise run anything the server can.
     """
-    entries = [entry.split() for entry in os.environ.get("DASHMEM_MCP_COMMANDS", "").split(";") if entry.strip()]
+    entries = settings.get("DASHMEM_MCP_COMMANDS")
     return any(command[: len(prefix)] == prefix for prefix in entries)
 
 
