@@ -2,11 +2,15 @@
 types it returns for each name sources.yaml may pin."""
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pyarrow as pa
 import pytest
 
 from lib import coltypes
+
+from .conftest import ROOT
 
 PINNABLE = ["VARCHAR", "BOOLEAN", "BIGINT", "INTEGER", "DOUBLE", "DATE", "TIMESTAMP", "TIME"]
 
@@ -15,6 +19,14 @@ PINNABLE = ["VARCHAR", "BOOLEAN", "BIGINT", "INTEGER", "DOUBLE", "DATE", "TIMEST
 def test_arrow_type_is_what_duckdb_returns_for_a_column_of_that_type(name):
     returned = duckdb.sql(f"SELECT CAST(NULL AS {name}) AS c").arrow().schema.field("c").type
     assert coltypes.arrow_type(name) == returned
+
+
+def test_every_type_sources_yaml_may_pin_has_an_arrow_type():
+    """Decision 12: the schema's list of column types and coltypes' table are one fact; test they match."""
+    enum = json.loads((ROOT / "schemas" / "sources.schema.json").read_text())["$defs"]["column_type"]["enum"]
+    assert set(enum) == set(PINNABLE) | {"DECIMAL"}
+    for name in enum:
+        assert isinstance(coltypes.arrow_type(name), pa.DataType)
 
 
 def test_arrow_type_ignores_case_and_reads_decimals_as_doubles():
