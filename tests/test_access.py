@@ -195,3 +195,13 @@ def test_users_are_immutable_and_viewers_by_default():
     assert user.app_role == VIEWER and user.groups == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
         user.app_role = OWNER  # type: ignore[misc]
+
+
+def test_the_user_name_rule_is_the_schemas_author_pattern():
+    """Decision 12: a rule's author is a user name; the schema and access.USER_NAME_RE must say the same."""
+    import json
+
+    from .conftest import ROOT
+
+    task = json.loads((ROOT / "schemas" / "task.schema.json").read_text())
+    assert task["$defs"]["rule"]["properties"]["author"]["pattern"] == access.USER_NAME_RE.pattern
