@@ -33,7 +33,6 @@ from bench.ablation_conditions import (
     summary_of,
 )
 from bench.ablation_task import BACKGROUND_RULE, PHASE2_MESSAGE, THRESHOLD_RULE, TRANSCRIPT_MARKER, completion, phase1_message, spec_for
-from bench.common import DATASETS
 from bench.data_versions import SPREAD, measure_columns, updated_version
 from bench.mcnemar import discordant, mcnemar_exact
 from bench.scripted_analyst import EXPLORE_SQL, ScriptedAnalyst, apply_specification
@@ -75,10 +74,9 @@ CONTEXT_PROBES = {
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, dataset):
     """`python -m bench.ablation --scripted --datasets gdp.csv --runs 1 --out TMP`, once for the module."""
-    if not (DATASETS / GDP).exists():
-        pytest.skip(f"{GDP} not in {DATASETS}")
+    dataset(GDP)  # skips when the public dataset is missing
     out = tmp_path_factory.mktemp("results")
     printed, progress = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
@@ -224,10 +222,9 @@ def test_completion_separates_a_valid_dashboard_from_one_that_honours_the_specif
 
 
 @pytest.fixture(scope="module")
-def gdp_data():
-    if not (DATASETS / GDP).exists():
-        pytest.skip(f"{GDP} not in {DATASETS}")
-    table = fetch({"name": "data", "type": "csv", "path": str(DATASETS / GDP)}, FetchContext(workspace_path=DATASETS))
+def gdp_data(dataset):
+    gdp = dataset(GDP)
+    table = fetch({"name": "data", "type": "csv", "path": str(gdp)}, FetchContext(workspace_path=gdp.parent))
     return {"data": table}, profile.build({"data": table})
 
 
@@ -271,7 +268,7 @@ def test_the_scripted_analyst_applies_only_the_specification_it_is_shown(gdp_dat
     assert not completion(blind, spec, tables, "v1").completed and completion(told, spec, tables, "v1").completed
 
 
-def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path):
+def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path, dataset):
     """The keyed path: AnthropicClient over a fake HTTP transport, with the scripted analyst answering each request."""
     def over_http(spec, prof):
         analyst = ScriptedAnalyst(spec, prof)
@@ -282,7 +279,7 @@ def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path):
         transport = httpx2.MockTransport(answer)
         return AnthropicClient(api_key="test", max_retries=0, http_client=httpx2.Client(transport=transport))
 
-    again = ablation.run_study([DATASETS / GDP], 1, tmp_path, over_http, model=MODEL, scripted=False)
+    again = ablation.run_study([dataset(GDP)], 1, tmp_path, over_http, model=MODEL, scripted=False)
     assert [(c.condition, c.completed) for c in again.cells] == [(c.condition, c.completed) for c in study.cells]
     assert [c.usage for c in again.cells] == [c.usage for c in study.cells]
 

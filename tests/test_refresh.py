@@ -326,14 +326,12 @@ def test_the_served_types_are_the_first_guess_and_the_new_file_decides_when_they
     assert changed.schema.field("day").metadata == {b"dashmem.date_format": b"%d-%m-%Y"}
 
 
-def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, monkeypatch):
+def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, monkeypatch, dataset):
     """Another process (a cron refresh) reads the served schema from disk, formats included."""
     from lib import warehouse
 
-    from .conftest import DATASETS
-
     csv = tmp_path / "orders.csv"
-    lines = (DATASETS / "global_superstore_sample1000.csv").read_bytes().splitlines(keepends=True)
+    lines = dataset("global_superstore_sample1000.csv").read_bytes().splitlines(keepends=True)
     csv.write_bytes(b"".join(lines[:500]))
     folder = tmp_path / "orders"
     workspace.save(folder, workspace.blank("orders", "test", "2026-11-30"))
