@@ -73,7 +73,7 @@ CONTEXT_PROBES = {
 }
 
 
-# The tests that read the study need the whole scripted study run first (nine conditions on gdp.csv, with
+# The tests that read the study (or its printed output) need the whole scripted study run first (nine conditions on gdp.csv, with
 # refreshes; about 9 s here, a benchmark run rather than a unit), so they are in the slow loop. The tests of
 # the harness's parts (conditions, completion, McNemar, data versions) stay in the fast loop.
 WHOLE_STUDY = pytest.mark.slow
@@ -381,6 +381,7 @@ def test_v2_of_gdp_moves_only_its_measure(study, gdp_data):
 # --------------------------------------------------------------------------- what the command prints and writes
 
 
+@WHOLE_STUDY
 def test_the_output_says_first_and_in_the_caption_that_the_model_was_scripted(run):
     study, printed, out = run
     assert study.scripted and printed.splitlines()[0].startswith("SCRIPTED MODEL, NOT CLAUDE")
