@@ -1,6 +1,7 @@
 """Shared fixtures: real git repos in temporary folders, the shipped workspaces, the public datasets."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,7 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 WORKSPACES = ROOT / "workspaces"
-DATASETS = ROOT.parent / "shared" / "datasets"
+# The real public CSVs, outside this repository; DASHMEM_DATASETS points elsewhere (as for bench/).
+# Tests reach them through the `datasets` and `dataset` fixtures, which skip when they are missing.
+DATASETS = Path(os.environ.get("DASHMEM_DATASETS", ROOT.parent / "shared" / "datasets"))
 
 
 @pytest.fixture(autouse=True)
@@ -19,6 +22,27 @@ def _user_cache(tmp_path_factory, monkeypatch):
     """The user's cache folder (where the CLI caches data of workspaces outside the app's
     config repo) is a temporary one, so tests never write into the home folder."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("user-cache")))
+
+
+@pytest.fixture(scope="session")
+def datasets() -> Path:
+    """The folder of public datasets; the test is skipped, saying where it looked, when it is missing."""
+    if not DATASETS.is_dir():
+        pytest.skip(f"public datasets folder {DATASETS} not found (set DASHMEM_DATASETS)")
+    return DATASETS
+
+
+@pytest.fixture(scope="session")
+def dataset(datasets):
+    """One public dataset by file name: dataset('gdp.csv') -> Path; skips the test when that file is missing."""
+
+    def path(name: str) -> Path:
+        found = datasets / name
+        if not found.exists():
+            pytest.skip(f"public dataset {name} not found in {datasets}")
+        return found
+
+    return path
 
 
 @pytest.fixture

@@ -33,7 +33,6 @@ from bench.ablation_conditions import (
     summary_of,
 )
 from bench.ablation_task import BACKGROUND_RULE, PHASE2_MESSAGE, THRESHOLD_RULE, TRANSCRIPT_MARKER, completion, phase1_message, spec_for
-from bench.common import DATASETS
 from bench.data_versions import SPREAD, measure_columns, updated_version
 from bench.mcnemar import discordant, mcnemar_exact
 from bench.scripted_analyst import EXPLORE_SQL, ScriptedAnalyst, apply_specification
@@ -74,11 +73,16 @@ CONTEXT_PROBES = {
 }
 
 
+# The tests that read the study (or its printed output) need the whole scripted study run first (nine conditions on gdp.csv, with
+# refreshes; about 9 s here, a benchmark run rather than a unit), so they are in the slow loop. The tests of
+# the harness's parts (conditions, completion, McNemar, data versions) stay in the fast loop.
+WHOLE_STUDY = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, dataset):
     """`python -m bench.ablation --scripted --datasets gdp.csv --runs 1 --out TMP`, once for the module."""
-    if not (DATASETS / GDP).exists():
-        pytest.skip(f"{GDP} not in {DATASETS}")
+    dataset(GDP)  # skips when the public dataset is missing
     out = tmp_path_factory.mktemp("results")
     printed, progress = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
@@ -121,6 +125,7 @@ def test_the_conditions_are_the_papers_nine_and_defined_as_expected():
         assert BY_NAME[name].context == EXPECTED_CONTEXT.get(name), name
 
 
+@WHOLE_STUDY
 def test_every_condition_ran_and_ends_with_only_the_phase2_message(study):
     assert {c.condition for c in study.cells} == set(EXPECTED_PARTS)
     for c in study.cells:
@@ -129,6 +134,7 @@ def test_every_condition_ran_and_ends_with_only_the_phase2_message(study):
         assert c.error is None and c.stopped_reason == "end_turn", c.condition
 
 
+@WHOLE_STUDY
 @pytest.mark.parametrize("condition", list(EXPECTED_PARTS))
 def test_each_prompt_has_exactly_its_workspace_parts_and_outside_memory(study, condition):
     text = prompt_text(study, condition)
@@ -138,6 +144,7 @@ def test_each_prompt_has_exactly_its_workspace_parts_and_outside_memory(study, c
         assert (probe in text) == (EXPECTED_CONTEXT.get(condition) == context), f"{condition}: {context} ({probe!r})"
 
 
+@WHOLE_STUDY
 def test_full_history_replays_the_phase1_transcript_before_the_message(study):
     request = cell(study, "full_history").prompt
     first_turn = request["messages"][0]
@@ -153,6 +160,7 @@ def test_full_history_replays_the_phase1_transcript_before_the_message(study):
     assert json.dumps(request).count('"cache_control"') <= 4  # the replay adds no cache breakpoint
 
 
+@WHOLE_STUDY
 def test_selective_memory_has_the_rules_and_the_dashboard_but_not_the_transcript(study):
     text = prompt_text(study, "selective_memory")
     spec = spec_of(study)
@@ -163,6 +171,7 @@ def test_selective_memory_has_the_rules_and_the_dashboard_but_not_the_transcript
     assert tool_uses(cell(study, "selective_memory").prompt) == []
 
 
+@WHOLE_STUDY
 def test_leave_one_out_drops_only_its_category(study):
     spec = spec_of(study)
     loo_task = prompt_text(study, "loo_task")
@@ -178,6 +187,7 @@ def test_leave_one_out_drops_only_its_category(study):
     assert "table data (13979 rows)" in loo_tools and f"id: {THRESHOLD_RULE}" in loo_tools
 
 
+@WHOLE_STUDY
 def test_no_memory_has_the_profile_and_nothing_of_the_specification(study):
     text = prompt_text(study, "no_memory")
     spec = spec_of(study)
@@ -188,6 +198,7 @@ def test_no_memory_has_the_profile_and_nothing_of_the_specification(study):
     assert tool_uses(cell(study, "no_memory").prompt) == []
 
 
+@WHOLE_STUDY
 def test_instructions_file_is_in_the_system_prompt_without_workspace_memory(study):
     request = cell(study, "instructions_file").prompt
     spec = spec_of(study)
@@ -199,6 +210,7 @@ def test_instructions_file_is_in_the_system_prompt_without_workspace_memory(stud
     assert "No sources are connected yet." in text and "# Current dashboard" not in text
 
 
+@WHOLE_STUDY
 def test_summarized_history_has_the_summary_not_the_transcript(study):
     request = cell(study, "summarized_history").prompt
     phase1 = study.datasets[0].phase1[0]
@@ -213,6 +225,7 @@ def test_summarized_history_has_the_summary_not_the_transcript(study):
 # --------------------------------------------------------------------------- completion comes from the checks
 
 
+@WHOLE_STUDY
 def test_completion_separates_a_valid_dashboard_from_one_that_honours_the_specification(study):
     assert study.datasets[0].phase1[0].completed
     remembered = cell(study, "selective_memory")
@@ -224,10 +237,9 @@ def test_completion_separates_a_valid_dashboard_from_one_that_honours_the_specif
 
 
 @pytest.fixture(scope="module")
-def gdp_data():
-    if not (DATASETS / GDP).exists():
-        pytest.skip(f"{GDP} not in {DATASETS}")
-    table = fetch({"name": "data", "type": "csv", "path": str(DATASETS / GDP)}, FetchContext(workspace_path=DATASETS))
+def gdp_data(dataset):
+    gdp = dataset(GDP)
+    table = fetch({"name": "data", "type": "csv", "path": str(gdp)}, FetchContext(workspace_path=gdp.parent))
     return {"data": table}, profile.build({"data": table})
 
 
@@ -271,7 +283,8 @@ def test_the_scripted_analyst_applies_only_the_specification_it_is_shown(gdp_dat
     assert not completion(blind, spec, tables, "v1").completed and completion(told, spec, tables, "v1").completed
 
 
-def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path):
+@WHOLE_STUDY
+def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path, dataset):
     """The keyed path: AnthropicClient over a fake HTTP transport, with the scripted analyst answering each request."""
     def over_http(spec, prof):
         analyst = ScriptedAnalyst(spec, prof)
@@ -282,7 +295,7 @@ def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path):
         transport = httpx2.MockTransport(answer)
         return AnthropicClient(api_key="test", max_retries=0, http_client=httpx2.Client(transport=transport))
 
-    again = ablation.run_study([DATASETS / GDP], 1, tmp_path, over_http, model=MODEL, scripted=False)
+    again = ablation.run_study([dataset(GDP)], 1, tmp_path, over_http, model=MODEL, scripted=False)
     assert [(c.condition, c.completed) for c in again.cells] == [(c.condition, c.completed) for c in study.cells]
     assert [c.usage for c in again.cells] == [c.usage for c in study.cells]
 
@@ -290,6 +303,7 @@ def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path):
 # --------------------------------------------------------------------------- zero-token refresh
 
 
+@WHOLE_STUDY
 def test_the_refresh_to_v2_switches_with_no_model_client_made_or_called(study):
     measured = study.datasets[0].refresh
     assert measured.switched and measured.seconds > 0
@@ -354,6 +368,7 @@ def test_v2_is_deterministic_keeps_columns_and_moves_measures_within_15_percent(
     assert moved > v1.num_rows  # most of the 2 x 400 values move (small integers may not)
 
 
+@WHOLE_STUDY
 def test_v2_of_gdp_moves_only_its_measure(study, gdp_data):
     tables, prof = gdp_data
     assert measure_columns(prof) == ["Value"] == study.datasets[0].perturbed
@@ -366,6 +381,7 @@ def test_v2_of_gdp_moves_only_its_measure(study, gdp_data):
 # --------------------------------------------------------------------------- what the command prints and writes
 
 
+@WHOLE_STUDY
 def test_the_output_says_first_and_in_the_caption_that_the_model_was_scripted(run):
     study, printed, out = run
     assert study.scripted and printed.splitlines()[0].startswith("SCRIPTED MODEL, NOT CLAUDE")

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import DATASETS, ROOT, WORKSPACES
+from .conftest import ROOT, WORKSPACES
 
 pytestmark = pytest.mark.slow
 
@@ -115,29 +115,31 @@ def _write_big(path: Path) -> Expected:
 @dataclass
 class Data:
     folder: Path  # holds big.csv; listed in DASHMEM_DATA_DIRS
+    public: Path  # the public datasets folder; listed in DASHMEM_DATA_DIRS too
     expected: dict[str, Expected]  # per source name, as first loaded
     paths: dict[str, str]  # per source name, the `--path` given to `source add`
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Data:
+def data(tmp_path_factory, dataset) -> Data:
+    gdp, adult, superstore = dataset("gdp.csv"), dataset("adult.csv"), dataset("global_superstore_sample1000.csv")
     folder = tmp_path_factory.mktemp("xproc-data")
     expected = {
         "big": _write_big(folder / "big.csv"),
-        "gdp": _expect_csv(DATASETS / "gdp.csv", "Year", "Value"),
-        "adult": _expect_csv(DATASETS / "adult.csv", "age"),
-        "superstore": _expect_csv(DATASETS / "global_superstore_sample1000.csv", "Quantity", "Sales"),
+        "gdp": _expect_csv(gdp, "Year", "Value"),
+        "adult": _expect_csv(adult, "age"),
+        "superstore": _expect_csv(superstore, "Quantity", "Sales"),
         "orders": _write_orders(folder / "orders-template.csv", ORDERS_ROWS),
     }
     assert expected["gdp"].rows == 13_979 and expected["adult"].rows == 32_561 and expected["superstore"].rows == 1_000
     paths = {
         "big": str(folder / "big.csv"),  # absolute, allowed by DASHMEM_DATA_DIRS
-        "gdp": str(DATASETS / "gdp.csv"),
-        "adult": str(DATASETS / "adult.csv"),
-        "superstore": str(DATASETS / "global_superstore_sample1000.csv"),
+        "gdp": str(gdp),
+        "adult": str(adult),
+        "superstore": str(superstore),
         "orders": "data/orders.csv",  # inside the workspace folder, so a test can change it
     }
-    return Data(folder, expected, paths)
+    return Data(folder, gdp.parent, expected, paths)
 
 
 # --------------------------------------------------------------------------- processes
@@ -148,7 +150,7 @@ def _env(tmp: Path, data: Data) -> dict[str, str]:
     return {
         "PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp),
         "XDG_CACHE_HOME": str(tmp / "xdg-cache"), "DASHMEM_CACHE_DIR": str(tmp / "cache"),
-        "DASHMEM_DATA_DIRS": os.pathsep.join([str(DATASETS), str(data.folder)]),
+        "DASHMEM_DATA_DIRS": os.pathsep.join([str(data.public), str(data.folder)]),
         "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C.UTF-8",
     }
 

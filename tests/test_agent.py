@@ -22,7 +22,6 @@ from lib.model import ScriptedModel, message, text_block, tool_use_block
 from lib.refresh import RefreshReport, SourceReport, refresh
 from lib.warehouse import Warehouse
 
-from .conftest import DATASETS
 from .test_model import MODEL, FakeAPI, error_response, raises
 
 ALICE = User("alice", app_role="steward")  # creates the workspace, so its owner
@@ -68,14 +67,13 @@ def reply(*blocks, u=None) -> dict:
 
 
 @pytest.fixture
-def superstore(config_repo, tmp_path, monkeypatch):
+def superstore(config_repo, tmp_path, monkeypatch, dataset):
     """A workspace over the public Superstore sample, created, loaded, profiled and published in a real config repo."""
-    if not (DATASETS / CSV).exists():
-        pytest.skip(f"{CSV} not in {DATASETS}")
-    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(DATASETS))
+    csv = dataset(CSV)
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(csv.parent))
     monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
     draft = config_repo.new_workspace(ALICE, SLUG, "Superstore")
-    config_repo.save(ALICE, SLUG, {"sources": {"sources": [{"name": "data", "type": "csv", "path": str(DATASETS / CSV)}]}}, "Connect data")
+    config_repo.save(ALICE, SLUG, {"sources": {"sources": [{"name": "data", "type": "csv", "path": str(csv)}]}}, "Connect data")
     wh = Warehouse.for_workspace(draft.workspace_path)
     assert refresh(draft.workspace_path, wh, user=OPERATOR).ok
     sources = workspace.load(draft.workspace_path)[0].data["sources"]["sources"]

@@ -10,6 +10,12 @@ PAGES = ["app_pages/dashboard.py", "app_pages/chat.py", "app_pages/workspaces.py
 STEWARD_PAGES = ["app_pages/sources.py", "app_pages/specs.py", "app_pages/review.py"]
 
 
+# Multi-step AppTest scenarios (a save, a publish, a chat session, a new workspace; most across several pages
+# or users): 2.5-5.5 s each here, so they run with the browser journeys in the slow loop. Sign-in, every
+# page's render, the forms and the access checks stay in the fast loop.
+JOURNEY = pytest.mark.slow
+
+
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     import streamlit as st
@@ -100,6 +106,7 @@ def test_dashboard_shows_the_numbers_and_refresh_reports(env):
     assert [e.label for e in at.expander if e.label.startswith("Checked the sources: the data has not changed")]
 
 
+@JOURNEY
 def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     text_areas = [t for t in at.text_area if t.label == "Text" and t.value.startswith("Gates are always")]
@@ -126,6 +133,7 @@ def test_viewer_cannot_save_even_by_calling_lib(env):
     assert settings.config_repo_path().exists()
 
 
+@JOURNEY
 def test_owner_can_publish_a_stewards_draft(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     goal = next(t for t in at.text_area if t.label == "Goal")
@@ -143,6 +151,7 @@ def test_owner_can_publish_a_stewards_draft(env):
     assert any("No open drafts" in i.value for i in at.info)
 
 
+@JOURNEY
 def test_a_draft_that_fails_its_checks_cannot_be_published_from_review(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
@@ -156,6 +165,7 @@ def test_a_draft_that_fails_its_checks_cannot_be_published_from_review(env):
     assert publish.disabled and "fix the errors" in publish.help
 
 
+@JOURNEY
 def test_chat_without_a_key_offers_auto_draft(env):
     at = on_page(signed_in("sam"), "app_pages/chat.py")
     assert any("No Anthropic API key" in i.value for i in at.info)
@@ -178,6 +188,7 @@ def scripted_claude(env, monkeypatch):
     return script
 
 
+@JOURNEY
 def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
     from lib import workspace
     from lib.model import message, text_block, tool_use_block
@@ -218,6 +229,7 @@ def test_chat_query_mode_for_a_viewer_answers_and_offers_nothing_to_save(scripte
     assert "draft/vera/supply-chain-weekly" not in repo.repo.heads
 
 
+@JOURNEY
 def test_steward_creates_a_workspace_and_works_on_it_before_publishing(env):
     at = on_page(signed_in("sam"), "app_pages/workspaces.py")
     name = next(t for t in at.text_input if t.label == "Name")
@@ -310,6 +322,7 @@ def test_history_of_my_draft_compares_its_newest_versions_and_lists_a_revert_at_
     assert len(at.dataframe[0].value) == before + 1 and at.dataframe[0].value["message"].iloc[0].startswith("Revert")
 
 
+@JOURNEY
 def test_the_dashboard_editor_shows_checks_and_a_preview_before_saving(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
@@ -322,6 +335,7 @@ def test_the_dashboard_editor_shows_checks_and_a_preview_before_saving(env):
     assert any("Saved to your draft" in s.value for s in at.success)
 
 
+@JOURNEY
 def test_saving_a_dashboard_that_fails_its_checks_needs_an_explicit_choice(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
@@ -337,6 +351,7 @@ def test_saving_a_dashboard_that_fails_its_checks_needs_an_explicit_choice(env):
     assert "FROM gatez" in (draft / "dashboard.yaml").read_text(encoding="utf-8")
 
 
+@JOURNEY
 def test_without_a_key_a_schema_change_leads_to_an_auto_draft_on_the_new_data(env):
     import pyarrow.csv as pacsv
 
@@ -406,6 +421,7 @@ def test_importing_a_category_never_defaults_to_copying_a_workspace_into_itself(
     assert into.value != source.value
 
 
+@JOURNEY
 def test_an_owner_sets_the_remote_and_a_steward_then_proposes(env, tmp_path):
     import git as gitpython
 
@@ -430,6 +446,7 @@ def test_an_owner_sets_the_remote_and_a_steward_then_proposes(env, tmp_path):
     assert "draft/sam/supply-chain-weekly" in [h.name for h in gitpython.Repo(bare).heads]
 
 
+@JOURNEY
 def test_the_apps_owners_see_a_workspace_a_steward_created_and_not_published(env):
     at = on_page(signed_in("sam"), "app_pages/workspaces.py")
     next(t for t in at.text_input if t.label == "Name").input("Team KPIs")
@@ -444,6 +461,7 @@ def test_the_apps_owners_see_a_workspace_a_steward_created_and_not_published(env
     assert owner.session_state["config_repo"].is_published("team-kpis")
 
 
+@JOURNEY
 def test_messages_name_files_not_the_servers_folders(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -12,19 +13,18 @@ from lib.refresh import refresh
 from lib.render import QueryCache, render
 from lib.warehouse import Warehouse
 
-from .conftest import DATASETS, WORKSPACES
+from .conftest import WORKSPACES
 
 PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv",
           "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
 
 
-def workspace_over(tmp_path, csv_name):
-    if not (DATASETS / csv_name).exists():
-        pytest.skip(f"{csv_name} not in {DATASETS}")
-    os.environ["DASHMEM_DATA_DIRS"] = str(DATASETS)
-    folder = tmp_path / csv_name.split(".")[0].replace("_", "-")
-    workspace.save(folder, workspace.blank(csv_name, "alice", "2026-11-30"))
-    workspace.save(folder, {"sources": {"sources": [{"name": "data", "type": "csv", "path": str(DATASETS / csv_name)}]}})
+def workspace_over(tmp_path, csv: Path):
+    """A workspace over one CSV (from the `dataset` fixture), loaded and profiled."""
+    os.environ["DASHMEM_DATA_DIRS"] = str(csv.parent)
+    folder = tmp_path / csv.name.split(".")[0].replace("_", "-")
+    workspace.save(folder, workspace.blank(csv.name, "alice", "2026-11-30"))
+    workspace.save(folder, {"sources": {"sources": [{"name": "data", "type": "csv", "path": str(csv)}]}})
     wh = Warehouse(tmp_path / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
@@ -33,8 +33,8 @@ def workspace_over(tmp_path, csv_name):
 
 
 @pytest.mark.parametrize("csv_name", PUBLIC)
-def test_autodraft_passes_every_check(tmp_path, csv_name):
-    folder, wh = workspace_over(tmp_path, csv_name)
+def test_autodraft_passes_every_check(tmp_path, csv_name, dataset):
+    folder, wh = workspace_over(tmp_path, dataset(csv_name))
     ws, _ = workspace.load(folder)
     spec = autodraft.draft(ws.data)
     workspace.save(folder, {"dashboard": spec})
@@ -49,8 +49,8 @@ def test_autodraft_passes_every_check(tmp_path, csv_name):
     assert [c.id for c in rendered.rows[0]] == [c["id"] for c in spec["components"] if c["type"] == "kpi"]
 
 
-def test_autodraft_has_a_trend_and_breakdowns_where_the_data_allows(tmp_path):
-    folder, wh = workspace_over(tmp_path, "global_superstore_sample1000.csv")
+def test_autodraft_has_a_trend_and_breakdowns_where_the_data_allows(tmp_path, dataset):
+    folder, wh = workspace_over(tmp_path, dataset("global_superstore_sample1000.csv"))
     ws, _ = workspace.load(folder)
     spec = autodraft.draft(ws.data)
     ids = [c["id"] for c in spec["components"]]
@@ -60,8 +60,8 @@ def test_autodraft_has_a_trend_and_breakdowns_where_the_data_allows(tmp_path):
     assert {f["type"] for f in spec["filters"]} == {"multiselect", "date_range"}
 
 
-def test_autodraft_is_deterministic(tmp_path):
-    folder, _ = workspace_over(tmp_path, "adult.csv")
+def test_autodraft_is_deterministic(tmp_path, dataset):
+    folder, _ = workspace_over(tmp_path, dataset("adult.csv"))
     ws, _ = workspace.load(folder)
     assert workspace.render("dashboard", autodraft.draft(ws.data)) == workspace.render("dashboard", autodraft.draft(ws.data))
 

@@ -21,6 +21,11 @@ from lib import ci_workflow
 
 from .conftest import ROOT
 
+# These build a wheel of this checkout and pip-install it (about 4 s, once), then run the CLI and the
+# workflow's commands in fresh processes: slow loop. The workflow text itself is tested in
+# tests/test_ci_workflow.py, in the fast loop.
+INSTALLS = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
@@ -50,12 +55,14 @@ def clone(config_repo, tmp_path):
     return where
 
 
+@INSTALLS
 def test_installed_package_carries_its_schemas(installed):
     assert sorted(p.name for p in (installed / "lib" / "_schemas").glob("*.schema.json")) == \
         sorted(p.name for p in (ROOT / "schemas").glob("*.schema.json"))
     assert (installed / "bin" / "dashmem").is_file()
 
 
+@INSTALLS
 def test_dashmem_validate_in_a_plain_clone(installed, clone, tmp_path):
     env = _env(installed, tmp_path)
     ok = subprocess.run(["dashmem", "validate", ".", "--json"], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
@@ -74,6 +81,7 @@ def _workflow_step(clone: Path, name: str) -> str:
     return step["run"]
 
 
+@INSTALLS
 def test_the_workflow_gate_fails_a_failing_dashboard_and_ignores_the_apps_clone(installed, clone, tmp_path):
     assert (clone / ci_workflow.PATH).read_text(encoding="utf-8") == ci_workflow.WORKFLOW
     runner_temp = tmp_path / "runner"

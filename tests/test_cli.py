@@ -14,6 +14,10 @@ import pytest
 
 from .conftest import ROOT, WORKSPACES
 
+# Tests that run several `python -m lib` processes, or one that loads and checks real data: about 2.5-3.5 s
+# each here, in the slow loop. The one-process error and validation tests stay in the fast loop.
+PROCESSES = pytest.mark.slow
+
 
 def run(*args, cwd=ROOT, check_rc=None):
     proc = subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True,
@@ -25,11 +29,13 @@ def run(*args, cwd=ROOT, check_rc=None):
     return proc
 
 
+@PROCESSES
 def test_validate_shipped_workspaces_exits_0():
     proc = run("validate", "workspaces/", check_rc=0)
     assert "2 workspace(s), 0 error(s)" in proc.stdout
 
 
+@PROCESSES
 def test_validate_json_parses():
     proc = run("validate", "workspaces/", "--json", check_rc=0)
     report = json.loads(proc.stdout)
@@ -67,6 +73,7 @@ def test_validate_missing_path(tmp_path):
     assert "no such file" in proc.stderr
 
 
+@PROCESSES
 def test_new_creates_a_valid_workspace_and_refuses_traversal(tmp_path):
     run("new", tmp_path / "team-kpis", "--owner", "alice", check_rc=0)
     run("validate", tmp_path / "team-kpis", check_rc=0)
@@ -121,6 +128,7 @@ def test_history_diff_and_revert_on_a_plain_checkout(plain_checkout):
     assert "Dashmem-Action: revert" in head.message
 
 
+@PROCESSES
 def test_publish_a_branch_on_a_plain_checkout(plain_checkout):
     path = Path(plain_checkout.working_tree_dir) / "gdp-explorer"
     plain_checkout.git.checkout("-b", "draft/sam/gdp-explorer")
@@ -133,6 +141,7 @@ def test_publish_a_branch_on_a_plain_checkout(plain_checkout):
     assert len(plain_checkout.head.commit.parents) == 2  # a merge: both histories kept
 
 
+@PROCESSES
 def test_autodraft_json_prints_only_the_check_results_on_stdout(tmp_path):
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)

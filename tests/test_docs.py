@@ -6,6 +6,8 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from lib.cli import build_parser
 
 from .conftest import ROOT
@@ -30,6 +32,7 @@ def test_every_cli_command_is_in_the_readme():
     assert not missing, f"commands missing from the README's CLI table: {missing}"
 
 
+@pytest.mark.slow  # runs each README example as its own `python -m lib` process: about 9 s here
 def test_readme_examples_run(tmp_path):
     block = README.split("Examples:", 1)[1].split("```", 2)[1]
     examples = [line for line in block.splitlines() if line.startswith(".venv/bin/python -m lib")]

@@ -198,6 +198,7 @@ def test_every_chart_gives_a_png(slug, ws_copy, tmp_path):
     assert not list((tmp_path / "png").glob(".*.tmp"))  # written atomically: no temp files left
 
 
+@pytest.mark.slow  # starts a browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no browser at {CHROMIUM}")
 @pytest.mark.parametrize("slug", DEMOS)
 def test_html_draws_its_charts_offline_in_a_browser(slug, ws_copy, tmp_path):

@@ -22,6 +22,10 @@ from .conftest import ROOT, WORKSPACES
 KPI = "SELECT sum(actual) / sum(target) AS value FROM gates"
 
 
+# Refreshes run by the CLI in fresh processes (each imports the app and loads data anew): slow loop.
+FRESH_PROCESS = pytest.mark.slow
+
+
 @pytest.fixture
 def supply(tmp_path):
     folder = tmp_path / "supply-chain-weekly"
@@ -132,6 +136,7 @@ def test_refresh_never_constructs_a_model_client(supply, monkeypatch):
     assert refresh(folder, wh, user=OPERATOR).ok
 
 
+@FRESH_PROCESS
 def test_refresh_cli_does_not_even_import_the_model_sdk(tmp_path):
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
@@ -148,6 +153,7 @@ def test_refresh_cli_does_not_even_import_the_model_sdk(tmp_path):
     assert "0 model calls" in proc.stdout
 
 
+@FRESH_PROCESS
 def test_refresh_cli_exit_code_and_json(supply, tmp_path):
     folder, _ = supply
     env = {"DASHMEM_CACHE_DIR": str(tmp_path / "cli-cache"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
@@ -326,14 +332,12 @@ def test_the_served_types_are_the_first_guess_and_the_new_file_decides_when_they
     assert changed.schema.field("day").metadata == {b"dashmem.date_format": b"%d-%m-%Y"}
 
 
-def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, monkeypatch):
+def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, monkeypatch, dataset):
     """Another process (a cron refresh) reads the served schema from disk, formats included."""
     from lib import warehouse
 
-    from .conftest import DATASETS
-
     csv = tmp_path / "orders.csv"
-    lines = (DATASETS / "global_superstore_sample1000.csv").read_bytes().splitlines(keepends=True)
+    lines = dataset("global_superstore_sample1000.csv").read_bytes().splitlines(keepends=True)
     csv.write_bytes(b"".join(lines[:500]))
     folder = tmp_path / "orders"
     workspace.save(folder, workspace.blank("orders", "test", "2026-11-30"))
@@ -501,6 +505,7 @@ def test_a_full_disk_is_one_clear_line_and_keeps_the_data(supply, monkeypatch):
     assert wh.current().id == served
 
 
+@FRESH_PROCESS
 def test_a_full_disk_in_the_cli_is_a_message_not_a_traceback(tmp_path):
     """The CLI process writes into a cache folder it cannot write: one line, exit 1."""
     folder = tmp_path / "supply-chain-weekly"

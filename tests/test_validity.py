@@ -18,6 +18,10 @@ from lib import checks, workspace
 
 from .conftest import ROOT
 
+# Every test runs the CLI in fresh processes on a plain clone (that is the point: the same verdict in any
+# process and cache state), several processes per test and up to 10 s each here: the slow loop.
+pytestmark = pytest.mark.slow
+
 
 def cli(*args, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True,

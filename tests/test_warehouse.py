@@ -177,10 +177,9 @@ def test_for_workspace_keys_by_folder(tmp_path):
     assert Warehouse.for_workspace(tmp_path / "one" / "ws", cache_root=tmp_path / "c").folder == a.folder
 
 
-def test_describe_names_types_exactly_as_duckdb_does():
+def test_describe_names_types_exactly_as_duckdb_does(datasets, monkeypatch):
     """The shortcut from Arrow types must agree with DuckDB's own DESCRIBE on real files."""
     import datetime as dt
-    import os
     from pathlib import Path
 
     import duckdb
@@ -188,13 +187,11 @@ def test_describe_names_types_exactly_as_duckdb_does():
     from lib.connectors import FetchContext, fetch
     from lib.warehouse import describe
 
-    from .conftest import DATASETS
-
     tables = {"mixed": pa.table({"i": pa.array([1], pa.int32()), "b": [True], "s": ["x"], "f": [1.5], "d": [dt.date(2026, 1, 1)],
                                  "ts": pa.array([1], pa.timestamp("s")), "tn": pa.array([1], pa.timestamp("ns")),
                                  "cat": pa.array(["a"]).dictionary_encode(), "n": pa.array([None], pa.null())})}
-    os.environ["DASHMEM_DATA_DIRS"] = str(DATASETS)
-    for csv in sorted(DATASETS.glob("*.csv")):
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(datasets))
+    for csv in sorted(datasets.glob("*.csv")):
         tables[csv.stem] = fetch({"name": "t", "type": "csv", "path": str(csv)}, FetchContext(workspace_path=Path(".")))
     con = duckdb.connect()
     for name, table in tables.items():

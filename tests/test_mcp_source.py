@@ -15,7 +15,7 @@ from mcp import types
 
 from lib.connectors import fetch, mcp_source
 from lib.connectors.base import FetchContext, SourceError
-from tests.test_ssrf import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
+from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +26,11 @@ def loopback_allowed(monkeypatch):
 
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"
+
+# Each of these starts the MCP server (a Python process per stdio test, one HTTP server for the module),
+# 1.5-2.5 s each here: the slow loop. One stdio round trip (test_dispatch_calls_a_stdio_tool_...) and the
+# tests that refuse or fail before a server answers stay in the fast loop.
+SERVER_STARTS = pytest.mark.slow
 
 # The value tests/mcp_server.py expects in INVENTORY_TOKEN. Not imported from
 # there: importing the server would configure this process's logging.
@@ -134,6 +139,7 @@ def test_dispatch_calls_a_stdio_tool_and_flattens_nested_rows(ctx):
     assert processes_in(ctx.workspace_path) == []
 
 
+@SERVER_STARTS
 def test_arguments_select_the_data(ctx):
     table = mcp_source.fetch(stdio_source(tool="list_stock", arguments={"warehouse": "south"}), ctx)
 
@@ -141,6 +147,7 @@ def test_arguments_select_the_data(ctx):
     assert table.column("location_aisle").to_pylist() == ["C3", "D1"]
 
 
+@SERVER_STARTS
 def test_reads_a_resource_of_json_rows(ctx):
     table = mcp_source.fetch(stdio_source(resource="inventory://stock"), ctx)
 
@@ -149,6 +156,7 @@ def test_reads_a_resource_of_json_rows(ctx):
     assert "location_bin" in table.column_names
 
 
+@SERVER_STARTS
 def test_env_secret_reaches_the_server_by_reference(ctx, monkeypatch):
     monkeypatch.setenv("DM_TEST_INVENTORY_TOKEN", INVENTORY_TOKEN)
 
@@ -172,6 +180,7 @@ def test_missing_env_secret_names_the_reference_but_no_value(ctx, monkeypatch):
     assert "visible-value-123" not in str(caught.value)
 
 
+@SERVER_STARTS
 def test_unknown_tool_lists_the_available_ones(ctx):
     with pytest.raises(SourceError, match="no tool 'list_stocks'") as caught:
         mcp_source.fetch(stdio_source(tool="list_stocks"), ctx)
@@ -179,16 +188,19 @@ def test_unknown_tool_lists_the_available_ones(ctx):
     assert "available tools: failing_tool, list_stock, needs_token, slow_tool, stock_summary" in str(caught.value)
 
 
+@SERVER_STARTS
 def test_failing_tool_reports_the_servers_message(ctx):
     with pytest.raises(SourceError, match="MCP tool 'failing_tool' failed: .*inventory database is offline"):
         mcp_source.fetch(stdio_source(tool="failing_tool"), ctx)
 
 
+@SERVER_STARTS
 def test_tool_answering_prose_is_not_rows(ctx):
     with pytest.raises(SourceError, match="did not return JSON rows: the result is not JSON: 2 warehouses"):
         mcp_source.fetch(stdio_source(tool="stock_summary"), ctx)
 
 
+@SERVER_STARTS
 def test_slow_tool_times_out_and_leaves_no_server_running(ctx):
     started = time.monotonic()
 
@@ -216,6 +228,7 @@ def test_server_exiting_at_once_is_explained_with_its_stderr(ctx):
 # --- streamable HTTP -----------------------------------------------------------------------------
 
 
+@SERVER_STARTS
 def test_http_tool_call_with_secret_header(http_url, ctx, monkeypatch):
     monkeypatch.setenv("DM_TEST_MCP_AUTH", "Bearer test-token")
     source = {
@@ -233,12 +246,14 @@ def test_http_tool_call_with_secret_header(http_url, ctx, monkeypatch):
     assert table.column("location_bin").to_pylist() == [7, 2]
 
 
+@SERVER_STARTS
 def test_http_resource_read(http_url, ctx):
     table = mcp_source.fetch({"name": "stock", "type": "mcp", "url": http_url, "resource": "inventory://stock"}, ctx)
 
     assert table.num_rows == 5
 
 
+@SERVER_STARTS
 def test_http_wrong_path_points_at_the_endpoint(http_url, ctx):
     wrong = http_url.removesuffix("/mcp") + "/api"
 
@@ -253,6 +268,7 @@ def test_unreachable_url_is_reported(ctx):
         mcp_source.fetch({"name": "stock", "type": "mcp", "url": url, "tool": "list_stock", "timeout_s": 5}, ctx)
 
 
+@SERVER_STARTS
 def test_fetch_works_from_a_plain_thread_and_from_inside_an_event_loop(http_url, ctx):
     source = {"name": "stock", "type": "mcp", "url": http_url, "tool": "list_stock", "arguments": {"warehouse": "north"}}
     results = []

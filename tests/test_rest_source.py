@@ -15,7 +15,7 @@ import pytest
 
 from lib.connectors import fetch
 from lib.connectors.base import FetchContext, SourceError
-from tests.test_ssrf import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
+from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
 
 @pytest.fixture(autouse=True)

@@ -359,6 +359,7 @@ def test_rest_connects_to_the_checked_address_and_refuses_the_rebound_one(server
     assert_never_connected_beyond_loopback(network)
 
 
+@pytest.mark.slow  # starts an MCP server process (mcp_url)
 def test_mcp_connects_to_the_checked_address_and_refuses_the_rebound_one(mcp_url, ctx, network):
     # The test server accepts only localhost Host headers (the SDK's own rebinding protection), so the
     # attacker's name here is `localhost`, answered first with 127.0.0.1 and then with the metadata address.
