@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 import pyarrow as pa
@@ -202,6 +203,135 @@ def test_duplicate_column_names_are_refused_with_a_hint(db):
     table = db.new_table("id INTEGER", "(1)")
     with pytest.raises(SourceError, match="more than one column named id; give them distinct aliases"):
         db.fetch(query=f"SELECT id, id FROM {table}")
+
+
+# --- a batch at a time ---------------------------------------------------------------------------------
+
+# Eight rows fetched three at a time: the first batch is NULL in every column but id, so each column's
+# first chunk has no type of its own; `z` is NULL throughout; in SQLite, `n` holds 12 (12.00 is stored
+# as an integer) in one batch and 12.34 in another.
+BATCHED_ROWS = (
+    "(1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(4, 42, 2.5, 12.00, 'hello', '2024-03-01', '2024-03-01 12:30:15', TRUE, NULL)",
+    "(5, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(6, 7, 3.0, 12.00, 'world', '2024-03-02', '2024-03-02 08:00:00', FALSE, NULL)",
+    "(7, -1, 0.5, 12.34, 'again', '2024-03-03', '2024-03-03 23:59:59', TRUE, NULL)",
+    "(8, 8, 1.25, 0.01, 'last', '2024-03-04', '2024-03-04 00:00:01', FALSE, NULL)",
+)
+
+
+def test_types_across_batches_are_those_of_the_whole_column(db, monkeypatch):
+    table = db.new_table(COLUMNS[db.kind] + ", z TEXT", *BATCHED_ROWS)
+    query = f"SELECT * FROM {table} ORDER BY id"
+    whole = db.fetch(query=query)  # one batch
+    monkeypatch.setattr(sql_source, "ROWS_PER_BATCH", 3)
+    batched = db.fetch(query=query)
+    assert [column.num_chunks for column in batched.columns if column.type != pa.null()] == [3] * 8  # made per batch
+    types = {field.name: field.type for field in batched.schema}
+    assert types == dict(id=pa.int64(), i=pa.int64(), f=pa.float64(), n=pa.float64(), t=pa.string(), **EXPECTED_TYPES[db.kind], z=pa.null())
+    assert batched.schema == whole.schema and batched.to_pylist() == whole.to_pylist()
+    rows = batched.to_pylist()
+    assert [row["i"] for row in rows] == [None, None, None, 42, None, 7, -1, 8]
+    assert [row["n"] for row in rows] == [None, None, None, 12.0, None, 12.0, 12.34, 0.01]
+    assert rows[3] == dict(id=4, i=42, f=2.5, n=12.0, t="hello", **EXPECTED_VALUES[db.kind], z=None)
+    assert rows[4] == dict.fromkeys(rows[4], None) | {"id": 5}
+
+
+def test_table_mode_streams_in_batches(db, monkeypatch):
+    """Table mode reads from a server-side cursor where the driver has one that runs our SELECT as it is."""
+    table = db.new_table("id INTEGER, t VARCHAR(20)", *(f"({n}, 'row {n}')" for n in range(10)))
+    cursors = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):
+        cursors.append(cursor)
+
+    monkeypatch.setattr(sql_source, "ROWS_PER_BATCH", 3)
+    sa.event.listen(sa.Engine, "before_cursor_execute", seen)
+    try:
+        result = db.fetch(table=table)
+    finally:
+        sa.event.remove(sa.Engine, "before_cursor_execute", seen)
+    assert sorted(result.column("id").to_pylist()) == list(range(10))
+    assert [len(chunk) for chunk in result.column("t").chunks] == [3, 3, 3, 1]
+    (cursor,) = cursors
+    if db.kind == "postgresql":
+        assert cursor.name  # a named cursor is psycopg2's server-side one
+    elif db.kind == "mariadb":
+        assert type(cursor).__name__ == "SSCursor"  # PyMySQL's unbuffered cursor
+
+
+def test_postgresql_queries_keep_a_client_side_cursor(postgresql_engine, tmp_path):
+    """A server-side cursor would wrap the query in DECLARE ... CURSOR, which refuses a data-modifying WITH."""
+    database = Database("postgresql", postgresql_engine, SERVERS["postgresql"][2], tmp_path)
+    try:
+        table = database.new_table("id INTEGER, t VARCHAR(20)", "(1, 'before')")
+        result = database.fetch(query=f"WITH changed AS (UPDATE {table} SET t = 'after' RETURNING id, t) SELECT * FROM changed")
+        assert result.to_pylist() == [{"id": 1, "t": "after"}]
+        assert database.scalar(f"SELECT t FROM {table}") == "before"  # rolled back, as every fetch is
+    finally:
+        database.drop_all()
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    # (values in id order, fetched two at a time) -> the column as Arrow has it, the same as in one batch
+    (["1", "2", "2.5", "NULL", "3"], (pa.float64(), [1.0, 2.0, 2.5, None, 3.0])),
+    (["1", "2.5", "'x'", "NULL", "3", "4.0"], (pa.string(), ["1", "2.5", "x", None, "3", "4.0"])),
+    (["NULL", "NULL", "'x'", "X'ff'", "'y'"], (pa.binary(), [None, None, b"x", b"\xff", b"y"])),
+    (["'a'", "X'ff'", "1", "1.5"], (pa.string(), ["a", "b'\\xff'", "1", "1.5"])),
+    (["1", "9007199254740993", "0.5", "NULL"], (pa.string(), ["1", "9007199254740993", "0.5", None])),
+])
+def test_sqlite_columns_of_mixed_kinds_across_batches(tmp_path, monkeypatch, values, expected):
+    """SQLite lets one column hold numbers, text and bytes: batches must not change what the column becomes."""
+    (tmp_path / "data").mkdir()
+    with sqlite3.connect(tmp_path / "data" / "mixed.db") as con:
+        con.execute("CREATE TABLE mixed (id INTEGER, v)")
+        for n, value in enumerate(values):
+            con.execute(f"INSERT INTO mixed VALUES ({n}, {value})")
+    source = {"name": "mixed", "type": "sql", "url": "sqlite:///data/mixed.db", "query": "SELECT v FROM mixed ORDER BY id"}
+    whole = fetch(source, FetchContext(workspace_path=tmp_path)).column("v")
+    monkeypatch.setattr(sql_source, "ROWS_PER_BATCH", 2)
+    batched = fetch(source, FetchContext(workspace_path=tmp_path)).column("v")
+    assert (batched.type, batched.to_pylist()) == expected == (whole.type, whole.to_pylist())
+
+
+def test_a_batch_of_rows_is_let_go_before_the_next_is_fetched():
+    """Peak memory is a batch plus the Arrow result: no batch of Python rows outlives its conversion."""
+
+    class Row(list):  # a driver's row that can be watched going away (tuples cannot be weakly referenced)
+        pass
+
+    handed_out: list[weakref.ref] = []
+
+    def batches():
+        for start in range(0, 12, 3):
+            assert not [ref for ref in handed_out if ref() is not None], "an earlier batch of rows is still held"
+            rows = [Row([n, f"t{n}", None if n < 6 else n / 2]) for n in range(start, start + 3)]
+            handed_out.extend(map(weakref.ref, rows))
+            yield rows
+            del rows
+
+    table = sql_source.arrow_table(["id", "t", "half"], batches())
+    assert len(handed_out) == 12 and not [ref for ref in handed_out if ref() is not None]
+    assert table.schema == pa.schema([("id", pa.int64()), ("t", pa.string()), ("half", pa.float64())])
+    assert table.column("half").to_pylist() == [None] * 6 + [3.0, 3.5, 4.0, 4.5, 5.0, 5.5]
+    assert table.column("id").num_chunks == 4
+
+
+def test_decimal_and_json_columns_convert_in_every_batch(postgresql_engine, tmp_path, monkeypatch):
+    database = Database("postgresql", postgresql_engine, SERVERS["postgresql"][2], tmp_path)
+    try:
+        table = database.new_table("id INTEGER, n NUMERIC, j JSONB",
+                                   "(1, NULL, NULL)", "(2, 1.50, '{\"b\": 1, \"a\": [1, 2]}')", "(3, 'NaN', '[1]')", "(4, 10, NULL)")
+        monkeypatch.setattr(sql_source, "ROWS_PER_BATCH", 1)
+        result = database.fetch(query=f"SELECT n, j FROM {table} ORDER BY id")
+    finally:
+        database.drop_all()
+    assert result.schema == pa.schema([("n", pa.float64()), ("j", pa.string())])
+    n, j = result.column("n").to_pylist(), result.column("j").to_pylist()
+    assert n[0] is None and n[1] == 1.5 and n[2] != n[2] and n[3] == 10.0  # NaN stays NaN
+    assert j == [None, '{"a": [1, 2], "b": 1}', "[1]", None]
 
 
 # --- failures worded for people --------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import sqlalchemy as sa
@@ -15,7 +16,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from ..secrets import is_reference
-from .base import FetchContext, confined_path, to_arrow_column
+from .base import FetchContext, _as_text, confined_path, to_arrow_column
 
 # Long enough for a slow VPN, short enough that an unreachable server fails in seconds.
 CONNECT_TIMEOUT_S = 10
@@ -105,24 +106,45 @@ def _create_engine(name: str, url: URL, ctx: FetchContext) -> sa.Engine:
 def _read(source: dict, connection: sa.Connection, ctx: FetchContext) -> pa.Table:
     name = source["name"]
     statement, failure = _statement(source, connection.dialect, ctx)
+    # The query runs exactly as written: no bind-parameter parsing, so `:x` or `%` mean what they mean in SQL.
+    options: dict = {"no_parameters": True}
+    if _streams(source, connection.dialect):
+        options["stream_results"] = True
     try:
-        # The query runs exactly as written: no bind-parameter parsing, so `:x` or `%` mean what they mean in SQL.
-        # No server-side cursor: it would wrap the query in the driver's own SQL (psycopg2's DECLARE ... CURSOR),
-        # which rejects some valid queries and shows up in error messages.
-        result = connection.execution_options(no_parameters=True).exec_driver_sql(statement)
+        result = connection.execution_options(**options).exec_driver_sql(statement)
         if not result.returns_rows:
             raise ctx.error(name, "the query returns no rows; write a SELECT")
         names = list(result.keys())
-        columns: list[list] = [[] for _ in names]
-        for batch in result.partitions(ROWS_PER_BATCH):
-            for column, values in zip(columns, zip(*batch)):
-                column.extend(values)
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            result.close()  # reads the rest of a streamed result off the wire, as the driver wants before the next statement
+            raise ctx.error(name, f"the result has more than one column named {', '.join(duplicates)}; give them distinct aliases")
+        return arrow_table(names, _batches(result))
     except SQLAlchemyError as exc:
         raise ctx.error(name, f"{failure}: {_driver_message(exc)}") from None
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ctx.error(name, f"the result has more than one column named {', '.join(duplicates)}; give them distinct aliases")
-    return pa.Table.from_arrays([_arrow_column(values) for values in columns], names=names)
+
+
+def _batches(result: sa.CursorResult) -> Iterator[Sequence[sa.Row]]:
+    """The result's rows, ROWS_PER_BATCH at a time; a batch is let go of before the next is fetched."""
+    while rows := result.fetchmany(ROWS_PER_BATCH):
+        yield rows
+        del rows
+
+
+def _streams(source: dict, dialect: sa.Dialect) -> bool:
+    """Whether rows come from the server a batch at a time rather than all at once into the driver's memory.
+
+    SQLite's driver steps through the result as rows are fetched anyway. PyMySQL's unbuffered cursor
+    (SSCursor) sends the query as written and reads rows off the socket as they are fetched. psycopg2
+    streams only through a server-side cursor, which wraps the query in `DECLARE ... CURSOR FOR`: that
+    rejects some valid queries (a data-modifying WITH, say) and shows up in their error messages, so
+    it is used only for table mode, whose plain `SELECT * FROM table` is ours. A query in psycopg2
+    (and any other driver) keeps the client-side cursor: libpq holds the whole result as text in C
+    memory (roughly the size of the data on the wire), while the Python rows are still made and
+    turned into Arrow one batch at a time.
+    """
+    driver = dialect.driver
+    return driver == "pymysql" or (driver == "psycopg2" and not source.get("query"))
 
 
 def _statement(source: dict, dialect: sa.Dialect, ctx: FetchContext) -> tuple[str, str]:
@@ -143,12 +165,140 @@ def _quoted_table(name: str, table: str, dialect: sa.Dialect, ctx: FetchContext)
     return ".".join(dialect.identifier_preparer.quote(part) for part in parts)
 
 
-def _arrow_column(values: list) -> pa.Array:
-    """Arrow infers the type from the values; only what it cannot hold is converted first."""
-    kinds = set(map(type, values))
-    if kinds & {Decimal, memoryview, dict, list}:
-        values = [_arrow_friendly(v) for v in values]
-    return to_arrow_column(values)
+def arrow_table(names: list[str], batches: Iterable[Sequence[Sequence]]) -> pa.Table:
+    """Rows, a batch at a time, as one Arrow table with the types Arrow infers for each whole column.
+
+    Each batch is turned into one Arrow array per column (a chunk) before the next is fetched, so at
+    most one batch of Python rows is alive at a time: peak memory is a batch plus the Arrow result.
+    The types are what `pa.array` would infer from the column's values all at once (see `_Column`).
+    """
+    columns = [_Column() for _ in names]
+    for batch in batches:
+        _add_batch(columns, batch)
+        del batch  # the rows go now, before the next batch is fetched, not when it replaces them
+    return pa.Table.from_arrays([column.finish() for column in columns], names=names)
+
+
+def _add_batch(columns: list[_Column], batch: Sequence[Sequence]) -> None:
+    for column, values in zip(columns, zip(*batch)):
+        column.add(values)
+
+
+# Python values Arrow would keep as decimals, structs or lists: converted first (see `_arrow_friendly`).
+CONVERTED = frozenset({Decimal, memoryview, dict, list})
+# What `pa.array` raises for values it cannot give one type (ArrowInvalid and ArrowTypeError are among them).
+UNTYPABLE = (ValueError, TypeError, OverflowError)
+
+
+class _Column:
+    """One result column as Arrow chunks, one per batch, whose types agree at the end.
+
+    Each batch gets the type `pa.array` infers from it. A batch of NULLs only is of the null type; a
+    batch of whole numbers in a column whose other batches hold fractions is int64 beside double; a
+    batch Arrow cannot type at all (SQLite allows numbers and text in one column) means the whole
+    column cannot be typed either, so it becomes text from then on, the earlier chunks included, as
+    `to_arrow_column` does for a whole column. `finish` then gives every chunk the type that inferring
+    from all the values at once gives: null chunks take the column's type, int64 becomes double beside
+    double, string becomes binary beside binary, timestamps take the first one's time zone; anything
+    else (which the drivers here do not produce) is inferred again from all the values, as before batches.
+
+    Going back to the values (for text, or to infer again) must give the driver's values, not Arrow's:
+    a batch mixing whole numbers and fractions (SQLite) is double, and `1` must still read "1", not
+    "1.0"; one mixing text and bytes is binary. Such a chunk keeps a mask of the values it changed.
+    """
+
+    __slots__ = ("chunks", "changed", "as_text", "convert_first")
+
+    def __init__(self) -> None:
+        self.chunks: list[pa.Array] = []
+        self.changed: dict[int, tuple[type, pa.Array]] = {}  # chunk index -> (original type, mask of its values)
+        self.as_text = False  # the column could not be typed: every value is text
+        self.convert_first = False  # an earlier batch held values to convert (decimals, JSON): skip the first try
+
+    def add(self, values: Sequence) -> None:
+        array = None
+        if not self.as_text and not self.convert_first:
+            try:
+                array = pa.array(values)
+            except UNTYPABLE:
+                array = None
+            if array is not None and _may_hold_converted(array.type):
+                array = None
+        if array is None:
+            kinds = set(map(type, values))
+            if kinds & CONVERTED:
+                self.convert_first = True
+                values = _friendly_values(values, kinds)
+            if not self.as_text:
+                try:
+                    array = pa.array(values)
+                except UNTYPABLE:
+                    self.as_text = True
+                    self.chunks = [_text_chunk(self._values(n)) for n in range(len(self.chunks))]
+                    self.changed.clear()
+            if self.as_text:
+                array = _text_chunk(values)
+        offset = 0
+        for chunk in array.chunks if isinstance(array, pa.ChunkedArray) else [array]:  # chunked: over 2 GB of text
+            self._remember_changes(chunk, values[offset:offset + len(chunk)] if offset or len(chunk) < len(values) else values)
+            self.chunks.append(chunk)
+            offset += len(chunk)
+
+    def _remember_changes(self, chunk: pa.Array, values: Sequence) -> None:
+        changed = {pa.float64(): int, pa.binary(): str}.get(chunk.type)
+        if changed is not None and changed in set(map(type, values)):
+            self.changed[len(self.chunks)] = (changed, pa.array([type(value) is changed for value in values]))
+
+    def _values(self, n: int) -> list:
+        """The driver's values behind chunk n (decimals and JSON as converted)."""
+        values = self.chunks[n].to_pylist()
+        if n in self.changed:
+            kind, mask = self.changed[n]
+            restore = int if kind is int else bytes.decode
+            values = [restore(value) if changed else value for value, changed in zip(values, mask.to_pylist())]
+        return values
+
+    def finish(self) -> pa.ChunkedArray:
+        chunks = self.chunks
+        if not chunks:
+            return pa.chunked_array([], type=pa.null())
+        types = list(dict.fromkeys(chunk.type for chunk in chunks if chunk.type != pa.null()))
+        target = _common_type(types)
+        if target is not None:
+            try:
+                return pa.chunked_array([chunk if chunk.type == target else chunk.cast(target) for chunk in chunks], type=target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. an integer beyond 2**53 beside doubles
+                pass
+        return pa.chunked_array([to_arrow_column([value for n in range(len(chunks)) for value in self._values(n)])])
+
+
+def _common_type(types: list[pa.DataType]) -> pa.DataType | None:
+    """The type inferring from all the values at once gives these chunk types, where that is simple to tell."""
+    if len(types) <= 1:
+        return types[0] if types else pa.null()
+    if set(types) == {pa.int64(), pa.float64()}:
+        return pa.float64()
+    if set(types) == {pa.string(), pa.binary()}:
+        return pa.binary()
+    if all(pa.types.is_timestamp(t) and t.tz is not None and t.unit == types[0].unit for t in types):
+        return types[0]  # Arrow takes the first value's time zone for the column; the instants stay
+    return None
+
+
+def _may_hold_converted(arrow_type: pa.DataType) -> bool:
+    """Arrow inferred a type that values in CONVERTED give (decimals, dicts, lists): convert them instead."""
+    return (pa.types.is_decimal(arrow_type) or pa.types.is_struct(arrow_type)
+            or pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+
+
+def _friendly_values(values: Sequence, kinds: set) -> list:
+    if kinds <= {Decimal, type(None)}:  # a NUMERIC column: the common case, made quick
+        return [None if value is None else float(value) for value in values]
+    return [_arrow_friendly(value) for value in values]
+
+
+def _text_chunk(values: Sequence) -> pa.Array:
+    return pa.array([None if value is None else _as_text(value) for value in values], type=pa.string())
 
 
 def _arrow_friendly(value):
