@@ -16,10 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import coltypes, tokens
 from .warehouse import describe, quote_ident, sandbox
@@ -31,6 +34,12 @@ CATEGORICAL_MAX_DISTINCT = 10_000  # above this, value counts are not worth a sc
 EXACT_QUANTILE_MAX_ROWS = 200_000  # beyond this, quantiles come from an evenly spaced sample
 QUANTILE_SAMPLE_ROWS = 100_000  # of about this many rows
 QUANTILES = {"p05": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
+# Batches: memory stays flat as tables get wider.
+SCAN_MAX_COLUMNS = 64  # columns per aggregate query
+SCAN_VALUES_PER_QUERY = 4_000_000  # values an aggregate query with exact quantiles may hold (8 bytes each)
+COUNT_BATCH_COLUMNS = 16  # columns whose distinct values are held at once while counting
+COUNT_THREADS = min(4, os.cpu_count() or 1)  # Arrow counts this many columns at a time
+ROUTE_SAMPLE_ROWS = 2_048  # rows sampled to decide whether a text column is worth counting value by value
 
 
 def _round(value: Any) -> Any:
@@ -56,16 +65,14 @@ def _scalar(value: Any) -> Any:
 def profile_table(name: str, table: pa.Table, *, source: str | None = None, sample_values: bool = True) -> dict[str, Any]:
     types = describe({name: table})[name]
     rows = table.num_rows
+    limit = min(CATEGORICAL_MAX_DISTINCT, max(20, rows // 2))
     cursor = sandbox().cursor()
     try:
         cursor.register(name, table)
-        stats = _scan_stats(cursor, name, table, types)
-        categorical = [c for c, t in types if coltypes.family(t) in ("text", "boolean")
-                       and 0 < stats[c]["distinct"] <= min(CATEGORICAL_MAX_DISTINCT, max(20, rows // 2))]
-        counts = _scan_value_counts(cursor, name, categorical) if categorical and sample_values else {}
-        head = table.slice(0, 1000)
+        stats, counts = _scan(cursor, name, table, types, limit, sample_values)
     finally:
         cursor.close()
+    head = table.slice(0, 1000)
     columns = []
     for col, kind in types:
         s = stats[col]
@@ -93,7 +100,7 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
             if rare:
                 entry["rare"] = [_scalar(v) for v in rare]
         if sample_values and col not in counts:
-            samples = _samples(head.column(col).to_pylist())
+            samples = _samples(head.column(col))
             if samples:
                 entry["samples"] = samples
         columns.append(entry)
@@ -101,8 +108,112 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
     return {**head_fields, "rows": rows, "columns": columns}
 
 
-def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> dict[str, dict[str, Any]]:
-    """Scan 1: every per-column statistic in one aggregate query.
+def _batches(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), max(1, size)):
+        yield items[start:start + max(1, size)]
+
+
+def _countable(column: pa.ChunkedArray) -> bool:
+    """Arrow can count this column's values itself, giving the same Python values DuckDB would."""
+    t = column.type
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
+
+
+def _looks_categorical(column: pa.ChunkedArray, rows: int) -> bool:
+    """Whether counting every value is likely worth it: at most half of an evenly spaced sample is distinct.
+
+    Only decides how the statistics are computed, never what they are.
+    """
+    if rows <= ROUTE_SAMPLE_ROWS * 8:
+        return True
+    step = rows // ROUTE_SAMPLE_ROWS
+    sample = column.take(pa.array(range(0, step * ROUTE_SAMPLE_ROWS, step)))
+    return pc.count_distinct(sample).as_py() <= ROUTE_SAMPLE_ROWS // 2
+
+
+def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int,
+          sample_values: bool) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[Any, int]]]]:
+    """Every column's statistics and the value counts of the categorical columns, in batches of columns.
+
+    - Text and boolean columns that Arrow can count and that look categorical
+      are counted by Arrow, a few columns at a time on a thread pool; their
+      approximate distinct count is DuckDB's HyperLogLog over the distinct
+      values, which equals the HyperLogLog over all rows (it ignores repeats).
+      One hash pass over the column gives both.
+    - Every other column is aggregated by DuckDB (approximate distinct count,
+      min/max, mean, std, quantiles) in queries over a bounded number of
+      columns, sized so that no query holds more than about
+      SCAN_VALUES_PER_QUERY values (exact quantiles keep every value).
+    - A column from the second group that turns out categorical is then
+      counted on its own (Arrow, or DuckDB for other text types).
+
+    Memory is bounded by one batch, whatever the number of columns.
+    """
+    rows = table.num_rows
+    stats: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
+    counted, aggregated = [], []
+    for col, kind in types:
+        fam = coltypes.family(kind)
+        if (sample_values and fam in ("text", "boolean") and _countable(table.column(col))
+                and _looks_categorical(table.column(col), rows)):
+            counted.append(col)
+        else:
+            aggregated.append((col, kind))
+    counts: dict[str, list[tuple[Any, int]]] = {}
+    for batch in _batches(counted, COUNT_BATCH_COLUMNS):
+        for col, (distinct, ordered) in _count_values(cursor, table, batch, limit).items():
+            stats[col]["distinct"] = distinct
+            if 0 < distinct <= limit:
+                counts[col] = ordered
+    _aggregate(cursor, name, table, aggregated, stats)
+    for col, kind in aggregated:
+        if sample_values and coltypes.family(kind) in ("text", "boolean") and 0 < stats[col]["distinct"] <= limit:
+            counts[col] = (_count_values(cursor, table, [col], limit)[col][1] if _countable(table.column(col))
+                           else _duckdb_value_counts(cursor, name, col))
+    return stats, counts
+
+
+def _ordered(values: list[Any], counts: list[int]) -> list[tuple[Any, int]]:
+    """Value counts without nulls, most frequent first (ties by value)."""
+    out = [(v, int(c)) for v, c in zip(values, counts) if v is not None]
+    out.sort(key=lambda vc: (-vc[1], str(vc[0])))
+    return out
+
+
+def _count_values(cursor, table: pa.Table, columns: list[str], limit: int) -> dict[str, tuple[int, list[tuple[Any, int]]]]:
+    """(approximate distinct count, value counts if it is at most `limit`) of a few Arrow-countable columns."""
+    with ThreadPoolExecutor(max_workers=COUNT_THREADS) as pool:
+        found = list(pool.map(lambda col: pc.value_counts(table.column(col)), columns))
+    # DuckDB's HyperLogLog over each column's distinct values, one query per Arrow type.
+    distinct: dict[str, int] = {}
+    by_type: dict[pa.DataType, list[int]] = {}
+    for i, values in enumerate(found):
+        by_type.setdefault(values.type.field("values").type, []).append(i)
+    for members in by_type.values():
+        values = pa.chunked_array([found[i].field("values") for i in members])
+        ids = pa.chunked_array([pa.repeat(pa.scalar(i, pa.int32()), len(found[i])) for i in members], pa.int32())
+        cursor.register("__distinct_values", pa.table({"i": ids, "v": values}))
+        try:
+            for i, n in cursor.execute("SELECT i, approx_count_distinct(v) FROM __distinct_values GROUP BY i").fetchall():
+                distinct[columns[i]] = int(n)
+        finally:
+            cursor.unregister("__distinct_values")
+    out = {}
+    for i, col in enumerate(columns):
+        n = distinct.get(col, 0)
+        ordered = _ordered(found[i].field("values").to_pylist(), found[i].field("counts").to_pylist()) if 0 < n <= limit else []
+        out[col] = (n, ordered)
+    return out
+
+
+def _duckdb_value_counts(cursor, name: str, col: str) -> list[tuple[Any, int]]:
+    q = quote_ident(col)
+    result = cursor.execute(f"SELECT {q}, count(*) FROM {quote_ident(name)} WHERE {q} IS NOT NULL GROUP BY {q}").fetchall()
+    return _ordered([v for v, _ in result], [n for _, n in result])
+
+
+def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]], stats: dict[str, dict[str, Any]]) -> None:
+    """Approximate distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
     Exact quantiles need a sort per column, which dominated the profile of
     large tables; above EXACT_QUANTILE_MAX_ROWS they come from an evenly
@@ -110,61 +221,51 @@ def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> d
     """
     rows = table.num_rows
     exact = rows <= EXACT_QUANTILE_MAX_ROWS
-    numbers = [col for col, kind in types if coltypes.family(kind) == "number"]
-    select, layout = [], []
-    for col, kind in types:
-        fam = coltypes.family(kind)
-        q = quote_ident(col)
-        # count(DISTINCT) costs a hash table per column and measured 30x slower
-        # than HyperLogLog here; categorical columns get exact counts from scan 2.
-        parts = {"distinct": f"approx_count_distinct({q})"}
-        if fam in ("number", "time"):
-            parts["min"], parts["max"] = f"min({q})", f"max({q})"
-        if fam == "number":
-            parts["mean"] = f"avg({q}::DOUBLE)"
-            parts["std"] = f"stddev_samp({q}::DOUBLE)"
-            if exact:
-                parts["quantiles"] = f"quantile_cont({q}::DOUBLE, {list(QUANTILES.values())})"
-        for key, expr in parts.items():
-            select.append(expr)
-            layout.append((col, key))
-    row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0] if select else ()
-    out: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
-    for (col, key), value in zip(layout, row):
-        out[col][key] = value
+    numbers = [col for col, kind in columns if coltypes.family(kind) == "number"]
+    # Exact quantiles keep every value of their column until the query ends.
+    per_query = max(1, min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // max(1, rows))) if exact and numbers else SCAN_MAX_COLUMNS
+    for batch in _batches(columns, per_query):
+        select, layout = [], []
+        for col, kind in batch:
+            fam = coltypes.family(kind)
+            q = quote_ident(col)
+            # count(DISTINCT) costs a hash table per column and measured 30x slower
+            # than HyperLogLog here; categorical columns get exact counts from their value counts.
+            parts = {"distinct": f"approx_count_distinct({q})"}
+            if fam in ("number", "time"):
+                parts["min"], parts["max"] = f"min({q})", f"max({q})"
+            if fam == "number":
+                parts["mean"] = f"avg({q}::DOUBLE)"
+                parts["std"] = f"stddev_samp({q}::DOUBLE)"
+                if exact:
+                    parts["quantiles"] = f"quantile_cont({q}::DOUBLE, {list(QUANTILES.values())})"
+            for key, expr in parts.items():
+                select.append(expr)
+                layout.append((col, key))
+        row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0]
+        for (col, key), value in zip(layout, row):
+            stats[col][key] = value
     if not exact and numbers:
         step = max(1, rows // QUANTILE_SAMPLE_ROWS)
-        sample = table.select(numbers).take(pa.array(range(0, rows, step)))
-        cursor.register("__quantile_sample", sample)
-        exprs = [f"quantile_cont({quote_ident(c)}::DOUBLE, {list(QUANTILES.values())})" for c in numbers]
-        for col, value in zip(numbers, cursor.execute(f"SELECT {', '.join(exprs)} FROM __quantile_sample").fetchall()[0]):
-            out[col]["quantiles"] = value
-    return out
+        positions = pa.array(range(0, rows, step))
+        for batch in _batches(numbers, max(1, min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // len(positions)))):
+            cursor.register("__quantile_sample", table.select(batch).take(positions))
+            try:
+                exprs = [f"quantile_cont({quote_ident(c)}::DOUBLE, {list(QUANTILES.values())})" for c in batch]
+                for col, value in zip(batch, cursor.execute(f"SELECT {', '.join(exprs)} FROM __quantile_sample").fetchall()[0]):
+                    stats[col]["quantiles"] = value
+            finally:
+                cursor.unregister("__quantile_sample")
 
 
-def _scan_value_counts(cursor, name: str, columns: list[str]) -> dict[str, list[tuple[Any, int]]]:
-    """Value counts of several columns in one scan, most frequent first (ties by value)."""
-    sets = ", ".join(f"({quote_ident(c)})" for c in columns)
-    ids = ", ".join(f"GROUPING({quote_ident(c)})" for c in columns)
-    cols = ", ".join(quote_ident(c) for c in columns)
-    sql = (f"SELECT {cols}, [{ids}] AS g, count(*) AS n FROM {quote_ident(name)} "
-           f"GROUP BY GROUPING SETS ({sets})")
-    result = cursor.execute(sql).fetchall()
-    out: dict[str, list[tuple[Any, int]]] = {c: [] for c in columns}
-    for row in result:
-        grouping = row[len(columns)]
-        i = grouping.index(0)  # the column this row groups by
-        value = row[i]
-        if value is not None:
-            out[columns[i]].append((value, int(row[-1])))
-    for col in out:
-        out[col].sort(key=lambda vc: (-vc[1], str(vc[0])))
-    return out
-
-
-def _samples(values: Iterable[Any]) -> list[Any]:
+def _samples(column: pa.ChunkedArray | Iterable[Any]) -> list[Any]:
+    """The first SAMPLES_K distinct non-empty values (of the column's first 1,000 rows)."""
+    if isinstance(column, (pa.ChunkedArray, pa.Array)):
+        # Most columns find their samples in the first rows: convert those first, the rest only if needed.
+        found = _samples(column.slice(0, 16).to_pylist())
+        return found if len(found) == SAMPLES_K or len(column) <= 16 else _samples(column.to_pylist())
     seen: list[Any] = []
-    for v in values:
+    for v in column:
         if v is not None and v != "" and v not in seen:
             seen.append(v)
             if len(seen) == SAMPLES_K:
