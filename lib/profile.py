@@ -1,10 +1,13 @@
-"""Data profiles: the "data schemas" memory, computed in DuckDB in two scans per table.
+"""Data profiles: the "data schemas" memory, computed in DuckDB and Arrow in batches of columns.
 
-Scan 1 is one aggregate query over every column (non-null count, distinct
-count, min/max, mean, std, quantiles). Scan 2 is one GROUPING SETS query
-that counts the values of every categorical column at once (top values, the
-rest, rare values). Samples come from the first rows, which costs no scan.
-Nothing is loaded into pandas.
+Numbers, times and text that is nearly all distinct get aggregate queries
+over a bounded batch of columns (distinct count by HyperLogLog, min/max,
+mean, std, quantiles). Text and boolean columns that repeat values are
+counted by Arrow, one hash pass each (top values, the rest, rare values),
+their distinct count DuckDB's HyperLogLog over the distinct values. Memory
+is bounded by one batch, so it stays flat as tables widen (see `_scan`).
+Samples come from the first rows, which costs no scan. Nothing is loaded
+into pandas.
 
 `build` returns the content of profile.yaml: sorted, rounded, no timestamps,
 so the same data always gives the same bytes. `text` renders the compact,
