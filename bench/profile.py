@@ -204,7 +204,7 @@ def main(argv=None) -> None:
                 continue
             ratio = base["s"] / ours["s"]
             met = "-" if ratio_goal is None else ("met" if ratio >= ratio_goal else "NOT MET")
-            if "1000" in label:
+            if label.endswith("x 1000"):
                 target, met = "succeeds" + ("" if ratio_goal is None else f", {target}"), "met" if ratio_goal is None or ratio >= ratio_goal else "NOT MET (speed)"
             rows_out.append([label, {"a": "(a) profile step", "b": "(b) CSV -> profile"}[mode], round(ours["s"], 3), round(base["s"], 3),
                              f"{ratio:.2f}x", target, met, round(ours["peak_mb"]), round(base["peak_mb"]),
