@@ -1,10 +1,13 @@
-"""Data profiles: the "data schemas" memory, computed in DuckDB in two scans per table.
+"""Data profiles: the "data schemas" memory, computed in DuckDB and Arrow in batches of columns.
 
-Scan 1 is one aggregate query over every column (non-null count, distinct
-count, min/max, mean, std, quantiles). Scan 2 is one GROUPING SETS query
-that counts the values of every categorical column at once (top values, the
-rest, rare values). Samples come from the first rows, which costs no scan.
-Nothing is loaded into pandas.
+Numbers, times and text that is nearly all distinct get aggregate queries
+over a bounded batch of columns (distinct count by HyperLogLog, min/max,
+mean, std, quantiles). Text and boolean columns that repeat values are
+counted by Arrow, one hash pass each (top values, the rest, rare values),
+their distinct count DuckDB's HyperLogLog over the distinct values. Memory
+is bounded by one batch, so it stays flat as tables widen (see `_scan`).
+Samples come from the first rows, which costs no scan. Nothing is loaded
+into pandas.
 
 `build` returns the content of profile.yaml: sorted, rounded, no timestamps,
 so the same data always gives the same bytes. `text` renders the compact,
@@ -16,10 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
-from typing import Any, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import coltypes, tokens
 from .warehouse import describe, quote_ident, sandbox_cursor
@@ -31,6 +37,13 @@ CATEGORICAL_MAX_DISTINCT = 10_000  # above this, value counts are not worth a sc
 EXACT_QUANTILE_MAX_ROWS = 200_000  # beyond this, quantiles come from an evenly spaced sample
 QUANTILE_SAMPLE_ROWS = 100_000  # of about this many rows
 QUANTILES = {"p05": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
+# Batches: memory stays flat as tables get wider.
+SCAN_MAX_COLUMNS = 64  # columns per aggregate query
+SCAN_VALUES_PER_QUERY = 4_000_000  # values an aggregate query with exact quantiles may hold (8 bytes each)
+COUNT_HELD_VALUES = 1_000_000  # distinct values held at most (plus one column's) while counting
+COUNT_THREADS = min(4, os.cpu_count() or 1)  # Arrow counts this many columns at a time,
+THREADS_MIN_ROWS = 100_000  # in tables of at least this many rows
+ROUTE_SAMPLE_ROWS = 2_048  # rows sampled to decide whether a text column is worth counting value by value (not nearly all distinct)
 
 
 def _round(value: Any) -> Any:
@@ -56,15 +69,13 @@ def _scalar(value: Any) -> Any:
 def profile_table(name: str, table: pa.Table, *, source: str | None = None, sample_values: bool = True) -> dict[str, Any]:
     types = describe({name: table})[name]
     rows = table.num_rows
+    limit = min(CATEGORICAL_MAX_DISTINCT, max(20, rows // 2))
     cursor = sandbox_cursor({name: table})
     try:
-        stats = _scan_stats(cursor, name, table, types)
-        categorical = [c for c, t in types if coltypes.family(t) in ("text", "boolean")
-                       and 0 < stats[c]["distinct"] <= min(CATEGORICAL_MAX_DISTINCT, max(20, rows // 2))]
-        counts = _scan_value_counts(cursor, name, categorical) if categorical and sample_values else {}
-        head = table.slice(0, 1000)
+        stats, counts = _scan(cursor, name, table, types, limit, sample_values)
     finally:
         cursor.close()
+    head = table.slice(0, 1000)
     columns = []
     for col, kind in types:
         s = stats[col]
@@ -82,17 +93,17 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
             if s.get("quantiles"):
                 entry["quantiles"] = {k: _round(float(v)) for k, v in zip(QUANTILES, s["quantiles"]) if v is not None}
         if col in counts:
-            ordered = counts[col]
-            entry["distinct"] = len(ordered)
+            found = counts[col]
+            entry["distinct"] = found.distinct
             # A handful of values is shown whole; otherwise the head, the rest's count and a few rare ones.
-            top = ordered if len(ordered) <= TOP_K + RARE_K else ordered[:TOP_K]
+            few = found.distinct <= TOP_K + RARE_K
+            top = found.head if few else found.head[:TOP_K]
             entry["top"] = [{"value": _scalar(v), "count": c} for v, c in top]
             entry["other_count"] = int(s["nonnull"] - sum(c for _, c in top))
-            rare = [v for v, _ in ordered[len(top):][-RARE_K:]]
-            if rare:
-                entry["rare"] = [_scalar(v) for v in rare]
+            if not few:
+                entry["rare"] = [_scalar(v) for v, _ in found.tail]
         if sample_values and col not in counts:
-            samples = _samples(head.column(col).to_pylist())
+            samples = _samples(head.column(col))
             if samples:
                 entry["samples"] = samples
         columns.append(entry)
@@ -100,8 +111,160 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
     return {**head_fields, "rows": rows, "columns": columns}
 
 
-def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> dict[str, dict[str, Any]]:
-    """Scan 1: every per-column statistic in one aggregate query.
+class _Counts(NamedTuple):
+    """A categorical column's value counts: how many distinct values, the first and the last ones
+    in order (most frequent first, ties by value), which is all a profile shows of them."""
+
+    distinct: int
+    head: list[tuple[Any, int]]  # the first TOP_K + RARE_K
+    tail: list[tuple[Any, int]]  # the last RARE_K
+
+
+def _batches(items: list, size: int) -> Iterable[list]:
+    size = max(1, size)
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _countable(column: pa.ChunkedArray) -> bool:
+    """Arrow can count this column's values itself, giving the same Python values DuckDB would."""
+    t = column.type
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
+
+
+def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int,
+          sample_values: bool) -> tuple[dict[str, dict[str, Any]], dict[str, _Counts]]:
+    """Every column's statistics and the value counts of the categorical columns, in batches of columns.
+
+    - Text and boolean columns that Arrow can count and that repeat values
+      (an evenly spaced sample of ROUTE_SAMPLE_ROWS rows is at most 90%
+      distinct) are counted by Arrow, one column per thread; their approximate
+      distinct count is DuckDB's HyperLogLog over the distinct values, which
+      equals the HyperLogLog over all rows (it ignores repeats). One hash pass
+      over the column gives both.
+    - Every other column is aggregated by DuckDB (approximate distinct count,
+      min/max, mean, std, quantiles) in queries over at most SCAN_MAX_COLUMNS
+      columns and SCAN_VALUES_PER_QUERY values held for exact quantiles.
+    - A column of the second kind that turns out categorical is then counted
+      on its own (by Arrow, or by DuckDB for other text types).
+
+    The sample only decides which way a column is computed, never the result.
+    Memory is bounded by one batch, however many columns the table has.
+    """
+    rows = table.num_rows
+    stats: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
+    family = {kind: coltypes.family(kind) for _, kind in types}
+    route = None
+    if rows > ROUTE_SAMPLE_ROWS * 8:
+        step = rows // ROUTE_SAMPLE_ROWS
+        route = pa.array(range(0, step * ROUTE_SAMPLE_ROWS, step))
+
+    def worth_counting(col: str, kind: str) -> bool:
+        column = table.column(col)
+        if not (sample_values and family[kind] in ("text", "boolean") and _countable(column)):
+            return False
+        return route is None or pc.count_distinct(column.take(route)).as_py() <= ROUTE_SAMPLE_ROWS * 0.9
+
+    counted, aggregated = [], []
+    for col, kind in types:
+        if worth_counting(col, kind):
+            counted.append(col)
+        else:
+            aggregated.append((col, kind))
+    counts = _count_values(cursor, table, counted, limit, stats)
+    _aggregate(cursor, name, table, aggregated, stats, family)
+    later = [col for col, kind in aggregated if sample_values and family[kind] in ("text", "boolean")
+             and 0 < stats[col]["distinct"] <= limit]
+    counts.update(_count_values(cursor, table, [col for col in later if _countable(table.column(col))], limit, {}))
+    for col in later:
+        if col not in counts:
+            counts[col] = _duckdb_value_counts(cursor, name, col)
+    return stats, counts
+
+
+def _count_values(cursor, table: pa.Table, columns: list[str], limit: int, stats: dict[str, dict[str, Any]]) -> dict[str, _Counts]:
+    """Value counts of Arrow-countable columns whose approximate distinct count is at most `limit`;
+    sets stats[col]["distinct"] (the approximate count) of those in `stats`.
+
+    Distinct values are held for a few columns at a time, at most about COUNT_HELD_VALUES.
+    """
+    out: dict[str, _Counts] = {}
+    if not columns:
+        return out
+    pending: list[tuple[str, pa.Table]] = []
+
+    def flush() -> None:
+        distinct = _approx_distinct(cursor, [values["v"] for _, values in pending])
+        for (col, values), n in zip(pending, distinct):
+            if col in stats:
+                stats[col]["distinct"] = n
+            if 0 < n <= limit:
+                out[col] = _arrow_counts(values)
+        pending.clear()
+
+    threads = COUNT_THREADS if table.num_rows >= THREADS_MIN_ROWS and len(columns) > 1 else 1
+    pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+    try:
+        for chunk in _batches(columns, threads):
+            found = pool.map(lambda c: _value_counts(table.column(c)), chunk) if pool else map(lambda c: _value_counts(table.column(c)), chunk)
+            pending.extend(zip(chunk, found))
+            if sum(values.num_rows for _, values in pending) >= COUNT_HELD_VALUES or len(pending) >= SCAN_MAX_COLUMNS:
+                flush()
+        if pending:
+            flush()
+    finally:
+        if pool:
+            pool.shutdown()
+    return out
+
+
+def _value_counts(column: pa.ChunkedArray) -> pa.Table:
+    """(v, n): each distinct non-null value and its count."""
+    found = pc.value_counts(column)
+    values = pa.table({"v": found.field("values"), "n": found.field("counts")})
+    return values.filter(pc.is_valid(values["v"])) if values["v"].null_count else values
+
+
+def _approx_distinct(cursor, columns: list[pa.ChunkedArray]) -> list[int]:
+    """DuckDB's approx_count_distinct of each array: one query per Arrow type."""
+    out = [0] * len(columns)
+    by_type: dict[pa.DataType, list[int]] = {}
+    for i, values in enumerate(columns):
+        by_type.setdefault(values.type, []).append(i)
+    for members in by_type.values():
+        values = pa.chunked_array([chunk for i in members for chunk in columns[i].chunks], columns[members[0]].type)
+        ids = pa.chunked_array([pa.repeat(pa.scalar(i, pa.int32()), len(columns[i])) for i in members], pa.int32())
+        cursor.register("__distinct_values", pa.table({"i": ids, "v": values}))
+        try:
+            for i, n in cursor.execute("SELECT i, approx_count_distinct(v) FROM __distinct_values GROUP BY i").fetchall():
+                out[i] = int(n)
+        finally:
+            cursor.unregister("__distinct_values")
+    return out
+
+
+def _arrow_counts(values: pa.Table) -> _Counts:
+    # Arrow orders strings by their UTF-8 bytes, which is Python's order of str; False before True.
+    head = pc.select_k_unstable(values, TOP_K + RARE_K, [("n", "descending"), ("v", "ascending")])
+    tail = pc.select_k_unstable(values, RARE_K, [("n", "ascending"), ("v", "descending")])
+
+    def pairs(idx: pa.Array) -> list[tuple[Any, int]]:
+        chosen = values.take(idx)
+        return list(zip(chosen["v"].to_pylist(), chosen["n"].to_pylist()))
+
+    return _Counts(values.num_rows, pairs(head), pairs(tail)[::-1])
+
+
+def _duckdb_value_counts(cursor, name: str, col: str) -> _Counts:
+    q = quote_ident(col)
+    result = cursor.execute(f"SELECT {q}, count(*) FROM {quote_ident(name)} WHERE {q} IS NOT NULL GROUP BY {q}").fetchall()
+    ordered = sorted(((v, int(n)) for v, n in result), key=lambda vc: (-vc[1], str(vc[0])))
+    return _Counts(len(ordered), ordered[:TOP_K + RARE_K], ordered[-RARE_K:])
+
+
+def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]], stats: dict[str, dict[str, Any]],
+               family: Mapping[str, str]) -> None:
+    """Approximate distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
     Exact quantiles need a sort per column, which dominated the profile of
     large tables; above EXACT_QUANTILE_MAX_ROWS they come from an evenly
@@ -109,61 +272,51 @@ def _scan_stats(cursor, name: str, table: pa.Table, types: list[list[str]]) -> d
     """
     rows = table.num_rows
     exact = rows <= EXACT_QUANTILE_MAX_ROWS
-    numbers = [col for col, kind in types if coltypes.family(kind) == "number"]
-    select, layout = [], []
-    for col, kind in types:
-        fam = coltypes.family(kind)
-        q = quote_ident(col)
-        # count(DISTINCT) costs a hash table per column and measured 30x slower
-        # than HyperLogLog here; categorical columns get exact counts from scan 2.
-        parts = {"distinct": f"approx_count_distinct({q})"}
-        if fam in ("number", "time"):
-            parts["min"], parts["max"] = f"min({q})", f"max({q})"
-        if fam == "number":
-            parts["mean"] = f"avg({q}::DOUBLE)"
-            parts["std"] = f"stddev_samp({q}::DOUBLE)"
-            if exact:
-                parts["quantiles"] = f"quantile_cont({q}::DOUBLE, {list(QUANTILES.values())})"
-        for key, expr in parts.items():
-            select.append(expr)
-            layout.append((col, key))
-    row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0] if select else ()
-    out: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
-    for (col, key), value in zip(layout, row):
-        out[col][key] = value
+    numbers = [col for col, kind in columns if family[kind] == "number"]
+    # Exact quantiles keep every value of their column until the query ends.
+    per_query = min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // max(1, rows)) if exact and numbers else SCAN_MAX_COLUMNS
+    for batch in _batches(columns, per_query):
+        select, layout = [], []
+        for col, kind in batch:
+            fam = family[kind]
+            q = quote_ident(col)
+            # count(DISTINCT) costs a hash table per column and measured 30x slower
+            # than HyperLogLog here; categorical columns get exact counts from their value counts.
+            parts = {"distinct": f"approx_count_distinct({q})"}
+            if fam in ("number", "time"):
+                parts["min"], parts["max"] = f"min({q})", f"max({q})"
+            if fam == "number":
+                parts["mean"] = f"avg({q}::DOUBLE)"
+                parts["std"] = f"stddev_samp({q}::DOUBLE)"
+                if exact:
+                    parts["quantiles"] = f"quantile_cont({q}::DOUBLE, {list(QUANTILES.values())})"
+            for key, expr in parts.items():
+                select.append(expr)
+                layout.append((col, key))
+        row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0]
+        for (col, key), value in zip(layout, row):
+            stats[col][key] = value
     if not exact and numbers:
         step = max(1, rows // QUANTILE_SAMPLE_ROWS)
-        sample = table.select(numbers).take(pa.array(range(0, rows, step)))
-        cursor.register("__quantile_sample", sample)
-        exprs = [f"quantile_cont({quote_ident(c)}::DOUBLE, {list(QUANTILES.values())})" for c in numbers]
-        for col, value in zip(numbers, cursor.execute(f"SELECT {', '.join(exprs)} FROM __quantile_sample").fetchall()[0]):
-            out[col]["quantiles"] = value
-    return out
+        positions = pa.array(range(0, rows, step))
+        for batch in _batches(numbers, min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // len(positions))):
+            cursor.register("__quantile_sample", table.select(batch).take(positions))
+            try:
+                exprs = [f"quantile_cont({quote_ident(c)}::DOUBLE, {list(QUANTILES.values())})" for c in batch]
+                for col, value in zip(batch, cursor.execute(f"SELECT {', '.join(exprs)} FROM __quantile_sample").fetchall()[0]):
+                    stats[col]["quantiles"] = value
+            finally:
+                cursor.unregister("__quantile_sample")
 
 
-def _scan_value_counts(cursor, name: str, columns: list[str]) -> dict[str, list[tuple[Any, int]]]:
-    """Value counts of several columns in one scan, most frequent first (ties by value)."""
-    sets = ", ".join(f"({quote_ident(c)})" for c in columns)
-    ids = ", ".join(f"GROUPING({quote_ident(c)})" for c in columns)
-    cols = ", ".join(quote_ident(c) for c in columns)
-    sql = (f"SELECT {cols}, [{ids}] AS g, count(*) AS n FROM {quote_ident(name)} "
-           f"GROUP BY GROUPING SETS ({sets})")
-    result = cursor.execute(sql).fetchall()
-    out: dict[str, list[tuple[Any, int]]] = {c: [] for c in columns}
-    for row in result:
-        grouping = row[len(columns)]
-        i = grouping.index(0)  # the column this row groups by
-        value = row[i]
-        if value is not None:
-            out[columns[i]].append((value, int(row[-1])))
-    for col in out:
-        out[col].sort(key=lambda vc: (-vc[1], str(vc[0])))
-    return out
-
-
-def _samples(values: Iterable[Any]) -> list[Any]:
+def _samples(column: pa.ChunkedArray | Iterable[Any]) -> list[Any]:
+    """The first SAMPLES_K distinct non-empty values (of the column's first 1,000 rows)."""
+    if isinstance(column, (pa.ChunkedArray, pa.Array)):
+        # Most columns find their samples in the first rows: convert those first, the rest only if needed.
+        found = _samples(column.slice(0, 16).to_pylist())
+        return found if len(found) == SAMPLES_K or len(column) <= 16 else _samples(column.to_pylist())
     seen: list[Any] = []
-    for v in values:
+    for v in column:
         if v is not None and v != "" and v not in seen:
             seen.append(v)
             if len(seen) == SAMPLES_K:
@@ -282,10 +435,18 @@ DROP_ORDER = ("rare", "samples", "quantiles", "std", "top_tail", "mean", "null_s
 
 
 def text(profile: Mapping[str, Any], budget: int | None = None, keep: Iterable[str] = ()) -> str:
-    """Compact profile text for the model, within `budget` tokens when possible.
+    """Compact profile text for the model; with a `budget`, at most that many tokens by `tokens.estimate`.
 
     `keep` names columns (as `table.column` or bare `column`) that the
     dashboard references; they keep their detail longest.
+
+    Over budget, detail is dropped in DROP_ORDER (first for the other
+    columns, then for the kept ones), then every table becomes one line of
+    column names and types. If even that is over, the joins go and columns
+    are left out, the kept ones last ("+N more columns"); then tables are
+    listed without their columns, as many as fit ("+N more tables"). A
+    budget too small for even "+N more tables" gives an empty text. The
+    budget is a hard ceiling: the result is never estimated above it.
     """
     keep = set(keep)
     dropped_other: set[str] = set()
@@ -299,9 +460,65 @@ def text(profile: Mapping[str, Any], budget: int | None = None, keep: Iterable[s
                 return rendered
             dropped.add(item)
             rendered = _render(profile, keep, dropped_other, dropped_kept)
-    if tokens.estimate(rendered) > budget:
-        rendered = _render(profile, keep, dropped_other, dropped_kept, names_only=True)
-    return rendered
+    if tokens.estimate(rendered) <= budget:
+        return rendered
+    rendered = _render(profile, keep, dropped_other, dropped_kept, names_only=True)
+    if tokens.estimate(rendered) <= budget:
+        return rendered
+    return _fit_names(profile, keep, budget)
+
+
+def _largest(fits, high: int) -> int | None:
+    """The largest n in 0..high with fits(n), assuming fits is (nearly) monotone; None if not even fits(0)."""
+    if not fits(0):
+        return None
+    low = 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _fit_names(profile: Mapping[str, Any], keep: set[str], budget: int) -> str:
+    """The last resorts of `text`: some column names, then some table names, then nothing."""
+    tables = list(profile.get("tables", []))
+    order = [(t, c) for kept in (True, False) for t, table in enumerate(tables) for c, col in enumerate(table["columns"])
+             if (col["name"] in keep or f"{table['name']}.{col['name']}" in keep) == kept]
+
+    def with_columns(n: int) -> str:
+        shown = set(order[:n])
+        lines = []
+        for t, table in enumerate(tables):
+            lines.append(f"table {table['name']} ({table['rows']} rows)")
+            names = [f"{c['name']} {c['type']}" for i, c in enumerate(table["columns"]) if (t, i) in shown]
+            hidden = len(table["columns"]) - len(names)
+            if hidden:
+                names.append(f"+{hidden} more columns" if names else _count(hidden, "column"))
+            if names:
+                lines.append("  " + ", ".join(names))
+        return "\n".join(lines) + "\n"
+
+    def tables_only(n: int) -> str:
+        lines = [f"table {t['name']} ({t['rows']} rows, {_count(len(t['columns']), 'column')})" for t in tables[:n]]
+        if len(tables) > n:
+            lines.append(f"+{len(tables) - n} more tables" if n else _count(len(tables), "table"))
+        return "\n".join(lines) + "\n"
+
+    def within(rendered: str) -> bool:
+        return tokens.estimate(rendered) <= budget
+
+    n = _largest(lambda n: within(with_columns(n)), len(order))
+    if n is not None:
+        return with_columns(n)
+    n = _largest(lambda n: within(tables_only(n)), len(tables))
+    return tables_only(n) if n is not None else ""
 
 
 def _fmt(value: Any) -> str:

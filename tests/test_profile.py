@@ -1,6 +1,7 @@
 """Profiles: statistics, relationships, determinism and the token budget, on the public datasets."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -125,3 +126,92 @@ def test_budget_keeps_referenced_columns_longest(load):
     line = next(l for l in text.splitlines() if l.strip().startswith("Complaint Type"))
     other = next(l for l in text.splitlines() if l.strip().startswith("Descriptor"))
     assert "rare " in line and "rare " not in other  # rare values go first, but not for the kept column
+
+
+# --------------------------------------------------------------------------- wide tables, batches, the budget ceiling
+
+
+def wide(rows: int, cols: int, seed: int = 0) -> pa.Table:
+    from bench.profile import synthetic_wide
+
+    return synthetic_wide(rows, cols, seed)
+
+
+@pytest.mark.slow
+def test_a_1000_column_table_profiles_within_the_default_memory_limit_after_another():
+    """The issue's failure: DuckDB ran out of its default 4 GB on a 1,000-column x 20k-row table
+    (one GROUPING SETS query over ~500 text columns), and at 200 columns in a process that had profiled before."""
+    import subprocess
+    import sys
+
+    script = (
+        "from bench.profile import synthetic_wide\n"
+        "from lib import profile\n"
+        "profile.build({'first': synthetic_wide(20_000, 200, seed=1)})\n"
+        "prof = profile.build({'wide': synthetic_wide(20_000, 1000)})\n"
+        "cols = prof['tables'][0]['columns']\n"
+        "print(len(cols), sum('top' in c for c in cols), sum('quantiles' in c for c in cols))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DASHMEM_QUERY_MEMORY"}  # the default limit
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", script], cwd=root, env={**env, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    columns, with_top, with_quantiles = map(int, proc.stdout.split())
+    assert columns == 1000 and with_top > 200 and with_quantiles == 300
+
+
+def test_batches_threads_and_routing_do_not_change_the_profile(monkeypatch):
+    """Column batches, the counting threads and the sampled routing decide how, never what."""
+    tables = {"t": wide(6_000, 60, seed=5), "u": wide(300, 12, seed=6)}
+    expected = workspace.render("profile", profile.build(tables))
+    monkeypatch.setattr(profile, "SCAN_MAX_COLUMNS", 1)
+    monkeypatch.setattr(profile, "COUNT_HELD_VALUES", 1)
+    monkeypatch.setattr(profile, "THREADS_MIN_ROWS", 0)
+    monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 16)  # routes some text columns to HyperLogLog first
+    assert workspace.render("profile", profile.build(tables)) == expected
+    monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 10**9)  # every text column counted by Arrow
+    monkeypatch.setattr(profile, "COUNT_THREADS", 1)
+    assert workspace.render("profile", profile.build(tables)) == expected
+
+
+def test_odd_text_types_profile_like_plain_text():
+    """Dictionary-encoded and large strings (counted by DuckDB and Arrow respectively) give the profile plain strings give."""
+    plain = wide(3_000, 6, seed=7)
+    odd = pa.table({name: (col.dictionary_encode() if i % 2 else col.cast(pa.large_string())) if pa.types.is_string(col.type) else col
+                    for i, (name, col) in enumerate(zip(plain.column_names, plain.columns))})
+    assert profile.build({"t": odd}) == profile.build({"t": plain})
+
+
+_WIDE_PROFILES: dict[int, dict] = {}
+
+
+def wide_profile(cols: int) -> dict:
+    if cols not in _WIDE_PROFILES:
+        _WIDE_PROFILES[cols] = profile.build({"t": wide(300, cols), "other": wide(40, 6, seed=3)})
+    return _WIDE_PROFILES[cols]
+
+
+@pytest.mark.parametrize("cols", [1, 5, 44, 200, pytest.param(1000, marks=pytest.mark.slow)])
+def test_the_budget_is_a_hard_ceiling(cols):
+    prof = wide_profile(cols)
+    budgets = list(range(0, 41)) + [50, 75, 100, 150, 250, 400, 600, 1000, 1500, 2500, 4000, 10_000, 100_000]
+    for budget in budgets:
+        for keep in ((), {"t.text_0000"}, {"amount_0004", "other.text_0001"}):
+            rendered = profile.text(prof, budget=budget, keep=keep)
+            assert tokens.estimate(rendered) <= budget, (cols, budget, keep)
+    assert profile.text(prof, budget=0) == ""  # not even "2 tables" fits
+    assert profile.text(prof, budget=3) == "2 tables\n"
+    full = profile.text(prof)
+    assert profile.text(prof, budget=tokens.estimate(full)) == full
+
+
+def test_past_the_names_only_form_columns_then_tables_are_left_out():
+    prof = wide_profile(200)
+    text = profile.text(prof, budget=1000)  # the issue's case: 1,193 tokens before
+    assert tokens.estimate(text) <= 1000
+    assert "more columns" in text and "text_0000 VARCHAR" in text
+    kept = profile.text(prof, budget=300, keep={"t.day_0198"})
+    assert "day_0198 DATE" in kept and tokens.estimate(kept) <= 300  # a kept column is left out last
+    tables = profile.text(prof, budget=15)
+    assert tables.startswith("table ") and tokens.estimate(tables) <= 15
