@@ -11,13 +11,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import DashmemError
+
 VIEWER, STEWARD, OWNER = "viewer", "steward", "owner"
 _RANK = {None: 0, VIEWER: 1, STEWARD: 2, OWNER: 3}
 
 USER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 
-class PermissionDenied(PermissionError):
+class PermissionDenied(DashmemError, PermissionError):
     pass
 
 

@@ -16,13 +16,14 @@ from typing import Any
 import yaml
 
 from .access import OWNER, STEWARD, VIEWER, User, role_of
+from .errors import DashmemError
 from .settings import PROJECT_ROOT
 
 APP_ROLES = (OWNER, STEWARD, VIEWER)
 MIN_COOKIE_KEY_BYTES = 32
 
 
-class AuthConfigError(RuntimeError):
+class AuthConfigError(DashmemError, RuntimeError):
     pass
 
 

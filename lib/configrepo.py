@@ -53,6 +53,7 @@ import git
 from . import access, ci_workflow, workspace
 from .access import User
 from .diagnostics import Diagnostic, ValidationFailed, has_errors
+from .errors import DashmemError
 
 MAIN = "main"
 ACTION_TRAILER = "Dashmem-Action"
@@ -66,7 +67,7 @@ _log = logging.getLogger(__name__)
 
 
 
-class ConfigRepoError(RuntimeError):
+class ConfigRepoError(DashmemError, RuntimeError):
     pass
 
 

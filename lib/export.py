@@ -25,6 +25,7 @@ import vl_convert
 from . import workspace
 from .access import User
 from .diagnostics import ValidationFailed, has_errors
+from .errors import DashmemError
 from .formats import readable_text_on
 from .refresh import refresh
 from .render import DEFAULT_THEME, Component, Rendered, render
@@ -339,7 +340,7 @@ def chart_pngs(rendered: Rendered, folder: Path, scale: float = 2) -> list[Path]
 # --------------------------------------------------------------------------- one workspace, end to end
 
 
-class ExportError(RuntimeError):
+class ExportError(DashmemError, RuntimeError):
     """The workspace cannot be exported; the message says why."""
 
 

@@ -42,6 +42,8 @@ import httpcore2
 import httpx
 import httpx2
 
+from .errors import DashmemError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 PRIVATE_SETTING = "DASHMEM_ALLOW_PRIVATE_NETWORKS"
@@ -103,7 +105,7 @@ OPT_IN_HINT = (
 )
 
 
-class Refused(Exception):
+class Refused(DashmemError):
     """A source tried to reach a host or an address this server does not let sources reach.
 
     The message is one line for the person who configured the source, e.g.

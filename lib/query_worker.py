@@ -44,13 +44,15 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from .errors import DashmemError
+
 GRACE_S = 1.0  # past the query's time limit, the worker is killed
 _WORKER_ENV = {"PATH", "PYTHONPATH", "LANG", "TZ", "HOME", "TMPDIR", "VIRTUAL_ENV", "DASHMEM_QUERY_MEMORY"}
 MAX_WORKERS = int(os.environ.get("DASHMEM_QUERY_WORKERS", "4"))
 _FRAME = struct.Struct("<Q")
 
 
-class WorkerError(RuntimeError):
+class WorkerError(DashmemError, RuntimeError):
     """The query could not be answered; the message says why in user terms."""
 
 

@@ -10,6 +10,8 @@ import os
 import re
 from typing import Any, Iterable
 
+from .errors import DashmemError
+
 # Same forms as `secret_ref` in schemas/sources.schema.json.
 REF_RE = re.compile(r"^(?:env:([A-Za-z_][A-Za-z0-9_]*)|secrets:([A-Za-z0-9_][A-Za-z0-9_.-]*))$")
 
@@ -20,7 +22,7 @@ RESERVED_ENV_PREFIXES = ("DASHMEM_", "ANTHROPIC_")
 RESERVED_SECRET_SECTIONS = ("auth", "anthropic")
 
 
-class SecretMissing(KeyError):
+class SecretMissing(DashmemError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
 

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import duckdb
 import pyarrow as pa
 
+from .errors import DashmemError
+
 if TYPE_CHECKING:
     from .access import User
 
@@ -50,7 +52,7 @@ DEFAULT_TIMEOUT_S = 10.0
 BIND_TIMEOUT_S = 5.0  # binding takes milliseconds; only a query that folds a huge constant gets near this
 
 
-class QueryError(ValueError):
+class QueryError(DashmemError, ValueError):
     """A query was refused or failed; the message says why in user terms."""
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from . import schemas, secrets
 from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
+from .errors import DashmemError
 from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
 
 FILES = schemas.FILES
@@ -28,7 +29,7 @@ REQUIRED = ("workspace", "task", "sources", "output")
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
-class InvalidName(ValueError):
+class InvalidName(DashmemError, ValueError):
     pass
 
 
