@@ -20,6 +20,7 @@ User-facing (subclass DashmemError):
 | `ValidationFailed` | diagnostics | ValueError |
 | `YamlSyntaxError` | yamlio | ValueError |
 | `InvalidName` | workspace | ValueError |
+| `WorkspaceExists` | workspace | FileExistsError |
 | `SecretMissing` | secrets | KeyError |
 | `SourceError` | connectors.base | RuntimeError |
 | `Refused` (an address a source may not reach) | netguard | Exception |

@@ -33,6 +33,10 @@ class InvalidName(DashmemError, ValueError):
     pass
 
 
+class WorkspaceExists(DashmemError, FileExistsError):
+    """A new workspace's folder exists already; nothing was written."""
+
+
 def check_slug(slug: str) -> str:
     """A workspace folder name: lower-case letters, digits and dashes; no paths."""
     if not isinstance(slug, str) or not SLUG_RE.match(slug):
@@ -397,7 +401,7 @@ def copy_template(template: Path, target: Path, *, name: str | None = None) -> N
 
     target = Path(target)
     if target.exists():
-        raise FileExistsError(f"{target} already exists; choose another name")
+        raise WorkspaceExists(f"{target} already exists; choose another name")
     ws, diags = load(template)
     meta = dict(ws.data.get("workspace") or {}, name=name) if name else None
     if meta is not None:
