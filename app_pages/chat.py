@@ -84,7 +84,7 @@ for turn in transcript:
         st.markdown(turn["text"])
 
 usage_total = st.session_state.setdefault(state.CHAT_USAGE, {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                                                          "cache_creation_input_tokens": 0, "calls": 0})
+                                                             "cache_creation_input_tokens": 0, "calls": 0})
 prefill = st.session_state.get(PREFILL) if mode == "edit" else None
 message, regenerate = None, False
 if api_key_available():
