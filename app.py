@@ -6,8 +6,6 @@ first; a deep link opened while signed out shows the sign-in form.
 """
 from __future__ import annotations
 
-import logging
-import secrets
 import time
 import urllib.parse
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import streamlit as st
 import streamlit_authenticator as stauth
 
+from app_pages import state, ui
 from lib import auth, settings
 from lib.access import OWNER, STEWARD
 from lib.configrepo import ConfigRepo
@@ -22,7 +21,6 @@ from lib.configrepo import ConfigRepo
 # A local icon file: a Material icon or an emoji favicon would be fetched from a CDN, and the app must work offline.
 st.set_page_config(page_title="dashmem", page_icon=str(Path(__file__).with_name("app_icon.png")), layout="wide")
 COOKIE_SETTLE_S = 0.8
-log = logging.getLogger("dashmem.app")
 
 
 @st.cache_resource(show_spinner="Opening the config repo…")
@@ -36,15 +34,14 @@ def sign_in_page() -> None:
     st.info("Demo users: **olivia** / olivia-demo (owner), **sam** / sam-demo (steward), **vera** / vera-demo (viewer).")
 
 
-try:
+with ui.user_errors("Could not start the sign-in") as caught:  # an AuthConfigError says what the operator should set
     credentials = auth.load_credentials()
     authenticator = stauth.Authenticate(credentials, "dashmem_auth", auth.cookie_key(), 7, auto_hash=False, login_sleep_time=0)
-except auth.AuthConfigError as exc:
-    st.error(str(exc))
+if caught.failed:
     st.stop()
 
 repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))
-st.session_state["config_repo"] = repo
+st.session_state[state.CONFIG_REPO] = repo
 
 USE_PAGES = [
     ("app_pages/dashboard.py", "Dashboard", ":material/monitoring:"),
@@ -63,34 +60,34 @@ def page_list(entries: list[tuple[str, str, str]]) -> list:
     return [st.Page(path, title=title, icon=icon, default=(path == USE_PAGES[0][0])) for path, title, icon in entries]
 
 
-if not st.session_state.get("authentication_status"):
+if not st.session_state.get(state.AUTH_STATUS):
     # Every page is registered, so a deep link keeps its URL, but none runs:
     # the sign-in form shows instead, and after signing in the rerun opens the page the link named.
     st.navigation(page_list(USE_PAGES + BUILD_PAGES), position="hidden")
     sign_in_page()
     authenticator.login(location="main", key="sign-in")
-    if st.session_state.get("authentication_status") is False:
+    if st.session_state.get(state.AUTH_STATUS) is False:
         st.error("Wrong user name or password.")
-    if st.session_state.get("authentication_status"):
+    if st.session_state.get(state.AUTH_STATUS):
         time.sleep(COOKIE_SETTLE_S)  # the browser stores the sign-in cookie before the rerun replaces the page
         st.rerun()
     st.stop()
 
-user = auth.user_for(st.session_state["username"], credentials)
-st.session_state["user"] = user
+user = auth.user_for(st.session_state[state.USERNAME], credentials)
+st.session_state[state.USER] = user
 
-metas = st.session_state["metas"] = repo.workspaces_for(user)  # the pages read them from here this run
+metas = st.session_state[state.METAS] = repo.workspaces_for(user)  # the pages read them from here this run
 visible = auth.visible(user, metas)
 with st.sidebar:
     st.markdown(f"**{user.display_name or user.name}** · {user.app_role}")
     if visible:
         # The workspace is in the URL (?ws=...), so links and reloads open the same one.
-        current = st.session_state.get("slug") or st.query_params.get("ws")
+        current = st.session_state.get(state.SLUG) or st.query_params.get("ws")
         index = visible.index(current) if current in visible else 0
-        st.session_state["slug"] = st.selectbox("Workspace", visible, index=index, format_func=lambda s: metas[s].get("name", s))
-        st.query_params["ws"] = st.session_state["slug"]
+        st.session_state[state.SLUG] = st.selectbox("Workspace", visible, index=index, format_func=lambda s: metas[s].get("name", s))
+        st.query_params["ws"] = st.session_state[state.SLUG]
     else:
-        st.session_state["slug"] = None
+        st.session_state[state.SLUG] = None
     authenticator.logout("Sign out", location="sidebar", key="sign-out")
 
 pages = {"Use": page_list(USE_PAGES)}
@@ -103,11 +100,7 @@ else:
     if refused:
         st.warning(f"The **{refused}** page is for stewards and owners, and you are signed in as a viewer, so the dashboard "
                    "opened instead. Ask a workspace owner if you need to edit this workspace.")
-try:
+# Nobody sees a traceback: what a page does not catch itself is shown here, as the pages show theirs
+# (st.rerun, st.stop and st.switch_page are BaseExceptions and pass through).
+with ui.user_errors():
     st.navigation(pages).run()
-except Exception:  # st.rerun, st.stop and st.switch_page are BaseExceptions and pass through
-    # Nobody sees a traceback: a plain message here, the details in the server log under the same reference.
-    reference = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-    log.exception("page failed (reference %s)", reference)
-    st.error(f"Something went wrong on this page. Your saved work is not affected. Reload the page to try again; "
-             f"if it keeps happening, tell the app's operator the reference **{reference}** (the details are in the server log).")

@@ -8,27 +8,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import dashboard_view, ui
+from app_pages import dashboard_view, state, ui
 from lib import autodraft, profile, settings, workspace
-from lib.access import PermissionDenied
-from lib.agent import apply_outcome, estimate_cost, run_session
-from lib.configrepo import ConfigRepoError
-from lib.diagnostics import ValidationFailed
-from lib.model import AnthropicClient, ModelError, api_key_available
+from lib.agent import estimate_cost, files_to_save, run_session
+from lib.model import AnthropicClient, api_key_available
 from lib.refresh import fetch_candidate
 from lib.warehouse import Warehouse
 
 ctx = ui.context("query")
 can_edit = ctx.can("edit")
 # Pending changes and Regenerate requests belong to one workspace; switching must not carry them over.
-OUTCOME, PREFILL = f"chat_outcome:{ctx.slug}", f"chat_prefill:{ctx.slug}"
+OUTCOME, PREFILL = state.chat_outcome(ctx.slug), state.chat_prefill(ctx.slug)
 st.title("Chat")
 modes = ["edit", "query"] if can_edit else ["query"]
-default = st.session_state.get("chat_mode", modes[0])
+default = st.session_state.get(state.CHAT_MODE, modes[0])
 mode = st.radio("Mode", modes, index=modes.index(default) if default in modes else 0, horizontal=True,
                 format_func=lambda m: "Edit the dashboard" if m == "edit" else "Ask about the data",
                 help="Edit mode writes a draft change you save or discard; query mode never changes anything.")
-st.session_state["chat_mode"] = mode
+st.session_state[state.CHAT_MODE] = mode
 path = ctx.draft_path() if mode == "edit" else ctx.published_path
 ws, _ = workspace.load(path)
 wh = Warehouse.for_workspace(path)
@@ -38,12 +35,10 @@ if first is not None and wh.current() is None:
 
 
 def save_outcome(files: dict, message: str) -> None:
-    try:
+    with ui.user_errors("Could not save to your draft"):
         sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
         st.success(f"Saved to your draft as {sha[:10]}. Publish it on the Review page." if sha else "Nothing changed.")
         st.session_state.pop(OUTCOME, None)
-    except (ValidationFailed, ConfigRepoError, PermissionDenied) as exc:
-        st.error(str(exc))
 
 
 def offer_autodraft(new_data: bool = False) -> None:
@@ -54,7 +49,7 @@ def offer_autodraft(new_data: bool = False) -> None:
                + (" It is drafted on the data the sources give now, which the refresh did not switch to; saving it "
                   "also saves the new data's profile, so the next Refresh accepts the new shape." if new_data else ""))
     if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
-        try:
+        with ui.user_errors("Could not draft a dashboard"):
             if new_data:
                 with st.status("Fetching the new data…"):
                     tables, _ = fetch_candidate(path)
@@ -66,8 +61,6 @@ def offer_autodraft(new_data: bool = False) -> None:
             st.session_state[OUTCOME] = {"kind": "autodraft", "files": drafted, "new_data": new_data,
                                          "diff": ui.text_diff(old, workspace.render("dashboard", drafted["dashboard"]), "dashboard.yaml")}
             st.session_state.pop(PREFILL, None)
-        except ValueError as exc:
-            st.error(str(exc))
 
 
 if not api_key_available():
@@ -85,13 +78,13 @@ elif can_edit and mode == "edit" and not ws.get("dashboard"):
         offer_autodraft()
 
 # The transcript of this browser session: shown, never written anywhere.
-transcript = st.session_state.setdefault("chat_transcript", {}).setdefault((ctx.slug, mode), [])
+transcript = st.session_state.setdefault(state.CHAT_TRANSCRIPT, {}).setdefault((ctx.slug, mode), [])
 for turn in transcript:
     with st.chat_message(turn["role"]):
         st.markdown(turn["text"])
 
-usage_total = st.session_state.setdefault("chat_usage", {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                                                          "cache_creation_input_tokens": 0, "calls": 0})
+usage_total = st.session_state.setdefault(state.CHAT_USAGE, {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+                                                             "cache_creation_input_tokens": 0, "calls": 0})
 prefill = st.session_state.get(PREFILL) if mode == "edit" else None
 message, regenerate = None, False
 if api_key_available():
@@ -130,11 +123,10 @@ if message:
             elif kind == "draft":
                 steps.caption("draft written — " + ("passes every check" if payload["passes"] else "checks found problems; revising"))
 
-        try:
+        with ui.user_errors("Could not ask Claude") as caught:  # a ModelError says what failed: the key, a limit, the network
             client = AnthropicClient()
             outcome = run_session(files, tables, version, mode, message, client, user=ctx.user, slug=ctx.slug, on_event=on_event)
-        except (ModelError, PermissionDenied) as exc:
-            st.error(str(exc))
+        if caught.failed:
             st.stop()
         steps.empty()
         reply = outcome.error or outcome.answer or outcome.notice or "(no answer)"
@@ -174,9 +166,8 @@ if pending and can_edit:
             for rule in outcome.proposed_rules:
                 if st.checkbox(f"`{rule['id']}` — {rule['text']}", key=f"accept_{rule['id']}"):
                     accepted.append(rule["id"])
-        to_save = apply_outcome(pending["files"], outcome, accepted)
-        if pending.get("regenerated") and "dashboard" in to_save:
-            to_save["profile"] = pending["files"]["profile"]  # a regenerated dashboard needs the new data's profile
+        # A regenerated dashboard is saved with the new data's profile (lib.agent.files_to_save says why).
+        to_save = files_to_save(pending["files"], outcome, accepted, regenerated=bool(pending.get("regenerated")))
         message_text = "Dashboard change from a Claude session"
         if outcome.dashboard_diff:
             st.code(outcome.dashboard_diff, language="diff")

@@ -7,7 +7,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from app_pages import dashboard_view, ui
+from app_pages import dashboard_view, state, ui
 from lib import refresh as refreshing
 from lib import workspace
 from lib.render import filter_states, render
@@ -23,7 +23,7 @@ wh = Warehouse.for_workspace(path)
 
 first = ui.first_load(path, wh, ws, ctx.user)
 if first is not None:
-    st.session_state["refresh_report"] = first
+    st.session_state[state.REFRESH_REPORT] = first
 
 dashboard = ws.get("dashboard")
 head, actions = st.columns([3, 2], vertical_alignment="bottom")
@@ -33,7 +33,7 @@ if dashboard and dashboard.get("description"):
 snapshot = wh.current()
 refresh_col, export_col = actions.columns(2)
 if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch"):
-    st.session_state["refresh_report"] = ui.run_refresh(path, wh, "Refreshing the data…", ctx.user)
+    st.session_state[state.REFRESH_REPORT] = ui.run_refresh(path, wh, "Refreshing the data…", ctx.user)
     snapshot = wh.current()
 if snapshot:
     created = dt.datetime.fromisoformat(snapshot.created)
@@ -44,7 +44,7 @@ if snapshot:
                     + (f" (data unchanged since {created.astimezone():%Y-%m-%d %H:%M:%S})" if unchanged_since else "") + " · "
                     + ", ".join(f"{n}: {t['rows']:,} rows" for n, t in snapshot.tables.items()))
 
-report: refreshing.RefreshReport | None = st.session_state.get("refresh_report")
+report: refreshing.RefreshReport | None = st.session_state.get(state.REFRESH_REPORT)
 if report and report.workspace == ctx.slug:
     # One box: what happened in a line, then the details.
     with st.expander(report.headline(), expanded=not report.ok, icon=":material/check_circle:" if report.ok else ":material/error:"):
@@ -68,8 +68,8 @@ if report and report.workspace == ctx.slug:
             if st.button(label, icon=":material/auto_awesome:"):
                 from lib.agent import regenerate_message
 
-                st.session_state[f"chat_prefill:{ctx.slug}"] = regenerate_message(report)
-                st.session_state["chat_mode"] = "edit"
+                st.session_state[state.chat_prefill(ctx.slug)] = regenerate_message(report)
+                st.session_state[state.CHAT_MODE] = "edit"
                 st.switch_page("app_pages/chat.py")
         st.caption(f"{report.seconds * 1000:.0f} ms · {report.model_calls} model calls")
 
@@ -81,8 +81,9 @@ if ctx.can("edit") and len(kept) > 1:
             f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == snapshot.id else "")
             for s in kept if s.id == i))
         if st.button("Serve this data", disabled=chosen_id == snapshot.id):
-            wh.switch_to(chosen_id, user=ctx.user, meta=ctx.meta)
-            st.rerun()
+            with ui.user_errors("Could not serve that data"):
+                wh.switch_to(chosen_id, user=ctx.user, meta=ctx.meta)
+                st.rerun()
 
 if not dashboard:
     st.info("This workspace has no dashboard yet. Stewards can create one on the Chat page (with Claude, or the auto-draft without a key).")
@@ -99,7 +100,7 @@ with st.expander("Try it with your own data (this session only)"):
     sources = [s["name"] for s in (ws.get("sources") or {}).get("sources") or [] if s["name"] in snapshot.tables]
     target = st.selectbox("Replace the data of", sources, key="swap_target") if sources else None
     upload = st.file_uploader("CSV file", type=["csv"], key="swap_file")
-    swaps = st.session_state.setdefault("swaps", {})
+    swaps = st.session_state.setdefault(state.SWAPS, {})
     if upload is not None and target:
         digest = hashlib.sha256(upload.getvalue()).hexdigest()[:12]
         if swaps.get((ctx.slug, target), (None,))[0] != digest:
@@ -122,23 +123,23 @@ chosen = {}
 states = filter_states(dashboard, tables, version)
 if states:
     cols = st.columns(len(states))
-    for col, state in zip(cols, states):
+    for col, filt in zip(cols, states):
         with col:
-            if state.error:
-                st.error(f"{state.label}: {state.error}")
-            elif state.type == "multiselect":
-                chosen[state.id] = st.multiselect(state.label, state.options, key=f"f_{ctx.slug}_{state.id}")
-            elif state.type == "select":
-                chosen[state.id] = st.selectbox(state.label, [None] + state.options, key=f"f_{ctx.slug}_{state.id}",
+            if filt.error:
+                st.error(f"{filt.label}: {filt.error}")
+            elif filt.type == "multiselect":
+                chosen[filt.id] = st.multiselect(filt.label, filt.options, key=f"f_{ctx.slug}_{filt.id}")
+            elif filt.type == "select":
+                chosen[filt.id] = st.selectbox(filt.label, [None] + filt.options, key=f"f_{ctx.slug}_{filt.id}",
                                                 format_func=lambda v: "All" if v is None else str(v))
-            elif state.bounds and None not in state.bounds:
-                low, high = state.bounds
-                if state.type == "number_range":
-                    chosen[state.id] = st.slider(state.label, low, high, (low, high), key=f"f_{ctx.slug}_{state.id}")
+            elif filt.bounds and None not in filt.bounds:
+                low, high = filt.bounds
+                if filt.type == "number_range":
+                    chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=f"f_{ctx.slug}_{filt.id}")
                 else:
                     low, high = pd.Timestamp(low).date(), pd.Timestamp(high).date()
-                    picked = st.date_input(state.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{state.id}")
-                    chosen[state.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
+                    picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{filt.id}")
+                    chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
 rendered = render(ws.data, tables, version, chosen)
 dashboard_view.show(rendered)
@@ -152,8 +153,8 @@ if export_col.button("Export HTML", icon=":material/download:", width="stretch",
                      help="A standalone file with the data embedded; it opens offline."):
     from lib import export
 
-    st.session_state["export_html"] = ((ctx.slug, version, repr(chosen)), export.to_html(rendered))
-prepared = st.session_state.get("export_html")
+    st.session_state[state.EXPORT_HTML] = ((ctx.slug, version, repr(chosen)), export.to_html(rendered))
+prepared = st.session_state.get(state.EXPORT_HTML)
 if prepared and prepared[0] == (ctx.slug, version, repr(chosen)):  # an export of other data or filters is stale
     export_col.download_button("Download the HTML file", prepared[1], file_name=f"{ctx.slug}.html", mime="text/html",
                                width="stretch")

@@ -4,14 +4,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages import ui
-from lib.access import PermissionDenied
-from lib.configrepo import MAIN, ConfigRepoError
+from app_pages import state, ui
+from lib.configrepo import MAIN
 
 ctx = ui.context("view")
 st.title("History")
-if st.session_state.get("history_done"):
-    st.success(st.session_state.pop("history_done"))
+if st.session_state.get(state.HISTORY_DONE):
+    st.success(st.session_state.pop(state.HISTORY_DONE))
 
 refs = [MAIN]
 if ctx.has_draft():
@@ -39,20 +38,15 @@ if ctx.can("revert"):
     target = st.selectbox("Restore the workspace to", shas, format_func=labels.get, key="revert_to")
     left, right = st.columns(2)
     if left.button("Revert my draft to this version", help="A new commit on your draft; history is kept. Publish it on the Review page."):
-        try:
+        with ui.user_errors("Could not revert your draft"):
             sha = ctx.repo.revert(ctx.user, ctx.slug, target)
-        except (ConfigRepoError, PermissionDenied) as exc:
-            st.error(str(exc))
-        else:
             # Shown after the rerun, so the table above already lists the new commit.
-            st.session_state["history_done"] = f"Your draft now equals {target[:10]}" + (f" (commit {sha[:10]})." if sha else " (it already did).")
+            st.session_state[state.HISTORY_DONE] = f"Your draft now equals {target[:10]}" + (f" (commit {sha[:10]})." if sha else " (it already did).")
             st.rerun()
     if ctx.has_draft():
         stack = ctx.repo.undo_stack(ctx.user, ctx.slug)
         if right.button(f"Undo my last saved change ({max(len(stack) - 1, 0)} available)", disabled=len(stack) < 2):
-            try:
+            with ui.user_errors("Could not undo"):
                 ctx.repo.undo(ctx.user, ctx.slug)
-                st.session_state["history_done"] = "Undone: your draft is back at its previous saved state."
+                st.session_state[state.HISTORY_DONE] = "Undone: your draft is back at its previous saved state."
                 st.rerun()
-            except (ConfigRepoError, PermissionDenied) as exc:
-                st.error(str(exc))

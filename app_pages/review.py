@@ -5,11 +5,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages import ui
+from app_pages import state, ui
 from lib import checks
-from lib.access import PermissionDenied
-from lib.configrepo import ConfigRepoError, PublishConflict
-from lib.diagnostics import ValidationFailed
+from lib.configrepo import PublishConflict
+from lib.publish_rules import publish_button
 
 ctx = ui.context("propose")  # drafts are for the people who write them
 
@@ -24,8 +23,8 @@ policy = ctx.meta.get("policy") or {}
 st.caption("Owners publish drafts to everyone. " + ("Stewards may publish their own drafts in this workspace."
                                                     if policy.get("stewards_can_publish") else "Stewards propose; an owner publishes."))
 
-if st.session_state.get("review_done"):
-    st.success(st.session_state.pop("review_done"))
+if st.session_state.get(state.REVIEW_DONE):
+    st.success(st.session_state.pop(state.REVIEW_DONE))
 drafts = [d for d in ctx.repo.drafts(ctx.slug) if d["ahead"] > 0]
 mine = ctx.repo.branch_name(ctx.user, ctx.slug)
 if not drafts:
@@ -38,71 +37,61 @@ for d in drafts:
         st.subheader(f"{d['user']}'s draft" + (" (yours)" if own else ""))
         st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {ui.when(d['date'])}")
         ui.show_diff(ctx.repo.draft_diff(ctx.slug, branch))
-        errors = []
+        found = None
         if d["workspace_path"].exists():
             found = draft_checks(str(d["workspace_path"]), d["head"])  # the same verdict publish and CI reach
             errors = [x for x in found if x.level == "error"]
             (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
             ui.show_diagnostics(found)
-        blocked = bool(errors) and policy.get("require_valid_to_publish", True)
+        publish = publish_button(ctx.user, ctx.meta, own=own, diagnostics=found)
         buttons = st.columns(4)
-        if ctx.can("publish") and (own or ctx.role == "owner"):
-            if buttons[0].button("Publish", key=f"publish_{branch}", type="primary", disabled=blocked,
-                                 help="This workspace publishes only drafts whose checks pass; fix the errors above first." if blocked else None):
-                st.session_state["confirm_publish"] = branch
-            if st.session_state.get("confirm_publish") == branch:
+        if publish.shown:
+            if buttons[0].button("Publish", key=f"publish_{branch}", type="primary", disabled=not publish.enabled, help=publish.help):
+                st.session_state[state.CONFIRM_PUBLISH] = branch
+            if st.session_state.get(state.CONFIRM_PUBLISH) == branch:
                 files = sorted({p.path for p in ctx.repo.draft_diff(ctx.slug, branch)})
                 st.warning(f"Publish {d['user']}'s draft to everyone who sees this workspace? It changes {', '.join(files) or 'nothing'}.")
                 yes, no = st.columns(2)
                 if yes.button("Yes, publish", key=f"confirm_{branch}", type="primary"):
-                    st.session_state.pop("confirm_publish", None)
-                    try:
+                    st.session_state.pop(state.CONFIRM_PUBLISH, None)
+                    with ui.user_errors("Could not publish"):  # a PublishConflict or failing checks say what to do
                         sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
-                    except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:  # a PublishConflict too
-                        st.error(str(exc))
-                    else:
-                        st.session_state["review_done"] = (f"Published {d['user']}'s draft ({', '.join(files)}) as version {sha[:10]}. "
-                                                           "Everyone now sees it; History lists it.")
+                        st.session_state[state.REVIEW_DONE] = (f"Published {d['user']}'s draft ({', '.join(files)}) as version {sha[:10]}. "
+                                                               "Everyone now sees it; History lists it.")
                         st.rerun()
                 if no.button("Cancel", key=f"cancel_{branch}"):
-                    st.session_state.pop("confirm_publish", None)
+                    st.session_state.pop(state.CONFIRM_PUBLISH, None)
                     st.rerun()
         if ctx.can("reject") and not own:
             if buttons[1].button("Reject", key=f"reject_{branch}"):
-                try:
+                with ui.user_errors("Could not reject the draft"):
                     ctx.repo.reject(ctx.user, ctx.slug, branch)
-                    st.session_state["review_done"] = (f"Rejected {d['user']}'s draft. It is kept in history but will not be "
-                                                       "published; they can start a new draft.")
+                    st.session_state[state.REVIEW_DONE] = (f"Rejected {d['user']}'s draft. It is kept in history but will not be "
+                                                           "published; they can start a new draft.")
                     st.rerun()
-                except (ConfigRepoError, PermissionDenied) as exc:
-                    st.error(str(exc))
         if own:
             if ctx.repo.has_remote("origin"):
                 if buttons[2].button("Propose (push for a pull request)", key="propose"):
-                    try:
+                    with ui.user_errors("Could not push the draft"):
                         st.success(f"Pushed `{ctx.repo.propose(ctx.user, ctx.slug)}` to origin; open a pull request there.")
-                    except (ConfigRepoError, PermissionDenied) as exc:
-                        st.error(str(exc))
             else:
                 buttons[2].caption("Proposals need a shared remote; " + ("set it below." if ctx.user.app_role == "owner"
                                    else "ask an app owner to set one on this page."))
             if d["behind"] and buttons[3].button("Update from published", key="sync"):
-                try:
-                    ctx.repo.sync(ctx.user, ctx.slug)
-                    st.rerun()
-                except PublishConflict as exc:
-                    st.session_state[f"sync_conflict:{ctx.slug}"] = str(exc)
-            if st.session_state.get(f"sync_conflict:{ctx.slug}"):
-                st.error(st.session_state[f"sync_conflict:{ctx.slug}"])
+                with ui.user_errors("Could not update your draft"):
+                    try:
+                        ctx.repo.sync(ctx.user, ctx.slug)
+                        st.rerun()
+                    except PublishConflict as exc:  # not an error to show once: the person picks a side below
+                        st.session_state[state.sync_conflict(ctx.slug)] = str(exc)
+            if st.session_state.get(state.sync_conflict(ctx.slug)):
+                st.error(st.session_state[state.sync_conflict(ctx.slug)])
                 keep = st.radio("Where both changed the same lines, keep", ["mine", "published"], horizontal=True,
                                 format_func=lambda x: "my lines" if x == "mine" else "the published lines")
                 if st.button("Update, keeping " + ("my lines" if keep == "mine" else "the published lines")):
-                    try:
+                    with ui.user_errors("Could not update your draft"):
                         ctx.repo.sync(ctx.user, ctx.slug, prefer=keep)
-                    except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
-                        st.error(str(exc))
-                    else:
-                        del st.session_state[f"sync_conflict:{ctx.slug}"]
+                        del st.session_state[state.sync_conflict(ctx.slug)]
                         st.rerun()
 
 if ctx.user.app_role == "owner":
@@ -114,10 +103,7 @@ if ctx.user.app_role == "owner":
                    "or a path to a bare repository.")
         url = st.text_input("Remote URL", value=ctx.repo.remote_url() or "", placeholder="git@github.com:acme/dashboards-config.git")
         if st.form_submit_button("Save the remote"):
-            try:
+            with ui.user_errors("Could not save the remote"):
                 ctx.repo.set_remote(ctx.user, url)
-            except (ConfigRepoError, PermissionDenied) as exc:
-                st.error(str(exc))
-            else:
-                st.session_state["review_done"] = "Saved: proposals are pushed there now."
+                st.session_state[state.REVIEW_DONE] = "Saved: proposals are pushed there now."
                 st.rerun()

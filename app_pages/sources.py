@@ -8,13 +8,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import schema_form, ui
+from app_pages import schema_form, state, ui
 from lib import coltypes, profile, schemas, settings, workspace
-from lib.access import PermissionDenied
-from lib.configrepo import ConfigRepoError
-from lib.connectors import REGISTRY, FetchContext, SourceError, fetch
+from lib.connectors import REGISTRY, FetchContext, fetch
 from lib.connectors.csv_source import store_upload
-from lib.diagnostics import ValidationFailed
 from lib.warehouse import QueryError, Warehouse
 from lib.yamlio import declared_properties
 
@@ -29,23 +26,17 @@ uploads = settings.uploads_dir(ctx.slug)
 
 
 def save(content: list, message: str) -> bool:
-    try:
+    with ui.user_errors("Could not save the sources",
+                        invalid="Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY.") as caught:
         ctx.repo.save(ctx.user, ctx.slug, {"sources": {"sources": content}}, message)
-        return True
-    except ValidationFailed as exc:
-        st.error("Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY.")
-        ui.show_diagnostics(exc.diagnostics)
-    except (ConfigRepoError, PermissionDenied) as exc:
-        st.error(str(exc))
-    return False
+    return not caught.failed
 
 
 def preview(source: dict) -> None:
     started = time.perf_counter()
-    try:
+    with ui.user_errors("Could not test the source") as caught:  # a SourceError names the source and what failed
         table = fetch(source, FetchContext(workspace_path=path, uploads_dir=uploads))
-    except SourceError as exc:
-        st.error(str(exc))
+    if caught.failed:
         return
     st.success(f"Connected: {table.num_rows:,} rows × {table.num_columns} columns in {(time.perf_counter() - started) * 1000:.0f} ms")
     st.dataframe(table.slice(0, 20).to_pandas(), width="stretch")
@@ -76,10 +67,10 @@ for i, source in enumerate(sources):
 
 st.subheader("Add a source")
 kind = st.selectbox("Type", list(REGISTRY), format_func=lambda t: REGISTRY[t].label)
-if st.session_state.get("sources_done"):
-    st.success(st.session_state.pop("sources_done"))
+if st.session_state.get(state.SOURCES_DONE):
+    st.success(st.session_state.pop(state.SOURCES_DONE))
 # A fresh form after each addition, so the last upload and name do not linger in it.
-with st.form(f"add_source_{st.session_state.setdefault('add_source_form', 0)}"):
+with st.form(f"add_source_{st.session_state.setdefault(state.ADD_SOURCE_FORM, 0)}"):
     name = st.text_input("Table name", placeholder="orders", help=root["$defs"]["source"]["properties"]["name"]["description"])
     upload = st.file_uploader("CSV file", type=["csv", "tsv", "txt"]) if kind == "csv" else None
     settings_for_type = schema_form.fields(root, root["$defs"][kind], {}, f"new_{kind}",
@@ -100,9 +91,9 @@ if test or add:
     elif any(s["name"] == new["name"] for s in sources):
         st.error(f"A source named {new['name']!r} exists already.")
     elif save(sources + [new], f"Add source {new['name']}"):
-        st.session_state["add_source_form"] += 1
-        st.session_state["sources_done"] = (f"Added **{new['name']}** to your draft. Refresh your draft's dashboard to load it, "
-                                            "then update the profile below.")
+        st.session_state[state.ADD_SOURCE_FORM] += 1
+        st.session_state[state.SOURCES_DONE] = (f"Added **{new['name']}** to your draft. Refresh your draft's dashboard to load it, "
+                                                 "then update the profile below.")
         st.rerun()
 
 st.divider()
@@ -121,11 +112,9 @@ if st.button("Update the profile from the current data", help="Loads your draft'
             st.error("\n\n".join(r.message for r in failed))
         else:
             prof = profile.build(tables, sources)
-            try:
+            with ui.user_errors("Could not save the profile"):
                 ctx.repo.save(ctx.user, ctx.slug, {"profile": prof}, "Update the data profile")
                 status.update(label="Profile saved to your draft", state="complete")
-            except (ValidationFailed, ConfigRepoError) as exc:
-                st.error(str(exc))
 if not prof:
     st.info("No profile yet.")
     st.stop()

@@ -5,11 +5,8 @@ import datetime as dt
 
 import streamlit as st
 
-from app_pages import dashboard_view, schema_form, ui
+from app_pages import dashboard_view, schema_form, state, ui
 from lib import schemas, workspace
-from lib.access import PermissionDenied
-from lib.configrepo import ConfigRepoError
-from lib.diagnostics import ValidationFailed
 from lib.warehouse import Warehouse
 from lib.yamlio import YamlSyntaxError, parse
 
@@ -22,17 +19,12 @@ ui.show_diagnostics(diagnostics)
 
 def save(files: dict, message: str, clear: str | None = None) -> None:
     """Save to the draft; on success forget the pending edit `clear` names (kept when saving fails)."""
-    try:
+    with ui.user_errors("Could not save to your draft", invalid="Not saved: the change does not validate.") as caught:
         sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
-    except ValidationFailed as exc:
-        st.error("Not saved: the change does not validate.")
-        ui.show_diagnostics(exc.diagnostics)
-        return
-    except (ConfigRepoError, PermissionDenied) as exc:
-        st.error(str(exc))
+    if caught.failed:
         return
     if sha:
-        st.session_state["specs_saved"] = f"Saved to your draft as {sha[:10]}: {message}"
+        st.session_state[state.SPECS_SAVED] = f"Saved to your draft as {sha[:10]}: {message}"
         if clear:
             st.session_state.pop(clear, None)
         st.rerun()
@@ -40,8 +32,8 @@ def save(files: dict, message: str, clear: str | None = None) -> None:
         st.info("Nothing changed, so nothing was saved.")
 
 
-if st.session_state.get("specs_saved"):
-    st.success(st.session_state.pop("specs_saved"))
+if st.session_state.get(state.SPECS_SAVED):
+    st.success(st.session_state.pop(state.SPECS_SAVED))
 
 # The open tab is kept in session state (key + on_change), so a message drawn above the tabs on one
 # rerun cannot make Streamlit reopen the first tab while the person works in another.
@@ -86,7 +78,7 @@ with output_tab:
 
 with dashboard_tab:
     current = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
-    CANDIDATE = f"dashboard_candidate:{ctx.slug}"
+    CANDIDATE = state.dashboard_candidate(ctx.slug)
     with st.form("dashboard_form"):
         text = st.text_area("dashboard.yaml", value=st.session_state.get(CANDIDATE, current), height=480,
                             help="Every component names a SQL query; see the README for the spec and its checks.")

@@ -1,23 +1,94 @@
-"""Shared by the pages: who is signed in, which workspace, and the role checks.
+"""Shared by the pages: who is signed in, which workspace, the role checks, and how errors are shown.
 
 Not a page itself (app.py registers only the page files). Permission checks
 here only decide what to show; lib/ enforces them again on every write.
+
+Errors: a page wraps each action in `with ui.user_errors("Could not publish"):`.
+A lib.errors.DashmemError shows its own message (written for the person); any
+other exception shows a plain generic message with a reference, and its
+traceback goes to the server log under that reference. Nobody sees a traceback.
 """
 from __future__ import annotations
 
+import logging
+import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from app_pages import state
 from lib import access, workspace
-from lib.access import PermissionDenied, User
+from lib.access import User
 from lib.configrepo import ConfigRepo
+from lib.diagnostics import ValidationFailed
+from lib.errors import DashmemError
 from lib.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from lib.refresh import RefreshReport
+
+log = logging.getLogger("dashmem.app")
+
+
+def report_unexpected(exc: BaseException, action: str | None = None, *, out: Any = None) -> str:
+    """Show the generic message for an error nobody wrote a message for, log its traceback; returns the text shown.
+
+    The message names a reference that is also in the log line, so an operator
+    finds the details; it never holds the exception's text or type.
+    """
+    reference = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    log.error("%s failed (reference %s)", action or "page", reference, exc_info=(type(exc), exc, exc.__traceback__))
+    lead = f"{action}. Something went wrong" if action else "Something went wrong on this page"
+    text = (f"{lead}. Your saved work is not affected. Reload the page to try again; if it keeps happening, tell the "
+            f"app's operator the reference **{reference}** (the details are in the server log).")
+    (out or st).error(text)
+    return text
+
+
+class user_errors:  # a class, named like the context managers of contextlib
+    """A context manager that shows what went wrong in an action, so no exception reaches the person as a traceback.
+
+    `with ui.user_errors("Could not publish") as caught: ...`:
+    - a DashmemError shows its message as it is (`st.error(str(exc))`) and is logged at INFO;
+      with `invalid="Not saved: ..."`, a ValidationFailed shows that line and then each finding;
+    - any other Exception shows the generic message (led by `action`) and its traceback is logged;
+    - st.rerun, st.stop and st.switch_page (BaseExceptions) pass through untouched.
+    Either error is swallowed: `caught.failed` / `caught.error` tell the code after the block.
+    `out` replaces the `st` module that shows the message (tests pass a fake).
+    """
+
+    def __init__(self, action: str | None = None, *, invalid: str | None = None, out: Any = None):
+        self.action = action
+        self.invalid = invalid
+        self.out = out
+        self.error: Exception | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def __enter__(self) -> "user_errors":
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        self.error = exc
+        out = self.out or st
+        if isinstance(exc, DashmemError):
+            log.info("%s: %s: %s", self.action or "page", type(exc).__name__, exc)
+            if self.invalid is not None and isinstance(exc, ValidationFailed):
+                out.error(self.invalid)
+                show_diagnostics(exc.diagnostics, out=out)
+            else:
+                out.error(exc.user_message)
+        else:
+            report_unexpected(exc, self.action, out=out)
+        return True
 
 
 @dataclass
@@ -56,16 +127,16 @@ class Context:
 
 def context(action: str = "view") -> Context:
     """The page's context, or stop the page with a clear message when the action is not allowed."""
-    user: User | None = st.session_state.get("user")
-    repo: ConfigRepo | None = st.session_state.get("config_repo")
-    slug = st.session_state.get("slug")
+    user: User | None = st.session_state.get(state.USER)
+    repo: ConfigRepo | None = st.session_state.get(state.CONFIG_REPO)
+    slug = st.session_state.get(state.SLUG)
     if user is None or repo is None:
         st.error("Please sign in.")
         st.stop()
     if not slug:
         st.info("You have no workspace yet. Ask an owner for access, or create one on the Workspaces page.")
         st.stop()
-    metas = st.session_state.get("metas") or {}  # app.py read them this run
+    metas = st.session_state.get(state.METAS) or {}  # app.py read them this run
     ctx = Context(user, repo, slug, metas[slug] if slug in metas else repo.meta_for(user, slug))
     if not ctx.can(action):
         st.error(f"You are {ctx.role or 'not a member'} in this workspace; this page needs the right to {action}.")
@@ -78,15 +149,16 @@ def run_refresh(path: Path, wh: Warehouse, label: str, user: User) -> "RefreshRe
     from lib.refresh import refresh
 
     box = st.empty()  # the progress shows while it runs; the page's report box says how it went
-    with box.status(label, expanded=True):
-        bar = st.progress(0.0)
+    report = None
+    with user_errors("Could not refresh the data"):
         try:
-            report = refresh(path, wh, user=user, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
-        except PermissionDenied as exc:
+            with box.status(label, expanded=True):
+                bar = st.progress(0.0)
+                report = refresh(path, wh, user=user, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+        finally:
             box.empty()
-            st.error(str(exc))
-            st.stop()
-    box.empty()
+    if report is None:  # refused (a PermissionDenied) or failed; the message is shown
+        st.stop()
     return report
 
 
@@ -100,7 +172,7 @@ def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace, user: User) -
     sources = (ws.get("sources") or {}).get("sources")
     if not sources or wh.current() is not None:
         return None
-    key = f"first_load_failed:{path}:{workspace.render('sources', ws.get('sources'))}"
+    key = state.first_load_failed(path, workspace.render("sources", ws.get("sources")))
     if key in st.session_state:
         return st.session_state[key]
     report = run_refresh(path, wh, "Loading the data for the first time…", user)
@@ -119,13 +191,14 @@ def when(iso: str) -> str:
         return iso
 
 
-def show_diagnostics(diagnostics: list, *, max_items: int = 20) -> None:
+def show_diagnostics(diagnostics: list, *, max_items: int = 20, out: Any = None) -> None:
     """Each finding as `task.yaml:12: rules[0].text: ...`: people see the file's name, not the server's folders."""
     import dataclasses
 
+    out = out or st
     for d in diagnostics[:max_items]:
         shown = dataclasses.replace(d, file=Path(d.file).name) if d.file else d
-        (st.error if d.level == "error" else st.warning)(shown.format())
+        (out.error if d.level == "error" else out.warning)(shown.format())
 
 
 def show_diff(patches: list[Any]) -> None:

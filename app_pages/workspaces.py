@@ -3,24 +3,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import ui
+from app_pages import state, ui
 from lib import access, auth, schemas, workspace
-from lib.access import STEWARD, PermissionDenied
-from lib.configrepo import ConfigRepoError
-from lib.diagnostics import ValidationFailed
+from lib.access import STEWARD
 
 CATEGORY_TITLES = {kind: schemas.title(kind) for kind in schemas.FILES}  # "Task specifications", ...
 IMPORTABLE = ("task", "sources", "output")
 
-user = st.session_state["user"]
-repo = st.session_state["config_repo"]
+user = st.session_state[state.USER]
+repo = st.session_state[state.CONFIG_REPO]
 st.title("Workspaces")
-if st.session_state.get("workspaces_done"):
-    st.success(st.session_state.pop("workspaces_done"))
+if st.session_state.get(state.WORKSPACES_DONE):
+    st.success(st.session_state.pop(state.WORKSPACES_DONE))
 st.caption("Each workspace keeps four kinds of memory plus its dashboard, versioned in the config repo. "
            "Chat transcripts and raw data are never kept.")
 
-metas = st.session_state["metas"]  # app.py read them this run
+metas = st.session_state[state.METAS]  # app.py read them this run
 mine = auth.visible(user, metas)
 for slug in mine:
     published = repo.is_published(slug)
@@ -37,7 +35,7 @@ for slug in mine:
             status.success("valid")
         status.caption(f"you: {role}" + ("" if published else " · not published yet"))
         if st.button("Open", key=f"open_{slug}"):
-            st.session_state["slug"] = slug
+            st.session_state[state.SLUG] = slug
             st.switch_page("app_pages/dashboard.py")
         kinds = [k for k in workspace.FILES if k in ws.data]
         with st.expander("Memory"):
@@ -58,18 +56,15 @@ if user.app_role in (STEWARD, "owner"):
         slug = st.text_input("Folder name", placeholder="team-kpis", help="Lower-case letters, digits and dashes.")
         template = st.selectbox("Start from", [None] + published_mine, format_func=lambda s: "blank" if s is None else f"copy of {metas[s].get('name', s)}")
         if st.form_submit_button("Create on my draft"):
-            try:
+            with ui.user_errors("Could not create the workspace"):
                 draft = repo.new_workspace(user, slug.strip(), name.strip() or slug.strip(), template)
-            except (workspace.InvalidName, ConfigRepoError, PermissionDenied, ValidationFailed, FileExistsError) as exc:
-                st.error(str(exc))
-            else:
                 # Rerun so the sidebar and this list show it now, opened, not after signing in again.
-                st.session_state["slug"] = draft.slug
-                st.session_state["workspaces_done"] = (f"Created **{name.strip() or slug.strip()}** as your draft. "
-                                                       "It is open now; publish it on the Review page to share it.")
+                st.session_state[state.SLUG] = draft.slug
+                st.session_state[state.WORKSPACES_DONE] = (f"Created **{name.strip() or slug.strip()}** as your draft. "
+                                                            "It is open now; publish it on the Review page to share it.")
                 st.rerun()
 
-    current = st.session_state.get("slug")
+    current = st.session_state.get(state.SLUG)
     with right.form("import_category"):
         st.subheader("Import one memory category")
         st.caption("Copy, for example, only the task rules or only the connectors of another workspace into your draft of this one.")
@@ -78,8 +73,6 @@ if user.app_role in (STEWARD, "owner"):
         source = st.selectbox("From", others, format_func=lambda s: metas[s].get("name", s))
         kind = st.selectbox("Category", IMPORTABLE, format_func=CATEGORY_TITLES.get)
         if st.form_submit_button("Import into my draft"):
-            try:
+            with ui.user_errors("Could not import"):
                 sha = repo.import_category(user, source, target, kind)
                 st.success(f"Imported into your draft of {metas[target].get('name', target)}" + (f" as {sha[:10]}." if sha else " (already identical)."))
-            except (ConfigRepoError, PermissionDenied, ValidationFailed) as exc:
-                st.error(str(exc))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schemas
+from .errors import DashmemError
 
 VIEWER, STEWARD, OWNER = "viewer", "steward", "owner"
 _RANK = {None: 0, VIEWER: 1, STEWARD: 2, OWNER: 3}
@@ -20,7 +21,7 @@ _RANK = {None: 0, VIEWER: 1, STEWARD: 2, OWNER: 3}
 USER_NAME_RE = re.compile(schemas.pattern("task", "rule", "author"))
 
 
-class PermissionDenied(PermissionError):
+class PermissionDenied(DashmemError, PermissionError):
     pass
 
 

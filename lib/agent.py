@@ -7,7 +7,8 @@ ends its turn or a limit (steps, tokens, wall time, malformed tool calls)
 stops it. The result is an `Outcome`: the answer, the draft dashboard and its
 diff and checks, rule proposals, token usage. Nothing is saved here:
 `apply_outcome` turns an accepted outcome into the files a caller saves with
-`ConfigRepo.save`.
+`ConfigRepo.save` (`files_to_save` adds the Regenerate rule: a regenerated
+dashboard is saved with the new data's profile).
 
 Selective forgetting: the transcript (messages, tool inputs and results,
 streamed text) lives only in local variables of `run_session`. It is not
@@ -213,6 +214,26 @@ def apply_outcome(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids:
         task = copy.deepcopy(files.get("task") or {"rules": []})
         task.setdefault("rules", []).extend(copy.deepcopy(proposals[rid]) for rid in accepted_rule_ids)
         out["task"] = task
+    return out
+
+
+def files_to_save(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids: list[str] | tuple[str, ...] = (),
+                  *, regenerated: bool = False) -> dict[str, Any]:
+    """What saving an edit session writes: `apply_outcome`, plus the Regenerate rule.
+
+    A Regenerate session (after a refresh found data that no longer fits) ran
+    on the new data, which the refresh did not switch to, and `files` carries
+    that data's profile. A dashboard from it is saved together with that
+    profile: profile.yaml decides the shape the next Refresh accepts, so the
+    new dashboard and the new data are accepted together. A Regenerate that
+    changed no dashboard (rules only) leaves the profile alone, and so does an
+    ordinary session.
+    """
+    out = apply_outcome(files, outcome, accepted_rule_ids)
+    if regenerated and "dashboard" in out:
+        if not files.get("profile"):
+            raise ValueError("a regenerated dashboard is saved with the new data's profile, and `files` has none")
+        out["profile"] = copy.deepcopy(files["profile"])
     return out
 
 

@@ -16,12 +16,13 @@ import yaml
 
 from . import settings
 from .access import OWNER, STEWARD, VIEWER, User, role_of
+from .errors import DashmemError
 
 APP_ROLES = (OWNER, STEWARD, VIEWER)
 MIN_COOKIE_KEY_BYTES = 32
 
 
-class AuthConfigError(RuntimeError):
+class AuthConfigError(DashmemError, RuntimeError):
     pass
 
 

@@ -15,12 +15,17 @@ from typing import Any, Mapping
 
 from . import coltypes
 from .components import chart, kpi, table, text
+from .errors import DashmemError
 from .warehouse import quote_ident
 
 MAX_KPIS = 3
 MAX_BREAKDOWNS = 2
 AVERAGED = re.compile(r"(rate|ratio|share|pct|percent|attainment|score|age|price|avg|mean|margin|discount|latitude|longitude|temperature)", re.I)
 PREFERRED = re.compile(r"(sales|revenue|amount|value|profit|quantity|qty|actual|total|cost|volume|count|gdp)", re.I)
+
+
+class NothingToDraft(DashmemError, ValueError):
+    """There is no data and no profile to draft a dashboard from; the message says what to do first."""
 
 
 def alias(name: str) -> str:
@@ -64,14 +69,14 @@ def _aggregate(measure: dict[str, Any]) -> str:
 def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> dict[str, Any]:
     """profile.yaml (the workspace's, else built from `tables`) and a drafted dashboard.yaml.
 
-    ValueError when there is neither a profile nor data to make one from.
+    NothingToDraft (a ValueError) when there is neither a profile nor data to make one from.
     """
     from . import profile
 
     data_profile = files.get("profile")
     if not data_profile:
         if not tables:
-            raise ValueError("no data loaded: add a source on the Sources page (or `python -m lib source add`) first")
+            raise NothingToDraft("no data loaded: add a source on the Sources page (or `python -m lib source add`) first")
         data_profile = profile.build(tables, (files.get("sources") or {}).get("sources") or [])
     return {"profile": data_profile, "dashboard": draft({**files, "profile": data_profile})}
 
@@ -149,7 +154,7 @@ def _plan(files: Mapping[str, Any]) -> _Plan:
     """The main table and what to show of it; ValueError without a profile."""
     table = main_table(files.get("profile") or {})
     if table is None:
-        raise ValueError("no data profile yet: connect a source and refresh before drafting a dashboard")
+        raise NothingToDraft("no data profile yet: connect a source and refresh before drafting a dashboard")
     output = files.get("output") or {}
     return _Plan(
         title=(files.get("workspace") or {}).get("name", "Dashboard"),

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from . import schemas, settings, workspace
 from .diagnostics import ERROR, has_errors
+from .errors import DashmemError
 
 
 def _print_json(payload) -> None:
@@ -62,7 +63,7 @@ def cmd_validate(args) -> int:
     return 1 if errors else 0
 
 
-class _Refused(Exception):
+class _Refused(DashmemError):
     """A command cannot go on; what is wrong has been printed or is in the message."""
 
 
@@ -142,15 +143,12 @@ def cmd_compose(args) -> int:
 
 def cmd_export(args) -> int:
     from .access import OPERATOR
-    from .export import ExportError, export_workspace
+    from .export import export_workspace
 
     if not args.html and not args.png:
         return _fail(args, "say what to write: --html FILE and/or --png FOLDER")
-    try:
-        written = export_workspace(Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None,
-                                   user=OPERATOR)
-    except ExportError as exc:
-        return _fail(args, str(exc))
+    written = export_workspace(Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None,
+                               user=OPERATOR)  # an ExportError is a DashmemError: main() prints it as one line
     for cid, error in written["errors"]:
         print(f"warning: component {cid!r}: {error}", file=sys.stderr)
     if written["html"]:
@@ -287,15 +285,12 @@ def cmd_refresh(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from .warehouse import QueryError, Warehouse
+    from .warehouse import Warehouse
 
     wh = Warehouse.for_workspace(Path(args.path))
     if wh.current() is None:
         return _fail(args, f"no data loaded for {args.path}; run `python -m lib refresh {args.path}` first")
-    try:
-        result = wh.query(args.sql, max_rows=args.max_rows)
-    except QueryError as exc:
-        return _fail(args, str(exc))
+    result = wh.query(args.sql, max_rows=args.max_rows)  # a QueryError is a DashmemError: main() prints it as one line
     if args.json:
         _print_json({"columns": result.columns, "rows": result.table.to_pylist(), "truncated": result.truncated})
         return 0
@@ -434,14 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .access import PermissionDenied
-    from .configrepo import ConfigRepoError
-    from .diagnostics import ValidationFailed
-    from .workspace import InvalidName
-
     try:
         return args.func(args)
-    except (ConfigRepoError, PermissionDenied, ValidationFailed, InvalidName, FileExistsError, _Refused) as exc:
+    except (DashmemError, FileExistsError) as exc:  # messages written for a person: printed as they are
         return _fail(args, str(exc))
     except Exception as exc:  # never a traceback for a person or a CI log; DASHMEM_DEBUG=1 shows it
         if settings.get("DASHMEM_DEBUG"):

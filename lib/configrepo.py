@@ -51,6 +51,7 @@ import git
 
 from . import access, ci_workflow, gitops, workspace
 from .access import User
+from .errors import DashmemError
 from .gitops import SYSTEM, _git, _locked, actor_env  # noqa: F401  (_git, _locked: re-exported)
 from .history import (  # noqa: F401  (re-exported: the functions that work on any checkout)
     ACTION_TRAILER,
@@ -76,7 +77,7 @@ _log = logging.getLogger(__name__)
 
 
 
-class ConfigRepoError(RuntimeError):
+class ConfigRepoError(DashmemError, RuntimeError):
     pass
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from .errors import DashmemError
+
 ERROR = "error"
 WARNING = "warning"
 
@@ -57,7 +59,7 @@ def format_path(path: Iterable[Any]) -> str:
     return out
 
 
-class ValidationFailed(ValueError):
+class ValidationFailed(DashmemError, ValueError):
     """Raised by writers when content does not validate; nothing was written."""
 
     def __init__(self, diagnostics: list[Diagnostic]):

@@ -27,6 +27,7 @@ from .components.base import COLOR_RE
 from .components.base import escape as _escape
 from .components.chart import vega_lite_spec
 from .diagnostics import ValidationFailed, has_errors
+from .errors import DashmemError
 from .fsutil import atomic_write
 from .refresh import refresh
 from .render import Rendered, render
@@ -201,7 +202,7 @@ def chart_pngs(rendered: Rendered, folder: Path, scale: float = 2) -> list[Path]
 # --------------------------------------------------------------------------- one workspace, end to end
 
 
-class ExportError(RuntimeError):
+class ExportError(DashmemError, RuntimeError):
     """The workspace cannot be exported; the message says why."""
 
 

@@ -23,6 +23,7 @@ import copy
 import logging
 from typing import Any, Callable, Iterable, Protocol
 
+from .errors import DashmemError
 from .settings import model_id
 
 TextCallback = Callable[[str], None]
@@ -31,7 +32,7 @@ NO_KEY = ("no Anthropic API key: set ANTHROPIC_API_KEY, or add anthropic.api_key
           "(everything except the model call works without one)")
 
 
-class ModelError(Exception):
+class ModelError(DashmemError):
     """A model call failed; `kind` is one of: no_key, auth, rate_limit, server, timeout, connection, request, script."""
 
     def __init__(self, kind: str, message: str):

@@ -41,6 +41,7 @@ import httpx
 import httpx2
 
 from . import settings
+from .errors import DashmemError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -103,7 +104,7 @@ OPT_IN_HINT = (
 )
 
 
-class Refused(Exception):
+class Refused(DashmemError):
     """A source tried to reach a host or an address this server does not let sources reach.
 
     The message is one line for the person who configured the source, e.g.

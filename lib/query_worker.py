@@ -45,13 +45,14 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from . import settings
+from .errors import DashmemError
 
 GRACE_S = 1.0  # past the query's time limit, the worker is killed
 _WORKER_ENV = {"PATH", "PYTHONPATH", "LANG", "TZ", "HOME", "TMPDIR", "VIRTUAL_ENV", "DASHMEM_QUERY_MEMORY"}
 _FRAME = struct.Struct("<Q")
 
 
-class WorkerError(RuntimeError):
+class WorkerError(DashmemError, RuntimeError):
     """The query could not be answered; the message says why in user terms."""
 
 

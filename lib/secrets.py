@@ -11,6 +11,7 @@ import re
 from typing import Any, Iterable
 
 from . import settings
+from .errors import DashmemError
 
 # Same forms as `secret_ref` in schemas/sources.schema.json.
 REF_RE = re.compile(r"^(?:env:([A-Za-z_][A-Za-z0-9_]*)|secrets:([A-Za-z0-9_][A-Za-z0-9_.-]*))$")
@@ -22,7 +23,7 @@ RESERVED_ENV_PREFIXES = ("DASHMEM_", "ANTHROPIC_")
 RESERVED_SECRET_SECTIONS = ("auth", "anthropic")
 
 
-class SecretMissing(KeyError):
+class SecretMissing(DashmemError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
 

@@ -18,6 +18,7 @@ The exceptions below are the ones both parts raise (they import them from here w
 """
 from __future__ import annotations
 
+from .errors import DashmemError
 from .fsutil import replace_symlink as _point
 from .sandbox import (
     DEFAULT_MAX_ROWS,
@@ -44,7 +45,7 @@ from .snapshots import (
 )
 
 
-class QueryError(ValueError):
+class QueryError(DashmemError, ValueError):
     """A query was refused or failed; the message says why in user terms."""
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from . import schemas, secrets
 from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
+from .errors import DashmemError
 from .fsutil import atomic_write, write_temp
 from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
 
@@ -29,8 +30,12 @@ REQUIRED = ("workspace", "task", "sources", "output")
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
-class InvalidName(ValueError):
+class InvalidName(DashmemError, ValueError):
     pass
+
+
+class WorkspaceExists(DashmemError, FileExistsError):
+    """A new workspace's folder exists already; nothing was written."""
 
 
 def check_slug(slug: str) -> str:
@@ -357,7 +362,7 @@ def copy_template(template: Path, target: Path, *, name: str | None = None) -> N
 
     target = Path(target)
     if target.exists():
-        raise FileExistsError(f"{target} already exists; choose another name")
+        raise WorkspaceExists(f"{target} already exists; choose another name")
     ws, diags = load(template)
     meta = dict(ws.data.get("workspace") or {}, name=name) if name else None
     if meta is not None:

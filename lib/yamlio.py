@@ -16,11 +16,13 @@ from typing import Any
 
 import yaml
 
+from .errors import DashmemError
+
 # Path of a value inside a document: keys and list indexes, e.g. ("rules", 2, "text").
 JsonPath = tuple
 
 
-class YamlSyntaxError(ValueError):
+class YamlSyntaxError(DashmemError, ValueError):
     """A file is not well-formed YAML, or uses what workspace files refuse; carries the 1-based line.
 
     `kind` says which: `syntax` (not YAML, or a duplicate key), or a refusal:

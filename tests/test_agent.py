@@ -17,7 +17,7 @@ import pytest
 
 from lib import agent, checks, profile, workspace
 from lib.access import OPERATOR, PermissionDenied, User
-from lib.agent import Limits, apply_outcome, estimate_cost, regenerate_message, run_session
+from lib.agent import Limits, Outcome, apply_outcome, estimate_cost, files_to_save, regenerate_message, run_session
 from lib.model import ScriptedModel, message, text_block, tool_use_block
 from lib.refresh import RefreshReport, SourceReport, refresh
 from lib.warehouse import Warehouse
@@ -308,6 +308,22 @@ def test_proposed_rules_are_collected_and_only_accepted_ones_are_saved(superstor
     assert [r["id"] for r in workspace.load(folder)[0].data["task"]["rules"]] == ["profit-red"]
     with pytest.raises(KeyError, match="no proposed rule"):
         apply_outcome(files, outcome, ["made-up"])
+
+
+def test_a_regenerated_dashboard_is_saved_with_the_new_datas_profile_and_nothing_else_is():
+    new_profile = {"tables": [{"name": "gates", "rows": 3, "columns": []}]}
+    files = {"dashboard": {"title": "old"}, "task": {"rules": []}, "profile": new_profile}
+    drafted = Outcome(mode="edit", draft_dashboard={"title": "new"}, dashboard_diff="-old\n+new",
+                      proposed_rules=[{"id": "r1", "text": "a rule"}])
+    saved = files_to_save(files, drafted, [], regenerated=True)
+    assert saved == {"dashboard": {"title": "new"}, "profile": new_profile} and saved["profile"] is not new_profile
+    assert files_to_save(files, drafted, []) == {"dashboard": {"title": "new"}}  # an ordinary session keeps the profile
+    rules_only = Outcome(mode="edit", proposed_rules=[{"id": "r1", "text": "a rule"}])
+    assert list(files_to_save(files, rules_only, ["r1"], regenerated=True)) == ["task"]  # no dashboard: no new profile
+    failed = Outcome(mode="edit", draft_dashboard={"title": "new"}, dashboard_diff="-old\n+new", error="the model stopped")
+    assert files_to_save(files, failed, [], regenerated=True) == {}
+    with pytest.raises(ValueError, match="new data's profile"):
+        files_to_save({**files, "profile": None}, drafted, [], regenerated=True)
 
 
 # --------------------------------------------------------------------------- selective forgetting

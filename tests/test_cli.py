@@ -158,3 +158,48 @@ def test_autodraft_json_prints_only_the_check_results_on_stdout(tmp_path):
 def test_bad_arguments_are_one_line_not_a_traceback(args, message):
     proc = run(*args, check_rc=1)
     assert proc.stderr.startswith(message) and "Traceback" not in proc.stderr + proc.stdout
+
+
+def _user_facing_errors():
+    from lib.access import PermissionDenied
+    from lib.connectors.base import SourceError
+    from lib.export import ExportError
+    from lib.secrets import SecretMissing
+    from lib.warehouse import QueryRefused
+
+    return [PermissionDenied("sam (steward) may not publish in workspace 'x'"),
+            QueryRefused("only SELECT queries are allowed (WITH … SELECT included), not DROP"),
+            ExportError("x has no dashboard.yaml to export"),
+            SecretMissing("secret env:DB_PW is not set: define the environment variable DB_PW"),
+            SourceError("orders", "the file does not exist")]
+
+
+@pytest.mark.parametrize("exc", _user_facing_errors(), ids=lambda e: type(e).__name__)
+def test_any_user_facing_error_is_its_message_on_one_line(exc, monkeypatch, capsys):
+    from lib import cli
+
+    def fails(args):
+        raise exc
+
+    monkeypatch.setattr(cli, "cmd_history", fails)
+    assert cli.main(["history", "workspaces/gdp-explorer"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: {exc}\n" and "Traceback" not in err
+    assert cli.main(["history", "workspaces/gdp-explorer", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": str(exc)}
+
+
+def test_an_unexpected_error_is_one_line_naming_its_type_unless_debugging(monkeypatch, capsys):
+    from lib import cli
+
+    def fails(args):
+        raise RuntimeError("internal detail\nsecond line")
+
+    monkeypatch.setattr(cli, "cmd_history", fails)
+    monkeypatch.delenv("DASHMEM_DEBUG", raising=False)
+    assert cli.main(["history", "workspaces/gdp-explorer"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: history failed: RuntimeError: internal detail (run again with DASHMEM_DEBUG=1")
+    monkeypatch.setenv("DASHMEM_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        cli.main(["history", "workspaces/gdp-explorer"])

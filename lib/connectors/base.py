@@ -9,9 +9,10 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from .. import netguard, secrets, settings
+from ..errors import DashmemError
 
 
-class SourceError(RuntimeError):
+class SourceError(DashmemError, RuntimeError):
     """A source could not be fetched. The message names the source and never holds a secret value."""
 
     def __init__(self, source: str, message: str):
