@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import DashmemError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # Who sets a setting: whose environment (or which file) the value is read from.
@@ -36,11 +38,11 @@ CONFIG_REPO_CI = "config repo admin: a GitHub repository variable, read by the c
 BENCH = "whoever runs `bench/`: its environment"
 
 
-class SettingError(ValueError):
+class SettingError(DashmemError, ValueError):
     """A setting holds a value its parser refuses; the message is one line naming the variable and what is allowed."""
 
 
-class UnknownSetting(LookupError):
+class UnknownSetting(DashmemError, LookupError):
     """A DASHMEM_ name that is not in the registry."""
 
 
