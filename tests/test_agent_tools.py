@@ -10,8 +10,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from lib import agent_tools, workspace
-from lib.agent_tools import Toolbox, change_summary, text_table
+from lib import agent_tools, toolbox, workspace
+from lib.toolbox import Toolbox, change_summary, text_table
 
 from .conftest import ROOT, WORKSPACES
 
@@ -95,7 +95,7 @@ def test_run_sql_without_data_is_feedback_not_a_malformed_call(files):
     ("title: [unclosed\n", "the YAML does not parse"),
     ("a: &x 1\nb: *x\n", "anchors and aliases"),
     ("- just\n- a list\n", "not a mapping"),
-    ("x" * (agent_tools.YAML_MAX_CHARS + 1), "limit 200,000"),
+    ("x" * (toolbox.YAML_MAX_CHARS + 1), "limit 200,000"),
 ])
 def test_yaml_that_cannot_be_a_spec_changes_nothing(files, text, says):
     tools = box(files)
@@ -167,10 +167,10 @@ def test_text_table_aligns_columns_and_counts_rows():
 
 def test_text_table_cuts_long_cells_and_long_results():
     cell = text_table(["t"], [("x" * 200 + "\nnext",)], False).splitlines()[2]
-    assert len(cell) == agent_tools.CELL_CHARS and cell.endswith("…") and "\n" not in cell
+    assert len(cell) == toolbox.CELL_CHARS and cell.endswith("…") and "\n" not in cell
     rows = [(i, "y" * 70) for i in range(500)]
     text = text_table(["i", "y"], rows, False)
-    assert len(text) < agent_tools.RESULT_CHARS + 100 and "(cut: aggregate in SQL to see less)" in text
+    assert len(text) < toolbox.RESULT_CHARS + 100 and "(cut: aggregate in SQL to see less)" in text
     assert text.endswith("(500 rows)")
 
 
