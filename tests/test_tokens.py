@@ -46,6 +46,8 @@ def api(monkeypatch):
 
     class OverFakeTransport(real):
         def __init__(self, **kwargs):
+            kwargs.pop("http_client", None)  # the app's client passes its own; this one answers instead
+            kwargs.pop("max_retries", None)
             super().__init__(http_client=httpx2.Client(transport=httpx2.MockTransport(answer)), max_retries=0, **kwargs)
 
     monkeypatch.setattr(anthropic, "Anthropic", OverFakeTransport)
