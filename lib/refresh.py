@@ -11,8 +11,10 @@ probably renamed to.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -357,15 +359,13 @@ def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table], 
     are written down and a later process with the same dashboard and data shape binds
     nothing. Failures are never recorded: they are bound again, and reported, every time.
     """
-    import duckdb
-
     problems: dict[str, list[str]] = {}
     shapes = sorted((name, t.schema.to_string(show_schema_metadata=False)) for name, t in tables.items())
     known = _read_bound(record)
     learned = []
     for path, _, sql in queries(dashboard or {}):
         params = unset_params(sql)
-        key = hashlib.sha256(json.dumps([duckdb.__version__, sql, sorted(params), shapes]).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([_binder(), sql, sorted(params), shapes]).encode()).hexdigest()
         if key in known:
             continue
         try:
@@ -380,6 +380,21 @@ def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table], 
     if record is not None and learned:
         _write_bound(record, [k for k in known if k not in learned] + learned)
     return [f"{where} no longer fits the new data: {'; '.join(reasons)}" for where, reasons in problems.items()]
+
+
+@functools.cache
+def _binder() -> list:
+    """Which DuckDB build binds (its library files' names, sizes and times: another version is other files),
+    found without importing DuckDB, which a refresh whose bindings are all recorded never needs."""
+    import importlib.util
+
+    identity = []
+    for module in ("duckdb", "_duckdb"):
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin:
+            stat = os.stat(spec.origin)
+            identity.append([spec.origin, stat.st_size, stat.st_mtime_ns])
+    return identity
 
 
 def _read_bound(record: Path | None) -> dict[str, None]:
