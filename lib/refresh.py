@@ -384,16 +384,24 @@ def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table], 
 
 @functools.cache
 def _binder() -> list:
-    """Which DuckDB build binds (its library files' names, sizes and times: another version is other files),
-    found without importing DuckDB, which a refresh whose bindings are all recorded never needs."""
+    """What decides a binding: the DuckDB build and our sandbox's rules, as their files' names, sizes
+    and times (another version is other files), found without importing DuckDB, which a refresh whose
+    bindings are all recorded never needs."""
     import importlib.util
 
-    identity = []
+    here = Path(__file__).resolve().parent
+    files = [here / "sandbox.py", here / "query_worker.py"]
     for module in ("duckdb", "_duckdb"):
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.origin:
-            stat = os.stat(spec.origin)
-            identity.append([spec.origin, stat.st_size, stat.st_mtime_ns])
+            files.append(Path(spec.origin))
+    identity = []
+    for file in files:
+        try:
+            stat = os.stat(file)
+        except OSError:
+            continue
+        identity.append([str(file), stat.st_size, stat.st_mtime_ns])
     return identity
 
 
