@@ -4,6 +4,10 @@ PATH is a workspace folder (or, for `validate`, any folder holding
 workspaces). The commands work on a plain checkout of a config repo as well as
 on the app's own config repo. Exit status is 0 on success, 1 when validation
 or the operation failed, 2 on usage errors.
+
+Each command imports what it uses when it runs: cron and CI start a fresh
+process per command, and a cold `refresh` should pay for the CSV parser and
+DuckDB, not for git, the renderer or jsonschema's metaschema.
 """
 from __future__ import annotations
 
@@ -12,11 +16,14 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from . import schemas, settings, workspace
+from . import settings
 from .diagnostics import ERROR, has_errors
 from .errors import DashmemError
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 
 def _print_json(payload) -> None:
@@ -38,7 +45,7 @@ def cmd_settings(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from . import checks
+    from . import checks, workspace
 
     root = Path(args.path)
     if not root.exists():
@@ -67,8 +74,10 @@ class _Refused(DashmemError):
     """A command cannot go on; what is wrong has been printed or is in the message."""
 
 
-def _valid_workspace(path: Path) -> "workspace.Workspace":
+def _valid_workspace(path: Path) -> Workspace:
     """The workspace at PATH, or print its errors and refuse."""
+    from . import workspace
+
     ws, diagnostics = workspace.load(path)
     if has_errors(diagnostics):
         for d in diagnostics:
@@ -94,7 +103,7 @@ def _warehouse_with_data(path: Path, *, required: bool = True):
 
 
 def cmd_check(args) -> int:
-    from . import checks
+    from . import checks, workspace
 
     path = Path(args.path)
     ws = _valid_workspace(path)
@@ -116,7 +125,7 @@ def _report_checks(args, found: list) -> int:
 
 
 def cmd_autodraft(args) -> int:
-    from . import autodraft, checks
+    from . import autodraft, checks, workspace
 
     path = Path(args.path)
     ws = _valid_workspace(path)
@@ -159,6 +168,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_new(args) -> int:
+    from . import workspace
+
     target = Path(args.path)
     if ".." in target.parts:
         return _fail(args, f"{args.path}: give the new workspace's folder without '..'; nothing was written")
@@ -249,6 +260,8 @@ def cmd_publish(args) -> int:
 def cmd_source_add(args) -> int:
     import yaml
 
+    from . import workspace
+
     ws_path = Path(args.path)
     ws = _valid_workspace(ws_path)
     source: dict = {"name": args.name, "type": args.type}
@@ -301,7 +314,7 @@ def cmd_query(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    from . import profile, tokens
+    from . import profile, tokens, workspace
 
     ws_path = Path(args.path)
     ws = _valid_workspace(ws_path)
@@ -326,6 +339,8 @@ def _fail(args, message: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import schemas  # the connector types for `source add`: read from the schema, without jsonschema
+
     parser = argparse.ArgumentParser(prog="python -m lib", description="Workspace memory tools: validate, create, review and publish workspaces.")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -11,6 +11,10 @@ probably renamed to.
 from __future__ import annotations
 
 import difflib
+import functools
+import hashlib
+import json
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -154,7 +158,8 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Pat
     configured = [s["name"] for s in sources]
     # Tables of sources that failed keep their last data; tables of removed sources go.
     candidate = {**{n: old_tables[n] for n in configured if n in old_tables}, **fetched}
-    report.dashboard_errors.extend(dashboard_query_errors(ws.get("dashboard"), candidate))
+    report.dashboard_errors.extend(dashboard_query_errors(ws.get("dashboard"), candidate,
+                                                         record=warehouse.folder / BOUND_RECORD))
 
     protect_old = current is not None
     if protect_old and (any(s.status != "ok" for s in report.sources) or report.dashboard_errors):
@@ -339,19 +344,87 @@ _MISSING_COLUMN = re.compile(r'Referenced column "?(?P<column>[^"]+?)"? not foun
 _MISSING_TABLE = re.compile(r"Table with name (?P<table>\S+) does not exist")
 
 
-def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table]) -> list[str]:
+BOUND_RECORD = "BOUND"  # in a workspace's cache folder: dashboard queries known to bind, see `dashboard_query_errors`
+_BOUND_KEPT = 512  # bindings remembered per workspace; more only means binding some again
+
+
+def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table], record: Path | None = None) -> list[str]:
     """Bind each dashboard query to the candidate tables (filters unset); one plain line per
-    component or filter whose queries fail, saying what it reads that is gone."""
+    component or filter whose queries fail, saying what it reads that is gone.
+
+    Binding runs in a query worker (it folds constants, so a query can be an attack
+    already there), and starting one cost a cold `python -m lib refresh` more than the
+    rest of the refresh. A binding depends only on the SQL, its parameter names, the
+    tables' schemas and DuckDB's version, so with a `record` file the successful ones
+    are written down and a later process with the same dashboard and data shape binds
+    nothing. Failures are never recorded: they are bound again, and reported, every time.
+    """
     problems: dict[str, list[str]] = {}
+    shapes = sorted((name, t.schema.to_string(show_schema_metadata=False)) for name, t in tables.items())
+    known = _read_bound(record)
+    learned = []
     for path, _, sql in queries(dashboard or {}):
+        params = unset_params(sql)
+        key = hashlib.sha256(json.dumps([_binder(), sql, sorted(params), shapes]).encode()).hexdigest()
+        if key in known:
+            continue
         try:
-            bind(tables, sql, unset_params(sql))
+            bind(tables, sql, params)
         except QueryError as exc:
             reasons = problems.setdefault(_where(dashboard, path).split(".")[0], [])
             reason = _plain_reason(str(exc))
             if reason not in reasons:
                 reasons.append(reason)
+        else:
+            learned.append(key)
+    if record is not None and learned:
+        _write_bound(record, [k for k in known if k not in learned] + learned)
     return [f"{where} no longer fits the new data: {'; '.join(reasons)}" for where, reasons in problems.items()]
+
+
+@functools.cache
+def _binder() -> list:
+    """What decides a binding: the DuckDB build and our sandbox's rules, as their files' names, sizes
+    and times (another version is other files), found without importing DuckDB, which a refresh whose
+    bindings are all recorded never needs."""
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    files = [here / "sandbox.py", here / "query_worker.py"]
+    for module in ("duckdb", "_duckdb"):
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin:
+            files.append(Path(spec.origin))
+    identity = []
+    for file in files:
+        try:
+            stat = os.stat(file)
+        except OSError:
+            continue
+        identity.append([str(file), stat.st_size, stat.st_mtime_ns])
+    return identity
+
+
+def _read_bound(record: Path | None) -> dict[str, None]:
+    """The recorded binding keys, oldest first; none when there is no record or it cannot be read."""
+    if record is None:
+        return {}
+    try:
+        keys = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # never written, or damaged: bind everything again
+    return dict.fromkeys(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else {}
+
+
+def _write_bound(record: Path, keys: list[str]) -> None:
+    """Replace the record with the newest `_BOUND_KEPT` keys; a cache, so a failure to write only costs binding again."""
+    from .fsutil import atomic_write
+
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(record, json.dumps(keys[-_BOUND_KEPT:]), fsync=False)
+    except OSError:
+        pass
 
 
 def _plain_reason(error: str) -> str:

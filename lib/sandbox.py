@@ -17,10 +17,12 @@ import functools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import duckdb
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import duckdb  # imported where a query is checked or a database opened: a refresh whose bindings are recorded needs neither
 
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_TIMEOUT_S = 10.0
@@ -50,6 +52,8 @@ def connect(memory_limit: str, **settings: Any) -> duckdb.DuckDBPyConnection:
 
     `settings` add DuckDB options (threads, ...); they are applied before the lock.
     """
+    import duckdb
+
     return duckdb.connect(":memory:", config={
         "enable_external_access": False,
         "autoload_known_extensions": False,
@@ -96,6 +100,8 @@ def sandbox_cursor(tables: Mapping[str, pa.Table] | None = None, *,
 
 def check_statement(sql: str) -> None:
     """Accept exactly one SELECT statement; refuse anything else with a clear reason."""
+    import duckdb
+
     from .warehouse import QueryError, QueryRefused  # the facade's exceptions (it imports this module)
 
     if not isinstance(sql, str) or not sql.strip():

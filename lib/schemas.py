@@ -3,6 +3,12 @@
 jsonschema's own messages name neither the line nor what would have been
 accepted; `validate_document` turns each error into a `Diagnostic` with the
 file, the YAML line of the offending node, the field path, and what is allowed.
+
+The schemas ship with the code, so whether they are themselves valid JSON
+Schemas is checked once, at test time (`metaschema_problems`, run by
+tests/test_schemas.py), not in every process: that check cost a cold
+`python -m lib refresh` about 0.17 s. jsonschema is imported on the first
+validation, so commands that validate nothing never load it.
 """
 from __future__ import annotations
 
@@ -11,14 +17,15 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from .diagnostics import ERROR, Diagnostic, format_path
 from .secrets import is_secret_name, redact_url
 from .yamlio import Document, declared_properties, resolve_ref
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 # The checkout's schemas/ folder; an installed package carries the same files as lib/_schemas.
 SCHEMA_DIR = next((p for p in (Path(__file__).resolve().parent.parent / "schemas", Path(__file__).resolve().parent / "_schemas")
@@ -41,10 +48,31 @@ def load_schema(kind: str) -> dict:
 
 
 @functools.cache
-def _validator(kind: str) -> Draft202012Validator:
-    schema = load_schema(kind)
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+def _validator(kind: str) -> "Draft202012Validator":
+    """The kind's validator, built on first use and kept; the schema itself is not checked here (see the module doc)."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(load_schema(kind))
+
+
+def metaschema_problems(folder: Path = SCHEMA_DIR) -> dict[str, str]:
+    """file name -> why it is not a valid draft 2020-12 schema, for every `*.schema.json` in `folder`.
+
+    Empty when all are valid. Run at test time (and by anyone editing a schema), not per process.
+    """
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    problems: dict[str, str] = {}
+    for file in sorted(Path(folder).glob("*.schema.json")):
+        try:
+            Draft202012Validator.check_schema(json.loads(file.read_text(encoding="utf-8")))
+        except json.JSONDecodeError as exc:
+            problems[file.name] = f"not JSON: {exc}"
+        except SchemaError as exc:
+            where = "/".join(map(str, exc.absolute_path)) or "(top level)"
+            problems[file.name] = f"{where}: {exc.message}"
+    return problems
 
 
 # --------------------------------------------------------------------------- facts the code reads from the schemas
@@ -187,7 +215,7 @@ def validate_document(kind: str, doc: Document, filename: str) -> list[Diagnosti
     return sorted(unique.values(), key=lambda d: (d.line or 0, d.field or ""))
 
 
-def _explain(error: ValidationError, doc: Document, filename: str, root: dict, *, echo: bool = False) -> list[Diagnostic]:
+def _explain(error: "ValidationError", doc: Document, filename: str, root: dict, *, echo: bool = False) -> list[Diagnostic]:
     """Readable diagnostics for one schema error; `echo` marks unevaluated fields that a failing branch already explains."""
     path = tuple(error.absolute_path)
     field = format_path(path) or "(top level)"
@@ -262,6 +290,8 @@ def _explain(error: ValidationError, doc: Document, filename: str, root: dict, *
 
 def _allowed_keys(schema: dict, instance: Any, root: dict) -> list[str]:
     """Keys valid at this place, honouring `if/then` branches that apply to the instance."""
+    from jsonschema import Draft202012Validator
+
     schema = resolve_ref(schema, root)
     keys = list(schema.get("properties", {}))
     for branch in schema.get("allOf", []):

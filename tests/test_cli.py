@@ -203,3 +203,63 @@ def test_an_unexpected_error_is_one_line_naming_its_type_unless_debugging(monkey
     monkeypatch.setenv("DASHMEM_DEBUG", "1")
     with pytest.raises(RuntimeError):
         cli.main(["history", "workspaces/gdp-explorer"])
+
+
+# ------------------------------------------------------------------ refresh from cron: a cold process each time
+
+# Runs `python -m lib ARGS` as `run` does and prints, last, how many query workers the process started.
+_COUNTING_WORKERS = """
+import runpy, sys
+sys.argv = ["lib", *sys.argv[1:]]
+try:
+    runpy.run_module("lib", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+workers = sys.modules.get("lib.query_worker")
+print("query workers started:", workers._POOL.count if workers else 0)
+sys.exit(code)
+"""
+
+
+def run_counting_workers(*args, cache: Path):
+    proc = subprocess.run([sys.executable, "-c", _COUNTING_WORKERS, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cache), "DASHMEM_CACHE_DIR": str(cache)},
+                          timeout=120)
+    workers = int(proc.stdout.rsplit("query workers started:", 1)[1])
+    return proc, workers
+
+
+@PROCESSES
+def test_cold_refreshes_bind_the_dashboard_once_per_data_shape(tmp_path):
+    ws = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", ws)
+    data = ws / "data" / "gates.csv"
+    lines = data.read_text().splitlines(keepends=True)
+    cache = tmp_path / "cache"
+
+    proc, workers = run_counting_workers("refresh", ws, cache=cache)
+    assert proc.returncode == 0 and "switched to snapshot" in proc.stdout, proc.stdout + proc.stderr
+    assert workers >= 1  # the first refresh binds the dashboard's queries in a worker
+    (record,) = cache.glob("*/BOUND")
+
+    data.write_text("".join(lines[:-1]))  # new data, same shape: a later process checks it without a worker
+    proc, workers = run_counting_workers("refresh", ws, cache=cache)
+    assert proc.returncode == 0 and "switched to snapshot" in proc.stdout, proc.stdout + proc.stderr
+    assert workers == 0
+
+    # A column the dashboard reads is gone: a new shape, bound again, and the report says what breaks.
+    header = lines[0].rstrip("\n").split(",")
+    drop = header.index("actual")
+    data.write_text("".join(",".join(c for i, c in enumerate(line.rstrip("\n").split(",")) if i != drop) + "\n" for line in lines))
+    proc, workers = run_counting_workers("refresh", ws, "--json", cache=cache)
+    report = json.loads(proc.stdout.rsplit("query workers started:", 1)[0])
+    assert proc.returncode == 1 and workers >= 1
+    assert any('reads column "actual"' in e for e in report["dashboard_errors"]), report["dashboard_errors"]
+    assert not report["swapped"]
+
+    # A damaged record only means binding again.
+    data.write_text("".join(lines))
+    record.write_text('{"not": "a list"')
+    proc, workers = run_counting_workers("refresh", ws, cache=cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert workers >= 1 and json.loads(record.read_text())

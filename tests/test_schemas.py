@@ -29,6 +29,26 @@ def test_schema_is_valid_draft_2020_12(kind):
     Draft202012Validator.check_schema(schemas.load_schema(kind))
 
 
+def test_every_schema_file_passes_the_metaschema_check():
+    # Processes no longer check the schemas when they validate; this is where it happens.
+    assert schemas.metaschema_problems() == {}
+    checked = {p.name for p in schemas.SCHEMA_DIR.glob("*.schema.json")}
+    assert checked >= {f"{kind}.schema.json" for kind in schemas.FILES}
+
+
+def test_metaschema_check_catches_an_invalid_schema_file(tmp_path):
+    for kind in schemas.FILES:
+        (tmp_path / f"{kind}.schema.json").write_text(json.dumps(schemas.load_schema(kind)))
+    broken = schemas.load_schema("task")
+    broken["properties"]["rules"]["minItems"] = -1  # a count below zero is no schema
+    (tmp_path / "task.schema.json").write_text(json.dumps(broken))
+    (tmp_path / "output.schema.json").write_text('{"type": "object",')
+    problems = schemas.metaschema_problems(tmp_path)
+    assert set(problems) == {"task.schema.json", "output.schema.json"}
+    assert problems["task.schema.json"].startswith("properties/rules/minItems:"), problems
+    assert problems["output.schema.json"].startswith("not JSON"), problems
+
+
 def _properties(node, path=""):
     """Every property definition in a schema, with its path."""
     if isinstance(node, dict):

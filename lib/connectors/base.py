@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from .. import netguard, secrets, settings
+from .. import secrets, settings
 from ..errors import DashmemError
 
 
@@ -67,6 +67,8 @@ def refused_host(host: str) -> str | None:
     Only a first look: lib/netguard.py checks every address a host resolves to
     when REST and MCP sources connect, on every redirect hop and next-page link.
     """
+    from .. import netguard  # loads the HTTP clients: only sources that connect somewhere pay for them
+
     return netguard.refused_name(host)
 
 
