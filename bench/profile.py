@@ -5,7 +5,7 @@
 Two comparisons, side by side, per table size:
   (a) profile step: the data already in memory, as each holds it (ours: the
       Arrow table as a snapshot holds it, repeating text dictionary-encoded,
-      which is what the app profiles; pandas: the DataFrame read_csv made)
+      as `python -m lib profile` reads it; pandas: the DataFrame read_csv made)
       -> the statistics;
   (b) CSV -> profile: parse the file (ours: the csv connector, pyarrow, then
       the snapshot's dictionary encoding, whose cost is counted here; pandas:
@@ -86,7 +86,7 @@ def ours_read(case: Path, file: str = "data.csv"):
 
 
 def ours_load(case: Path, file: str = "data.csv"):
-    """CSV -> the table as a refresh stores it in the snapshot (what the app profiles)."""
+    """CSV -> the table as a refresh stores it in the snapshot."""
     from lib.snapshots import compact_strings
 
     return compact_strings(ours_read(case, file))
@@ -162,7 +162,7 @@ def prepare(label: str, make, folder: Path) -> Path:
     (case / "tiny.csv").write_text("n,s,d\n1.5,a,2024-01-01\n2.5,b,2024-01-02\n,a,\n")
     table = make()
     pacsv.write_csv(table, case / "data.csv")
-    parsed = ours_load(case)  # what a refresh stores in the snapshot, and the app profiles
+    parsed = ours_load(case)  # what a refresh stores in the snapshot
     with pa.OSFile(str(case / "snapshot.arrow"), "wb") as f, pa.ipc.new_file(f, parsed.schema) as writer:
         writer.write_table(parsed)
     dates = [f.name for f in parsed.schema if pa.types.is_date(f.type) or pa.types.is_timestamp(f.type)]
@@ -224,7 +224,7 @@ def main(argv=None) -> None:
     print(f"\nMedians of {args.runs} runs, each in a fresh process warmed up on a tiny table. Peak MB = the process's VmHWM\n"
           "during the measured step (reset via /proc/self/clear_refs after loading the data); +MB = that peak minus the\n"
           "RSS just before the step. (a): data already in memory (ours the Arrow table as a snapshot holds it, repeating\n"
-          "text dictionary-encoded from 100k rows up, as the app profiles it; pandas the DataFrame read_csv made);\n"
+          "text dictionary-encoded from 100k rows up, as `lib profile` reads it; pandas the DataFrame read_csv made);\n"
           "(b): CSV file -> profile (ours includes that dictionary encoding). Same statistics: counts, distinct counts, min/max, mean, std, 5 quantiles, value\n"
           "counts of text/boolean columns. Ours is approximate where pandas is exact: distinct counts of non-categorical\n"
           "columns (HyperLogLog) and quantiles above 200k rows (a 100k-row evenly spaced sample); ours also renders the\n"
