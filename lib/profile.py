@@ -129,7 +129,14 @@ def _batches(items: list, size: int) -> Iterable[list]:
 def _countable(column: pa.ChunkedArray) -> bool:
     """Arrow can count this column's values itself, giving the same Python values DuckDB would."""
     t = column.type
+    if pa.types.is_dictionary(t):  # counted on its indices, the cheap way, then decoded
+        t = t.value_type
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
+
+
+def _decoded(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Dictionary-encoded values as plain ones (a no-op for others)."""
+    return values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
 
 
 def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int,
@@ -154,20 +161,20 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
     rows = table.num_rows
     stats: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
     family = {kind: coltypes.family(kind) for _, kind in types}
-    route = None
-    if rows > ROUTE_SAMPLE_ROWS * 8:
+    candidates = [col for col, kind in types
+                  if sample_values and family[kind] in ("text", "boolean") and _countable(table.column(col))]
+    if rows > ROUTE_SAMPLE_ROWS * 8 and candidates:
         step = rows // ROUTE_SAMPLE_ROWS
-        route = pa.array(range(0, step * ROUTE_SAMPLE_ROWS, step))
-
-    def worth_counting(col: str, kind: str) -> bool:
-        column = table.column(col)
-        if not (sample_values and family[kind] in ("text", "boolean") and _countable(column)):
-            return False
-        return route is None or pc.count_distinct(column.take(route)).as_py() <= ROUTE_SAMPLE_ROWS * 0.9
+        # One take over all candidate columns: a take per column cost 0.1 s at 1M x 44.
+        sample = table.select(candidates).take(pa.array(range(0, step * ROUTE_SAMPLE_ROWS, step)))
+        repeating = {col for col in candidates
+                     if pc.count_distinct(_decoded(sample.column(col))).as_py() <= ROUTE_SAMPLE_ROWS * 0.9}
+    else:
+        repeating = set(candidates)
 
     counted, aggregated = [], []
     for col, kind in types:
-        if worth_counting(col, kind):
+        if col in repeating:
             counted.append(col)
         else:
             aggregated.append((col, kind))
@@ -221,7 +228,7 @@ def _count_values(cursor, table: pa.Table, columns: list[str], limit: int, stats
 def _value_counts(column: pa.ChunkedArray) -> pa.Table:
     """(v, n): each distinct non-null value and its count."""
     found = pc.value_counts(column)
-    values = pa.table({"v": found.field("values"), "n": found.field("counts")})
+    values = pa.table({"v": _decoded(found.field("values")), "n": found.field("counts")})
     return values.filter(pc.is_valid(values["v"])) if values["v"].null_count else values
 
 

@@ -183,6 +183,18 @@ def test_odd_text_types_profile_like_plain_text():
     assert profile.build({"t": odd}) == profile.build({"t": plain})
 
 
+def test_dictionary_encoded_text_is_routed_and_counted_like_plain_text(monkeypatch):
+    """Dictionary columns (as a loader may keep repeating text) go through the sampled routing and
+    Arrow's counting on their indices, and still give exactly the profile plain strings give."""
+    plain = wide(6_000, 30, seed=11)
+    encoded = pa.table({name: col.dictionary_encode() if pa.types.is_string(col.type) else col
+                        for name, col in zip(plain.column_names, plain.columns)})
+    assert any(pa.types.is_dictionary(t) for t in encoded.schema.types)
+    monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 64)  # 6,000 rows > 8 x 64: the routing samples
+    monkeypatch.setattr(profile, "THREADS_MIN_ROWS", 0)
+    assert profile.build({"t": encoded}) == profile.build({"t": plain})
+
+
 _WIDE_PROFILES: dict[int, dict] = {}
 
 
