@@ -251,7 +251,6 @@ def main(argv=None) -> None:
     except TokenizerUnavailable as missing:
         counter = None
         reason = str(missing)
-    profiles = dataset_profiles()
     if counter is None:
         if args.record:
             raise SystemExit(f"--record needs the real tokenizer: {reason}")
@@ -260,10 +259,11 @@ def main(argv=None) -> None:
         calibration_report(recorded_samples())
         print(f"\n{GOAL}: not measurable here without the tokenizer; the recorded minimum above is the margin.\n")
         if not args.no_paper:
-            paper_report(lambda text: tokens.count(text)[0], profiles, args.budget)
+            paper_report(lambda text: tokens.count(text)[0], dataset_profiles(), args.budget)
             print(f"tokens: {tokens.count('x')[1]}.")
         return
 
+    profiles = dataset_profiles()
     samples = calibration_samples(profiles)
     if args.record:
         record(counter, samples, tokenizer_digest(args.tokenizer))
