@@ -56,7 +56,7 @@ def test_profile_opens_the_user_turn_with_its_own_breakpoint_and_the_message_com
     first, dashboard_block, last = turn["content"]
     keep = compose.referenced_columns(files["profile"], files["dashboard"])
     assert "gates.attainment" in keep and "gates.site" in keep
-    assert first["text"].endswith(profile.text(files["profile"], 400, keep))
+    assert first["text"].endswith(profile.text(files["profile"], 400 - tokens.estimate(first["text"].split("\n")[0] + "\n"), keep))
     assert first["cache_control"] == EPHEMERAL
     assert dashboard_block["cache_control"] == EPHEMERAL and "cache_control" not in last
     assert last == {"type": "text", "text": "Add a trend chart"}

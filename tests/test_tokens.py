@@ -22,7 +22,7 @@ import pytest
 
 from bench import tokens as bench_tokens
 from bench.common import PUBLIC
-from lib import profile, secrets, tokens
+from lib import compose, profile, secrets, tokens, workspace
 from lib.connectors import FetchContext, fetch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +147,27 @@ def test_a_budgeted_profile_is_within_the_budget_by_the_estimate(name, budget, d
 def test_a_budgeted_profile_is_within_the_budget_by_real_tokens(name, budget, dataset_profile, real_count):
     """The issue's goal: real tokens never above the budget (a 1,000 budget had produced 1,050)."""
     assert real_count(profile.text(dataset_profile(name), budget=budget)) <= budget
+
+
+def composed_profile_blocks():
+    """(workspace, budget, the profile block the model is sent, the estimate compose reports for it)."""
+    for slug in ("gdp-explorer", "supply-chain-weekly"):
+        files = workspace.load(ROOT / "workspaces" / slug)[0].data
+        for budget in (60, 150, 300):
+            composed = compose.compose(files, "edit", "Add a trend chart", profile_budget=budget)
+            yield slug, budget, composed.request["messages"][0]["content"][0]["text"], composed.breakdown["profile"]
+
+
+def test_a_composed_profile_block_is_within_its_budget_by_the_estimate():
+    """The block's heading counts too: it used to ride on top of the budget."""
+    for slug, budget, block, reported in composed_profile_blocks():
+        assert block.startswith("# Data profile") and "table " in block, (slug, budget)
+        assert reported == tokens.estimate(block) <= budget, (slug, budget)
+
+
+def test_a_composed_profile_block_is_within_its_budget_by_real_tokens(real_count):
+    for slug, budget, block, _ in composed_profile_blocks():
+        assert real_count(block) <= budget, (slug, budget)
 
 
 @pytest.mark.slow
