@@ -248,7 +248,10 @@ def _profile_block(profile: Mapping[str, Any] | None, dashboard: Mapping[str, An
         return ("# Data profile\nNo data profile yet: the workspace has no loaded data "
                 "(connect a source, refresh, then `python -m lib profile PATH --write`).\n")
     keep = referenced_columns(profile, dashboard)
-    return "# Data profile (profile.yaml, compact; tables you can query)\n" + profile_text.text(profile, budget, keep)
+    heading = "# Data profile (profile.yaml, compact; tables you can query)\n"
+    if budget is not None:  # the budget is the whole block's, as the model is charged for it
+        budget = max(0, budget - tokens.estimate(heading))
+    return heading + profile_text.text(profile, budget, keep)
 
 
 def referenced_columns(profile: Mapping[str, Any], dashboard: Mapping[str, Any] | None) -> list[str]:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from lib import agent_tools, compose, profile, workspace
+from lib import agent_tools, compose, profile, tokens, workspace
 
 from .conftest import ROOT, WORKSPACES
 
@@ -56,7 +56,7 @@ def test_profile_opens_the_user_turn_with_its_own_breakpoint_and_the_message_com
     first, dashboard_block, last = turn["content"]
     keep = compose.referenced_columns(files["profile"], files["dashboard"])
     assert "gates.attainment" in keep and "gates.site" in keep
-    assert first["text"].endswith(profile.text(files["profile"], 400, keep))
+    assert first["text"].endswith(profile.text(files["profile"], 400 - tokens.estimate(first["text"].split("\n")[0] + "\n"), keep))
     assert first["cache_control"] == EPHEMERAL
     assert dashboard_block["cache_control"] == EPHEMERAL and "cache_control" not in last
     assert last == {"type": "text", "text": "Add a trend chart"}
@@ -119,7 +119,7 @@ def test_breakdown_estimates_every_part():
     composed = compose.compose(files_of("supply-chain-weekly"), "edit", "Add a trend chart")
     assert list(composed.breakdown) == ["base", "task", "sources", "output", "profile", "dashboard", "message", "tools"]
     assert all(count > 0 for count in composed.breakdown.values())
-    assert composed.breakdown["message"] == 6  # ceil(17 / 3.2)
+    assert composed.breakdown["message"] == tokens.estimate("Add a trend chart")
     assert composed.total_tokens == sum(composed.breakdown.values())
     assert "tokens" in compose.summary(composed)
 
