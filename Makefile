@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint validate clean browser
+.PHONY: run test lint validate clean browser tokenizer
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,17 @@ browser:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 		|| echo "warning: could not install chromium; browser tests will skip"; fi
 
-test: $(STAMP) browser
+# The legacy Claude tokenizer Anthropic publishes on npm, for the tests that check token budgets in
+# real tokens (tests/test_tokens.py). Not committed; without npm those tests skip and say why.
+TOKENIZER := .data/tokenizer/claude.json
+tokenizer:
+	@if [ ! -s $(TOKENIZER) ] && command -v npm >/dev/null; then \
+		tmp=$$(mktemp -d) && (cd $$tmp && npm pack --silent @anthropic-ai/tokenizer@0.0.4 >/dev/null) \
+		&& tar -xzf $$tmp/anthropic-ai-tokenizer-0.0.4.tgz -C $$tmp package/claude.json \
+		&& mkdir -p $$(dirname $(TOKENIZER)) && mv $$tmp/package/claude.json $(TOKENIZER); \
+		rm -rf $$tmp; [ -s $(TOKENIZER) ] || echo "warning: could not fetch the tokenizer; the real-token tests will skip"; fi
+
+test: $(STAMP) browser tokenizer
 	$(PY) -m pytest -q
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports.
