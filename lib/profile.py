@@ -447,30 +447,50 @@ def text(profile: Mapping[str, Any], budget: int | None = None, keep: Iterable[s
     `keep` names columns (as `table.column` or bare `column`) that the
     dashboard references; they keep their detail longest.
 
-    Over budget, detail is dropped in DROP_ORDER (first for the other
-    columns, then for the kept ones), then every table becomes one line of
-    column names and types. If even that is over, the joins go and columns
-    are left out, the kept ones last ("+N more columns"); then tables are
-    listed without their columns, as many as fit ("+N more tables"). A
-    budget too small for even "+N more tables" gives an empty text. The
-    budget is a hard ceiling: the result is never estimated above it.
+    Over budget, detail is dropped in DROP_ORDER, first for the other
+    columns, then for the kept ones; each kind of detail goes column by
+    column (the last columns first), only as far as the budget needs, so a
+    budget just short of the full text loses a little detail, not a whole
+    kind of it. Then every table becomes one line of column names and
+    types. If even that is over, the joins go and columns are left out, the
+    kept ones last ("+N more columns"); then tables are listed without their
+    columns, as many as fit ("+N more tables"). A budget too small for even
+    "+N more tables" gives an empty text. The budget is a hard ceiling: the
+    result is never estimated above it.
     """
     keep = set(keep)
-    dropped_other: set[str] = set()
-    dropped_kept: set[str] = set()
-    rendered = _render(profile, keep, dropped_other, dropped_kept)
+    drops: dict[tuple[str, str], frozenset[str]] = {}
+    rendered = _render(profile, drops)
     if budget is None:
         return rendered
-    for dropped in (dropped_other, dropped_kept):
-        for item in DROP_ORDER:
-            if tokens.estimate(rendered) <= budget:
-                return rendered
-            dropped.add(item)
-            rendered = _render(profile, keep, dropped_other, dropped_kept)
-    if tokens.estimate(rendered) <= budget:
+
+    def within(text_: str) -> bool:
+        return tokens.estimate(text_) <= budget
+
+    if within(rendered):
         return rendered
-    rendered = _render(profile, keep, dropped_other, dropped_kept, names_only=True)
-    if tokens.estimate(rendered) <= budget:
+    columns = [(t["name"], c["name"]) for t in profile.get("tables", []) for c in t["columns"]]
+    is_kept = {key: key[1] in keep or f"{key[0]}.{key[1]}" in keep for key in columns}
+    for group in ([k for k in reversed(columns) if not is_kept[k]], [k for k in reversed(columns) if is_kept[k]]):
+        for item in DROP_ORDER:
+            def dropping(n: int, item: str = item, group: list = group, base: dict = drops) -> dict[tuple[str, str], frozenset[str]]:
+                more = dict(base)
+                for key in group[:n]:
+                    more[key] = more.get(key, frozenset()) | {item}
+                return more
+
+            everywhere = dropping(len(group))
+            if not within(_render(profile, everywhere)):
+                drops = everywhere
+                continue
+            # The fewest columns losing this detail that fit (the estimate is monotone in what is dropped).
+            # (Dropping nothing more is over budget here: the text so far did not fit.)
+            fewest = (_largest(lambda n: not within(_render(profile, dropping(n))), len(group)) or 0) + 1
+            while fewest < len(group) and not within(_render(profile, dropping(fewest))):
+                fewest += 1
+            return _render(profile, dropping(fewest))
+    rendered = _render(profile, drops, names_only=True)
+    if within(rendered):
         return rendered
     return _fit_names(profile, keep, budget)
 
@@ -537,16 +557,17 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _render(profile: Mapping[str, Any], keep: set[str], dropped_other: set[str], dropped_kept: set[str], names_only: bool = False) -> str:
+def _render(profile: Mapping[str, Any], drops: Mapping[tuple[str, str], frozenset[str]], names_only: bool = False) -> str:
+    """The profile text, without the detail `drops` names for each (table, column)."""
     lines = []
+    nothing: frozenset[str] = frozenset()
     for table in profile.get("tables", []):
         lines.append(f"table {table['name']} ({table['rows']} rows)")
         if names_only:
             lines.append("  " + ", ".join(f"{c['name']} {c['type']}" for c in table["columns"]))
             continue
         for c in table["columns"]:
-            kept = c["name"] in keep or f"{table['name']}.{c['name']}" in keep
-            drop = dropped_kept if kept else dropped_other
+            drop = drops.get((table["name"], c["name"]), nothing)
             parts = [f"{c['name']} {c['type']}"]
             if "role" not in drop and c.get("role"):
                 parts[0] += f" {c['role']}"
