@@ -26,7 +26,7 @@ from .connectors.csv_source import fetch_note
 from .spec import queries, unset_params
 from .warehouse import QueryError, Warehouse, bind, compact_strings, describe
 
-Progress = Callable[[float, str], None]
+Progress = Callable[[float, str], object]  # what it returns is ignored (a page passes st.progress's bar.progress)
 
 
 @dataclass
