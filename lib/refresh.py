@@ -347,7 +347,7 @@ def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table]) 
         try:
             bind(tables, sql, unset_params(sql))
         except QueryError as exc:
-            reasons = problems.setdefault(_where(dashboard, path).split(".")[0], [])
+            reasons = problems.setdefault(_where(dashboard or {}, path).split(".")[0], [])
             reason = _plain_reason(str(exc))
             if reason not in reasons:
                 reasons.append(reason)
