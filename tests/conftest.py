@@ -169,3 +169,20 @@ class LocalHTTPServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def import_each_alone(modules: list[str]) -> None:
+    """Import each module first thing in a fresh interpreter; fails naming the ones that cannot.
+
+    The interpreters start together: each import is a second or two of pyarrow and DuckDB,
+    and one after another they were among the slowest tests of the fast loop.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = {m: subprocess.Popen([sys.executable, "-c", f"import {m}"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+               for m in modules}
+    failed = {}
+    for module, proc in started.items():
+        _, stderr = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            failed[module] = stderr.strip().splitlines()[-1:]
+    assert not failed, f"these modules do not import on their own: {failed}"

@@ -12,6 +12,8 @@ import pytest
 from lib import gitops, history
 from lib.configrepo import Busy, ConfigRepoError
 
+from .conftest import import_each_alone
+
 ROOT = Path(__file__).resolve().parent.parent
 AUTHOR = git.Actor("Ada", "ada@example.com")
 
@@ -217,6 +219,4 @@ def test_a_bare_repo_is_a_clear_error_not_a_type_error(tmp_path):
 
 def test_each_module_imports_on_its_own():
     """The facade and its parts import one another; any of them may be imported first."""
-    for module in ("gitops", "history", "drafts", "publish", "configrepo"):
-        subprocess.run([sys.executable, "-c", f"import lib.{module}"], cwd=ROOT, check=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    import_each_alone([f"lib.{module}" for module in ("gitops", "history", "drafts", "publish", "configrepo")])
