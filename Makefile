@@ -45,9 +45,11 @@ tokenizer:
 test: $(STAMP) browser tokenizer
 	$(PY) -m pytest -q
 
-# Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports.
+# Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;
+# then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/ and app.py in pyright's standard mode.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/basedpyright
 
 validate: $(STAMP)
 	$(PY) -m lib validate workspaces/

@@ -25,7 +25,7 @@ COOKIE_SETTLE_S = 0.8
 
 @st.cache_resource(show_spinner="Opening the config repo…")
 def config_repo(path: str, templates: str) -> ConfigRepo:
-    return ConfigRepo.open_or_create(path, templates)
+    return ConfigRepo.open_or_create(Path(path), Path(templates))
 
 
 def sign_in_page() -> None:
@@ -34,10 +34,12 @@ def sign_in_page() -> None:
     st.info("Demo users: **olivia** / olivia-demo (owner), **sam** / sam-demo (steward), **vera** / vera-demo (viewer).")
 
 
+credentials = authenticator = None  # stay None only when the sign-in could not start (the message is shown)
 with ui.user_errors("Could not start the sign-in") as caught:  # an AuthConfigError says what the operator should set
     credentials = auth.load_credentials()
-    authenticator = stauth.Authenticate(credentials, "dashmem_auth", auth.cookie_key(), 7, auto_hash=False, login_sleep_time=0)
-if caught.failed:
+    authenticator = stauth.Authenticate(credentials, "dashmem_auth", auth.cookie_key(), 7, auto_hash=False,
+                                        login_sleep_time=0)  # pyright: ignore[reportArgumentType]  # the stub says Dict; the code takes seconds
+if caught.failed or credentials is None or authenticator is None:
     st.stop()
 
 repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))

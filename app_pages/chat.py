@@ -123,10 +123,11 @@ if message:
             elif kind == "draft":
                 steps.caption("draft written — " + ("passes every check" if payload["passes"] else "checks found problems; revising"))
 
+        outcome = None  # stays None only when the session failed (the message is shown)
         with ui.user_errors("Could not ask Claude") as caught:  # a ModelError says what failed: the key, a limit, the network
             client = AnthropicClient()
             outcome = run_session(files, tables, version, mode, message, client, user=ctx.user, slug=ctx.slug, on_event=on_event)
-        if caught.failed:
+        if caught.failed or outcome is None:
             st.stop()
         steps.empty()
         reply = outcome.error or outcome.answer or outcome.notice or "(no answer)"

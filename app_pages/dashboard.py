@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from typing import cast
 
 import pandas as pd
 import streamlit as st
@@ -74,13 +75,14 @@ if report and report.workspace == ctx.slug:
         st.caption(f"{report.seconds * 1000:.0f} ms · {report.model_calls} model calls")
 
 kept = wh.snapshots()
-if ctx.can("edit") and len(kept) > 1:
+if snapshot is not None and ctx.can("edit") and len(kept) > 1:
     with st.expander("Earlier data"):
         st.caption("The last few loads are kept. Serving an earlier one changes what everyone sees until the next Refresh.")
+        serving = snapshot.id
         chosen_id = st.selectbox("Loaded at", [s.id for s in kept], format_func=lambda i: next(
-            f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == snapshot.id else "")
+            f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == serving else "")
             for s in kept if s.id == i))
-        if st.button("Serve this data", disabled=chosen_id == snapshot.id):
+        if st.button("Serve this data", disabled=chosen_id == serving):
             with ui.user_errors("Could not serve that data"):
                 wh.switch_to(chosen_id, user=ctx.user, meta=ctx.meta)
                 st.rerun()
@@ -137,7 +139,7 @@ if states:
                 if filt.type == "number_range":
                     chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=f"f_{ctx.slug}_{filt.id}")
                 else:
-                    low, high = pd.Timestamp(low).date(), pd.Timestamp(high).date()
+                    low, high = cast(dt.date, pd.Timestamp(low).date()), cast(dt.date, pd.Timestamp(high).date())  # bounds hold no None, so never NaT
                     picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{filt.id}")
                     chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 

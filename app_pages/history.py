@@ -28,14 +28,14 @@ labels = {v.sha: f"{v.short} · {ui.when(v.date)} · {v.author} · {v.message}" 
 shas = [v.sha for v in versions]
 left, right = st.columns(2)
 # Keyed by the list shown, so switching between published and my draft starts again from its two newest versions.
-older = left.selectbox("Compare", shas, index=min(1, len(shas) - 1), format_func=labels.get, key=f"diff_a:{ref}:{shas[0]}")
-newer = right.selectbox("with", shas, index=0, format_func=labels.get, key=f"diff_b:{ref}:{shas[0]}")
+older = left.selectbox("Compare", shas, index=min(1, len(shas) - 1), format_func=labels.__getitem__, key=f"diff_a:{ref}:{shas[0]}")
+newer = right.selectbox("with", shas, index=0, format_func=labels.__getitem__, key=f"diff_b:{ref}:{shas[0]}")
 ui.show_diff(ctx.repo.diff(ctx.slug, older, newer))
 
 if ctx.can("revert"):
     st.divider()
     st.subheader("Go back")
-    target = st.selectbox("Restore the workspace to", shas, format_func=labels.get, key="revert_to")
+    target = st.selectbox("Restore the workspace to", shas, format_func=labels.__getitem__, key="revert_to")
     left, right = st.columns(2)
     if left.button("Revert my draft to this version", help="A new commit on your draft; history is kept. Publish it on the Review page."):
         with ui.user_errors("Could not revert your draft"):

@@ -34,9 +34,10 @@ def save(content: list, message: str) -> bool:
 
 def preview(source: dict) -> None:
     started = time.perf_counter()
+    table = None  # stays None only when fetching failed (the message is shown)
     with ui.user_errors("Could not test the source") as caught:  # a SourceError names the source and what failed
         table = fetch(source, FetchContext(workspace_path=path, uploads_dir=uploads))
-    if caught.failed:
+    if caught.failed or table is None:
         return
     st.success(f"Connected: {table.num_rows:,} rows × {table.num_columns} columns in {(time.perf_counter() - started) * 1000:.0f} ms")
     st.dataframe(table.slice(0, 20).to_pandas(), width="stretch")

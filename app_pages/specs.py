@@ -19,6 +19,7 @@ ui.show_diagnostics(diagnostics)
 
 def save(files: dict, message: str, clear: str | None = None) -> None:
     """Save to the draft; on success forget the pending edit `clear` names (kept when saving fails)."""
+    sha = None  # stays None when saving failed (the message is shown) or there was nothing to save
     with ui.user_errors("Could not save to your draft", invalid="Not saved: the change does not validate.") as caught:
         sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
     if caught.failed:
@@ -64,8 +65,8 @@ with task_tab:
         if st.form_submit_button("Save task rules", type="primary"):
             if new_id.strip() or new_text.strip():
                 rules.append({"id": new_id.strip(), "text": new_text.strip(), "author": ctx.user.name, "created": today})
-            content = {**task, "rules": rules}
-            content["goal"] = goal.strip()
+            content: dict = {**task, "rules": rules}
+            content["goal"] = (goal or "").strip()
             save({"task": content}, "Edit task rules")
 
 with output_tab:

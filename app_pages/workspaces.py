@@ -71,7 +71,7 @@ if user.app_role in (STEWARD, "owner"):
         target = st.selectbox("Into", mine, index=mine.index(current) if current in mine else 0, format_func=lambda s: metas[s].get("name", s))
         others = [s for s in published_mine if s != target] or published_mine  # never offer a copy into itself first
         source = st.selectbox("From", others, format_func=lambda s: metas[s].get("name", s))
-        kind = st.selectbox("Category", IMPORTABLE, format_func=CATEGORY_TITLES.get)
+        kind = st.selectbox("Category", IMPORTABLE, format_func=lambda k: CATEGORY_TITLES.get(k) or k)
         if st.form_submit_button("Import into my draft"):
             with ui.user_errors("Could not import"):
                 sha = repo.import_category(user, source, target, kind)

@@ -119,7 +119,7 @@ def run_session(files: Mapping[str, Any], tables: Mapping[str, Any] | None, vers
         results = []
         for use in tool_uses:
             emit("tool_call", {"name": use.get("name")})
-            result = toolbox.execute(use.get("name"), use.get("input"))
+            result = toolbox.execute(use.get("name") or "", use.get("input"))  # no name: "no tool named ''"
             invalid_in_a_row = invalid_in_a_row + 1 if result.malformed else 0
             emit("tool_result", {"name": use.get("name"), "is_error": result.is_error, "malformed": result.malformed})
             block = {"type": "tool_result", "tool_use_id": use.get("id"), "content": result.content}

@@ -123,7 +123,8 @@ class _Plan:
         if AVERAGED.search(measure["name"]) and (measure.get("max") or 0) <= 1.5 and (measure.get("min") or 0) >= 0:
             return formats.get("percent", ".1%")
         if max(abs(measure.get("max") or 0), abs(measure.get("min") or 0)) >= 1e7:
-            return formats.get("currency") if "$" in formats.get("currency", "") else ".3s"  # 1.23G reads better than 1,234,567,890
+            currency = formats.get("currency") or ""
+            return currency if "$" in currency else ".3s"  # 1.23G reads better than 1,234,567,890
         return formats.get("default", ",.1f" if _aggregate(measure) == "avg" else ",.0f")
 
 

@@ -62,18 +62,24 @@ class CheckContext:
     def diag(self, check: str, message: str, path: tuple = (), level: str = ERROR, allowed: str | None = None) -> Diagnostic:
         return Diagnostic(f"check.{check}", level, message, self.file, self.doc.line_of(path), format_path(path) or None, allowed)
 
+    def data_tables(self) -> Mapping[str, pa.Table]:
+        """The tables, for the checks that need data (run() calls them only when it was given some)."""
+        if self.tables is None:
+            raise RuntimeError("a data check ran without the data")
+        return self.tables
+
     def rendered(self):
         if self._rendered is None:
             from .render import QueryCache, render  # only the data checks render; the static ones never load the renderer
 
-            self._rendered = render(self.ws.data, self.tables, self.version or "check", cache=QueryCache())
+            self._rendered = render(self.ws.data, self.data_tables(), self.version or "check", cache=QueryCache())
         return self._rendered
 
     def bound(self, sql: str) -> list[tuple[str, str]] | QueryError:
         """Output (column, type) pairs of a query bound to the data, or the error; memoised."""
         if sql not in self._bound:
             try:
-                self._bound[sql] = bind(self.tables, sql, unset_params(sql))
+                self._bound[sql] = bind(self.data_tables(), sql, unset_params(sql))
             except QueryError as exc:
                 self._bound[sql] = exc
         return self._bound[sql]

@@ -247,9 +247,10 @@ def cmd_revert(args) -> int:
 def cmd_publish(args) -> int:
     from . import configrepo
     from .access import User
+    from .history import work_tree
 
     repo, folder = configrepo.find_repo(Path(args.path))
-    cr = configrepo.ConfigRepo(repo.working_tree_dir)
+    cr = configrepo.ConfigRepo(work_tree(repo))
     user = User(args.as_user)
     branch = args.branch or cr.branch_name(user, Path(folder).name)
     sha = cr.publish_branch(user, Path(folder).name, branch)

@@ -208,7 +208,7 @@ class ConfigRepo:
         for head in self.repo.heads:
             owner, slug = drafts.parse_draft(head.name) or (None, None)
             # The app's owners also see workspaces others created and have not published, to review them.
-            if owner is not None and (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
+            if owner is not None and slug is not None and (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
                 try:
                     metas[slug] = self.meta(slug, head.name)
                 except ConfigRepoError:

@@ -89,9 +89,10 @@ def list_drafts(cr: ConfigRepo, slug: str | None = None) -> list[dict[str, Any]]
     """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
     out = []
     for head in cr.repo.heads:
-        owner, of = parse_draft(head.name) or (None, None)
-        if owner is None or (slug is not None and of != slug):
+        parsed = parse_draft(head.name)
+        if parsed is None or (slug is not None and parsed[1] != slug):
             continue
+        owner, of = parsed
         ahead = int(cr.repo.git.rev_list("--count", f"{MAIN}..{head.name}"))
         # Published changes to this workspace the draft lacks (changes to other workspaces do not matter to it).
         behind = int(cr.repo.git.rev_list("--count", f"{head.name}..{MAIN}", "--", of))
@@ -218,9 +219,11 @@ def fast_forward(cr: ConfigRepo, draft: Draft, new: str) -> None:
 def reject(cr: ConfigRepo, user: User, slug: str, branch: str) -> str:
     """An owner turns down a draft: it leaves the review list but is kept, renamed, never deleted."""
     access.require(user, "reject", cr.meta(slug), slug)
-    owner, of = parse_draft(branch) or (None, None)
-    if of != workspace.check_slug(slug) or branch not in cr.repo.heads:
+    checked = workspace.check_slug(slug)
+    parsed = parse_draft(branch)
+    if parsed is None or parsed[1] != checked or branch not in cr.repo.heads:
         raise ConfigRepoError(f"no draft {branch!r} of {slug}")
+    owner = parsed[0]
     kept = f"rejected/{owner}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
     where = worktree(cr, owner, slug)
     with cr._lock(), cr._lock(Draft(owner, slug, branch, where)):
@@ -318,8 +321,11 @@ def draft_worktrees(cr: ConfigRepo) -> list[Draft]:
     """Every draft branch that has a worktree folder."""
     out = []
     for head in cr.repo.heads:
-        user, slug = parse_draft(head.name) or (None, None)
-        if user is not None and worktree(cr, user, slug).exists():
+        parsed = parse_draft(head.name)
+        if parsed is None:
+            continue
+        user, slug = parsed
+        if worktree(cr, user, slug).exists():
             out.append(Draft(user, slug, head.name, worktree(cr, user, slug)))
     return out
 
@@ -327,7 +333,7 @@ def draft_worktrees(cr: ConfigRepo) -> list[Draft]:
 def all_drafts(cr: ConfigRepo) -> list[Draft]:
     """Every draft branch, whether or not it has a worktree."""
     return [Draft(user, slug, head.name, worktree(cr, user, slug)) for head in cr.repo.heads
-            for user, slug in [parse_draft(head.name) or (None, None)] if user is not None]
+            for user, slug in filter(None, [parse_draft(head.name)])]
 
 
 def draft_locks(cr: ConfigRepo, draft: Draft, admin: Path) -> list[Path]:

@@ -224,11 +224,12 @@ def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
     if not ws.get("dashboard"):
         raise ExportError(f"{ws_path.name} has no {workspace.FILES['dashboard']} to export")
     warehouse = warehouse or Warehouse.for_workspace(ws_path)
-    if warehouse.current() is None:
-        report = refresh(ws_path, warehouse, user=user)
-        if warehouse.current() is None:
-            raise ExportError(f"no data could be loaded for {ws_path.name}:\n{report.summary()}")
     snapshot = warehouse.current()
+    if snapshot is None:
+        report = refresh(ws_path, warehouse, user=user)
+        snapshot = warehouse.current()
+        if snapshot is None:
+            raise ExportError(f"no data could be loaded for {ws_path.name}:\n{report.summary()}")
     rendered = render(ws.data, warehouse.tables(snapshot), snapshot.id)
     written: dict[str, Any] = {"html": None, "pngs": [], "data_version": snapshot.id, "errors": rendered.errors}
     if html_out is not None:

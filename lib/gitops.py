@@ -93,8 +93,8 @@ def _locked(lock_path: Path, what: str, timeout: float = 15.0) -> Iterator[None]
 
 def actor_env(actor: git.Actor) -> dict[str, str]:
     """The environment that makes `actor` a commit's author and committer."""
-    return {"GIT_AUTHOR_NAME": actor.name, "GIT_AUTHOR_EMAIL": actor.email,
-            "GIT_COMMITTER_NAME": actor.name, "GIT_COMMITTER_EMAIL": actor.email}
+    name, email = actor.name or "", actor.email or ""  # git refuses an empty name with a message that says so
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
 
 
 # --------------------------------------------------------------------------- small queries
@@ -136,7 +136,7 @@ def extract(cwd: Path, tree: str, folder: str, target: Path) -> None:
     with subprocess.Popen(cmd, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(_held())) as proc:
         with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
             archive.extractall(target, filter="data")
-        stderr = proc.stderr.read()
+        stderr = proc.stderr.read() if proc.stderr else b""  # a pipe (stderr=PIPE above)
     if proc.returncode != 0:
         raise git.GitCommandError(cmd, proc.returncode, stderr)
 

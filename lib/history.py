@@ -56,8 +56,15 @@ def find_repo(path: Path) -> tuple[git.Repo, str]:
         repo = git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise _error(f"{path} is not inside a git repository") from None
-    root = Path(repo.working_tree_dir).resolve()
+    root = work_tree(repo).resolve()
     return repo, path.relative_to(root).as_posix()
+
+
+def work_tree(repo: git.Repo) -> Path:
+    """The checkout's root folder; a bare repository has none to read workspaces from."""
+    if repo.working_tree_dir is None:
+        raise _error(f"{repo.git_dir} is a bare repository: clone it to get a checkout")
+    return Path(repo.working_tree_dir)
 
 
 def message(subject: str, action: str, slug: str) -> str:
@@ -67,19 +74,24 @@ def message(subject: str, action: str, slug: str) -> str:
 
 def trailer(commit: git.Commit, key: str) -> str | None:
     """The value of the trailer `key` in the commit's message, if any."""
-    for line in reversed(commit.message.splitlines()):
+    for line in reversed(_text(commit.message).splitlines()):
         if line.startswith(f"{key}: "):
             return line.split(": ", 1)[1].strip()
     return None
 
 
+def _text(message: str | bytes) -> str:
+    """A commit message as text (GitPython gives bytes only when it cannot decode it)."""
+    return message if isinstance(message, str) else message.decode("utf-8", "replace")
+
+
 def version(commit: git.Commit) -> Version:
     return Version(
         sha=commit.hexsha,
-        author=commit.author.name,
-        email=commit.author.email,
+        author=commit.author.name or "",
+        email=commit.author.email or "",
         date=commit.authored_datetime.isoformat(),
-        message=commit.message.splitlines()[0] if commit.message else "",
+        message=_text(commit.message).splitlines()[0] if commit.message else "",
         action=trailer(commit, ACTION_TRAILER),
     )
 
@@ -117,7 +129,7 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
     for change in ca.diff(cb, paths=folder):
         old = change.a_blob.data_stream.read().decode("utf-8", "replace") if change.a_blob else ""
         new = change.b_blob.data_stream.read().decode("utf-8", "replace") if change.b_blob else ""
-        name = (change.b_path or change.a_path)
+        name = change.b_path or change.a_path or ""  # a diff entry has at least one side
         rel = name[len(folder) + 1:] if name.startswith(folder + "/") else name
         status = "added" if change.new_file else "deleted" if change.deleted_file else "modified"
         patch = workspace.text_diff(old, new, f"a/{name}@{ca.hexsha[:10]}", f"b/{name}@{cb.hexsha[:10]}")
@@ -127,7 +139,7 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
 
 def commit_folder(repo: git.Repo, folder: str, author: git.Actor, subject: str, action: str) -> str | None:
     """Stage everything under `folder` and commit only it; None when nothing changed."""
-    root = repo.working_tree_dir
+    root = work_tree(repo)
     _git(root, "add", "--all", "--", folder)
     if _git(root, "diff", "--cached", "--quiet", "--", folder, ok=(0, 1)).returncode == 0:
         return None  # nothing staged under folder
@@ -139,10 +151,10 @@ def restore(repo: git.Repo, folder: str, version: str, author: git.Actor, *, act
     """Make `folder` exactly as it was at `version`, as a new commit (history untouched)."""
     commit = resolve(repo, version)
     try:
-        commit.tree / folder
+        _ = commit.tree / folder  # raises KeyError when the folder is not in that version
     except KeyError:
         raise _error(f"{folder} does not exist at version {commit.hexsha[:10]}") from None
-    root = Path(repo.working_tree_dir)
+    root = work_tree(repo)
     if (root / folder).exists():
         _git(root, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", folder)
         shutil.rmtree(root / folder)

@@ -287,7 +287,7 @@ class _GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
     """The same for httpcore2 under anyio (MCP sources over streamable HTTP, httpx2)."""
 
     def __init__(self):
-        self.inner = httpcore2.AnyIOBackend()
+        self.inner: httpcore2.AsyncNetworkBackend = httpcore2.AnyIOBackend()  # pyright: ignore[reportAttributeAccessIssue]  # httpcore2 also declares a stand-in for when anyio is missing
         self.pinned: dict[tuple[str, int], list[str]] = {}
         self.resolving: anyio.Lock | None = None  # connections open concurrently (the POSTs, the GET stream)
 

@@ -168,7 +168,7 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
         # One take over all candidate columns: a take per column cost 0.1 s at 1M x 44.
         sample = table.select(candidates).take(pa.array(range(0, step * ROUTE_SAMPLE_ROWS, step)))
         repeating = {col for col in candidates
-                     if pc.count_distinct(_decoded(sample.column(col))).as_py() <= ROUTE_SAMPLE_ROWS * 0.9}
+                     if pc.count_distinct(_decoded(sample.column(col))).as_py() <= ROUTE_SAMPLE_ROWS * 0.9}  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
     else:
         repeating = set(candidates)
 
@@ -227,9 +227,9 @@ def _count_values(cursor, table: pa.Table, columns: list[str], limit: int, stats
 
 def _value_counts(column: pa.ChunkedArray) -> pa.Table:
     """(v, n): each distinct non-null value and its count."""
-    found = pc.value_counts(column)
+    found = pc.value_counts(column)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
     values = pa.table({"v": _decoded(found.field("values")), "n": found.field("counts")})
-    return values.filter(pc.is_valid(values["v"])) if values["v"].null_count else values
+    return values.filter(pc.is_valid(values["v"])) if values["v"].null_count else values  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _approx_distinct(cursor, columns: list[pa.ChunkedArray]) -> list[int]:
@@ -252,8 +252,8 @@ def _approx_distinct(cursor, columns: list[pa.ChunkedArray]) -> list[int]:
 
 def _arrow_counts(values: pa.Table) -> _Counts:
     # Arrow orders strings by their UTF-8 bytes, which is Python's order of str; False before True.
-    head = pc.select_k_unstable(values, TOP_K + RARE_K, [("n", "descending"), ("v", "ascending")])
-    tail = pc.select_k_unstable(values, RARE_K, [("n", "ascending"), ("v", "descending")])
+    head = pc.select_k_unstable(values, TOP_K + RARE_K, [("n", "descending"), ("v", "ascending")])  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+    tail = pc.select_k_unstable(values, RARE_K, [("n", "ascending"), ("v", "descending")])  # pyright: ignore[reportAttributeAccessIssue]
 
     def pairs(idx: pa.Array) -> list[tuple[Any, int]]:
         chosen = values.take(idx)
@@ -316,9 +316,9 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
                 cursor.unregister("__quantile_sample")
 
 
-def _samples(column: pa.ChunkedArray | Iterable[Any]) -> list[Any]:
+def _samples(column: pa.ChunkedArray | pa.Array | list[Any]) -> list[Any]:
     """The first SAMPLES_K distinct non-empty values (of the column's first 1,000 rows)."""
-    if isinstance(column, (pa.ChunkedArray, pa.Array)):
+    if not isinstance(column, list):  # an Arrow column (ChunkedArray or Array)
         # Most columns find their samples in the first rows: convert those first, the rest only if needed.
         found = _samples(column.slice(0, 16).to_pylist())
         return found if len(found) == SAMPLES_K or len(column) <= 16 else _samples(column.to_pylist())

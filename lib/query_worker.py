@@ -131,14 +131,16 @@ class _Worker:
 
     def ask(self, request: dict[str, Any], deadline_s: float) -> tuple[dict[str, Any], bytes]:
         body = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        stdin, out = self.proc.stdin, self.proc.stdout
+        if stdin is None or out is None:  # both are pipes (stdin=PIPE, stdout=PIPE above)
+            raise WorkerError("the query service has no pipes; try again")
         try:
-            self.proc.stdin.write(_FRAME.pack(len(body)) + body)
-            self.proc.stdin.flush()
+            stdin.write(_FRAME.pack(len(body)) + body)
+            stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerError("the query service stopped; try again") from None
         deadline = time.monotonic() + deadline_s
         cap = memory_cap_bytes()
-        out = self.proc.stdout
         while True:
             ready, _, _ = select.select([out], [], [], 0.05)
             if ready:

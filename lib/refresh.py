@@ -30,7 +30,7 @@ from .connectors.csv_source import fetch_note
 from .spec import queries, unset_params
 from .warehouse import QueryError, Warehouse, bind, compact_strings, describe
 
-Progress = Callable[[float, str], None]
+Progress = Callable[[float, str], object]  # what it returns is ignored (a page passes st.progress's bar.progress)
 
 
 @dataclass
@@ -371,7 +371,7 @@ def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table], 
         try:
             bind(tables, sql, params)
         except QueryError as exc:
-            reasons = problems.setdefault(_where(dashboard, path).split(".")[0], [])
+            reasons = problems.setdefault(_where(dashboard or {}, path).split(".")[0], [])
             reason = _plain_reason(str(exc))
             if reason not in reasons:
                 reasons.append(reason)

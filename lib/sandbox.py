@@ -210,7 +210,8 @@ def _duckdb_names(schema: pa.Schema) -> tuple[tuple[str, str], ...] | None:
     from .coltypes import duckdb_name
 
     names = [duckdb_name(f.type) for f in schema]
-    return tuple(zip(schema.names, names)) if all(names) else None
+    known = [name for name in names if name]
+    return tuple(zip(schema.names, known)) if len(known) == len(names) else None
 
 
 def quote_ident(name: str) -> str:

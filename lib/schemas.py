@@ -221,6 +221,7 @@ def _explain(error: "ValidationError", doc: Document, filename: str, root: dict,
     field = format_path(path) or "(top level)"
     schema = error.schema if isinstance(error.schema, dict) else {}
     kind = error.validator
+    given: Any = error.validator_value  # the stubs allow Unset; an error the validator raised always has it
     value = error.instance
 
     hidden = _holds_secret(schema, root) or any(is_secret_name(part) for part in path)
@@ -252,15 +253,15 @@ def _explain(error: "ValidationError", doc: Document, filename: str, root: dict,
             for key in unexpected
         ]
     if kind == "required":
-        missing = error.validator_value
+        missing = given
         absent = [k for k in missing if isinstance(value, dict) and k not in value]
         return [diag(f"missing required field '{k}'", _describe(_property_schema(schema, k, root)), key=True) for k in absent]
     if kind == "type":
-        expected = error.validator_value
+        expected = given
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         return [diag(f"{_show(value)} is not of type {expected}", expected)]
     if kind == "enum":
-        return [diag(f"{_show(value)} is not an allowed value", "one of " + ", ".join(map(str, error.validator_value)))]
+        return [diag(f"{_show(value)} is not an allowed value", "one of " + ", ".join(map(str, given)))]
     if kind == "const":
         return [diag(f"{_show(value)} is not allowed", f"only {error.validator_value!r}")]
     if kind == "pattern":
@@ -270,9 +271,9 @@ def _explain(error: "ValidationError", doc: Document, filename: str, root: dict,
     if kind == "propertyNames":
         return [diag(f"field name {_show(value)} is not allowed here", _describe(schema))]
     if kind == "oneOf":
-        choices = [b.get("required") for b in error.validator_value if isinstance(b, dict)]
+        choices = [b.get("required") for b in given if isinstance(b, dict)]
         if all(isinstance(c, list) and len(c) == 1 for c in choices):
-            names = [c[0] for c in choices]
+            names = [c[0] for c in choices if isinstance(c, list)]  # all are, as just checked
             present = [n for n in names if isinstance(value, dict) and n in value]
             verb = "set only one of" if present else "set one of"
             return [diag(f"{verb} {', '.join(names)}", "exactly one of " + ", ".join(names))]

@@ -370,7 +370,7 @@ def sandbox_memory_limit() -> str:
     if not memory.is_set():
         return SANDBOX_MEMORY_DEFAULT
     size = memory.value()  # refuses a value that is not a size
-    text = memory.raw().strip()
+    text = (memory.raw() or "").strip()  # set, so never None
     return f"{size}B" if text.isdigit() else text
 
 

@@ -457,7 +457,7 @@ def compact_strings(table: pa.Table, probe_rows: int = 10_000, max_ratio: float 
         if pa.types.is_string(field_.type) or pa.types.is_large_string(field_.type):
             column = table.column(i)
             probe = column.slice(0, probe_rows)
-            if len(probe) and pc.count_distinct(probe).as_py() <= max_ratio * len(probe):
-                encoded = pc.dictionary_encode(column)
+            if len(probe) and pc.count_distinct(probe).as_py() <= max_ratio * len(probe):  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+                encoded = pc.dictionary_encode(column)  # pyright: ignore[reportAttributeAccessIssue]
                 table = table.set_column(i, field_.with_type(encoded.type), encoded)
     return table

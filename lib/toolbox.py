@@ -83,7 +83,9 @@ class Toolbox:
         if not errors:
             return None
         lines = [f"- {'.'.join(map(str, e.absolute_path)) or '(input)'}: {e.message}" for e in errors[:5]]
-        fields = ", ".join(f"{k}: {v.get('type')}" for k, v in self._validators[name].schema["properties"].items())
+        schema = self._validators[name].schema  # a tool's input_schema is an object, never a bare true/false
+        properties = schema["properties"] if isinstance(schema, Mapping) else {}
+        fields = ", ".join(f"{k}: {v.get('type')}" for k, v in properties.items())
         return f"invalid input for {name}; expected {{{fields}}}:\n" + "\n".join(lines)
 
     # ---- run_sql

@@ -33,6 +33,7 @@ class YamlSyntaxError(DashmemError, ValueError):
         super().__init__(message)
         self.line = line
         self.kind = kind
+        self.size: int | None = None  # too_large: the text's size in bytes
 
 
 # Workspace files are small (the largest demo file is 6 KB); anything far larger
@@ -73,7 +74,7 @@ class Document:
         return self.value_lines.get((), 1)
 
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when the wheel has it: ~5x faster
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when the wheel has it: ~5x faster
 
 
 class _SafeLoaderNoDates(_BaseLoader):

@@ -1,9 +1,16 @@
-"""Shared fixtures: real git repos in temporary folders, the shipped workspaces, the public datasets."""
+"""Shared fixtures: real git repos in temporary folders, the shipped workspaces, the public datasets,
+Streamlit's secrets stood in for, and real local servers (HTTP, MCP over streamable HTTP)."""
 from __future__ import annotations
 
 import os
 import shutil
+import socket
+import ssl
+import subprocess
 import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -70,3 +77,112 @@ def config_repo(tmp_path, monkeypatch):
     git.Repo.init(tmp_path / "remote.git", bare=True, initial_branch="main")
     repo.repo.create_remote("origin", str(tmp_path / "remote.git"))
     return repo
+
+
+@pytest.fixture
+def streamlit_secrets(monkeypatch) -> dict:
+    """No .streamlit/secrets.toml, whatever the machine has: the dict returned stands in for Streamlit's secrets."""
+    from lib import secrets
+
+    store: dict = {}
+
+    def lookup(dotted: str):
+        node = store
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    monkeypatch.setattr(secrets, "_streamlit_secret", lookup)
+    return store
+
+
+# --- local servers --------------------------------------------------------------------------------
+
+MCP_SERVER = ROOT / "tests" / "mcp_server.py"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mcp_http_url(tmp_path_factory):
+    """URL of the test MCP server (tests/mcp_server.py) over streamable HTTP on 127.0.0.1, one per test module."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"HTTP MCP server exited: {log_path.read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"HTTP MCP server did not listen on port {port}: {log_path.read_text()}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+class LocalHTTPServer:
+    """A real HTTP(S) server on 127.0.0.1 in a thread; a subclass answers each GET and POST in `answer`."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.answer(self)
+
+            do_POST = do_GET
+
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_port
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        # A short poll keeps shutdown() quick; the default 0.5 s would be paid by every test.
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def answer(self, handler: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def import_each_alone(modules: list[str]) -> None:
+    """Import each module first thing in a fresh interpreter; fails naming the ones that cannot.
+
+    The interpreters start together: each import is a second or two of pyarrow and DuckDB,
+    and one after another they were among the slowest tests of the fast loop.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = {m: subprocess.Popen([sys.executable, "-c", f"import {m}"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+               for m in modules}
+    failed = {}
+    for module, proc in started.items():
+        _, stderr = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            failed[module] = stderr.strip().splitlines()[-1:]
+    assert not failed, f"these modules do not import on their own: {failed}"

@@ -5,7 +5,7 @@ import bcrypt
 import pytest
 import yaml
 
-from lib import auth, secrets
+from lib import auth
 from lib.access import OWNER, STEWARD, VIEWER, User
 
 from .conftest import ROOT
@@ -20,21 +20,10 @@ def write_users(tmp_path, users) -> object:
 
 
 @pytest.fixture
-def no_streamlit_secrets(monkeypatch):
-    """No .streamlit/secrets.toml, whatever the machine has: a dict stands in for Streamlit's secrets."""
-    store: dict = {}
-
-    def lookup(dotted: str):
-        node = store
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
-
-    monkeypatch.setattr(secrets, "_streamlit_secret", lookup)
+def no_streamlit_secrets(streamlit_secrets, monkeypatch):
+    """No .streamlit/secrets.toml (conftest's dict stands in for it) and no DASHMEM_COOKIE_KEY."""
     monkeypatch.delenv("DASHMEM_COOKIE_KEY", raising=False)
-    return store
+    return streamlit_secrets
 
 
 # --------------------------------------------------------------------------- the credentials file

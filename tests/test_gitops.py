@@ -12,6 +12,8 @@ import pytest
 from lib import gitops, history
 from lib.configrepo import Busy, ConfigRepoError
 
+from .conftest import import_each_alone
+
 ROOT = Path(__file__).resolve().parent.parent
 AUTHOR = git.Actor("Ada", "ada@example.com")
 
@@ -203,8 +205,18 @@ def test_unknown_versions_and_folders_are_config_repo_errors(repo, tmp_path):
     assert history.find_repo(repo / "ws")[1] == "ws"
 
 
+def test_a_bare_repo_is_a_clear_error_not_a_type_error(tmp_path):
+    """A bare clone has no working tree: the CLI says so instead of 'TypeError: ... NoneType'."""
+    bare = tmp_path / "bare.git"
+    git.Repo.init(bare, bare=True)
+    with pytest.raises(ConfigRepoError, match="bare"):
+        history.find_repo(bare)
+    run = subprocess.run([sys.executable, "-m", "lib", "history", str(bare)], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode != 0
+    assert "bare" in run.stderr and "TypeError" not in run.stderr
+
+
 def test_each_module_imports_on_its_own():
     """The facade and its parts import one another; any of them may be imported first."""
-    for module in ("gitops", "history", "drafts", "publish", "configrepo"):
-        subprocess.run([sys.executable, "-c", f"import lib.{module}"], cwd=ROOT, check=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    import_each_alone([f"lib.{module}" for module in ("gitops", "history", "drafts", "publish", "configrepo")])

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -17,6 +15,9 @@ from lib.connectors import fetch, mcp_source
 from lib.connectors.base import FetchContext, SourceError
 from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
+from .conftest import MCP_SERVER as SERVER
+from .conftest import free_port
+
 
 @pytest.fixture(autouse=True)
 def loopback_allowed(monkeypatch):
@@ -24,8 +25,6 @@ def loopback_allowed(monkeypatch):
     monkeypatch.setenv("DASHMEM_HTTP_ALLOW_NETWORKS", "127.0.0.0/8")
     monkeypatch.delenv("DASHMEM_ALLOW_PRIVATE_NETWORKS", raising=False)
 
-
-SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 
 # Each of these starts the MCP server (a Python process per stdio test, one HTTP server for the module),
 # 1.5-2.5 s each here: the slow loop. One stdio round trip (test_dispatch_calls_a_stdio_tool_...) and the
@@ -87,41 +86,6 @@ def processes_in(folder: Path) -> list[int]:
                     pids.append(int(entry.name))
         return pids
     return [p.pid for p in psutil.process_iter(["cwd"]) if p.info["cwd"] == str(folder.resolve())]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def http_url(tmp_path_factory):
-    """URL of the server running as streamable HTTP on a free port, for this module's tests."""
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("mcp-http") / "server.log"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"HTTP MCP server exited: {log_path.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"HTTP MCP server did not listen on port {port}: {log_path.read_text()}")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 # --- stdio ---------------------------------------------------------------------------------------
@@ -229,12 +193,12 @@ def test_server_exiting_at_once_is_explained_with_its_stderr(ctx):
 
 
 @SERVER_STARTS
-def test_http_tool_call_with_secret_header(http_url, ctx, monkeypatch):
+def test_http_tool_call_with_secret_header(mcp_http_url, ctx, monkeypatch):
     monkeypatch.setenv("DM_TEST_MCP_AUTH", "Bearer test-token")
     source = {
         "name": "stock",
         "type": "mcp",
-        "url": http_url,
+        "url": mcp_http_url,
         "secret_headers": {"Authorization": "env:DM_TEST_MCP_AUTH"},
         "tool": "list_stock",
         "arguments": {"warehouse": "south"},
@@ -247,15 +211,15 @@ def test_http_tool_call_with_secret_header(http_url, ctx, monkeypatch):
 
 
 @SERVER_STARTS
-def test_http_resource_read(http_url, ctx):
-    table = mcp_source.fetch({"name": "stock", "type": "mcp", "url": http_url, "resource": "inventory://stock"}, ctx)
+def test_http_resource_read(mcp_http_url, ctx):
+    table = mcp_source.fetch({"name": "stock", "type": "mcp", "url": mcp_http_url, "resource": "inventory://stock"}, ctx)
 
     assert table.num_rows == 5
 
 
 @SERVER_STARTS
-def test_http_wrong_path_points_at_the_endpoint(http_url, ctx):
-    wrong = http_url.removesuffix("/mcp") + "/api"
+def test_http_wrong_path_points_at_the_endpoint(mcp_http_url, ctx):
+    wrong = mcp_http_url.removesuffix("/mcp") + "/api"
 
     with pytest.raises(SourceError, match="did not complete the MCP handshake.*serves /mcp"):
         mcp_source.fetch({"name": "stock", "type": "mcp", "url": wrong, "tool": "list_stock"}, ctx)
@@ -269,8 +233,8 @@ def test_unreachable_url_is_reported(ctx):
 
 
 @SERVER_STARTS
-def test_fetch_works_from_a_plain_thread_and_from_inside_an_event_loop(http_url, ctx):
-    source = {"name": "stock", "type": "mcp", "url": http_url, "tool": "list_stock", "arguments": {"warehouse": "north"}}
+def test_fetch_works_from_a_plain_thread_and_from_inside_an_event_loop(mcp_http_url, ctx):
+    source = {"name": "stock", "type": "mcp", "url": mcp_http_url, "tool": "list_stock", "arguments": {"warehouse": "north"}}
     results = []
 
     # A Streamlit script thread: no event loop of its own.

@@ -14,12 +14,7 @@ import ipaddress
 import json
 import socket
 import ssl
-import subprocess
-import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, quote, urlsplit
 
 import anyio
@@ -30,7 +25,7 @@ from lib import netguard
 from lib.connectors import fetch
 from lib.connectors.base import FetchContext, SourceError
 
-MCP_SERVER = Path(__file__).resolve().parent / "mcp_server.py"
+from .conftest import LocalHTTPServer
 
 METADATA = ipaddress.ip_address("169.254.169.254")
 
@@ -137,61 +132,13 @@ def ctx(tmp_path):
     return FetchContext(workspace_path=tmp_path)
 
 
-@pytest.fixture(scope="module")
-def mcp_url(tmp_path_factory):
-    """The test MCP server (tests/mcp_server.py) over streamable HTTP on 127.0.0.1."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log_path = tmp_path_factory.mktemp("mcp-http") / "server.log"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"HTTP MCP server exited: {log_path.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"HTTP MCP server did not listen on port {port}: {log_path.read_text()}")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-class Server:
+class Server(LocalHTTPServer):
     """A real HTTP(S) server on 127.0.0.1: /redirect?to=URL (302), /linked?next=URL (a page with a next
     link), /list (records), and a POST to /mcp answered with a redirect to ?to=URL."""
 
     def __init__(self, tls: ssl.SSLContext | None = None):
         self.requests: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                server.answer(self)
-
-            do_POST = do_GET
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        if tls is not None:
-            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_port
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        super().__init__(tls)
 
     def answer(self, handler: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(handler.path)
@@ -211,10 +158,6 @@ class Server:
             handler.send_header(key, value)
         handler.end_headers()
         handler.wfile.write(text)
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -359,12 +302,12 @@ def test_rest_connects_to_the_checked_address_and_refuses_the_rebound_one(server
     assert_never_connected_beyond_loopback(network)
 
 
-@pytest.mark.slow  # starts an MCP server process (mcp_url)
-def test_mcp_connects_to_the_checked_address_and_refuses_the_rebound_one(mcp_url, ctx, network):
+@pytest.mark.slow  # starts an MCP server process (mcp_http_url)
+def test_mcp_connects_to_the_checked_address_and_refuses_the_rebound_one(mcp_http_url, ctx, network):
     # The test server accepts only localhost Host headers (the SDK's own rebinding protection), so the
     # attacker's name here is `localhost`, answered first with 127.0.0.1 and then with the metadata address.
     network.answers["localhost"] = flipping(["127.0.0.1"], ["169.254.169.254"])
-    url = mcp_url.replace("127.0.0.1", "localhost")
+    url = mcp_http_url.replace("127.0.0.1", "localhost")
     table = fetch(mcp(url), ctx)  # a session: several requests, and connections, to the name
     assert table.num_rows == 3
     assert network.lookups.count("localhost") == 1

@@ -1,17 +1,14 @@
 """lib.sandbox's own helpers: the one way a locked-down DuckDB and its cursors are opened."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import duckdb
 import pyarrow as pa
 import pytest
 
 from lib import sandbox
 from lib.warehouse import QueryError, QueryRefused
+
+from .conftest import import_each_alone
 
 TABLES = {"t": pa.table({"x": [1, 2, 3], "s": ["a", "b", "a"]})}
 
@@ -81,6 +78,4 @@ def test_describe_names_common_types_and_asks_duckdb_for_the_rest():
 
 def test_each_module_imports_on_its_own():
     """The facade (lib.warehouse) and its parts import one another; any of them may be imported first."""
-    root = Path(__file__).resolve().parent.parent
-    for module in ("sandbox", "snapshots", "warehouse", "query_worker"):
-        subprocess.run([sys.executable, "-c", f"import lib.{module}"], cwd=root, check=True, env={**os.environ, "PYTHONPATH": str(root)})
+    import_each_alone([f"lib.{module}" for module in ("sandbox", "snapshots", "warehouse", "query_worker")])

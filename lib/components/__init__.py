@@ -32,6 +32,8 @@ KINDS: dict[str, ComponentKind] = {
 def kind_of(component: Mapping[str, Any] | Component) -> ComponentKind:
     """The kind of a component spec (a dict) or a rendered `Component`; KeyError (naming the type) if there is none."""
     name = component.get("type") if isinstance(component, Mapping) else component.type
+    if not isinstance(name, str):
+        raise KeyError(name)  # no type at all
     return KINDS[name]
 
 

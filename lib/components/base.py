@@ -44,7 +44,7 @@ class Component:
     type: str
     title: str = ""
     width: int = 1
-    spec: dict[str, Any] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
     result: QueryResult | None = None
     # kpi
@@ -180,7 +180,7 @@ def threshold_status(value: Any, thresholds: list[dict[str, Any]] | None, fmt: s
     met = threshold_met(value, thresholds)
     if met is None:
         return ""
-    return f"{STATUS_MARKS[thresholds.index(met) % len(STATUS_MARKS)]} {OP_WORDS[met['op']]} {format_value(met['value'], fmt)}"
+    return f"{STATUS_MARKS[(thresholds or []).index(met) % len(STATUS_MARKS)]} {OP_WORDS[met['op']]} {format_value(met['value'], fmt)}"
 
 
 # --------------------------------------------------------------------------- HTML

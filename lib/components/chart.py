@@ -80,7 +80,7 @@ def render(comp: Component, ctx: RenderContext) -> None:
         labelColor=theme["text"], titleColor=theme["text"]).configure_legend(labelColor=theme["text"], titleColor=theme["text"])
     try:
         comp.vega = comp.chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
-    except alt.utils.schemapi.SchemaValidationError as exc:
+    except alt.utils.schemapi.SchemaValidationError as exc:  # pyright: ignore[reportAttributeAccessIssue]  # altair's utils/theme names clash in its stubs
         raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
 
 
@@ -147,7 +147,7 @@ def threshold_places(spec: Spec, target: str, columns_of) -> list[tuple[tuple, A
 
 def data_places(spec: Spec) -> list[tuple[tuple, Spec]]:
     """The component and each encoding channel: where Vega-Lite would take inline data."""
-    return [((), spec)] + [(("encoding", ch), node) for ch, node in (spec.get("encoding") or {}).items() if isinstance(node, dict)]
+    return [((), spec), *((("encoding", ch), node) for ch, node in (spec.get("encoding") or {}).items() if isinstance(node, dict))]
 
 
 # --------------------------------------------------------------------------- HTML export

@@ -312,7 +312,7 @@ def _look(path: Path, encoding: str, head_bytes: int = 64 << 10) -> tuple[int, s
             return size, data[:head_bytes].decode(encoding, errors="replace"), data.find(b'"') != -1
 
 
-def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50) -> pa.Table:
+def parse_dates(table: pa.Table, skip: frozenset[str] | set[str] = frozenset(), probe: int = 50) -> pa.Table:
     """Convert text columns whose values all match one of DATE_FORMATS to timestamps.
 
     A converted column records its format in the field's metadata, so the next
@@ -329,7 +329,7 @@ def parse_dates(table: pa.Table, skip: set[str] = frozenset(), probe: int = 50) 
         head = [v for v in table.column(i).slice(0, probe * 4).to_pylist() if v][:probe]
         fmt = next((fmt for pattern, fmt in DATE_FORMATS if all(pattern.match(v) for v in head)), None)
         values = _to_dates(table.column(i), fmt) if fmt else None
-        if values is not None:
+        if values is not None and fmt is not None:
             table = table.set_column(i, _date_field(field.name, values.type, fmt), values)
     return table
 
@@ -340,10 +340,10 @@ def _to_dates(column: pa.ChunkedArray, fmt: str) -> pa.ChunkedArray | None:
     strptime reads a two-digit year for %Y as year 26, so such years count as not fitting.
     """
     try:
-        values = pc.strptime(column, format=fmt, unit="s")
+        values = pc.strptime(column, format=fmt, unit="s")  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if "%Y" in fmt and values.null_count < len(values) and pc.min(pc.year(values)).as_py() < 1000:
+    if "%Y" in fmt and values.null_count < len(values) and pc.min(pc.year(values)).as_py() < 1000:  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
         return None
     if "%H" not in fmt and "%I" not in fmt:
         values = values.cast(pa.date32())  # a day, not a moment
@@ -360,5 +360,5 @@ def _first_text(column: pa.ChunkedArray, rows: int) -> str | None:
         for j in range(min(len(chunk), 4)):
             if value := chunk[j].as_py():
                 return value
-    present = pc.drop_null(column.slice(0, rows))  # a mostly-empty column: look further
+    present = pc.drop_null(column.slice(0, rows))  # pyright: ignore[reportAttributeAccessIssue]  # a mostly-empty column: look further (pc has no stubs)
     return next((v for v in present.slice(0, 16).to_pylist() if v), None) if len(present) else None

@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 import anyio
 import httpx2
@@ -80,7 +80,7 @@ def _run_blocking(async_fn, *args) -> Any:
         return pool.submit(anyio.run, async_fn, *args).result()
 
 
-async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, server_stderr: IO[str]) -> list:
+async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, server_stderr: TextIO) -> list:
     name = source.get("name", "?")
     with anyio.fail_after(timeout_s):
         if source.get("command"):

@@ -92,8 +92,8 @@ def _pages(api: _Api, source: dict, paging: dict) -> Iterator[list]:
     url = httpx.URL(source["url"])
     params = dict(source.get("params") or {})
     size = paging.get("size")
+    position = paging.get("start", 1 if style == "page" else 0)  # used by the page and offset styles only
     if style in ("page", "offset"):
-        position = paging.get("start", 1 if style == "page" else 0)
         if size and paging.get("size_param"):
             params[paging["size_param"]] = size
     for _ in range(paging.get("max_pages", DEFAULT_MAX_PAGES) if style else 1):
@@ -143,6 +143,7 @@ class _Api:
         """
         shown = _shown(url)
         tries = f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"
+        failure = f"no request was made to {shown}"  # only if attempts were under one
         for attempt in range(1, self.attempts + 1):
             if attempt > 1:
                 time.sleep(min(BACKOFF_BASE_S * 2 ** (attempt - 2), BACKOFF_CAP_S))

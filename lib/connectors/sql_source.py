@@ -236,7 +236,7 @@ class _Column:
                     self.as_text = True
                     self.chunks = [_text_chunk(self._values(n)) for n in range(len(self.chunks))]
                     self.changed.clear()
-            if self.as_text:
+            if self.as_text or array is None:  # array is None only when typing it failed just now
                 array = _text_chunk(values)
         offset = 0
         for chunk in array.chunks if isinstance(array, pa.ChunkedArray) else [array]:  # chunked: over 2 GB of text
