@@ -41,14 +41,25 @@ def load_credentials(path: Path | None = None) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise AuthConfigError(f"no credentials file at {path}; set DASHMEM_USERS") from None
-    users = data.get("usernames")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuthConfigError(f"cannot read the credentials file {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        raise AuthConfigError(f"{path}: not valid YAML{at}") from None
+    users = data.get("usernames") if isinstance(data, dict) else None
     if not isinstance(users, dict) or not users:
         raise AuthConfigError(f"{path}: expected a `usernames:` mapping with at least one user")
     for name, entry in users.items():
-        password = str((entry or {}).get("password", ""))
+        if not isinstance(entry, dict):
+            raise AuthConfigError(f"{path}: user {name!r} should be a mapping with at least `password:`")
+        password = str(entry.get("password", ""))
         if not password.startswith("$2"):
             raise AuthConfigError(f"{path}: user {name!r} has no bcrypt-hashed password (plain passwords are refused)")
-        User(name)  # validates the user name
+        try:
+            User(name)  # validates the user name
+        except ValueError as exc:
+            raise AuthConfigError(f"{path}: {exc}") from None
     return copy.deepcopy({"usernames": users})
 
 

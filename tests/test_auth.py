@@ -79,9 +79,6 @@ def test_a_password_that_is_not_a_bcrypt_hash_is_refused_without_repeating_it(tm
         assert password not in str(refused.value)
 
 
-@pytest.mark.xfail(strict=True, reason="lib bug: a malformed credentials file raises ValueError/AttributeError/"
-                   "yaml.YAMLError instead of AuthConfigError, so app.py (which catches only AuthConfigError) "
-                   "shows a traceback instead of the message")
 @pytest.mark.parametrize("content", [
     f"usernames:\n  'bad name':\n    password: '{HASH}'\n",  # a user name User() refuses
     "usernames:\n  sam: just-a-string\n",  # an entry that is not a mapping
@@ -90,7 +87,7 @@ def test_a_password_that_is_not_a_bcrypt_hash_is_refused_without_repeating_it(tm
 def test_any_malformed_credentials_file_is_an_auth_config_error(tmp_path, content):
     path = tmp_path / "users.yaml"
     path.write_text(content)
-    with pytest.raises(auth.AuthConfigError):
+    with pytest.raises(auth.AuthConfigError, match="users.yaml"):  # names the file the operator must fix
         auth.load_credentials(path)
 
 
