@@ -1,7 +1,9 @@
 """Number formatting with d3-format strings, the syntax Vega-Lite and dashboard specs use.
 
 Supported: [[fill]align][sign][$][0][width][,][.precision][type] with types
-f, d, %, s (SI prefix), e, g, r and none. Enough for KPI cards, tables and
+f, d, %, s (SI prefix), e, g, r and none, and the alignments <, >, ^ and =
+(the 0 flag means = with zeros: "−002"). Other d3 types (x, b, o, c, n, p)
+are refused rather than shown as decimals. Enough for KPI cards, tables and
 insight text to show numbers exactly as the charts do.
 """
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 import re
 from decimal import Decimal
 
-_SPEC = re.compile(r"^(?:(.)?([<>^=]))?([+\-( ])?(\$)?(0)?(\d+)?(,)?(?:\.(\d+))?([a-z%])?$")
+_SPEC = re.compile(r"^(?:(.)?([<>^=]))?([+\-( ])?(\$)?(0)?(\d+)?(,)?(?:\.(\d+))?([fdsegr%])?$")
 _SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
        (1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
 
@@ -57,22 +59,43 @@ def format_number(value: float, spec: str | None = None) -> str:
         body = _si(magnitude, 6 if precision is None else precision)
     elif kind == "e":
         body = f"{magnitude:.{6 if precision is None else precision}e}"
-    elif kind in ("g", "r"):
+    elif kind == "g":
         body = f"{magnitude:{',' if comma else ''}.{6 if precision is None else precision}g}"
+    elif kind == "r":
+        body = _rounded(magnitude, 6 if precision is None else max(precision, 1), comma is not None)
     else:  # no type: like g, but trailing zeros trimmed
         body = f"{magnitude:{',' if comma else ''}.{12 if precision is None else precision}g}"
-    if currency:
-        body = "$" + body
+    # d3 keeps the sign and currency apart from the digits, so "=" (and the 0 flag) pads between them.
+    prefix, suffix = ("$" if currency else ""), ""
     if negative and float(re.sub(r"[^0-9.]", "", body) or 0) != 0:
-        body = ("(" + body + ")") if sign == "(" else "−" + body
-    elif sign == "+":
-        body = "+" + body
-    elif sign == " ":
-        body = " " + body
-    if width and len(body) < int(width):
-        pad = (fill or ("0" if zero else " "))
-        body = body.rjust(int(width), pad) if (align or ">") in ">=" else body.ljust(int(width), pad)
-    return body
+        prefix, suffix = ("(" + prefix, ")") if sign == "(" else ("−" + prefix, "")
+    elif sign in ("+", " "):
+        prefix = sign + prefix
+    if zero and not align:
+        fill, align = fill or "0", "="
+    pad = max(0, int(width or 0) - len(prefix) - len(body) - len(suffix)) * (fill or " ")
+    align = align or ">"
+    if align == "<":
+        return prefix + body + suffix + pad
+    if align == "=":
+        return prefix + pad + body + suffix
+    if align == "^":
+        half = len(pad) // 2
+        return pad[:half] + prefix + body + suffix + pad[half:]
+    return pad + prefix + body + suffix
+
+
+def _rounded(value: float, significant: int, comma: bool) -> str:
+    """d3's type r: rounded to `significant` digits, in decimal notation (4223 at 2 digits is 4200)."""
+    mantissa, exponent = f"{value:.{significant - 1}e}".split("e")
+    digits, power = mantissa.replace(".", ""), int(exponent)
+    if power < 0:
+        return "0." + "0" * (-power - 1) + digits
+    if len(digits) > power + 1:
+        whole, fraction = digits[:power + 1], "." + digits[power + 1:]
+    else:
+        whole, fraction = digits + "0" * (power + 1 - len(digits)), ""
+    return (f"{int(whole):,}" if comma else whole) + fraction
 
 
 def _si(value: float, significant: int) -> str:

@@ -3,7 +3,7 @@
 The expected strings of the d3 cases are d3-format's own documented results
 (its README and the specification of `locale.format`), so that a KPI card shows
 a number as the chart beside it does. Where lib/formats.py differs from d3, the
-test is marked xfail(strict) with the difference.
+test documents the difference.
 """
 from __future__ import annotations
 
@@ -32,20 +32,14 @@ def test_d3s_documented_examples(spec, value, expected):
     assert format_number(value, spec) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="lib bug: type r is formatted like g (Python's exponent form), d3 rounds to "
-                   "significant digits in decimal notation: format(',.2r')(4223) is '4,200' in d3's README")
 def test_r_rounds_to_significant_digits_in_decimal_notation():
     assert format_number(4223, ",.2r") == "4,200"
 
 
-@pytest.mark.xfail(strict=True, reason="lib bug: align ^ (centre) is treated as left: d3's README has "
-                   "format('*^20')(42) == '*********42*********'")
 def test_centre_alignment():
     assert format_number(42, "*^20") == "*********42*********"
 
 
-@pytest.mark.xfail(strict=True, reason="lib bug: zero-padding puts the zeros before the minus sign ('00−2'); in d3 "
-                   "the 0 option implies align '=', padding after the sign: format('04d')(-2) == '−002'")
 def test_zero_padding_goes_after_the_sign():
     assert format_number(-2, "04d") == "−002"
 
@@ -100,9 +94,6 @@ def test_an_unsupported_spec_is_an_error_naming_it(spec):
         format_number(1.0, spec)
 
 
-@pytest.mark.xfail(strict=True, reason="lib bug: d3 types the module does not implement (x hex, b binary, o octal) "
-                   "match the spec pattern and are formatted as plain decimals (255 -> '255', '.2b' -> '2.6e+02') "
-                   "instead of being refused, so a KPI silently differs from the chart (d3: 'x' of 255 is 'ff')")
 @pytest.mark.parametrize("spec", ["x", "b", "o"])
 def test_a_d3_type_that_is_not_implemented_is_refused_not_shown_as_a_decimal(spec):
     with pytest.raises(ValueError, match="unsupported number format"):
