@@ -38,6 +38,7 @@ The work is done in
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import shutil
@@ -112,6 +113,134 @@ class Draft:
         return self.path / self.slug
 
 
+def _refuse(self, *args: Any, **kwargs: Any) -> None:
+    raise TypeError("workspace metadata read from the config repo is shared and read-only; change a copy.deepcopy of it")
+
+
+class ReadOnlyDict(dict):
+    """A dict that refuses changes: parsed workspace.yaml shared by every caller (and every session) until it
+    changes in git, so a page that changed it in place would change, say, the access list everyone is judged by.
+    Copies (`copy.copy`, `copy.deepcopy`, `dict(...)`) are plain, changeable dicts."""
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
+
+    def __reduce__(self):  # pickles (e.g. into a session store) as a plain dict
+        return (dict, (dict(self),))
+
+
+class ReadOnlyList(list):
+    """A list that refuses changes (see `ReadOnlyDict`); its copies are plain lists."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict) -> list:
+        return [copy.deepcopy(value, memo) for value in self]
+
+    def __reduce__(self):
+        return (list, (list(self),))
+
+
+def _read_only(data: Any) -> Any:
+    if isinstance(data, dict):
+        return ReadOnlyDict((key, _read_only(value)) for key, value in data.items())
+    if isinstance(data, list):
+        return ReadOnlyList(_read_only(value) for value in data)
+    return data
+
+
+@dataclass
+class _Published:
+    """What `main` at one commit publishes: slug -> the blob of its workspace.yaml, and (once all parse) their metas."""
+
+    sha: str
+    blobs: dict[str, str]  # slug -> blob sha
+    _metas: dict[str, Any] | None = None
+
+    def metas(self, cr: "ConfigRepo") -> dict[str, Any]:
+        if self._metas is None:
+            self._metas = {slug: cr._metas.parsed(cr, blob) for slug, blob in self.blobs.items()}
+        return self._metas
+
+
+class _MetaCache:
+    """Parsed workspace.yaml files, keyed by what git names them, so nothing is ever stale.
+
+    Keys are commit and blob shas read from the repo on each call, never an
+    in-process flag: a publish, save or access change by any process makes a
+    new commit, so the next call reads it. Shared by the threads (sessions)
+    using one ConfigRepo; each thread reads git through its own handle
+    (`cr.repo`), so only shas, never GitPython objects, are kept.
+    """
+
+    MAX_ENTRIES = 4096  # parsed files and draft lookups kept; about 200 bytes to a few kB each
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._published: _Published | None = None
+        self._parsed: dict[str, Any] = {}  # blob sha -> read-only data
+        self._draft_blobs: dict[tuple[str, str], str | None] = {}  # (commit sha, slug) -> blob sha of its workspace.yaml
+
+    def published(self, cr: "ConfigRepo", main: str) -> _Published:
+        current = self._published
+        if current is not None and current.sha == main:
+            return current
+        blobs = {}
+        for folder in cr.repo.commit(main).tree.trees:  # one tree walk through git's object reader, no process per file
+            if workspace.SLUG_RE.match(folder.name):
+                blob = _child(folder, workspace.FILES["workspace"])
+                if blob is not None:
+                    blobs[folder.name] = blob.hexsha
+        current = _Published(main, dict(sorted(blobs.items())))
+        with self._lock:
+            self._published = current
+        return current
+
+    def draft_blob(self, cr: "ConfigRepo", commit: str, slug: str) -> str | None:
+        key = (commit, slug)
+        if key not in self._draft_blobs:
+            tree = cr.repo.commit(commit).tree
+            folder = _child(tree, slug, "tree")
+            blob = _child(folder, workspace.FILES["workspace"]) if folder is not None else None
+            with self._lock:
+                self._bound(self._draft_blobs)
+                self._draft_blobs[key] = blob.hexsha if blob is not None else None
+        return self._draft_blobs[key]
+
+    def parsed(self, cr: "ConfigRepo", blob: str) -> Any:
+        data = self._parsed.get(blob)
+        if data is None:
+            from .yamlio import parse
+
+            raw = cr.repo.odb.stream(bytes.fromhex(blob)).read()
+            data = _read_only(parse(raw.decode("utf-8")).data or {})
+            with self._lock:
+                self._bound(self._parsed)
+                self._parsed[blob] = data
+        return data
+
+    def _bound(self, entries: dict) -> None:
+        if len(entries) >= self.MAX_ENTRIES:
+            entries.clear()  # rare: thousands of distinct versions read; they are read again when asked
+
+
+def _child(tree: Any, name: str, kind: str = "blob") -> Any:
+    """The entry `name` of a git tree if it is a `kind` (blob or tree), else None."""
+    try:
+        entry = tree / name
+    except KeyError:
+        return None
+    return entry if entry.type == kind else None
+
+
 class ConfigRepo:
     REPAIR_WAIT_S = 5.0  # opening waits this long for a live writer before leaving the repair to it
 
@@ -123,6 +252,7 @@ class ConfigRepo:
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise ConfigRepoError(f"{self.path} is not a git repository") from None
         self.drafts_root = self.path.parent / f"{self.path.name}.drafts"
+        self._metas = _MetaCache()
         self.repaired: list[str] = self.repair()  # what opening found left behind and repaired
 
     @property
@@ -190,30 +320,51 @@ class ConfigRepo:
         return self.draft(user, slug).workspace_path
 
     def meta(self, slug: str, ref: str = MAIN) -> dict[str, Any]:
-        """workspace.yaml as published (roles are always judged by the published access list)."""
-        from .yamlio import parse
+        """workspace.yaml as published (roles are always judged by the published access list).
 
-        raw = read_file(self.repo, ref, f"{workspace.check_slug(slug)}/{workspace.FILES['workspace']}")
-        if raw is None:
+        Read-only (`ReadOnlyDict`): it is shared with every other caller until the file changes in git.
+        """
+        path = f"{workspace.check_slug(slug)}/{workspace.FILES['workspace']}"
+        if ref == MAIN:
+            blob = self._metas.published(self, self._main_sha()).blobs.get(slug)
+        else:
+            entry = _child(resolve(self.repo, ref).tree, path)
+            blob = entry.hexsha if entry is not None else None
+        if blob is None:
             raise ConfigRepoError(f"no workspace {slug!r} on {ref}")
-        return parse(raw.decode("utf-8")).data or {}
+        return self._metas.parsed(self, blob)
 
     def meta_for(self, user: User, slug: str) -> dict[str, Any]:
         """workspace.yaml that decides the user's role: the published one, or their draft's for a new workspace."""
         return self._access_meta(slug, self.branch_name(user, slug))
 
     def workspaces_for(self, user: User) -> dict[str, dict[str, Any]]:
-        """slug -> workspace.yaml of every published workspace, plus the user's own not yet published ones."""
-        metas = {slug: self.meta(slug) for slug in self.slugs()}
-        for head in self.repo.heads:
-            owner, slug = drafts.parse_draft(head.name) or (None, None)
-            # The app's owners also see workspaces others created and have not published, to review them.
-            if owner is not None and (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
-                try:
-                    metas[slug] = self.meta(slug, head.name)
-                except ConfigRepoError:
-                    continue
+        """slug -> workspace.yaml of every published workspace, plus the user's own not yet published ones.
+
+        Runs on every page run, so it is cached by what git says: the published
+        metas by `main`'s commit, a draft's by its branch's commit, each file's
+        parse by its blob. With nothing changed it costs reading the branch
+        refs; whoever commits, in any process, moves a ref and so is seen on the
+        next call. The metas are read-only (`ReadOnlyDict`), shared between calls.
+        """
+        # The app's owners also see workspaces others created and have not published, to review them.
+        prefix = "draft/" if user.app_role == access.OWNER else f"draft/{user.name}/"
+        heads = gitops.branch_heads(self._git_dir, prefix)
+        published = self._metas.published(self, self._main_sha())
+        metas = dict(published.metas(self))
+        for branch, sha in heads.items():
+            owner, slug = drafts.parse_draft(branch) or (None, None)
+            if owner is not None and slug not in metas:
+                blob = self._metas.draft_blob(self, sha, slug)
+                if blob is not None:
+                    metas[slug] = self._metas.parsed(self, blob)
         return metas
+
+    def _main_sha(self) -> str:
+        sha = gitops.branch_heads(self._git_dir, MAIN).get(MAIN)
+        if sha is None:
+            raise ConfigRepoError(f"the config repo at {self.path} has no {MAIN} branch")
+        return sha
 
     def _access_meta(self, slug: str, branch: str) -> dict[str, Any]:
         """The published access list; for a workspace not yet on `main` (made with

@@ -105,6 +105,61 @@ def rev(cwd: Path, ref: str) -> str:
     return _git(cwd, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}").stdout.strip()
 
 
+def branch_heads(git_dir: Path, prefix: str = "") -> dict[str, str]:
+    """Branch name -> commit sha of every branch whose name starts with `prefix`, sorted by name.
+
+    Read straight from the ref files (`packed-refs` and the loose refs under
+    `refs/heads`), with no git process: the app reads them on every page run,
+    and a commit made by any process shows here on the next call. git writes
+    each ref file whole (a lock file renamed over it), so a read sees the old
+    sha or the new one.
+    """
+    heads = {name: sha for name, sha in _packed_heads(git_dir).items() if name.startswith(prefix)}
+    root = git_dir / "refs" / "heads"
+    start = root / prefix.rpartition("/")[0] if "/" in prefix else root
+    for folder, _subfolders, files in os.walk(start):
+        for file in files:
+            if file.endswith(".lock"):
+                continue
+            name = os.path.relpath(os.path.join(folder, file), root).replace(os.sep, "/")
+            if not name.startswith(prefix):
+                continue
+            try:
+                sha = Path(folder, file).read_text(encoding="ascii").strip()
+            except (OSError, UnicodeDecodeError):
+                continue  # deleted meanwhile, or not a ref
+            if len(sha) == 40 and all(c in "0123456789abcdef" for c in sha):
+                heads[name] = sha
+    return dict(sorted(heads.items()))
+
+
+_PACKED: dict[Path, tuple[tuple[int, int, int], dict[str, str]]] = {}  # packed-refs file -> (its stat, its branches)
+
+
+def _packed_heads(git_dir: Path) -> dict[str, str]:
+    """The branches in `packed-refs`, parsed again only when the file was replaced (git rewrites it whole)."""
+    path = git_dir / "packed-refs"
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return {}
+    key = (st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _PACKED.get(path)
+    if cached and cached[0] == key:
+        return cached[1]
+    heads = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return {}
+    for line in text.splitlines():
+        sha, _, ref = line.partition(" ")
+        if ref.startswith("refs/heads/") and len(sha) == 40:
+            heads[ref[len("refs/heads/"):]] = sha
+    _PACKED[path] = (key, heads)
+    return heads
+
+
 def is_ancestor(cwd: Path, a: str, b: str) -> bool:
     return _git(cwd, "merge-base", "--is-ancestor", a, b, ok=(0, 1)).returncode == 0
 
