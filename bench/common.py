@@ -92,3 +92,14 @@ def wide_table_csv(rows: int = 1_000_000) -> Path:
     pacsv.write_csv(table, tmp)
     tmp.rename(path)
     return path
+
+
+def median_time_after(setup: Callable[[], object], fn: Callable[[], object], repeat: int) -> float:
+    """The median time of `fn` over `repeat` runs, each after an untimed `setup` (a change to measure cold)."""
+    times = []
+    for _ in range(repeat):
+        setup()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

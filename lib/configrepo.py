@@ -188,17 +188,25 @@ class _MetaCache:
         self._published: _Published | None = None
         self._parsed: dict[str, Any] = {}  # blob sha -> read-only data
         self._draft_blobs: dict[tuple[str, str], str | None] = {}  # (commit sha, slug) -> blob sha of its workspace.yaml
+        self._folder_blobs: dict[str, str | None] = {}  # tree sha of a folder -> blob sha of its workspace.yaml
 
     def published(self, cr: "ConfigRepo", main: str) -> _Published:
         current = self._published
         if current is not None and current.sha == main:
             return current
+        # Only the root tree is read whole; a folder whose tree is unchanged since an earlier `main` is not
+        # read again, so after a publish only the published workspace's folder is.
         blobs = {}
-        for folder in cr.repo.commit(main).tree.trees:  # one tree walk through git's object reader, no process per file
+        for folder in cr.repo.commit(main).tree.trees:
             if workspace.SLUG_RE.match(folder.name):
-                blob = _child(folder, workspace.FILES["workspace"])
+                blob = self._folder_blobs.get(folder.hexsha, _UNKNOWN)
+                if blob is _UNKNOWN:
+                    blob = _entry(cr.repo, folder.hexsha, workspace.FILES["workspace"])
+                    with self._lock:
+                        self._bound(self._folder_blobs)
+                        self._folder_blobs[folder.hexsha] = blob
                 if blob is not None:
-                    blobs[folder.name] = blob.hexsha
+                    blobs[folder.name] = blob
         current = _Published(main, dict(sorted(blobs.items())))
         with self._lock:
             self._published = current
@@ -207,12 +215,10 @@ class _MetaCache:
     def draft_blob(self, cr: "ConfigRepo", commit: str, slug: str) -> str | None:
         key = (commit, slug)
         if key not in self._draft_blobs:
-            tree = cr.repo.commit(commit).tree
-            folder = _child(tree, slug, "tree")
-            blob = _child(folder, workspace.FILES["workspace"]) if folder is not None else None
+            blob = _entry(cr.repo, commit, f"{slug}/{workspace.FILES['workspace']}")
             with self._lock:
                 self._bound(self._draft_blobs)
-                self._draft_blobs[key] = blob.hexsha if blob is not None else None
+                self._draft_blobs[key] = blob
         return self._draft_blobs[key]
 
     def parsed(self, cr: "ConfigRepo", blob: str) -> Any:
@@ -232,13 +238,17 @@ class _MetaCache:
             entries.clear()  # rare: thousands of distinct versions read; they are read again when asked
 
 
-def _child(tree: Any, name: str, kind: str = "blob") -> Any:
-    """The entry `name` of a git tree if it is a `kind` (blob or tree), else None."""
+_UNKNOWN = object()
+
+
+def _entry(repo: git.Repo, tree_ish: str, path: str) -> str | None:
+    """The blob sha of the file `path` in a commit or tree, or None: one question to the `git cat-file
+    --batch-check` process the repo handle keeps running (no process per file, no tree parsed in Python)."""
     try:
-        entry = tree / name
-    except KeyError:
+        sha, kind, _size = repo.git.get_object_header(f"{tree_ish}:{path}")
+    except ValueError:  # git answers "missing"
         return None
-    return entry if entry.type == kind else None
+    return sha.decode("ascii") if kind == b"blob" else None
 
 
 class ConfigRepo:
@@ -251,6 +261,7 @@ class ConfigRepo:
             self._local.repo = git.Repo(self.path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise ConfigRepoError(f"{self.path} is not a git repository") from None
+        self._common_git_dir = Path(self._local.repo.git_dir)
         self.drafts_root = self.path.parent / f"{self.path.name}.drafts"
         self._metas = _MetaCache()
         self.repaired: list[str] = self.repair()  # what opening found left behind and repaired
@@ -328,8 +339,7 @@ class ConfigRepo:
         if ref == MAIN:
             blob = self._metas.published(self, self._main_sha()).blobs.get(slug)
         else:
-            entry = _child(resolve(self.repo, ref).tree, path)
-            blob = entry.hexsha if entry is not None else None
+            blob = _entry(self.repo, resolve(self.repo, ref).hexsha, path)
         if blob is None:
             raise ConfigRepoError(f"no workspace {slug!r} on {ref}")
         return self._metas.parsed(self, blob)
@@ -361,7 +371,7 @@ class ConfigRepo:
         return metas
 
     def _main_sha(self) -> str:
-        sha = gitops.branch_heads(self._git_dir, MAIN).get(MAIN)
+        sha = gitops.branch_sha(self._git_dir, MAIN)
         if sha is None:
             raise ConfigRepoError(f"the config repo at {self.path} has no {MAIN} branch")
         return sha
@@ -515,7 +525,7 @@ class ConfigRepo:
 
     @property
     def _git_dir(self) -> Path:
-        return Path(self.repo.git_dir)
+        return self._common_git_dir
 
     def _leftovers(self) -> list[Path]:
         """What looks left behind, checked without any lock (a live writer can make a false alarm)."""
