@@ -152,3 +152,15 @@ def test_packed_refs_are_read_like_loose_ones(config_repo):
     in_other_process(repo, "rename", GDP, "World GDP")  # a new loose main over the packed one
     assert gitops.branch_heads(Path(repo.repo.git_dir))[MAIN] == git.Repo(repo.path).heads[MAIN].commit.hexsha
     assert repo.workspaces_for(VERA)[GDP]["name"] == "World GDP"
+
+
+def test_a_stray_folder_in_the_published_checkout_is_not_a_published_workspace(config_repo):
+    """A folder with a workspace.yaml in the published checkout but not on `main` (dropped there by hand, or
+    a checkout a killed publish left behind) used to be listed and then fail every page run for everyone."""
+    repo = config_repo
+    stray = repo.path / "stray"
+    stray.mkdir()
+    (stray / "workspace.yaml").write_text((repo.path / GDP / "workspace.yaml").read_text())
+    assert "stray" not in repo.workspaces_for(VERA)
+    assert "stray" not in repo.workspaces_for(OLIVIA)
+    assert GDP in repo.workspaces_for(VERA)
