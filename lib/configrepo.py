@@ -382,12 +382,12 @@ class ConfigRepo:
         try:
             return self.meta(slug)
         except ConfigRepoError:
-            if branch in self.repo.heads:
+            if self.has_branch(branch):
                 return self.meta(slug, branch)
             # Someone else's new workspace (an app owner reviewing it): its creator's draft says who may do what.
-            for head in self.repo.heads:
-                if (drafts.parse_draft(head.name) or (None, None))[1] == slug:
-                    return self.meta(slug, head.name)
+            for head in gitops.branch_heads(self._git_dir, "draft/"):
+                if (drafts.parse_draft(head) or (None, None))[1] == slug:
+                    return self.meta(slug, head)
             raise
 
     def history(self, slug: str, ref: str = MAIN, limit: int = 100) -> list[Version]:
@@ -403,7 +403,11 @@ class ConfigRepo:
         return drafts.branch_name(user, slug)
 
     def has_draft(self, user: User, slug: str) -> bool:
-        return self.branch_name(user, slug) in self.repo.heads
+        return self.has_branch(self.branch_name(user, slug))
+
+    def has_branch(self, branch: str) -> bool:
+        """Whether the branch exists: one ref file read (pages ask on every run; listing every branch grows with them)."""
+        return gitops.branch_sha(self._git_dir, branch) is not None
 
     def has_remote(self, remote: str = "origin") -> bool:
         return remote in [r.name for r in self.repo.remotes]

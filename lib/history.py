@@ -100,7 +100,7 @@ def history(repo: git.Repo, folder: str, ref: str = MAIN, limit: int = 100) -> l
     args = ["log", "-z", f"--max-count={int(limit)}", f"--format={'%x00'.join(fields)}"]
     if ref == MAIN:
         args.append("--first-parent")
-    out = _git(repo.working_tree_dir or repo.git_dir, *args, ref, "--", folder).stdout
+    out = _git(repo.working_tree_dir or repo.git_dir, *args, "--end-of-options", ref, "--", folder).stdout
     parts = out.split("\0")
     if len(parts) % len(fields) == 1 and parts[-1] == "":
         parts.pop()  # the terminator after the last commit

@@ -148,6 +148,7 @@ def test_packed_refs_are_read_like_loose_ones(config_repo):
     assert loose[MAIN] == repo.repo.heads[MAIN].commit.hexsha
     assert gitops.branch_heads(Path(repo.repo.git_dir), "draft/sam/") == {f"draft/sam/{GDP}": loose[f"draft/sam/{GDP}"]}
     assert gitops.branch_heads(Path(repo.repo.git_dir), "draft/vera/") == {}
+    assert repo.has_draft(SAM, GDP) and not repo.has_draft(OLIVIA, GDP)  # a packed branch is found like a loose one
 
     in_other_process(repo, "rename", GDP, "World GDP")  # a new loose main over the packed one
     assert gitops.branch_heads(Path(repo.repo.git_dir))[MAIN] == git.Repo(repo.path).heads[MAIN].commit.hexsha
