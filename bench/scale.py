@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .common import ROOT, interleaved_medians, median_time, print_table, wide_table_csv
@@ -50,8 +52,8 @@ def ms(seconds: float) -> float:
 # --------------------------------------------------------------------------- rows: refresh + profile vs pandas
 
 
-def rows_case(n: int, runs: int) -> tuple[float, float]:
-    """(ours, pandas) median seconds for one n x 44 CSV."""
+def rows_case(n: int, runs: int) -> dict[str, float]:
+    """Median seconds of ours (and of its refresh alone) and of pandas for one n x 44 CSV."""
     import pandas as pd
 
     from bench.profile import pandas_profile
@@ -68,28 +70,35 @@ def rows_case(n: int, runs: int) -> tuple[float, float]:
         folder = make_workspace(Path(tmp), csv)
         sources = [{"name": "data", "type": "csv", "path": str(csv)}]
         count = iter(range(10_000))
+        refresh_times: list[float] = []
 
         def ours() -> None:
             wh = Warehouse(Path(tmp) / "cache" / str(next(count)))  # a cold load each run: no snapshot to reuse
+            start = time.perf_counter()
             report = refresh(folder, wh, user=OPERATOR)
+            refresh_times.append(time.perf_counter() - start)
             assert report.ok, report.summary()
             profile.build(wh.tables(), sources)
 
         def pandas() -> None:
             pandas_profile(pd.read_csv(csv, parse_dates=dates, low_memory=False))
 
-        return median_time(ours, runs), median_time(pandas, runs)
+        out = interleaved_medians({n: {"ours": (lambda: None, ours), "pandas": (lambda: None, pandas)}}, runs)[n]
+        return {**out, "refresh": statistics.median(refresh_times)}
 
 
 def axis_rows(runs: int, big: bool) -> None:
     rows, first = [], None
     for n in [10_000, 100_000, 1_000_000] + ([5_000_000] if big else []):
         print(f"  rows: {n:,}…", file=sys.stderr)
-        ours_s, pandas_s = rows_case(n, runs)
-        first = first or ours_s
-        rows.append([f"{n:,} x 44", ms(ours_s), ms(pandas_s), ratio(ours_s, pandas_s), ratio(ours_s, first)])
-    print_table(["rows", "ours refresh+profile ms", "pandas read_csv+stats ms", "ours / pandas", "ours / ours at 10k"], rows)
-    print("goal (issue #3): at 1M rows ours at least 3x faster than pandas (ours / pandas <= 0.33x); no slower below 200k")
+        t = rows_case(n, runs)
+        first = first or t["ours"]
+        rows.append([f"{n:,} x 44", ms(t["ours"]), ms(t["refresh"]), ms(t["ours"] - t["refresh"]), ms(t["pandas"]),
+                     ratio(t["ours"], t["pandas"]), ratio(t["ours"], first)])
+    print_table(["rows", "ours refresh+profile ms", "of which refresh ms", "of which profile ms", "pandas read_csv+stats ms",
+                 "ours / pandas", "ours / ours at 10k"], rows)
+    print("no goal is stated for refresh+profile (issue #3's goals are for the profile step alone: bench.profile); "
+          "ours does more here: it also writes the snapshot and checks the dashboard's queries")
 
 
 # --------------------------------------------------------------------------- columns: profile vs pandas
