@@ -27,6 +27,14 @@ descriptor, so the lock stays held while any git process started under it
 still runs, even when the Python process that took it was killed: whoever gets
 the lock knows that git lock files in its domain were left by dead processes.
 
+Reading is cached by what git names things, never by an in-process flag:
+the published workspace.yaml files by `main`'s commit, a draft's by its
+branch's commit, each parse by its blob (`_MetaCache`). Branch refs are read
+from their files on every call, so whatever another process commits is seen
+on the next one, and a page run with nothing changed costs one read of the
+refs however many workspaces there are. The cached metas are shared, so they
+are read-only (`ReadOnlyDict`).
+
 This module is the public facade: `ConfigRepo`, its exceptions and data types.
 The work is done in
 - `lib.gitops`: running git under our locks, merge/commit/update-ref plumbing, lock and checkout repair;
