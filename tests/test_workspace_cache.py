@@ -165,3 +165,35 @@ def test_a_stray_folder_in_the_published_checkout_is_not_a_published_workspace(c
     assert "stray" not in repo.workspaces_for(VERA)
     assert "stray" not in repo.workspaces_for(OLIVIA)
     assert GDP in repo.workspaces_for(VERA)
+
+
+def test_sessions_reading_in_threads_while_another_process_publishes_see_old_or_new_never_a_mix(config_repo):
+    """The app shares one ConfigRepo (and so one cache) between sessions, which are threads."""
+    import threading
+
+    repo = config_repo
+    seen: list[str] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(repo.workspaces_for(VERA)[GDP]["name"])
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
+            stop.wait(0.002)  # a page run now and then, not a busy loop starving the publishing process
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for thread in readers:
+        thread.start()
+    try:
+        in_other_process(repo, "rename", GDP, "World GDP")
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join(timeout=TIMEOUT_S)
+    assert not errors, errors
+    assert set(seen) <= {"GDP explorer", "World GDP"} and seen
+    assert repo.workspaces_for(VERA)[GDP]["name"] == "World GDP"
