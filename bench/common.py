@@ -92,3 +92,18 @@ def wide_table_csv(rows: int = 1_000_000) -> Path:
     pacsv.write_csv(table, tmp)
     tmp.rename(path)
     return path
+
+
+def interleaved_medians(cases: dict[object, dict[str, tuple[Callable[[], object], Callable[[], object]]]],
+                        repeat: int) -> dict[object, dict[str, float]]:
+    """Median seconds of each (untimed setup, timed fn) of each case, the cases taking turns run by run,
+    so a noisy moment of a shared machine falls on every case alike rather than on one."""
+    times: dict[object, dict[str, list[float]]] = {case: {key: [] for key in fns} for case, fns in cases.items()}
+    for _ in range(repeat):
+        for case, fns in cases.items():
+            for key, (setup, fn) in fns.items():
+                setup()
+                start = time.perf_counter()
+                fn()
+                times[case][key].append(time.perf_counter() - start)
+    return {case: {key: statistics.median(v) for key, v in by_key.items()} for case, by_key in times.items()}

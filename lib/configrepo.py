@@ -27,6 +27,14 @@ descriptor, so the lock stays held while any git process started under it
 still runs, even when the Python process that took it was killed: whoever gets
 the lock knows that git lock files in its domain were left by dead processes.
 
+Reading is cached by what git names things, never by an in-process flag:
+the published workspace.yaml files by `main`'s commit, a draft's by its
+branch's commit, each parse by its blob (`_MetaCache`). Branch refs are read
+from their files on every call, so whatever another process commits is seen
+on the next one, and a page run with nothing changed costs one read of the
+refs however many workspaces there are. The cached metas are shared, so they
+are read-only (`ReadOnlyDict`).
+
 This module is the public facade: `ConfigRepo`, its exceptions and data types.
 The work is done in
 - `lib.gitops`: running git under our locks, merge/commit/update-ref plumbing, lock and checkout repair;
@@ -38,6 +46,7 @@ The work is done in
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import shutil
@@ -112,6 +121,146 @@ class Draft:
         return self.path / self.slug
 
 
+def _refuse(self, *args: Any, **kwargs: Any) -> None:
+    raise TypeError("workspace metadata read from the config repo is shared and read-only; change a copy.deepcopy of it")
+
+
+class ReadOnlyDict(dict):
+    """A dict that refuses changes: parsed workspace.yaml shared by every caller (and every session) until it
+    changes in git, so a page that changed it in place would change, say, the access list everyone is judged by.
+    Copies (`copy.copy`, `copy.deepcopy`, `dict(...)`) are plain, changeable dicts."""
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
+
+    def __reduce__(self):  # pickles (e.g. into a session store) as a plain dict
+        return (dict, (dict(self),))
+
+
+class ReadOnlyList(list):
+    """A list that refuses changes (see `ReadOnlyDict`); its copies are plain lists."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict) -> list:
+        return [copy.deepcopy(value, memo) for value in self]
+
+    def __reduce__(self):
+        return (list, (list(self),))
+
+
+def _read_only(data: Any) -> Any:
+    if isinstance(data, dict):
+        return ReadOnlyDict((key, _read_only(value)) for key, value in data.items())
+    if isinstance(data, list):
+        return ReadOnlyList(_read_only(value) for value in data)
+    return data
+
+
+@dataclass
+class _Published:
+    """What `main` at one commit publishes: slug -> the blob of its workspace.yaml, and (once all parse) their metas."""
+
+    sha: str
+    blobs: dict[str, str]  # slug -> blob sha
+    _metas: dict[str, Any] | None = None
+
+    def metas(self, cr: "ConfigRepo") -> dict[str, Any]:
+        if self._metas is None:
+            self._metas = {slug: cr._metas.parsed(cr, blob) for slug, blob in self.blobs.items()}
+        return self._metas
+
+
+class _MetaCache:
+    """Parsed workspace.yaml files, keyed by what git names them, so nothing is ever stale.
+
+    Keys are commit and blob shas read from the repo on each call, never an
+    in-process flag: a publish, save or access change by any process makes a
+    new commit, so the next call reads it. Shared by the threads (sessions)
+    using one ConfigRepo; each thread reads git through its own handle
+    (`cr.repo`), so only shas, never GitPython objects, are kept.
+    """
+
+    MAX_ENTRIES = 4096  # parsed files and draft lookups kept; about 200 bytes to a few kB each
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._published: _Published | None = None
+        self._parsed: dict[str, Any] = {}  # blob sha -> read-only data
+        self._draft_blobs: dict[tuple[str, str], str | None] = {}  # (commit sha, slug) -> blob sha of its workspace.yaml
+        self._folder_blobs: dict[str, str | None] = {}  # tree sha of a folder -> blob sha of its workspace.yaml
+
+    def published(self, cr: "ConfigRepo", main: str) -> _Published:
+        current = self._published
+        if current is not None and current.sha == main:
+            return current
+        # Only the root tree is read whole; a folder whose tree is unchanged since an earlier `main` is not
+        # read again, so after a publish only the published workspace's folder is.
+        blobs = {}
+        for folder in cr.repo.commit(main).tree.trees:
+            if workspace.SLUG_RE.match(folder.name):
+                blob = self._folder_blobs.get(folder.hexsha, _UNKNOWN)
+                if blob is _UNKNOWN:
+                    blob = _entry(cr.repo, folder.hexsha, workspace.FILES["workspace"])
+                    with self._lock:
+                        self._bound(self._folder_blobs)
+                        self._folder_blobs[folder.hexsha] = blob
+                if blob is not None:
+                    blobs[folder.name] = blob
+        current = _Published(main, dict(sorted(blobs.items())))
+        with self._lock:
+            self._published = current
+        return current
+
+    def draft_blob(self, cr: "ConfigRepo", commit: str, slug: str) -> str | None:
+        key = (commit, slug)
+        if key not in self._draft_blobs:
+            blob = _entry(cr.repo, commit, f"{slug}/{workspace.FILES['workspace']}")
+            with self._lock:
+                self._bound(self._draft_blobs)
+                self._draft_blobs[key] = blob
+        return self._draft_blobs[key]
+
+    def parsed(self, cr: "ConfigRepo", blob: str) -> Any:
+        data = self._parsed.get(blob)
+        if data is None:
+            from .yamlio import parse
+
+            raw = cr.repo.odb.stream(bytes.fromhex(blob)).read()
+            data = _read_only(parse(raw.decode("utf-8")).data or {})
+            with self._lock:
+                self._bound(self._parsed)
+                self._parsed[blob] = data
+        return data
+
+    def _bound(self, entries: dict) -> None:
+        if len(entries) >= self.MAX_ENTRIES:
+            entries.clear()  # rare: thousands of distinct versions read; they are read again when asked
+
+
+_UNKNOWN = object()
+
+
+def _entry(repo: git.Repo, tree_ish: str, path: str) -> str | None:
+    """The blob sha of the file `path` in a commit or tree, or None: one question to the `git cat-file
+    --batch-check` process the repo handle keeps running (no process per file, no tree parsed in Python)."""
+    try:
+        sha, kind, _size = repo.git.get_object_header(f"{tree_ish}:{path}")
+    except ValueError:  # git answers "missing"
+        return None
+    if kind != b"blob":
+        return None
+    return sha.decode("ascii") if isinstance(sha, bytes) else sha  # bytes at run time, whatever GitPython's stubs say
+
+
 class ConfigRepo:
     REPAIR_WAIT_S = 5.0  # opening waits this long for a live writer before leaving the repair to it
 
@@ -122,7 +271,9 @@ class ConfigRepo:
             self._local.repo = git.Repo(self.path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise ConfigRepoError(f"{self.path} is not a git repository") from None
+        self._common_git_dir = Path(self._local.repo.git_dir)
         self.drafts_root = self.path.parent / f"{self.path.name}.drafts"
+        self._metas = _MetaCache()
         self.repaired: list[str] = self.repair()  # what opening found left behind and repaired
 
     @property
@@ -190,30 +341,50 @@ class ConfigRepo:
         return self.draft(user, slug).workspace_path
 
     def meta(self, slug: str, ref: str = MAIN) -> dict[str, Any]:
-        """workspace.yaml as published (roles are always judged by the published access list)."""
-        from .yamlio import parse
+        """workspace.yaml as published (roles are always judged by the published access list).
 
-        raw = read_file(self.repo, ref, f"{workspace.check_slug(slug)}/{workspace.FILES['workspace']}")
-        if raw is None:
+        Read-only (`ReadOnlyDict`): it is shared with every other caller until the file changes in git.
+        """
+        path = f"{workspace.check_slug(slug)}/{workspace.FILES['workspace']}"
+        if ref == MAIN:
+            blob = self._metas.published(self, self._main_sha()).blobs.get(slug)
+        else:
+            blob = _entry(self.repo, resolve(self.repo, ref).hexsha, path)
+        if blob is None:
             raise ConfigRepoError(f"no workspace {slug!r} on {ref}")
-        return parse(raw.decode("utf-8")).data or {}
+        return self._metas.parsed(self, blob)
 
     def meta_for(self, user: User, slug: str) -> dict[str, Any]:
         """workspace.yaml that decides the user's role: the published one, or their draft's for a new workspace."""
         return self._access_meta(slug, self.branch_name(user, slug))
 
     def workspaces_for(self, user: User) -> dict[str, dict[str, Any]]:
-        """slug -> workspace.yaml of every published workspace, plus the user's own not yet published ones."""
-        metas = {slug: self.meta(slug) for slug in self.slugs()}
-        for head in self.repo.heads:
-            owner, slug = drafts.parse_draft(head.name) or (None, None)
-            # The app's owners also see workspaces others created and have not published, to review them.
-            if owner is not None and slug is not None and (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
-                try:
-                    metas[slug] = self.meta(slug, head.name)
-                except ConfigRepoError:
-                    continue
+        """slug -> workspace.yaml of every published workspace, plus the user's own not yet published ones.
+
+        Runs on every page run, so it is cached by what git says: the published
+        metas by `main`'s commit, a draft's by its branch's commit, each file's
+        parse by its blob. With nothing changed it costs reading the branch
+        refs; whoever commits, in any process, moves a ref and so is seen on the
+        next call. The metas are read-only (`ReadOnlyDict`), shared between calls.
+        """
+        # The app's owners also see workspaces others created and have not published, to review them.
+        prefix = "draft/" if user.app_role == access.OWNER else f"draft/{user.name}/"
+        heads = gitops.branch_heads(self._git_dir, prefix)
+        published = self._metas.published(self, self._main_sha())
+        metas = dict(published.metas(self))
+        for branch, sha in heads.items():
+            owner, slug = drafts.parse_draft(branch) or (None, None)
+            if owner is not None and slug is not None and slug not in metas:
+                blob = self._metas.draft_blob(self, sha, slug)
+                if blob is not None:
+                    metas[slug] = self._metas.parsed(self, blob)
         return metas
+
+    def _main_sha(self) -> str:
+        sha = gitops.branch_sha(self._git_dir, MAIN)
+        if sha is None:
+            raise ConfigRepoError(f"the config repo at {self.path} has no {MAIN} branch")
+        return sha
 
     def _access_meta(self, slug: str, branch: str) -> dict[str, Any]:
         """The published access list; for a workspace not yet on `main` (made with
@@ -221,12 +392,12 @@ class ConfigRepo:
         try:
             return self.meta(slug)
         except ConfigRepoError:
-            if branch in self.repo.heads:
+            if self.has_branch(branch):
                 return self.meta(slug, branch)
             # Someone else's new workspace (an app owner reviewing it): its creator's draft says who may do what.
-            for head in self.repo.heads:
-                if (drafts.parse_draft(head.name) or (None, None))[1] == slug:
-                    return self.meta(slug, head.name)
+            for head in gitops.branch_heads(self._git_dir, "draft/"):
+                if (drafts.parse_draft(head) or (None, None))[1] == slug:
+                    return self.meta(slug, head)
             raise
 
     def history(self, slug: str, ref: str = MAIN, limit: int = 100) -> list[Version]:
@@ -242,7 +413,11 @@ class ConfigRepo:
         return drafts.branch_name(user, slug)
 
     def has_draft(self, user: User, slug: str) -> bool:
-        return self.branch_name(user, slug) in self.repo.heads
+        return self.has_branch(self.branch_name(user, slug))
+
+    def has_branch(self, branch: str) -> bool:
+        """Whether the branch exists: one ref file read (pages ask on every run; listing every branch grows with them)."""
+        return gitops.branch_sha(self._git_dir, branch) is not None
 
     def has_remote(self, remote: str = "origin") -> bool:
         return remote in [r.name for r in self.repo.remotes]
@@ -364,7 +539,7 @@ class ConfigRepo:
 
     @property
     def _git_dir(self) -> Path:
-        return Path(self.repo.git_dir)
+        return self._common_git_dir
 
     def _leftovers(self) -> list[Path]:
         """What looks left behind, checked without any lock (a live writer can make a false alarm)."""

@@ -146,7 +146,12 @@ def undo_stack(cr: ConfigRepo, user: User, slug: str) -> list[str]:
     branch = branch_name(user, slug)
     if branch not in cr.repo.heads:
         return []
-    chain = list(cr.repo.iter_commits(branch, first_parent=True, max_count=500))
+    # Undo starts afresh at the newest commit that is not a save, revert or undo (main's history, a publish, a
+    # sync), so only the commits from there on are read, walking first parents through the repo handle's
+    # object reader (no process), not the draft's whole first-parent history.
+    chain = [cr.repo.commit(branch)]
+    while trailer(chain[-1], ACTION_TRAILER) in ("save", "revert", "undo") and chain[-1].parents and len(chain) < 500:
+        chain.append(chain[-1].parents[0])
     stack: list[str] = []
     for commit in reversed(chain):
         action = trailer(commit, ACTION_TRAILER)

@@ -105,6 +105,69 @@ def rev(cwd: Path, ref: str) -> str:
     return _git(cwd, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}").stdout.strip()
 
 
+def branch_sha(git_dir: Path, name: str) -> str | None:
+    """The commit the branch `name` points at, read from its ref file (else `packed-refs`), with no git process.
+
+    The app reads it on every page run; git writes each ref file whole (a lock
+    file renamed over it), so a read sees the old sha or the new one, and a
+    commit made by any process shows on the next call.
+    """
+    sha = _loose_ref(os.path.join(git_dir, "refs", "heads", name))
+    return sha if sha is not None else _packed_heads(git_dir).get(name)
+
+
+def branch_heads(git_dir: Path, prefix: str = "") -> dict[str, str]:
+    """Branch name -> commit sha of every branch whose name starts with `prefix`, sorted by name
+    (read like `branch_sha`: only the folder of ref files the prefix names is listed)."""
+    heads = {name: sha for name, sha in _packed_heads(git_dir).items() if name.startswith(prefix)}
+    root = os.path.join(git_dir, "refs", "heads")
+    for folder, _subfolders, files in os.walk(os.path.join(root, prefix.rpartition("/")[0])):
+        for file in files:
+            name = os.path.relpath(os.path.join(folder, file), root).replace(os.sep, "/")
+            if name.startswith(prefix) and not file.endswith(".lock"):
+                sha = _loose_ref(os.path.join(folder, file))
+                if sha is not None:
+                    heads[name] = sha
+    return dict(sorted(heads.items()))
+
+
+def _loose_ref(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            sha = handle.read(64).strip().decode("ascii", "replace")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None  # no such branch, or deleted meanwhile
+    return sha if len(sha) == 40 and all(c in "0123456789abcdef" for c in sha) else None
+
+
+_PACKED: dict[str, tuple[tuple[int, int, int], dict[str, str]]] = {}  # packed-refs file -> (its stat, its branches)
+
+
+def _packed_heads(git_dir: Path) -> dict[str, str]:
+    """The branches in `packed-refs`, parsed again only when the file was replaced (git rewrites it whole)."""
+    path = os.path.join(git_dir, "packed-refs")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    key = (st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _PACKED.get(path)
+    if cached and cached[0] == key:
+        return cached[1]
+    heads = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}
+    for line in text.splitlines():
+        sha, _, ref = line.partition(" ")
+        if ref.startswith("refs/heads/") and len(sha) == 40:
+            heads[ref[len("refs/heads/"):]] = sha
+    _PACKED[path] = (key, heads)
+    return heads
+
+
 def is_ancestor(cwd: Path, a: str, b: str) -> bool:
     return _git(cwd, "merge-base", "--is-ancestor", a, b, ok=(0, 1)).returncode == 0
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import multiprocessing
+import os
+import subprocess
 import threading
 from pathlib import Path
 
@@ -1075,3 +1077,71 @@ def test_a_save_that_fails_on_a_full_disk_says_so_even_when_its_cleanup_fails_to
     with pytest.raises(ConfigRepoError) as exc:
         repo.save(SAM, SCW, {"task": {"goal": "x", "rules": []}}, "edit")
     assert str(exc.value) == f"could not save {SCW}: No space left on device; nothing was saved"
+
+
+# --------------------------------------------------------------------------- reading long histories
+
+
+def _history_read_commit_by_commit(repo: ConfigRepo, slug: str, ref: str, limit: int) -> list:
+    """What `history` returned when it read each commit object through GitPython (the reference)."""
+    from lib.history import version
+
+    return [version(c) for c in repo.repo.iter_commits(ref, paths=slug, max_count=limit, first_parent=(ref == MAIN))]
+
+
+def test_history_reads_the_same_versions_as_commit_by_commit(config_repo):
+    repo = config_repo
+    edit_rule(repo, SAM, GDP, 0, "first change")
+    repo.publish(SAM, GDP)
+    # A hand-made commit: a non-UTC offset, a name beyond ASCII, a subject, a body and dashmem's trailers.
+    task = repo.path / GDP / "task.yaml"
+    task.write_text(task.read_text() + "# by hand\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Jörg Ünal", "GIT_AUTHOR_EMAIL": "j@example.org",
+           "GIT_AUTHOR_DATE": "2024-03-01T10:00:00-0730", "GIT_COMMITTER_NAME": "Jörg Ünal", "GIT_COMMITTER_EMAIL": "j@example.org"}
+    subprocess.run(["git", "commit", "-q", "-a", "-F", "-"], cwd=repo.path, env=env, check=True, text=True,
+                   input="Änderung am Task\n\nwhy it changed\n\nDashmem-Action: save\nDashmem-Workspace: gdp-explorer\n")
+    edit_rule(repo, SAM, GDP, 0, "second change on the draft")
+    branch = repo.branch_name(SAM, GDP)
+    for ref in (MAIN, branch):
+        for limit in (1, 2, 100):
+            assert repo.history(GDP, ref, limit) == _history_read_commit_by_commit(repo, GDP, ref, limit)
+    newest = repo.history(GDP)[0]
+    assert (newest.author, newest.date, newest.message, newest.action) == ("Jörg Ünal", "2024-03-01T10:00:00-07:30", "Änderung am Task", "save")
+    assert repo.history("no-such-workspace") == []
+
+
+
+def _undo_stack_from_500_commits(repo: ConfigRepo, user: User, slug: str) -> list[str]:
+    """What `undo_stack` returned when it read the newest 500 first-parent commits every time (the reference)."""
+    from lib.history import ACTION_TRAILER, WORKSPACE_TRAILER, trailer
+
+    stack: list[str] = []
+    for commit in reversed(list(repo.repo.iter_commits(repo.branch_name(user, slug), first_parent=True, max_count=500))):
+        action, touched = trailer(commit, ACTION_TRAILER), trailer(commit, WORKSPACE_TRAILER) == slug
+        if touched and action in ("save", "revert"):
+            stack.append(commit.hexsha)
+            del stack[: max(0, len(stack) - (UNDO_DEPTH + 1))]
+        elif touched and action == "undo":
+            if len(stack) > 1:
+                stack.pop()
+        elif action not in ("save", "revert", "undo"):
+            stack = [commit.hexsha]
+    return stack
+
+
+def test_the_undo_stack_reads_only_back_to_where_undo_starts_afresh_and_says_the_same(config_repo):
+    repo = config_repo
+    assert repo.undo_stack(SAM, GDP) == []
+    for i in range(3):
+        edit_rule(repo, SAM, GDP, 0, f"edit {i}")
+    edit_rule(repo, SAM, SCW, 0, "another workspace's draft")  # a save of another workspace on its own branch
+    repo.undo(SAM, GDP)
+    edit_rule(repo, SAM, GDP, 0, "after the undo")
+    assert repo.undo_stack(SAM, GDP) == _undo_stack_from_500_commits(repo, SAM, GDP)
+    assert len(repo.undo_stack(SAM, GDP)) == 4
+    repo.publish(SAM, GDP)
+    assert repo.undo_stack(SAM, GDP) == _undo_stack_from_500_commits(repo, SAM, GDP) and len(repo.undo_stack(SAM, GDP)) == 1
+    for i in range(UNDO_DEPTH + 3):  # more saves than the undo depth keeps
+        edit_rule(repo, SAM, GDP, 1, f"many {i}")
+    assert repo.undo_stack(SAM, GDP) == _undo_stack_from_500_commits(repo, SAM, GDP)
+    assert len(repo.undo_stack(SAM, GDP)) == UNDO_DEPTH + 1
