@@ -14,13 +14,14 @@ data. Tables are read with their IPC footer's offset in the whole file
 (`_open_table`), in any process.
 
 Tables are zstd-compressed Arrow IPC in record batches of BATCH_ROWS rows
-(bench/snapshots.py: 0.3x the bytes of the uncompressed format on 1M x 44;
-Parquet was smaller still but slower to read back, lz4 faster to read but
-1.6x the bytes of zstd). A table of OWN_FILE_BYTES or more is kept in a file
-of its own next to the snapshot (`<id>~<n>.table`), and one whose content hash
-equals a table of the previous snapshot is a hard link to that table's file
-instead of a new copy: the kept snapshots share it, and pruning one snapshot
-removes only its own link, so a table still used by another is never deleted.
+(those under COMPRESS_FROM_BYTES are left uncompressed). bench/snapshots.py
+picked it: 0.3x the bytes of the uncompressed format on 1M x 44; Parquet was
+smaller still but slower to read back, lz4 faster to read but 1.6x the bytes.
+A table of OWN_FILE_BYTES or more is kept in a file of its own next to the
+snapshot (`<id>~<n>.table`), and one whose content hash equals a table of the
+previous snapshot is a hard link to that table's file instead of a new copy:
+the kept snapshots share it, and pruning one snapshot removes only its own
+link, so a table still used by another is never deleted.
 Snapshots written before compression (one uncompressed file) read as before.
 
 Queries over a snapshot's tables go through the sandbox (`lib.sandbox`);
@@ -80,6 +81,7 @@ TABLE_SUFFIX = ".table"  # a big table's own file: `<snapshot id>~<n>.table`, ma
 OWN_FILE_BYTES = 4 << 20  # a table this big (in memory) gets its own file, which later snapshots can share
 BATCH_ROWS = 128 << 10  # rows per compressed record batch: the CSV reader's small chunks compressed 2x worse and read 3x slower
 COMPRESSION = "zstd"
+COMPRESS_FROM_BYTES = 1 << 20  # smaller tables are stored as they are: compressing them cost more of a small refresh than it saved
 
 _OPENED: dict[Path, dict[str, pa.Table]] = {}  # snapshot file -> its tables, memory-mapped
 _IN_MEMORY: list[Path] = []  # the entry of _OPENED holding the tables this process just wrote, in memory
@@ -460,8 +462,8 @@ def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Ta
 
 
 def _write_ipc(sink: Any, table: pa.Table) -> None:
-    """The table as one compressed Arrow IPC file, in record batches of BATCH_ROWS rows."""
-    options = pa.ipc.IpcWriteOptions(compression=COMPRESSION)
+    """The table as one Arrow IPC file, in record batches of BATCH_ROWS rows, compressed unless it is small."""
+    options = pa.ipc.IpcWriteOptions(compression=COMPRESSION if table.nbytes >= COMPRESS_FROM_BYTES else None)
     with pa.ipc.new_file(sink, table.schema, options=options) as writer:
         for start in range(0, max(table.num_rows, 1), BATCH_ROWS):
             # Merged: each of the parser's small chunks would be compressed on its own.
