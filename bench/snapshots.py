@@ -309,9 +309,12 @@ def main(argv=None) -> None:
             print(f"\n2. Storage formats for {wide.name} (compact_strings applied), read = open + the dashboard query, in process\n")
             print_table(["format", "MB", "bytes vs before", "write time vs before", "read + query ms", "vs before"],
                         formats_rows(wide, tmp, args.repeat))
-            print("\nPicked: Arrow IPC zstd in 128k-row batches. Parquet is smaller but DuckDB would read it from a file path, which "
-                  "the sandbox forbids (no file access), and reading it to Arrow first costs more than IPC; a DuckDB file is "
-                  "one writer per file across processes and queries read it by path likewise. lz4 reads faster but its bytes miss the goal.")
+            print("\nPicked: Arrow IPC zstd in 128k-row batches, the smallest of the formats the sandbox can serve as they are "
+                  "(Arrow tables registered in a DuckDB with file access off, mapped by the query workers). A DuckDB file and "
+                  "Parquet read fast because DuckDB reads only the query's columns, but the sandbox would have to open files by "
+                  "path (ATTACH / read_parquet, which it forbids), a DuckDB file takes one writer at a time across processes, and "
+                  "both wrote far slower here. lz4 reads faster than zstd but stays at about half the bytes, missing the goal "
+                  "without sharing. zstd's read cost is the price: every column is decompressed when a snapshot is opened.")
 
     if not args.skip_csv:
         print(f"\n3. Loading {wide.name} ({wide.stat().st_size / (1 << 20):.0f} MB), medians of {args.repeat}\n")
