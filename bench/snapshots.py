@@ -286,9 +286,13 @@ def csv_rows(csv: Path, repeat: int) -> list[list[object]]:
         finally:
             csv_source.available_memory = available
 
-    times = {name: median_time(fn, repeat) for name, fn in [
-        ("pyarrow.csv.read_csv", plain), ("pyarrow.csv.read_csv, ours' options", plain_as_ours), ("ours (csv_source.fetch)", ours), ("ours, streamed (before)", ours_streamed),
-        ("duckdb read_csv -> Arrow", duck)]}
+    loaders = [("pyarrow.csv.read_csv", plain), ("pyarrow.csv.read_csv, ours' options", plain_as_ours),
+               ("ours (csv_source.fetch)", ours), ("ours, streamed (before)", ours_streamed), ("duckdb read_csv -> Arrow", duck)]
+    runs: dict[str, list[float]] = {name: [] for name, _ in loaders}
+    for _ in range(repeat):  # round-robin, so that a change in the machine's load hits every loader alike
+        for name, fn in loaders:
+            runs[name].append(median_time(fn, 1))
+    times = {name: statistics.median(seconds) for name, seconds in runs.items()}
     base = times["pyarrow.csv.read_csv"]
     return [[name, f"{seconds:.2f}", f"{seconds / base:.2f}x"] for name, seconds in times.items()]
 
