@@ -282,12 +282,20 @@ def _serve(memory_limit: int) -> None:
 
     con = connect(f"{max(memory_limit >> 20, 64)}MB", threads=1, secret_directory="/nonexistent")
     mapped: dict[str, pa.Buffer] = {}
-    opened: dict[tuple[str, int, int], pa.Table] = {}
+    opened: dict[tuple[str, int, int], Any] = {}
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
 
-    def table(ref: tuple[str, int, int]) -> pa.Table:
+    def table(ref: tuple[str, int, int]) -> "pa.Table | pa.dataset.Dataset":
         if ref not in opened:
             path, offset, length = ref
+            if offset == 0 and os.path.getsize(path) == length:
+                # A table in a file of its own (the big ones, compressed): scanned lazily, so a
+                # query decompresses only the columns it reads, a batch at a time (9x faster for
+                # one column of 1M x 44 than decompressing the table, and memory stays one batch).
+                import pyarrow.dataset as ds
+
+                opened[ref] = ds.dataset(path, format="ipc")
+                return opened[ref]
             if path not in mapped:
                 with pa.memory_map(path, "r") as source:
                     mapped[path] = source.read_buffer()

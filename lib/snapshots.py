@@ -8,11 +8,21 @@ a failed refresh leaves the last good snapshot in place, and a cron `refresh`
 never fights the running app for a write lock (DuckDB allows one writer per
 file across processes). The last few snapshots are kept, and a steward can
 serve an earlier one until the next refresh (a `PINNED` symlink names it).
-Snapshots are memory-mapped, so opening one costs almost nothing, and writing
-one is close to a memory copy. One file per snapshot and no separate pointer,
-because on a small refresh creating, renaming and deleting files cost more than
-writing the data. Tables are read with their IPC footer's offset in the whole
-file (`_open_table`), in any process.
+One file per snapshot for small tables and no separate pointer, because on a
+small refresh creating, renaming and deleting files cost more than writing the
+data. Tables are read with their IPC footer's offset in the whole file
+(`_open_table`), in any process.
+
+Tables are zstd-compressed Arrow IPC in record batches of BATCH_ROWS rows
+(those under COMPRESS_FROM_BYTES are left uncompressed). bench/snapshots.py
+picked it: 0.3x the bytes of the uncompressed format on 1M x 44; Parquet was
+smaller still but slower to read back, lz4 faster to read but 1.6x the bytes.
+A table of OWN_FILE_BYTES or more is kept in a file of its own next to the
+snapshot (`<id>~<n>.table`), and one whose content hash equals a table of the
+previous snapshot is a hard link to that table's file instead of a new copy:
+the kept snapshots share it, and pruning one snapshot removes only its own
+link, so a table still used by another is never deleted.
+Snapshots written before compression (one uncompressed file) read as before.
 
 Queries over a snapshot's tables go through the sandbox (`lib.sandbox`);
 `lib.warehouse` is the public facade of both.
@@ -28,6 +38,7 @@ import secrets as _random
 import shutil
 import struct
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -49,7 +60,9 @@ class Snapshot:
     id: str
     path: Path
     created: str
-    tables: dict[str, dict[str, Any]]  # name -> {"rows", "columns": [[name, type], ...], "source", "offset", "length"}
+    # name -> {"rows", "columns": [[name, type], ...], "source", "offset", "length"}, and for a table in
+    # its own file "file" (its name next to the snapshot) and "hash" (of its content, to share it)
+    tables: dict[str, dict[str, Any]]
 
     def columns(self, table: str) -> dict[str, str]:
         return {name: kind for name, kind in self.tables[table]["columns"]}
@@ -64,6 +77,11 @@ ID_TIME_CHARS = len("20261130T061500.000000Z")
 _TRAILER = struct.Struct("<Q8s")  # manifest length, magic: the last bytes of a complete snapshot file
 _MAGIC = b"DMSNAP1\n"
 _ALIGN = 64  # each table's IPC file starts on a 64-byte boundary, so memory-mapped buffers stay aligned
+TABLE_SUFFIX = ".table"  # a big table's own file: `<snapshot id>~<n>.table`, maybe a hard link shared with other snapshots
+OWN_FILE_BYTES = 4 << 20  # a table this big (in memory) gets its own file, which later snapshots can share
+BATCH_ROWS = 128 << 10  # rows per compressed record batch: the CSV reader's small chunks compressed 2x worse and read 3x slower
+COMPRESSION = "zstd"
+COMPRESS_FROM_BYTES = 1 << 20  # smaller tables are stored as they are: compressing them cost more of a small refresh than it saved
 
 _OPENED: dict[Path, dict[str, pa.Table]] = {}  # snapshot file -> its tables, memory-mapped
 _IN_MEMORY: list[Path] = []  # the entry of _OPENED holding the tables this process just wrote, in memory
@@ -162,6 +180,9 @@ class Warehouse:
         for name in names:
             if name.startswith(".") and name.endswith(".tmp"):
                 _delete_if_abandoned(self.root / name)
+        for name in names:
+            if name.endswith(TABLE_SUFFIX):
+                self._delete_if_orphan(name)
 
     def current(self) -> Snapshot | None:
         """The pinned snapshot, else the newest readable one.
@@ -257,6 +278,8 @@ class Warehouse:
             raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} cannot be read ({first_line(exc)})") from None
         try:
             opened = {name: _open_table(mapped, meta, snapshot.path) for name, meta in snapshot.tables.items()}
+        except FileNotFoundError:
+            raise  # a table file pruned with its snapshot by another process since the manifest was read
         except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as exc:
             _set_aside(snapshot.path)
             raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} is damaged and cannot be read "
@@ -289,21 +312,33 @@ class Warehouse:
         # Held while writing: a staging file nobody holds is a killed writer's, and any process may delete it.
         writing = os.open(staging, os.O_CREAT | os.O_WRONLY, 0o644)
         fcntl.flock(writing, fcntl.LOCK_EX)
+        own_files: list[Path] = []
         try:
             types = dict(column_types) if column_types else describe(tables)
-            manifest_tables, written = {}, {}
+            shareable = self._shareable(newest)
+            manifest_tables, written, origins = {}, {}, {}
             # Buffered: the IPC writer makes a small write per column buffer.
             with pa.output_stream(str(staging), buffer_size=1 << 20) as sink:
-                for name, table in tables.items():
+                for index, (name, table) in enumerate(tables.items()):
+                    known = content_hash_of(table)
                     table = written[name] = compact_strings(table)
-                    start = sink.tell()
-                    with pa.ipc.new_file(sink, table.schema) as writer:
-                        writer.write_table(table)
-                    length = sink.tell() - start
-                    sink.write(b"\0" * (-sink.tell() % _ALIGN))
-                    manifest_tables[name] = {"rows": table.num_rows, "columns": types[name],
-                                             "source": (sources or {}).get(name, name), "offset": start, "length": length}
-                manifest = {"created": created.isoformat(), "tables": manifest_tables}
+                    meta = {"rows": table.num_rows, "columns": types[name], "source": (sources or {}).get(name, name)}
+                    if table.nbytes >= OWN_FILE_BYTES:
+                        digest = known or content_hash(table)
+                        own = self.root / f"{snapshot_id}~{index}{TABLE_SUFFIX}"
+                        own_files.append(own)
+                        length = _link_or_write(own, shareable.get(digest), table)
+                        meta.update(file=own.name, hash=digest, offset=0, length=length)
+                        origins[name] = (own, 0, length)
+                    else:
+                        start = sink.tell()
+                        _write_ipc(sink, table)
+                        length = sink.tell() - start
+                        sink.write(b"\0" * (-sink.tell() % _ALIGN))
+                        meta.update(offset=start, length=length)
+                        origins[name] = (final, start, length)
+                    manifest_tables[name] = meta
+                manifest = {"created": created.isoformat(), "format": 2, "tables": manifest_tables}
                 body = json.dumps(manifest).encode()
                 sink.write(body)
                 sink.write(_TRAILER.pack(len(body), _MAGIC))
@@ -312,6 +347,8 @@ class Warehouse:
             os.replace(staging, final)  # the switch: readers serve the newest complete snapshot
         except BaseException:
             staging.unlink(missing_ok=True)
+            for own in own_files:
+                own.unlink(missing_ok=True)
             raise
         finally:
             os.close(writing)
@@ -323,13 +360,24 @@ class Warehouse:
             from .query_worker import remember_origin
 
             for name, table in written.items():  # query workers map the same bytes from the file
-                remember_origin(table, final, manifest_tables[name]["offset"], manifest_tables[name]["length"])
+                remember_origin(table, *origins[name])
+                _remember_hash(table, manifest_tables[name].get("hash"))
             _remember(final, written, in_memory=True)  # the next refresh and queries skip mapping the file
         self._prune(spare)
         snapshot = Snapshot(snapshot_id, final, manifest["created"], manifest_tables)
         stat = final.stat()
         _remember_manifest((final, stat.st_size, stat.st_mtime_ns), snapshot)  # the next refresh reads none
         return snapshot
+
+    def _shareable(self, snapshot_id: str | None) -> dict[str, Path]:
+        """Content hash -> file of each table in its own file in snapshot `snapshot_id` (the newest before this write)."""
+        if snapshot_id is None:
+            return {}
+        try:
+            previous = self.snapshot(snapshot_id)
+        except (OSError, ValueError, KeyError):
+            return {}
+        return {meta["hash"]: self.root / meta["file"] for meta in previous.tables.values() if meta.get("file") and meta.get("hash")}
 
     def switch_to(self, snapshot_id: str, *, user: "User", meta: Mapping[str, Any]) -> Snapshot:
         """Serve a kept snapshot (step back to earlier data) until the next refresh writes a new one.
@@ -368,8 +416,24 @@ class Warehouse:
         for name in names:
             if name.startswith(".") and name.endswith(".tmp"):
                 _delete_if_abandoned(self.root / name)
+            elif name.endswith(TABLE_SUFFIX):
+                self._delete_if_orphan(name)
             elif not name.endswith(SUFFIX):
                 _delete(self.root / name)  # a damaged snapshot set aside, or what an earlier version of this app kept here
+
+    def _delete_if_orphan(self, table_file: str) -> None:
+        """Delete a table file whose snapshot is gone (pruned, set aside, or its writer killed).
+
+        Other snapshots sharing the table hold links of their own, so their data stays.
+        The writer's staging lock is checked before the snapshot's name: the rename
+        that switches happens while the lock is held, so one of the two is always seen.
+        """
+        owner = table_file.partition("~")[0]
+        staging = self.root / f".{owner}.tmp"
+        if staging.exists() and _writer_at_work(staging):
+            return
+        if not (self.root / f"{owner}{SUFFIX}").exists():
+            _delete(self.root / table_file)
 
 
 def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Table:
@@ -384,12 +448,96 @@ def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Ta
     """
     from .query_worker import remember_origin
 
+    if meta.get("file"):  # a big table, in its own file next to the snapshot
+        path = path.with_name(Path(meta["file"]).name)
+        with pa.memory_map(str(path), "r") as source:
+            mapped = source.read_buffer()
     end = int(meta["offset"]) + int(meta["length"])
     if not 0 < end <= mapped.size:
         raise pa.ArrowInvalid(f"table data ends at byte {end}, past the end of the file")
     table = pa.ipc.open_file(mapped, footer_offset=end).read_all()
     remember_origin(table, path, int(meta["offset"]), int(meta["length"]))  # query workers map it from there
+    _remember_hash(table, meta.get("hash"))  # passed back to the next write unchanged (a failed source's), it is shared unhashed
     return table
+
+
+def _write_ipc(sink: Any, table: pa.Table) -> None:
+    """The table as one Arrow IPC file, in record batches of BATCH_ROWS rows, compressed unless it is small."""
+    options = pa.ipc.IpcWriteOptions(compression=COMPRESSION if table.nbytes >= COMPRESS_FROM_BYTES else None)
+    with pa.ipc.new_file(sink, table.schema, options=options) as writer:
+        for start in range(0, max(table.num_rows, 1), BATCH_ROWS):
+            # Merged: each of the parser's small chunks would be compressed on its own.
+            writer.write_table(table.slice(start, BATCH_ROWS).combine_chunks())
+
+
+def _link_or_write(own: Path, shared: Path | None, table: pa.Table) -> int:
+    """Put the table at `own`: a hard link to `shared` (the same content, already on disk) if it still exists, else written.
+
+    Returns the file's size. Written straight to `own`: the snapshot naming it is
+    not switched yet, so a killed writer's file is an orphan that pruning deletes.
+    """
+    if shared is not None:
+        try:
+            os.link(shared, own)
+            return own.stat().st_size
+        except OSError:
+            pass  # pruned meanwhile, or a file system without hard links: written again
+    with pa.output_stream(str(own), buffer_size=1 << 20) as sink:
+        _write_ipc(sink, table)
+        return sink.tell()
+
+
+_HASHES: dict[int, tuple[weakref.ref, str]] = {}  # id(table) -> its content hash, for tables read from a snapshot
+_HASHES_LOCK = threading.Lock()
+
+
+def _remember_hash(table: pa.Table, digest: str | None) -> None:
+    if not digest:
+        return
+    key = id(table)
+
+    def forget(_ref, key=key):
+        with _HASHES_LOCK:
+            entry = _HASHES.get(key)
+            if entry is not None and entry[0]() is None:
+                del _HASHES[key]
+
+    with _HASHES_LOCK:
+        _HASHES[key] = (weakref.ref(table, forget), digest)
+
+
+def content_hash_of(table: pa.Table) -> str | None:
+    """The content hash recorded when `table` was read from a snapshot, if it was."""
+    with _HASHES_LOCK:
+        entry = _HASHES.get(id(table))
+    return entry[1] if entry is not None and entry[0]() is table else None
+
+
+def content_hash(table: pa.Table) -> str:
+    """SHA-256 of the table's schema and every buffer of every chunk, columns hashed on all cores.
+
+    Equal hashes mean equal content; equal content laid out differently (other
+    chunks) hashes differently, which only costs a copy that could have been shared.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def column_digest(column: pa.ChunkedArray) -> bytes:
+        digest = hashlib.sha256()  # hashlib releases the GIL on big buffers, so columns hash in parallel
+        for chunk in column.chunks:
+            parts = [chunk.indices, chunk.dictionary] if pa.types.is_dictionary(chunk.type) else [chunk]
+            for part in parts:
+                digest.update(f"{part.type}|{part.offset}|{len(part)}|".encode())
+                for buffer in part.buffers():
+                    digest.update(b"-" if buffer is None else buffer)
+                    digest.update(b"|")
+        return digest.digest()
+
+    whole = hashlib.sha256(table.schema.serialize().to_pybytes())
+    whole.update(str(table.num_rows).encode())
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        for part in pool.map(column_digest, table.columns):
+            whole.update(part)
+    return whole.hexdigest()
 
 
 def _set_aside(path: Path) -> None:
@@ -415,6 +563,21 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 
 _CLEANED: set[Path] = set()
+
+
+def _writer_at_work(staging: Path) -> bool:
+    """Whether a live writer holds the staging file's lock."""
+    try:
+        handle = os.open(staging, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(handle)
+    return False
 
 
 def _delete_if_abandoned(staging: Path) -> None:

@@ -389,9 +389,7 @@ def test_snapshot_is_read_while_its_writer_is_alive_and_after_it_exits(count, da
         written = json.loads(writer.stdout.readline() or "null")
         assert written and written["ok"], writer.stderr.read() if written is None else written
         # The premise: a snapshot with the big table is memory-mapped by its writer, small ones kept in memory.
-        from lib.warehouse import KEEP_IN_MEMORY_BYTES
 
-        assert (written["size"] > KEEP_IN_MEMORY_BYTES) is (count == 5)
         assert written["kept_in_memory"] is (count != 5)
 
         # While A is alive: B queries and profiles the snapshot A wrote.
@@ -444,8 +442,6 @@ print(json.dumps({"ok": status == 0 and report["ok"], "mapped_by_writer": mapped
 
 
 def test_big_table_among_small_ones_in_one_snapshot(data, make_ws, tmp_path):
-    from lib.warehouse import KEEP_IN_MEMORY_BYTES
-
     ws, names, env = make_ws(5), TABLE_SETS[5], _env(tmp_path, data)
     sql = _sql_counts(names, data.expected)
     out = py(env, WRITE_AND_READ, ws, sql)
@@ -453,11 +449,12 @@ def test_big_table_among_small_ones_in_one_snapshot(data, make_ws, tmp_path):
     assert_counts({r["t"]: (r["n"], r["s"], r["f"]) for r in out["rows"]}, names, data.expected)
 
     [path] = snapshot_files(tmp_path)
-    assert path.stat().st_size > KEEP_IN_MEMORY_BYTES
     tables = read_manifest(path)["tables"]
     assert list(tables) == names
-    # Tables after the big one start beyond 32 MB: their footers' offsets count from the start of the file.
-    assert all(tables[n]["offset"] > KEEP_IN_MEMORY_BYTES for n in names[names.index("big") + 1:])
+    # The big table has a file of its own (lib.snapshots.OWN_FILE_BYTES); the small tables after the first
+    # start further into the snapshot file: their footers' offsets count from the start of the file.
+    assert tables["big"]["file"] and (path.parent / tables["big"]["file"]).stat().st_size > 0
+    assert all(tables[n]["offset"] > 0 for n in names[1:] if not tables[n].get("file"))
     assert {n: t["rows"] for n, t in tables.items()} == {n: data.expected[n].rows for n in names}
 
     # A new process reads every table of it.

@@ -24,7 +24,10 @@ from ..coltypes import arrow_type
 from .base import FetchContext, SourceError, confined_path
 
 BLOCK_SIZE = 8 << 20  # most bytes per parsed block; types are inferred from the first block
-STREAM_ABOVE_BYTES = 128 << 20  # files larger than this are parsed block by block to bound memory
+STREAM_ABOVE_BYTES = 128 << 20  # files larger than this are parsed block by block if memory is short
+# Peak memory of a whole-file read_csv, in file sizes: 1.03 GB for the 327 MB 1M x 44 CSV, where the
+# streaming reader peaked at 0.57 GB (bench/snapshots.py's file, maxrss of each in a fresh process).
+READ_WHOLE_PEAK = 3.5
 
 # Date formats seen in real exports besides ISO 8601 (which the parser handles
 # itself): US dates with two- or four-digit years, day-first with dashes. Trying
@@ -229,7 +232,7 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
     def read(column_types: dict[str, pa.DataType]) -> pa.Table:
         options = dict(read_options=read_options, parse_options=parse_options,
                        convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True))
-        if size <= STREAM_ABOVE_BYTES:
+        if not _stream(size):
             return pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
         # The streaming reader holds one block at a time besides the result,
         # which roughly halves peak memory on large files compared with read_csv.
@@ -263,6 +266,30 @@ def _text_columns(table: pa.Table, path: Path, utf8: bool) -> pa.Table:
             raise _NotUtf8(path)
         raise pa.ArrowInvalid("a column holds bytes that are not text")  # pragma: no cover - other encodings decode to text
     return table
+
+
+def _stream(size: int) -> bool:
+    """Whether to parse block by block: a big file whose whole-file read would take over half the free memory.
+
+    Streaming parses on one core, which made a 1M-row file load 1.8x slower than
+    read_csv on two (issue #14), so it is kept for when memory is what is short.
+    """
+    return size > STREAM_ABOVE_BYTES and size * READ_WHOLE_PEAK > available_memory() // 2
+
+
+def available_memory() -> int:
+    """Bytes of memory the system can give without swapping (MemAvailable), or 0 if unknown (then big files stream)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 0
 
 
 def _columns(header: str, delimiter: str, has_header: bool) -> list[str]:
