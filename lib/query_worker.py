@@ -285,7 +285,7 @@ def _serve(memory_limit: int) -> None:
     opened: dict[tuple[str, int, int], Any] = {}
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
 
-    def table(ref: tuple[str, int, int]) -> "pa.Table | pa.dataset.Dataset":
+    def table(ref: tuple[str, int, int]) -> Any:  # a Table, or a pyarrow Dataset scanned lazily
         if ref not in opened:
             path, offset, length = ref
             if offset == 0 and os.path.getsize(path) == length:
