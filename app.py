@@ -57,7 +57,7 @@ def sign_in_form(credentials: dict, key: str) -> bool:
     holder = st.empty()
     with holder.container():
         sign_in_page()
-        with st.form("sign-in"):
+        with st.form("sign-in", clear_on_submit=True):  # signing out later shows an empty form
             st.subheader("Login")
             name = st.text_input("Username", autocomplete="off")
             password = st.text_input("Password", type="password", autocomplete="off")
@@ -75,13 +75,13 @@ def sign_in_form(credentials: dict, key: str) -> bool:
     return True
 
 
-def write_cookie(value: str, expires: float) -> None:
+def write_cookie(value: str, expires: float, where=st.sidebar) -> None:
     """Set (or, expired, delete) the sign-in cookie in the browser: a script in the page, no iframe, no rerun.
 
     The value is a JWT (base64url and dots) or empty, so it needs no quoting.
     """
     when = dt.datetime.fromtimestamp(expires, dt.timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
-    with st.sidebar:
+    with where:
         st.html(f"<script>document.cookie = '{auth.COOKIE_NAME}={value}; path=/; expires={when}; SameSite=Strict';</script>",
                 unsafe_allow_javascript=True, width="content")
 
@@ -115,7 +115,7 @@ def page_list(entries: list[tuple[str, str, str]]) -> list:
 if not st.session_state.get(state.AUTH_STATUS) and not signed_in_by_cookie(credentials, cookie_key):
     if not sign_in_form(credentials, cookie_key):
         if st.session_state.get(state.SIGNED_OUT):
-            write_cookie("", 0)  # signed out: the browser forgets the cookie
+            write_cookie("", 0, st.container())  # signed out: the browser forgets the cookie (no sidebar on this page)
         # Every page is registered, so a deep link keeps its URL, but none runs:
         # the sign-in form shows instead, and signing in opens the page the link named.
         st.navigation(page_list(USE_PAGES + BUILD_PAGES), position="hidden")

@@ -107,6 +107,7 @@ def test_sign_out_forgets_the_cookie_so_a_reload_shows_the_sign_in_form(server):
             page.get_by_text("· steward").wait_for(timeout=30_000)
             page.get_by_role("button", name="Sign out").click()
             page.get_by_label("Username").wait_for(timeout=30_000)
+            assert page.get_by_label("Username").input_value() == "" and page.get_by_role("textbox", name="Password").input_value() == ""
             page.wait_for_function("() => !document.cookie.includes('dashmem_auth=')", timeout=30_000)
             page.reload()
             page.get_by_label("Username").wait_for(timeout=30_000)
