@@ -85,10 +85,13 @@ async def sweep_point(url: str, sessions: int, clicks: int, timeout_s: float) ->
 
 
 async def _all_drawn(browser) -> bool:
-    for context in browser.contexts:
-        for page in context.pages:
-            if not await page.evaluate(f"({DRAWN_JS})([{CHARTS}, {METRICS}])"):
-                return False
+    try:
+        for context in browser.contexts:
+            for page in context.pages:
+                if not await page.evaluate(f"({DRAWN_JS})([{CHARTS}, {METRICS}])"):
+                    return False
+    except Exception:  # a session gave up and closed its page meanwhile
+        return False
     return True
 
 
