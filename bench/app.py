@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import BENCH_SLUG, CHROMIUM, CHROMIUM_ARGS, ROOT, AppServer, bench_config_repo, open_dashboard, percentile, print_table
+from .common import BENCH_SLUG, CHROMIUM, CHROMIUM_ARGS, ROOT, AppServer, bench_config_repo, open_dashboard, percentile, print_table, process_tree_cpu
 from .render import SPEC
 
 CHARTS = sum(1 for c in SPEC["components"] if c["type"] == "chart")
@@ -34,22 +34,26 @@ METRICS = sum(1 for c in SPEC["components"] if c["type"] == "kpi")
 GOAL_RATIO = 3.0
 
 
-async def page_loads(url: str, sessions: int, rounds: int, timeout_s: float) -> tuple[list[float], int]:
-    """(load times of the sessions that got there, sessions stuck) over `rounds` rounds of `sessions` at once."""
+async def page_loads(url: str, sessions: int, rounds: int, timeout_s: float, server_pid: int) -> tuple[list[float], int, float, float]:
+    """(load times of the sessions that got there, sessions stuck, server CPU s, browser CPU s) over `rounds` rounds."""
     from playwright.async_api import async_playwright
 
     times: list[float] = []
     stuck = 0
     async with async_playwright() as p:
+        # The server is a child of this process: the client side (Chromium, Playwright) is the rest of this tree.
+        server_before, all_before = process_tree_cpu(server_pid), process_tree_cpu(os.getpid())
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             for _ in range(rounds):
                 got = await asyncio.gather(*(open_dashboard(browser, url, CHARTS, METRICS, timeout_s) for _ in range(sessions)))
                 times += [t for t in got if t is not None]
                 stuck += sum(1 for t in got if t is None)
+            server_cpu = process_tree_cpu(server_pid) - server_before
+            browser_cpu = process_tree_cpu(os.getpid()) - all_before - server_cpu
         finally:
             await browser.close()
-    return times, stuck
+    return times, stuck, server_cpu, browser_cpu
 
 
 def browser_bench(tmp: Path, args) -> None:
@@ -57,13 +61,18 @@ def browser_bench(tmp: Path, args) -> None:
     counts = [int(n) for n in args.sessions.split(",")]
     rows, figures = [], {}
     with AppServer(env, tmp / "server.log") as server:
-        cold, cold_stuck = asyncio.run(page_loads(server.url, 1, 1, args.timeout))  # the server's first page: nothing cached
-        rows.append(["1 (cold server)", 1, round(cold[0], 2) if cold else "stuck", "", "", cold_stuck])
+        # The server's first page: nothing cached.
+        cold, cold_stuck, server_cpu, browser_cpu = asyncio.run(page_loads(server.url, 1, 1, args.timeout, server.proc.pid))
+        rows.append(["1 (cold server)", 1, round(cold[0], 2) if cold else "stuck", "", "", cold_stuck, round(server_cpu, 2), round(browser_cpu, 2)])
         for n in counts:
-            times, stuck = asyncio.run(page_loads(server.url, n, args.rounds, args.timeout))
+            times, stuck, server_cpu, browser_cpu = asyncio.run(page_loads(server.url, n, args.rounds, args.timeout, server.proc.pid))
             figures[n] = (percentile(times, 50), percentile(times, 95)) if times else (float("nan"), float("nan"))
-            rows.append([n, len(times) + stuck, round(figures[n][0], 2), round(figures[n][1], 2), round(max(times), 2) if times else "", stuck])
-    print_table(["sessions at once", "page loads", "p50 s", "p95 s", "max s", "stuck"], rows)
+            loads = len(times) + stuck
+            floor = n * (server_cpu + browser_cpu) / loads / (os.cpu_count() or 1)  # all N loads' CPU spread over every core
+            rows.append([n, loads, round(figures[n][0], 2), round(figures[n][1], 2), round(max(times), 2) if times else "", stuck,
+                         round(server_cpu / loads, 2), round(browser_cpu / loads, 2), round(floor, 2)])
+    print_table(["sessions at once", "page loads", "p50 s", "p95 s", "max s", "stuck", "server CPU s/load", "browser CPU s/load",
+                 "CPU floor s"], rows)
     low, high = min(counts), max(counts)
     if low in figures and high in figures and low != high:
         ratio_p50 = figures[high][1] / figures[low][0]
@@ -72,7 +81,9 @@ def browser_bench(tmp: Path, args) -> None:
               f"   (goal: <= {GOAL_RATIO:.0f}x, and no session stuck)")
     print(f"{args.rows:,} rows x 44 columns, {len(SPEC['components'])} components ({CHARTS} charts); one Chromium, a new context per"
           f" session, time from navigation through sign-in to the last chart drawn; {args.rounds} round(s) per row; stuck ="
-          f" not drawn within {args.timeout:.0f} s. Server log: {tmp / 'server.log'} (deleted at the end).")
+          f" not drawn within {args.timeout:.0f} s. CPU s/load: CPU time of the app server (and its query workers), and of"
+          f" Chromium with Playwright, per page load; both share this machine's {os.cpu_count()} cores, so N loads at once"
+          f" cannot take less than N x (server + browser CPU) / cores (the CPU floor), whatever the app does.")
 
 
 def apptest_bench(tmp: Path, args) -> None:
