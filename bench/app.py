@@ -63,7 +63,7 @@ def browser_bench(tmp: Path, args) -> None:
     with AppServer(env, tmp / "server.log") as server:
         # The server's first page: nothing cached.
         cold, cold_stuck, server_cpu, browser_cpu = asyncio.run(page_loads(server.url, 1, 1, args.timeout, server.proc.pid))
-        rows.append(["1 (cold server)", 1, round(cold[0], 2) if cold else "stuck", "", "", cold_stuck, round(server_cpu, 2), round(browser_cpu, 2)])
+        rows.append(["1 (cold server)", 1, round(cold[0], 2) if cold else "stuck", "", "", cold_stuck, round(server_cpu, 2), round(browser_cpu, 2), ""])
         for n in counts:
             times, stuck, server_cpu, browser_cpu = asyncio.run(page_loads(server.url, n, args.rounds, args.timeout, server.proc.pid))
             figures[n] = (percentile(times, 50), percentile(times, 95)) if times else (float("nan"), float("nan"))
