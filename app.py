@@ -3,15 +3,24 @@
 Pages live in app_pages/ (not pages/) and are registered with st.navigation on
 every run, so no page is ever served without this file's sign-in running
 first; a deep link opened while signed out shows the sign-in form.
+
+Sign-in is a plain form checked with lib.auth (bcrypt); a signed JWT cookie
+(lib.auth.session_token) signs the browser in again in new sessions. The
+cookie is read from the request (st.context.cookies) and written by a line of
+JavaScript in the page, never by a component: streamlit-authenticator's
+cookie manager was an iframe component on every run whose value arrived
+late and forced extra script runs, up to five per sign-in, each interrupting
+the dashboard being drawn; with several sessions at once they piled up until
+some never got past sign-in (issue #14, bench.app). The run that accepts the
+password draws the page at once, with no sleep and no second run.
 """
 from __future__ import annotations
 
-import time
+import datetime as dt
 import urllib.parse
 from pathlib import Path
 
 import streamlit as st
-import streamlit_authenticator as stauth
 
 from app_pages import state, ui
 from lib import auth, settings
@@ -20,7 +29,6 @@ from lib.configrepo import ConfigRepo
 
 # A local icon file: a Material icon or an emoji favicon would be fetched from a CDN, and the app must work offline.
 st.set_page_config(page_title="dashmem", page_icon=str(Path(__file__).with_name("app_icon.png")), layout="wide")
-COOKIE_SETTLE_S = 0.8
 
 
 @st.cache_resource(show_spinner="Opening the config repo…")
@@ -34,12 +42,55 @@ def sign_in_page() -> None:
     st.info("Demo users: **olivia** / olivia-demo (owner), **sam** / sam-demo (steward), **vera** / vera-demo (viewer).")
 
 
-credentials = authenticator = None  # stay None only when the sign-in could not start (the message is shown)
+def signed_in_by_cookie(credentials: dict, key: str) -> bool:
+    """A new session (a reload, a new tab) whose browser sent a valid sign-in cookie is signed in by it."""
+    if st.session_state.get(state.SIGNED_OUT):  # the browser may still send the cookie this session was opened with
+        return False
+    name = auth.token_user(st.context.cookies.get(auth.COOKIE_NAME), key, credentials)
+    if name:
+        st.session_state[state.AUTH_STATUS], st.session_state[state.USERNAME] = True, name
+    return name is not None
+
+
+def sign_in_form(credentials: dict, key: str) -> bool:
+    """The sign-in form; True when this run's submission signed the person in (the form is then gone)."""
+    holder = st.empty()
+    with holder.container():
+        sign_in_page()
+        with st.form("sign-in", clear_on_submit=True):  # signing out later shows an empty form
+            st.subheader("Login")
+            name = st.text_input("Username", autocomplete="off")
+            password = st.text_input("Password", type="password", autocomplete="off")
+            submitted = st.form_submit_button("Login")
+    if not submitted:
+        return False
+    if not auth.check_password(credentials, name, password):
+        st.session_state[state.AUTH_STATUS] = False
+        st.error("Wrong user name or password.")
+        return False
+    st.session_state[state.AUTH_STATUS], st.session_state[state.USERNAME] = True, name
+    st.session_state[state.SIGN_IN_COOKIE] = auth.session_token(name, key)
+    st.session_state.pop(state.SIGNED_OUT, None)
+    holder.empty()
+    return True
+
+
+def write_cookie(value: str, expires: float, where=st.sidebar) -> None:
+    """Set (or, expired, delete) the sign-in cookie in the browser: a script in the page, no iframe, no rerun.
+
+    The value is a JWT (base64url and dots) or empty, so it needs no quoting.
+    """
+    when = dt.datetime.fromtimestamp(expires, dt.timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    with where:
+        st.html(f"<script>document.cookie = '{auth.COOKIE_NAME}={value}; path=/; expires={when}; SameSite=Strict';</script>",
+                unsafe_allow_javascript=True, width="content")
+
+
+credentials = cookie_key = None  # stay None only when the sign-in could not start (the message is shown)
 with ui.user_errors("Could not start the sign-in") as caught:  # an AuthConfigError says what the operator should set
     credentials = auth.load_credentials()
-    authenticator = stauth.Authenticate(credentials, "dashmem_auth", auth.cookie_key(), 7, auto_hash=False,
-                                        login_sleep_time=0)  # pyright: ignore[reportArgumentType]  # the stub says Dict; the code takes seconds
-if caught.failed or credentials is None or authenticator is None:
+    cookie_key = auth.cookie_key()
+if caught.failed or credentials is None or cookie_key is None:
     st.stop()
 
 repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))
@@ -62,18 +113,14 @@ def page_list(entries: list[tuple[str, str, str]]) -> list:
     return [st.Page(path, title=title, icon=icon, default=(path == USE_PAGES[0][0])) for path, title, icon in entries]
 
 
-if not st.session_state.get(state.AUTH_STATUS):
-    # Every page is registered, so a deep link keeps its URL, but none runs:
-    # the sign-in form shows instead, and after signing in the rerun opens the page the link named.
-    st.navigation(page_list(USE_PAGES + BUILD_PAGES), position="hidden")
-    sign_in_page()
-    authenticator.login(location="main", key="sign-in")
-    if st.session_state.get(state.AUTH_STATUS) is False:
-        st.error("Wrong user name or password.")
-    if st.session_state.get(state.AUTH_STATUS):
-        time.sleep(COOKIE_SETTLE_S)  # the browser stores the sign-in cookie before the rerun replaces the page
-        st.rerun()
-    st.stop()
+if not st.session_state.get(state.AUTH_STATUS) and not signed_in_by_cookie(credentials, cookie_key):
+    if not sign_in_form(credentials, cookie_key):
+        if st.session_state.get(state.SIGNED_OUT):
+            write_cookie("", 0, st.container())  # signed out: the browser forgets the cookie (no sidebar on this page)
+        # Every page is registered, so a deep link keeps its URL, but none runs:
+        # the sign-in form shows instead, and signing in opens the page the link named.
+        st.navigation(page_list(USE_PAGES + BUILD_PAGES), position="hidden")
+        st.stop()
 
 user = auth.user_for(st.session_state[state.USERNAME], credentials)
 st.session_state[state.USER] = user
@@ -90,7 +137,13 @@ with st.sidebar:
         st.query_params["ws"] = st.session_state[state.SLUG]
     else:
         st.session_state[state.SLUG] = None
-    authenticator.logout("Sign out", location="sidebar", key="sign-out")
+    if st.button("Sign out", key="sign-out"):
+        for key in (state.AUTH_STATUS, state.USERNAME, state.SIGN_IN_COOKIE):
+            st.session_state.pop(key, None)
+        st.session_state[state.SIGNED_OUT] = True
+        st.rerun()
+if state.SIGN_IN_COOKIE in st.session_state:  # drawn on every run of the session, so no rerun can drop it unwritten
+    write_cookie(*st.session_state[state.SIGN_IN_COOKIE])
 
 pages = {"Use": page_list(USE_PAGES)}
 if user.app_role in (STEWARD, OWNER):

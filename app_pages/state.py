@@ -8,8 +8,10 @@ only; nothing here is ever written to the config repo. Widget keys (the
 from __future__ import annotations
 
 # --- who is signed in, and which workspace ----------------------------------------------------------------
-AUTH_STATUS = "authentication_status"  # True/False/None: set by streamlit-authenticator's login; app.py reads it
-USERNAME = "username"  # the signed-in user name: set by streamlit-authenticator; app.py turns it into USER
+AUTH_STATUS = "authentication_status"  # True/False/None: set by app.py's sign-in (the form or the cookie)
+USERNAME = "username"  # the signed-in user name: set by app.py's sign-in; app.py turns it into USER
+SIGN_IN_COOKIE = "sign_in_cookie"  # (cookie value, expiry): set by app.py when the form signs in; app.py writes it to the browser
+SIGNED_OUT = "signed_out"  # True after Sign out: app.py then ignores (and deletes) the cookie this session was opened with
 USER = "user"  # lib.access.User of the signed-in person: set by app.py on every run; ui.context reads it
 CONFIG_REPO = "config_repo"  # the lib.configrepo.ConfigRepo: set by app.py on every run; ui.context and Workspaces read it
 METAS = "metas"  # {slug: workspace.yaml meta} the user may see, read once per run by app.py; the pages read it

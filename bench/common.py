@@ -107,3 +107,162 @@ def interleaved_medians(cases: dict[object, dict[str, tuple[Callable[[], object]
                 fn()
                 times[case][key].append(time.perf_counter() - start)
     return {case: {key: statistics.median(v) for key, v in by_key.items()} for case, by_key in times.items()}
+
+
+# --------------------------------------------------------------------------- the app in a real browser (bench.app, bench.load)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+BENCH_SLUG = "wide-bench"
+VIEWER = ("vera", "vera-demo")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100), nearest rank: with few samples p95 is the slowest, never an interpolation below it."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, -(-len(ordered) * q // 100) - 1))]
+
+
+def bench_config_repo(tmp: Path, rows: int, spec: dict) -> dict[str, str]:
+    """A config repo in `tmp` with the wide table's workspace (every user may view it), its data already loaded.
+
+    Returns the environment the app server needs to serve it.
+    """
+    import os
+
+    import git
+
+    from lib import workspace
+    from lib.access import OPERATOR
+    from lib.configrepo import ConfigRepo
+    from lib.refresh import refresh
+    from lib.warehouse import Warehouse
+
+    csv = wide_table_csv(rows)
+    env = {"DASHMEM_CONFIG_REPO": str(tmp / "config-repo"), "DASHMEM_CACHE_DIR": str(tmp / "cache"),
+           "DASHMEM_COOKIE_KEY": "x" * 40, "DASHMEM_DATA_DIRS": str(csv.parent)}
+    os.environ.update(env)
+    os.environ.pop("ANTHROPIC_API_KEY", None)
+    repo = ConfigRepo.open_or_create(tmp / "config-repo", ROOT / "workspaces")
+    folder = repo.path / BENCH_SLUG
+    meta = workspace.blank("Wide bench", "olivia", "2026-11-30")["workspace"]
+    meta["access"]["viewers"] = ["*"]
+    workspace.save(folder, {"workspace": meta, "sources": {"sources": [{"name": "t", "type": "csv", "path": str(csv)}]},
+                            "dashboard": spec})
+    git.Repo(repo.path).git.add("--all")
+    git.Repo(repo.path).git.commit("-q", "-m", "bench workspace")
+    report = refresh(repo.published_path(BENCH_SLUG), Warehouse.for_workspace(repo.published_path(BENCH_SLUG)), user=OPERATOR)
+    assert report.ok, report.headline()
+    return env
+
+
+class AppServer:
+    """`streamlit run app.py` on a free local port, for the browser benches; a context manager."""
+
+    def __init__(self, env: dict[str, str], log: Path):
+        import os
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+        self.env.pop("ANTHROPIC_API_KEY", None)
+        self.log = log
+        self.proc = None
+
+    def __enter__(self) -> "AppServer":
+        import subprocess
+        import urllib.request
+
+        with self.log.open("a") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+                 "--server.port", str(self.port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=1).read() == b"ok":
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.__exit__()
+        sys.exit("streamlit did not start:\n" + self.log.read_text(errors="replace")[-3000:])
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+# The dashboard is drawn when every chart has its canvas or SVG, the KPIs are there and the script run has finished.
+DRAWN_JS = """([charts, metrics]) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelectorAll('[data-testid="stMetric"]').length < metrics) return false;
+    const drawn = document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks');
+    return drawn.length >= charts;
+}"""
+
+
+async def open_dashboard(browser, url: str, charts: int, metrics: int, timeout_s: float, user: tuple[str, str] = VIEWER) -> float | None:
+    """Seconds from navigation (a new browser context: no cookie) through signing in to the dashboard drawn; None if stuck."""
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = await context.new_page()
+        started = time.perf_counter()
+        await page.goto(f"{url}/?ws={BENCH_SLUG}")
+        await page.get_by_label("Username").fill(user[0], timeout=timeout_s * 1000)
+        await page.get_by_role("textbox", name="Password").fill(user[1])
+        await page.get_by_role("button", name="Login").click()
+        await page.wait_for_function(DRAWN_JS, arg=[charts, metrics], timeout=timeout_s * 1000, polling=100)
+        return time.perf_counter() - started
+    except Exception:  # a playwright TimeoutError: the session is stuck
+        return None
+    finally:
+        await context.close()
+
+
+# Counts the script runs a page sees (each time the app's script state turns to "running"); an init script.
+COUNT_RUNS_JS = """
+window.__runs = 0;
+new MutationObserver(() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const now = app && app.getAttribute('data-test-script-state');
+  if (now === 'running' && window.__last !== 'running') window.__runs += 1;
+  window.__last = now;
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+"""
+
+
+def process_tree_cpu(root: int) -> float:
+    """CPU seconds of a process and all its descendants, those still running and those already reaped (Linux /proc)."""
+    import os
+
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ", field 3 (state) is fields[0]
+            stats[int(entry)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            # utime, stime, and cutime, cstime: the children it has waited for, which /proc no longer lists
+            total += sum(int(v) for v in stats[pid][11:15]) / tick
+        todo.extend(children.get(pid, []))
+    return total

@@ -88,3 +88,55 @@ def cookie_key() -> str:
 def visible(user: User, metas: dict[str, dict[str, Any]]) -> list[str]:
     """Workspace slugs the user has any role in, in name order."""
     return sorted((slug for slug, meta in metas.items() if role_of(user, meta)), key=lambda s: metas[s].get("name", s).lower())
+
+
+# --------------------------------------------------------------------------- signing in, and the cookie that keeps a person signed in
+
+COOKIE_NAME = "dashmem_auth"
+COOKIE_DAYS = 7
+
+
+def check_password(credentials: dict[str, Any], username: str, password: str) -> bool:
+    """Whether `password` is the user's (bcrypt); an unknown user is refused the same way."""
+    import bcrypt
+
+    entry = credentials["usernames"].get(username) if username else None
+    # An unknown user costs one bcrypt check too, so the time taken does not tell who has an account.
+    hashed = str(entry["password"]) if entry else _UNKNOWN_USER_HASH
+    matches = bcrypt.checkpw(password.encode(), hashed.encode())
+    return bool(entry) and bool(password) and matches
+
+
+# A bcrypt hash (cost 12, as streamlit-authenticator's Hasher makes) of a random password nobody knows.
+_UNKNOWN_USER_HASH = "$2b$12$C6UzMDM.H6dfI/f/IKcEeO5rU9m/tI4S0Uq3Jm1M6mJ7b9rWfM2e."
+
+
+def session_token(username: str, key: str, days: float = COOKIE_DAYS, *, now: float | None = None) -> tuple[str, float]:
+    """(the sign-in cookie's value, its expiry as a Unix time): a JWT signed with the cookie key.
+
+    The claims are streamlit-authenticator's ({username, exp_date}), so cookies it set before keep working.
+    """
+    import time
+
+    import jwt
+
+    expires = (time.time() if now is None else now) + days * 86400
+    return jwt.encode({"username": username, "exp_date": expires}, key, algorithm="HS256"), expires
+
+
+def token_user(token: str | None, key: str, credentials: dict[str, Any], *, now: float | None = None) -> str | None:
+    """The user a sign-in cookie names, if its signature holds, it has not expired and the user still exists."""
+    import time
+
+    import jwt
+
+    if not token:
+        return None
+    try:
+        claims = jwt.decode(token, key, algorithms=["HS256"])
+    except jwt.PyJWTError:
+        return None
+    name, expires = claims.get("username"), claims.get("exp_date")
+    if not isinstance(expires, (int, float)) or expires <= (time.time() if now is None else now):
+        return None
+    return name if isinstance(name, str) and name in credentials["usernames"] else None

@@ -160,3 +160,49 @@ def test_a_short_key_in_the_environment_is_not_replaced_by_a_long_one_in_secrets
     monkeypatch.setenv("DASHMEM_COOKIE_KEY", "short")
     with pytest.raises(auth.AuthConfigError):
         auth.cookie_key()
+
+
+# --------------------------------------------------------------------------- the password check and the sign-in cookie
+
+
+def test_check_password_accepts_the_hash_and_refuses_the_rest():
+    credentials = {"usernames": {"ann": {"password": HASH}}}
+    assert auth.check_password(credentials, "ann", "pw")
+    assert not auth.check_password(credentials, "ann", "PW")
+    assert not auth.check_password(credentials, "bob", "pw")
+    assert not auth.check_password(credentials, "", "") and not auth.check_password(credentials, "ann", "")
+
+
+def test_a_session_token_names_its_user_until_it_expires():
+    credentials = {"usernames": {"ann": {"password": HASH}}}
+    key = "k" * 40
+    token, expires = auth.session_token("ann", key, days=1, now=1_000_000)
+    assert expires == 1_000_000 + 86400
+    assert auth.token_user(token, key, credentials, now=1_000_000 + 10) == "ann"
+    assert auth.token_user(token, key, credentials, now=expires + 1) is None  # expired
+    assert auth.token_user(token, "x" * 40, credentials, now=1_000_010) is None  # signed with another key
+    assert auth.token_user(token[:-2] + "xx", key, credentials, now=1_000_010) is None  # tampered
+    assert auth.token_user(token, key, {"usernames": {}}, now=1_000_010) is None  # the user was removed
+    assert auth.token_user(None, key, credentials) is None and auth.token_user("garbage", key, credentials) is None
+
+
+def test_a_cookie_streamlit_authenticator_set_still_signs_in():
+    import time
+
+    import jwt
+
+    old = jwt.encode({"username": "ann", "exp_date": time.time() + 3600}, "k" * 40, algorithm="HS256")
+    assert auth.token_user(old, "k" * 40, {"usernames": {"ann": {"password": HASH}}}) == "ann"
+
+
+def test_an_unknown_user_costs_a_bcrypt_check_like_a_known_one(monkeypatch):
+    """Refusing an unknown name without hashing answered faster than a wrong password, telling who has an account."""
+    import bcrypt
+
+    checked = []
+    real = bcrypt.checkpw
+    monkeypatch.setattr(bcrypt, "checkpw", lambda pw, hashed: checked.append(hashed) or real(pw, hashed))
+    credentials = {"usernames": {"sam": {"password": HASH}}}
+    assert auth.check_password(credentials, "nobody", "guess") is False
+    assert auth.check_password(credentials, "sam", "guess") is False
+    assert len(checked) == 2 and checked[0].startswith(b"$2b$12$")

@@ -119,3 +119,71 @@ def test_a_failing_component_shows_its_error_in_place():
     comp = result.component("total")
     assert comp.error.startswith("query failed:")
     assert '<div class="error" role="alert">' in export._component_html(comp, [])
+
+
+# --------------------------------------------------------------------------- built charts are kept while their query result is
+
+
+def test_a_warm_rerender_reuses_the_built_chart_and_a_change_rebuilds_it():
+    from lib.components import chart
+
+    files = {"dashboard": {"title": "Sales", "components": [EXAMPLES["chart"]]}}
+    cache = QueryCache()
+    first = render(files, {"sales": SALES}, "v1", cache=cache).component("by_region")
+    builds = chart.BUILT.builds
+    again = render(files, {"sales": SALES}, "v1", cache=cache).component("by_region")
+    assert chart.BUILT.builds == builds, "a rerun on cached results built the chart again"
+    assert again.chart is first.chart and again.vega == first.vega
+
+    # What the chart shows changes: each of these builds it anew, and the result is what a fresh build gives.
+    more = pa.table({"region": ["west"], "day": [dt.date(2026, 1, 4)], "amount": [7.0]})
+    new_data = render(files, {"sales": pa.concat_tables([SALES, more])}, "v2", cache=cache).component("by_region")
+    themed = render({"dashboard": {**files["dashboard"], "theme": {"primary": "#123456"}}}, {"sales": SALES}, "v1",
+                    cache=cache).component("by_region")
+    retitled = {**EXAMPLES["chart"], "encoding": {**EXAMPLES["chart"]["encoding"], "y": {"field": "amount", "type": "quantitative", "title": "Sum"}}}
+    relabelled = render({"dashboard": {"title": "Sales", "components": [retitled]}}, {"sales": SALES}, "v1", cache=cache).component("by_region")
+    assert chart.BUILT.builds == builds + 3
+    assert "west" in {v["region"] for v in next(iter(new_data.vega["datasets"].values()))}
+    assert themed.vega["mark"]["color"] == "#123456" and first.vega["mark"]["color"] != "#123456"
+    assert relabelled.vega["encoding"]["y"]["title"] == "Sum"
+    fresh = render(files, {"sales": SALES}, "v1", cache=QueryCache()).component("by_region")
+    assert fresh.chart is not first.chart and fresh.vega == first.vega
+
+
+def test_an_invalid_chart_is_not_kept_and_fails_every_time():
+    bad = {**EXAMPLES["chart"], "encoding": {"x": {"field": "region", "type": "nominal"}, "y": {"field": "amount", "type": "bogus"}}}
+    files = {"dashboard": {"title": "Sales", "components": [bad]}}
+    cache = QueryCache()
+    for _ in range(2):
+        assert render(files, {"sales": SALES}, "v1", cache=cache).component("by_region").error.startswith("cannot render:")
+
+
+def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():
+    """The Dashboard page sends the same element as st.altair_chart(chart), converted once per chart."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import datetime as dt
+
+        import pyarrow as pa
+        import streamlit as st
+
+        from app_pages import dashboard_view
+        from lib.render import QueryCache, render
+
+        sales = pa.table({"day": [dt.date(2026, 1, 1), dt.date(2026, 1, 2)], "region": ["north", "south"], "amount": [1.5, 2.0]})
+        spec = {"id": "c", "type": "chart", "title": "T", "query": "SELECT day, region, amount FROM sales", "mark": "line",
+                "encoding": {"x": {"field": "day", "type": "temporal"}, "y": {"field": "amount", "type": "quantitative"},
+                             "color": {"field": "region", "type": "nominal"}}}
+        comp = render({"dashboard": {"title": "S", "components": [spec]}}, {"sales": sales}, "v1", cache=QueryCache()).component("c")
+        st.altair_chart(comp.chart, width="stretch", theme=None)
+        dashboard_view._chart(comp)
+        dashboard_view._chart(comp)  # the second time from the page's own cache
+
+    at = AppTest.from_function(script, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    charts = [e.proto for e in at.main if getattr(e, "type", "") == "arrow_vega_lite_chart" or e.proto.__class__.__name__ == "VegaLiteChart"]
+    assert len(charts) == 3, [type(e) for e in at.main]
+    assert charts[1] == charts[0] and charts[2] == charts[0]
+    assert charts[0].datasets, "the data travels as Arrow datasets"

@@ -5,16 +5,26 @@ Spec: `query`, `mark` (bar, line, area, point, arc, rect, tick), `encoding`
 tooltip: [...]}; `color` may carry `scale: {domain, range}` or `thresholds`)
 and `height`. Rendering validates the Vega-Lite spec once, so neither a
 browser nor the export meets an invalid one.
+
+Building the Altair chart and validating it costs far more than a cached
+query, so the built chart is kept per (component spec, query result, theme):
+a rerun whose query came from the cache gets the same chart and Vega-Lite
+dict back without building or validating them again.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from .base import Component, ComponentKind, FieldRef, RenderContext, Spec, result_column, threshold_color
+
+if TYPE_CHECKING:
+    from ..warehouse import QueryResult
 
 NAME = "chart"
 
@@ -27,11 +37,60 @@ def new(cid: str, title: str, query: str, mark: str, encoding: dict[str, Any]) -
 # --------------------------------------------------------------------------- render
 
 
-def render(comp: Component, ctx: RenderContext) -> None:
-    import altair as alt
+class BuiltCharts:
+    """Built charts keyed by (query result, spec, theme); least recently used dropped first.
 
+    The result is keyed by identity: lib.render.QueryCache hands back the same
+    QueryResult object for the same data version, SQL and filter values, and a
+    new object whenever the data can differ. Each entry holds its result, so
+    the object's id cannot be reused by another result while the entry lives.
+    """
+
+    def __init__(self, size: int = 256):
+        self.size = size
+        self._items: OrderedDict[tuple, tuple[QueryResult, Any, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()  # sessions render in threads of one server process
+        self.builds = 0
+
+    @staticmethod
+    def key(result: QueryResult, spec: Spec, theme: dict[str, Any]) -> tuple:
+        return id(result), json.dumps(spec, sort_keys=True, default=str), json.dumps(theme, sort_keys=True, default=str)
+
+    def get(self, key: tuple, result: QueryResult) -> tuple[Any, dict[str, Any]] | None:
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is None or entry[0] is not result:
+                return None
+            self._items.move_to_end(key)
+            return entry[1], entry[2]
+
+    def put(self, key: tuple, result: QueryResult, chart: Any, vega: dict[str, Any]) -> None:
+        with self._lock:
+            self.builds += 1
+            self._items[key] = (result, chart, vega)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+BUILT = BuiltCharts()
+
+
+def render(comp: Component, ctx: RenderContext) -> None:
     spec, theme = comp.spec, ctx.theme
     comp.result = result = ctx.run(spec["query"])
+    key = BUILT.key(result, spec, theme)
+    cached = BUILT.get(key, result)
+    if cached is None:
+        cached = _build(spec, theme, result)  # raises on an invalid chart, which is then not kept
+        BUILT.put(key, result, *cached)
+    # Shared by every session that shows this chart on this data: nobody changes them after this point.
+    comp.chart, comp.vega = cached
+
+
+def _build(spec: Spec, theme: dict[str, Any], result: QueryResult) -> tuple[Any, dict[str, Any]]:
+    """The Altair chart and its validated Vega-Lite dict (data inlined)."""
+    import altair as alt
+
     frame = result.table.to_pandas(date_as_object=False)  # datetimes, which Altair serialises itself
     dates = {f.name for f in result.table.schema if pa.types.is_date(f.type)}
     encoding = dict(spec["encoding"])
@@ -76,10 +135,10 @@ def render(comp: Component, ctx: RenderContext) -> None:
     chart = getattr(alt.Chart(frame), f"mark_{mark}")(**mark_kwargs).encode(**channels)
     chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200,
                              description=summary(spec, frame, channels))
-    comp.chart = chart.configure(background=theme["background"], font=theme.get("font", "sans-serif")).configure_view(stroke=None).configure_axis(
+    chart = chart.configure(background=theme["background"], font=theme.get("font", "sans-serif")).configure_view(stroke=None).configure_axis(
         labelColor=theme["text"], titleColor=theme["text"]).configure_legend(labelColor=theme["text"], titleColor=theme["text"])
     try:
-        comp.vega = comp.chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
+        return chart, chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
     except alt.utils.schemapi.SchemaValidationError as exc:  # pyright: ignore[reportAttributeAccessIssue]  # altair's utils/theme names clash in its stubs
         raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
 
