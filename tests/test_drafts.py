@@ -1,0 +1,213 @@
+"""Drafts (lib/drafts.py, through ConfigRepo): save, invalid saves, sync with main, undo.
+
+Against a real git repository made from the shipped demo workspaces (the `config_repo` fixture).
+"""
+from __future__ import annotations
+
+import git
+import pytest
+
+from lib import workspace
+from lib.access import User
+from lib.configrepo import (
+    MAIN,
+    UNDO_DEPTH,
+    ConfigRepoError,
+    PublishConflict,
+    read_file,
+)
+from lib.diagnostics import ValidationFailed
+from tests.configrepo_helpers import (
+    GDP,
+    OLIVIA,
+    SAM,
+    SCW,
+    assert_main_clean,
+    commit_count,
+    edit_rule,
+    files_on_disk,
+    load_task,
+    rule_text,
+    sha,
+    worktree_git_dir,
+)
+
+# --------------------------------------------------------------------------- 2. save
+
+
+def test_save_commits_as_the_user_and_touches_only_the_workspace_folder(config_repo):
+    repo = config_repo
+    olivia = User("olivia", display_name="Olivia Owner", email="olivia@example.com", app_role="owner")
+    main_before = sha(repo)
+    branch = repo.branch_name(olivia, GDP)
+    # stray changes elsewhere in the same worktree must not ride along
+    d = repo.draft(olivia, GDP)
+    (d.path / "notes.txt").write_text("scratch")
+    other_task = d.path / SCW / "task.yaml"
+    other_task.write_text(other_task.read_text() + "# local scribble\n")
+
+    new_sha = edit_rule(repo, olivia, GDP, 0, "Show GDP in billions.", "Shorter format rule")
+
+    assert new_sha is not None and sha(repo, branch) == new_sha
+    commit = repo.repo.commit(new_sha)
+    assert (commit.author.name, commit.author.email) == ("Olivia Owner", "olivia@example.com")
+    assert commit.message.splitlines()[0] == "Shorter format rule"
+    changed = repo.repo.git.diff("--name-only", f"{new_sha}~1", new_sha).splitlines()
+    assert changed == [f"{GDP}/task.yaml"]
+    assert "# local scribble" not in read_file(repo.repo, new_sha, f"{SCW}/task.yaml").decode()
+    assert read_file(repo.repo, new_sha, "notes.txt") is None
+    assert rule_text(repo, branch, GDP, 0) == "Show GDP in billions."
+    # main and its checkout are untouched by a draft save
+    assert sha(repo) == main_before
+    assert rule_text(repo, MAIN, GDP, 0).startswith("Show GDP in billions of US dollars")
+    assert_main_clean(repo)
+
+
+def test_save_uses_default_author_email_for_plain_user(config_repo):
+    new_sha = edit_rule(config_repo, SAM, SCW, 5, "Label weeks as ISO weeks.")
+    commit = config_repo.repo.commit(new_sha)
+    assert (commit.author.name, commit.author.email) == ("sam", "sam@users.dashmem.invalid")
+
+
+def test_save_unchanged_content_returns_none_and_makes_no_commit(config_repo):
+    repo = config_repo
+    edit_rule(repo, OLIVIA, GDP, 0, "First text.")
+    branch = repo.branch_name(OLIVIA, GDP)
+    head = sha(repo, branch)
+    task = load_task(repo, OLIVIA, GDP)
+
+    assert repo.save(OLIVIA, GDP, {"task": task}, "no-op") is None
+    assert edit_rule(repo, OLIVIA, GDP, 0, "First text.") is None
+    assert sha(repo, branch) == head
+    assert git.Repo(repo.draft(OLIVIA, GDP).path).git.status("--porcelain") == ""
+
+
+# --------------------------------------------------------------------------- 3. invalid save
+
+
+def _drop_text(task):
+    del task["rules"][0]["text"]
+
+
+def _text_not_a_string(task):
+    task["rules"][0]["text"] = 42
+
+
+def _rules_not_a_list(task):
+    task["rules"] = "be nice"
+
+
+@pytest.mark.parametrize("break_task", [_drop_text, _text_not_a_string, _rules_not_a_list])
+def test_save_invalid_content_raises_and_writes_nothing(config_repo, break_task):
+    repo = config_repo
+    edit_rule(repo, OLIVIA, SCW, 0, "A valid first save.")
+    d = repo.draft(OLIVIA, SCW)
+    head = sha(repo, d.branch)
+    before = files_on_disk(d.path)
+
+    task = load_task(repo, OLIVIA, SCW)
+    task["goal"] = "This valid change must not be written either."
+    break_task(task)
+    with pytest.raises(ValidationFailed) as info:
+        repo.save(OLIVIA, SCW, {"task": task}, "broken")
+
+    assert info.value.diagnostics, "ValidationFailed should carry the errors"
+    assert files_on_disk(d.path) == before
+    assert sha(repo, d.branch) == head
+    assert git.Repo(d.path).git.status("--porcelain", "--untracked-files=all") == ""
+
+
+# --------------------------------------------------------------------------- 6. sync
+
+
+def _conflicting_drafts(repo):
+    """Sam's draft and main changed the same rule of gdp-explorer."""
+    edit_rule(repo, SAM, GDP, 2, "Sam: latest means the newest complete year.")
+    edit_rule(repo, OLIVIA, GDP, 2, "Olivia: latest means the most recent year in the data.")
+    repo.publish(OLIVIA, GDP)
+
+
+@pytest.mark.parametrize("prefer, expected", [
+    ("mine", "Sam: latest means the newest complete year."),
+    ("published", "Olivia: latest means the most recent year in the data."),
+])
+def test_sync_with_preference_resolves_conflict(config_repo, prefer, expected):
+    repo = config_repo
+    _conflicting_drafts(repo)
+    branch = repo.branch_name(SAM, GDP)
+    draft_before = sha(repo, branch)
+
+    new_head = repo.sync(SAM, GDP, prefer=prefer)
+
+    assert new_head == sha(repo, branch) != draft_before
+    assert rule_text(repo, branch, GDP, 2) == expected
+    assert repo.repo.is_ancestor(sha(repo), new_head)  # main is now in the draft
+    assert repo.repo.is_ancestor(draft_before, new_head)  # and so is sam's own work
+    d = repo.draft(SAM, GDP)
+    assert git.Repo(d.path).git.status("--porcelain") == ""
+    assert not (worktree_git_dir(d.path) / "MERGE_HEAD").exists()
+    # the synced draft now publishes cleanly
+    repo.publish(SAM, GDP)
+    assert rule_text(repo, MAIN, GDP, 2) == expected
+
+
+def test_sync_without_preference_raises_and_leaves_draft_unchanged(config_repo):
+    repo = config_repo
+    _conflicting_drafts(repo)
+    d = repo.draft(SAM, GDP)
+    head = sha(repo, d.branch)
+    before = files_on_disk(d.path)
+
+    with pytest.raises(PublishConflict) as exc:
+        repo.sync(SAM, GDP)
+
+    assert f"{GDP}/task.yaml" in str(exc.value)
+    assert str(exc.value).startswith("could not update your draft") and "cannot publish" not in str(exc.value)
+    assert sha(repo, d.branch) == head
+    assert files_on_disk(d.path) == before
+    assert git.Repo(d.path).git.status("--porcelain") == ""
+    assert not (worktree_git_dir(d.path) / "MERGE_HEAD").exists()
+
+
+def test_sync_when_draft_is_behind_fast_forwards_and_when_up_to_date_returns_none(config_repo):
+    repo = config_repo
+    repo.draft(SAM, GDP)
+    assert repo.sync(SAM, GDP) is None  # nothing new on main
+    edit_rule(repo, OLIVIA, GDP, 0, "Published while sam's draft was idle.")
+    published = repo.publish(OLIVIA, GDP)
+    assert repo.sync(SAM, GDP) == published == sha(repo, repo.branch_name(SAM, GDP))
+
+
+# --------------------------------------------------------------------------- 8. undo
+
+
+def test_undo_steps_back_ten_saved_states_then_refuses(config_repo):
+    repo = config_repo
+    texts = [f"Undo step text number {i}." for i in range(1, 13)]
+    for text in texts:
+        assert edit_rule(repo, SAM, SCW, 4, text) is not None
+    branch = repo.branch_name(SAM, SCW)
+    assert rule_text(repo, branch, SCW, 4) == texts[-1]
+    d = repo.draft(SAM, SCW)
+
+    for k in range(1, UNDO_DEPTH + 1):
+        count_before = commit_count(repo, branch)
+        head_before = sha(repo, branch)
+        undo_sha = repo.undo(SAM, SCW)
+        assert undo_sha == sha(repo, branch)
+        assert commit_count(repo, branch) == count_before + 1
+        assert repo.repo.commit(undo_sha).parents[0].hexsha == head_before
+        expected = texts[-1 - k]
+        assert rule_text(repo, branch, SCW, 4) == expected, f"after undo {k}"
+        assert workspace.load(d.workspace_path)[0].data["task"]["rules"][4]["text"] == expected
+
+    assert rule_text(repo, branch, SCW, 4) == texts[1]
+    head = sha(repo, branch)
+    with pytest.raises(ConfigRepoError, match="10"):
+        repo.undo(SAM, SCW)
+    assert sha(repo, branch) == head
+
+
+def test_undo_with_nothing_saved_raises(config_repo):
+    with pytest.raises(ConfigRepoError, match="nothing to undo"):
+        config_repo.undo(SAM, GDP)

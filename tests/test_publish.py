@@ -1,0 +1,302 @@
+"""Publishing (lib/publish.py, through ConfigRepo): conflicts, far-apart edits, invalid drafts, concurrent publishes.
+
+Against a real git repository with a bare remote (the `config_repo` fixture).
+"""
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import threading
+
+import git
+import pytest
+
+from lib import workspace
+from lib.configrepo import (
+    MAIN,
+    ConfigRepo,
+    PublishConflict,
+    read_file,
+)
+from lib.diagnostics import ValidationFailed, has_errors
+from tests.configrepo_helpers import (
+    GDP,
+    OLIVIA,
+    SAM,
+    SCW,
+    WORKSPACES,
+    assert_main_clean,
+    edit_rule,
+    files_on_disk,
+    rule_text,
+    sha,
+)
+
+# --------------------------------------------------------------------------- 4. conflicting publishes
+
+
+def _assert_conflict_kept_both(repo, slug, exc, main_before, first_text, second_text):
+    assert f"{slug}/task.yaml" in str(exc.value)
+    assert exc.value.files == [f"{slug}/task.yaml"]
+    assert sha(repo) == main_before
+    assert_main_clean(repo)
+    # both versions are kept: the first on main, the second on sam's draft
+    main_task = read_file(repo.repo, MAIN, f"{slug}/task.yaml").decode()
+    sam_task = read_file(repo.repo, f"draft/sam/{slug}", f"{slug}/task.yaml").decode()
+    assert first_text in main_task and second_text not in main_task
+    assert second_text in sam_task and first_text not in sam_task
+    # and on disk: the published checkout and sam's worktree
+    assert first_text in (repo.path / slug / "task.yaml").read_text()
+    assert second_text in (repo.draft(SAM, slug).workspace_path / "task.yaml").read_text()
+
+
+def test_owner_publishing_stewards_conflicting_draft_raises_and_keeps_both(config_repo):
+    repo = config_repo
+    edit_rule(repo, OLIVIA, SCW, 0, "Olivia: gates use the corporate palette.")
+    edit_rule(repo, SAM, SCW, 0, "Sam: gates are coloured by site.")
+    repo.publish(OLIVIA, SCW, "Olivia's palette")
+    main_before = sha(repo)
+
+    with pytest.raises(PublishConflict) as exc:
+        repo.publish_branch(OLIVIA, SCW, repo.branch_name(SAM, SCW))
+
+    _assert_conflict_kept_both(repo, SCW, exc, main_before,
+                               "Olivia: gates use the corporate palette.", "Sam: gates are coloured by site.")
+
+
+def test_steward_publishing_conflicting_draft_in_gdp_raises_and_keeps_both(config_repo):
+    repo = config_repo
+    edit_rule(repo, OLIVIA, GDP, 1, "Olivia: drop aggregates from rankings.")
+    edit_rule(repo, SAM, GDP, 1, "Sam: show aggregates in a separate table.")
+    repo.publish(OLIVIA, GDP)
+    main_before = sha(repo)
+
+    with pytest.raises(PublishConflict) as exc:
+        repo.publish(SAM, GDP)
+
+    _assert_conflict_kept_both(repo, GDP, exc, main_before,
+                               "Olivia: drop aggregates from rankings.", "Sam: show aggregates in a separate table.")
+
+
+# --------------------------------------------------------------------------- 5. non-overlapping publishes
+
+
+def test_edits_to_far_apart_rules_both_publish(config_repo):
+    repo = config_repo
+    edit_rule(repo, OLIVIA, SCW, 0, "Olivia edited the first rule.")
+    edit_rule(repo, SAM, SCW, 5, "Sam edited the last rule.")
+
+    first = repo.publish(OLIVIA, SCW)
+    second = repo.publish_branch(OLIVIA, SCW, repo.branch_name(SAM, SCW))
+
+    assert first != second and sha(repo) == second
+    assert repo.repo.commit(second).parents[0].hexsha == first
+    assert rule_text(repo, MAIN, SCW, 0) == "Olivia edited the first rule."
+    assert rule_text(repo, MAIN, SCW, 5) == "Sam edited the last rule."
+    assert not has_errors(workspace.validate(repo.path / SCW))
+    assert_main_clean(repo)
+
+
+def test_edits_to_different_files_both_publish(config_repo):
+    repo = config_repo
+    edit_rule(repo, OLIVIA, GDP, 0, "Olivia's format rule.")
+    d = repo.draft(SAM, GDP)
+    meta = copy.deepcopy(workspace.load(d.workspace_path)[0].data["workspace"])
+    meta["description"] = "Sam's clearer description."
+    assert repo.save(SAM, GDP, {"workspace": meta}, "Describe better")
+
+    repo.publish(OLIVIA, GDP)
+    repo.publish(SAM, GDP)  # stewards may publish gdp-explorer
+
+    assert rule_text(repo, MAIN, GDP, 0) == "Olivia's format rule."
+    assert repo.meta(GDP)["description"] == "Sam's clearer description."
+    assert (repo.path / GDP / "task.yaml").read_bytes() == read_file(repo.repo, MAIN, f"{GDP}/task.yaml")
+    assert_main_clean(repo)
+
+
+# --------------------------------------------------------------------------- 13. invalid draft
+
+
+@pytest.mark.parametrize("broken", [
+    "rules: [\n  - id: oops\n",  # not YAML
+    "goal: fine\nrules:\n  - id: no-text\n    author: olivia\n    created: '2026-12-01'\n",  # rule without text
+], ids=["malformed-yaml", "missing-text"])
+def test_publishing_invalid_draft_is_refused_and_main_unchanged(config_repo, broken):
+    repo = config_repo
+    d = repo.draft(OLIVIA, SCW)
+    (d.workspace_path / "task.yaml").write_text(broken, encoding="utf-8")
+    wt = git.Repo(d.path)
+    wt.git.add("--all")
+    wt.git.commit("-q", "-m", "Broken by hand", env={"GIT_AUTHOR_NAME": "olivia", "GIT_AUTHOR_EMAIL": "o@x",
+                                                     "GIT_COMMITTER_NAME": "olivia", "GIT_COMMITTER_EMAIL": "o@x"})
+    main_before = sha(repo)
+    main_files = files_on_disk(repo.path / SCW)
+
+    with pytest.raises(ValidationFailed):
+        repo.publish(OLIVIA, SCW)
+
+    assert sha(repo) == main_before
+    assert files_on_disk(repo.path / SCW) == main_files
+    assert_main_clean(repo)
+    assert read_file(repo.repo, d.branch, f"{SCW}/task.yaml") == broken.encode()
+
+
+def _title_with_a_figure_from_the_data(repo: ConfigRepo) -> tuple[dict, str]:
+    """The draft's dashboard with the total of `actual` (what the volume card shows) written into its title."""
+    import csv
+
+    with open(WORKSPACES / SCW / "data" / "gates.csv", newline="") as handle:
+        figure = f"{sum(int(row['actual']) for row in csv.DictReader(handle)):,}"
+    dashboard = copy.deepcopy(workspace.load(repo.draft(OLIVIA, SCW).workspace_path)[0].data["dashboard"])
+    card = next(c for c in dashboard["components"] if c["id"] == "kpi_volume")
+    card["title"] = f"Units through the gates ({figure} this week)"
+    return dashboard, figure
+
+
+def test_publishing_a_draft_whose_dashboard_checks_fail_is_refused_naming_the_check(config_repo):
+    """Publish runs the full checks, on the data, on the merged workspace, not only the schemas: a figure
+    from the data typed into a title would go stale at the next refresh (check.literal_values)."""
+    repo = config_repo
+    dashboard, figure = _title_with_a_figure_from_the_data(repo)
+    repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "A figure in a title")  # saving checks the schemas only
+    main_before = sha(repo)
+
+    with pytest.raises(ValidationFailed) as info:
+        repo.publish(OLIVIA, SCW)
+
+    assert [d.id for d in info.value.diagnostics] == ["check.literal_values"]
+    assert figure in str(info.value) and f"{SCW}/dashboard.yaml:" in str(info.value)
+    assert "dashmem-scratch" not in str(info.value)  # files named as in the repo, not the temporary copy
+    assert sha(repo) == main_before
+    assert figure not in (repo.path / SCW / "dashboard.yaml").read_text()
+    assert_main_clean(repo)
+
+
+def test_publish_checks_the_data_of_an_uploaded_source_of_the_workspace(config_repo, tmp_path, monkeypatch):
+    """The merged workspace is checked in a folder named after it, so its uploads (kept per workspace
+    name, outside git) are found: the data checks run on them, and find the figure in the title."""
+    from lib import settings
+    from lib.connectors.csv_source import store_upload
+
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    repo = config_repo
+    upload = store_upload(settings.uploads_dir(SCW), "gates.csv", (WORKSPACES / SCW / "data" / "gates.csv").read_bytes())
+    d = repo.draft(OLIVIA, SCW)
+    sources = copy.deepcopy(workspace.load(d.workspace_path)[0].data["sources"])
+    sources["sources"][0]["path"] = upload
+    dashboard, figure = _title_with_a_figure_from_the_data(repo)
+    repo.save(OLIVIA, SCW, {"sources": sources, "dashboard": dashboard}, "Read the uploaded file; a figure in a title")
+    (d.workspace_path / "data" / "gates.csv").unlink()  # only the upload has the data now
+    repo.save(OLIVIA, SCW, {}, "drop the committed copy")
+
+    with pytest.raises(ValidationFailed) as info:
+        repo.publish(OLIVIA, SCW)
+    assert [d.id for d in info.value.diagnostics] == ["check.literal_values"]
+
+    dashboard["components"][1]["title"] = "Units through the gates"
+    repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "no figure")
+    repo.publish(OLIVIA, SCW)
+    assert read_file(repo.repo, MAIN, f"{SCW}/sources.yaml").decode().count(upload) == 1
+    assert_main_clean(repo)
+
+
+def test_a_workspace_whose_policy_does_not_require_validity_publishes_with_failing_checks(config_repo):
+    repo = config_repo
+    d = repo.draft(OLIVIA, SCW)
+    meta = copy.deepcopy(workspace.load(d.workspace_path)[0].data["workspace"])
+    meta["policy"]["require_valid_to_publish"] = False
+    repo.save(OLIVIA, SCW, {"workspace": meta}, "validity is advisory here")
+    repo.publish(OLIVIA, SCW)
+    dashboard, figure = _title_with_a_figure_from_the_data(repo)
+    repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "A figure in a title")
+
+    repo.publish(OLIVIA, SCW)
+
+    assert figure in (repo.path / SCW / "dashboard.yaml").read_text()
+    assert_main_clean(repo)
+
+
+# --------------------------------------------------------------------------- 14. concurrent publishes
+
+
+def _prepare_two_drafts(repo):
+    edit_rule(repo, OLIVIA, GDP, 0, "Concurrent change to gdp.")
+    edit_rule(repo, OLIVIA, SCW, 0, "Concurrent change to supply chain.")
+
+
+def _assert_both_published(repo, start, results):
+    assert sorted(results) == sorted([(GDP, "ok"), (SCW, "ok")]), results
+    assert rule_text(repo, MAIN, GDP, 0) == "Concurrent change to gdp."
+    assert rule_text(repo, MAIN, SCW, 0) == "Concurrent change to supply chain."
+    # two publish merges, one after the other, on main's first-parent line
+    chain = list(repo.repo.iter_commits(MAIN, first_parent=True))
+    assert len(chain) == 3 and chain[-1].hexsha == start
+    assert all(len(c.parents) == 2 for c in chain[:2])
+    assert_main_clean(repo)
+    assert "Concurrent change to gdp." in (repo.path / GDP / "task.yaml").read_text()
+    assert "Concurrent change to supply chain." in (repo.path / SCW / "task.yaml").read_text()
+
+
+def _publish_in_process(path, slug, barrier, results):
+    repo = ConfigRepo(path)
+    barrier.wait(timeout=30)
+    try:
+        repo.publish(OLIVIA, slug)
+        results.put((slug, "ok"))
+    except Exception as exc:  # reported to the parent
+        results.put((slug, repr(exc)))
+
+
+def test_two_processes_publishing_at_once_are_serialised(config_repo):
+    repo = config_repo
+    _prepare_two_drafts(repo)
+    start = sha(repo)
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_publish_in_process, args=(repo.path, slug, barrier, results)) for slug in (GDP, SCW)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    _assert_both_published(repo, start, [results.get(timeout=5) for _ in procs])
+
+
+def test_two_threads_sharing_one_config_repo_publish_at_once(config_repo):
+    """The app keeps one ConfigRepo for all sessions (st.cache_resource), so two
+    users publishing at once are two threads on the same object; a third
+    thread keeps reading, like a viewer browsing the history meanwhile."""
+    repo = config_repo
+    _prepare_two_drafts(repo)
+    start = sha(repo)
+    barrier, results, stop, read_errors = threading.Barrier(3), [], threading.Event(), []
+
+    def publish(slug):
+        barrier.wait(timeout=30)
+        try:
+            repo.publish(OLIVIA, slug)
+            results.append((slug, "ok"))
+        except Exception as exc:
+            results.append((slug, repr(exc)))
+
+    def browse():
+        barrier.wait(timeout=30)
+        while not stop.is_set():
+            try:
+                assert repo.meta(GDP)["name"] == "GDP explorer"
+                assert repo.history(SCW)
+            except Exception as exc:
+                read_errors.append(repr(exc))
+                return
+
+    threads = [threading.Thread(target=publish, args=(slug,), daemon=True) for slug in (GDP, SCW)]
+    reader = threading.Thread(target=browse, daemon=True)
+    for t in threads + [reader]:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    stop.set()
+    reader.join(timeout=20)
+    assert not any(t.is_alive() for t in threads + [reader]), "a publish or read hung"
+    assert read_errors == []
+    _assert_both_published(repo, start, results)
