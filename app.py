@@ -127,6 +127,10 @@ st.session_state[state.USER] = user
 
 metas = st.session_state[state.METAS] = repo.workspaces_for(user)  # the pages read them from here this run
 visible = auth.visible(user, metas)
+if state.SIGN_IN_COOKIE in st.session_state:
+    # Drawn on every run of the session, so no rerun can drop it unwritten, and first, so the browser
+    # has the cookie before the page shows signed in (a link opened at once in a new tab signs in by it).
+    write_cookie(*st.session_state[state.SIGN_IN_COOKIE])
 with st.sidebar:
     st.markdown(f"**{user.display_name or user.name}** · {user.app_role}")
     if visible:
@@ -142,8 +146,6 @@ with st.sidebar:
             st.session_state.pop(key, None)
         st.session_state[state.SIGNED_OUT] = True
         st.rerun()
-if state.SIGN_IN_COOKIE in st.session_state:  # drawn on every run of the session, so no rerun can drop it unwritten
-    write_cookie(*st.session_state[state.SIGN_IN_COOKIE])
 
 pages = {"Use": page_list(USE_PAGES)}
 if user.app_role in (STEWARD, OWNER):

@@ -77,6 +77,8 @@ def sign_in(page, url: str, user: str, password: str) -> None:
     page.get_by_role("textbox", name="Password").fill(password)
     page.get_by_role("button", name="Login").click()
     page.get_by_text(f"· {'steward' if user == 'sam' else 'viewer' if user == 'vera' else 'owner'}").wait_for(timeout=30_000)
+    # The sign-in cookie is written by a script in the page; a new page (a link, a reload) signs in by it.
+    page.wait_for_function("document.cookie.includes('dashmem_auth=')", timeout=30_000)
 
 
 def choose_workspace(page, name: str) -> None:

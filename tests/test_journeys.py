@@ -183,6 +183,7 @@ def sign_in(page, url: str, user: str, password: str) -> None:
     page.get_by_role("textbox", name="Password").fill(password)
     page.get_by_role("button", name="Login").click()
     page.get_by_text(f"· {ROLE_OF[user]}").wait_for()
+    page.wait_for_function("document.cookie.includes('dashmem_auth=')")  # a new page signs in by it
 
 
 def choose_workspace(page, name: str) -> None:
@@ -221,6 +222,7 @@ def pick(page, label: str, option) -> None:
 
 
 def kpi_value(page, label: str) -> str:
+    idle(page)  # during a run the previous run's elements linger beside the new ones
     metric = page.locator('[data-testid="stMetric"]', has_text=label)
     metric.wait_for()
     return metric.locator('[data-testid="stMetricValue"]').inner_text().strip()
