@@ -125,6 +125,9 @@ def transpile(sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str
             replacement = real.copy()
             replacement.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(table.name)))
             table.replace(replacement)
+    for n, subquery in enumerate(tree.find_all(exp.Subquery)):
+        if not subquery.alias and isinstance(subquery.parent, (exp.From, exp.Join)):
+            subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"dm_sub{n}")))  # DuckDB names them; PostgreSQL < 16 and MySQL insist
     tree = _capped(tree, max_rows + 1)  # one row more than shown tells that the result was cut
     # Placeholders become markers that cannot occur in SQL text by chance, then the driver's own placeholders.
     token = uuid.uuid4().hex[:12]
