@@ -87,7 +87,7 @@ def live_source_of(sql: str, live: Mapping[str, Mapping[str, Any]]) -> str | Non
     return touched[0]
 
 
-def _parse(sql: str) -> exp.Expression:
+def _parse(sql: str) -> exp.Expr:
     import sqlglot
     from sqlglot.errors import ParseError
 
@@ -132,7 +132,7 @@ def transpile(sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str
     # Placeholders become markers that cannot occur in SQL text by chance, then the driver's own placeholders.
     token = uuid.uuid4().hex[:12]
     for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
-        name = node.name or (node.this.name if isinstance(node.this, exp.Expression) else str(node.this))
+        name = node.name or (node.this.name if isinstance(node.this, exp.Expr) else str(node.this))
         node.replace(exp.column(f"dmp{token}_{name}"))
     text = tree.sql(dialect=dialect)
     marker = re.compile(rf'[`"]?dmp{token}_([A-Za-z_][A-Za-z0-9_]*)[`"]?')
