@@ -399,3 +399,28 @@ def test_mariadb_live_equals_snapshot_and_binds_its_filter(mariadb_table, tmp_pa
     assert sent == []
     with pytest.raises(QueryError, match="ran longer than 1 s"):
         live.run(source, "SELECT sleep(30) AS s", timeout_s=1)
+
+
+# --------------------------------------------------------------------------- SQLite: no server needed
+
+
+def test_sqlite_live_source_runs_read_only_with_a_time_limit(tmp_path):
+    import sqlite3
+
+    database = tmp_path / "local.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [(r, n) for n in range(1000) for r in ("north", "south")])
+    source = {"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0}
+    with statements_sent() as sent:
+        result = live.run(source, "SELECT region, sum(sales) AS sales FROM orders WHERE region = $region GROUP BY region",
+                          {"region": "north"}, workspace_path=tmp_path)
+    assert result.rows == [("north", sum(range(1000)))]
+    assert all("north" not in s for s, _ in sent)
+    runaway = "SELECT count(*) FROM orders a, orders b, orders c WHERE a.sales + b.sales + c.sales = -1"
+    with pytest.raises(QueryError, match="ran longer than 1 s"):
+        live.run(source, runaway, workspace_path=tmp_path, timeout_s=1)
+    with pytest.raises(QueryRefused):
+        live.run(source, "DELETE FROM orders", workspace_path=tmp_path)
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT count(*) FROM orders").fetchone() == (2000,)
