@@ -433,3 +433,16 @@ def test_snapshot_queries_of_a_workspace_with_a_live_source_do_not_depend_on_sql
     assert live.live_source_of("SELECT * FROM sites WHERE name = 'gate'", live_source) is None
     assert live.live_source_of("SELECT * FROM sites WHERE name = 'gates'", live_source) is None  # a value, not a table
     assert live.live_source_of("SELECT count(*) FROM GATES", live_source) == "gates"
+
+
+def test_the_models_run_sql_reads_a_live_table_in_its_database(pg_table, tmp_path):
+    """The model's query tool must not see the snapshot's empty stand-in of a live table."""
+    from lib.toolbox import Toolbox
+
+    _, table = pg_table
+    source = _source(table)
+    files = {"sources": {"sources": [source]}}
+    box = Toolbox(files, _live_tables(source, tmp_path), "v1", "query", "sam")
+    answer = box.execute("run_sql", {"sql": "SELECT count(*) AS n FROM gates"})
+    assert not answer.is_error, answer.content
+    assert f"{ROWS}" in answer.content.replace(",", "")
