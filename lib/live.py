@@ -340,6 +340,18 @@ class LiveRouter:
                               workspace_path=self.workspace_path)
 
 
+def run_query(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, sql: str,
+              params: Mapping[str, Any] | None = None, *, max_rows: int = DEFAULT_MAX_ROWS,
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> QueryResult:
+    """`sandbox.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
+    from . import sandbox
+
+    name = live_source_of(sql, live_sources(files))
+    if name is None:
+        return sandbox.run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+    return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s)
+
+
 def router_for(files: Mapping[str, Any], snapshot_cache: Any, workspace_path: Path | None = None) -> Any:
     """`snapshot_cache` itself when the workspace has no live source (snapshot mode is unchanged), else a router."""
     live = live_sources(files)
