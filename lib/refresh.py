@@ -220,6 +220,8 @@ def fetch_all(sources: list[dict[str, Any]], ctx: FetchContext, current=None,
         try:
             raw = catalogue_table(source, ctx) if is_live(source) else fetch(source, ctx)  # a live source's rows stay put
             entry.message = fetch_note(raw) or ""  # how the source was read, e.g. a fallback encoding
+            if is_live(source):
+                entry.message = "live: columns checked in the database's catalogue; no rows copied, queries run there"
             table = _normalise(raw, source)
         except SourceError as exc:
             entry.status, entry.message = "failed", str(exc)

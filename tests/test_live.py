@@ -341,6 +341,7 @@ def test_refresh_reads_the_catalogue_and_catches_a_dropped_column(pg_table, tmp_
             first = refresh(folder, wh, user=OPERATOR)
         assert first.ok, first.summary()
         assert wh.tables()["gates"].num_rows == 0
+        assert "live: columns checked" in first.sources[0].message
         assert not any(f"FROM {copy}" in s or f'FROM "{copy}"' in s or f'FROM public."{copy}"' in s for s, _ in sent)
         with engine.begin() as connection:
             connection.exec_driver_sql(f"ALTER TABLE {copy} DROP COLUMN actual")
