@@ -27,6 +27,7 @@ from . import access, coltypes, settings, workspace
 from .access import User
 from .connectors import FetchContext, SourceError, fetch
 from .connectors.csv_source import fetch_note
+from .live import catalogue_table, is_live
 from .spec import queries, unset_params
 from .warehouse import QueryError, Warehouse, bind, compact_strings, describe
 
@@ -217,8 +218,10 @@ def fetch_all(sources: list[dict[str, Any]], ctx: FetchContext, current=None,
         entry.rows_before = current.tables[name]["rows"] if current and name in current.tables else None
         t0 = time.perf_counter()
         try:
-            raw = fetch(source, ctx)
+            raw = catalogue_table(source, ctx) if is_live(source) else fetch(source, ctx)  # a live source's rows stay put
             entry.message = fetch_note(raw) or ""  # how the source was read, e.g. a fallback encoding
+            if is_live(source):
+                entry.message = "live: columns checked in the database's catalogue; no rows copied, queries run there"
             table = _normalise(raw, source)
         except SourceError as exc:
             entry.status, entry.message = "failed", str(exc)

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from .components import Component, RenderContext, kind_of
+from .live import router_for
 from .spec import theme_for
 from .warehouse import QueryError, QueryResult, run_query
 
@@ -131,7 +132,8 @@ def render(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: st
            chosen_filters: Mapping[str, Any] | None = None, *, cache: QueryCache = CACHE) -> Rendered:
     """Render the dashboard in `files["dashboard"]` over `tables` (the data of `version`)."""
     started = time.perf_counter()
-    misses_before = cache.misses
+    queries = router_for(files, cache)  # live sources' queries run in their database (lib/live.py)
+    misses_before = queries.misses
     dashboard = files.get("dashboard") or {}
     output = files.get("output") or {}
     injection = output.get("data_injection") or {}
@@ -139,9 +141,9 @@ def render(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: st
     timeout_s = float(injection.get("query_timeout_s", 10))
     theme = theme_for(dashboard, output)
     formats = output.get("number_formats") or {}
-    states = filter_states(dashboard, tables, version, cache, timeout_s)
+    states = filter_states(dashboard, tables, version, queries, timeout_s)
     params = filter_params(states, chosen_filters or {})
-    ctx = RenderContext(tables, version, params, theme, formats, max_rows, timeout_s, cache)
+    ctx = RenderContext(tables, version, params, theme, formats, max_rows, timeout_s, queries)
 
     by_id = {c["id"]: c for c in dashboard.get("components") or []}
     rows: list[list[Component]] = []
@@ -160,7 +162,7 @@ def render(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: st
             rows.append([_component(spec, 1, ctx)])
     chosen = {k: v for k, v in (chosen_filters or {}).items() if v not in (None, "", [], ())}
     return Rendered(dashboard.get("title", ""), dashboard.get("description", ""), theme, rows, states, version,
-                    time.perf_counter() - started, cache.misses - misses_before, chosen)
+                    time.perf_counter() - started, queries.misses - misses_before, chosen)
 
 
 def _component(spec: Mapping[str, Any], width: int, ctx: RenderContext) -> Component:

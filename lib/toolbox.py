@@ -23,10 +23,10 @@ from typing import Any, Mapping
 import yaml
 from jsonschema import Draft202012Validator
 
-from . import checks, schemas, workspace
+from . import checks, live, schemas, workspace
 from .agent_tools import SQL_MAX_ROWS, TOOLS_BY_MODE
 from .diagnostics import ERROR, Diagnostic
-from .warehouse import QueryError, run_query
+from .warehouse import QueryError
 from .yamlio import YamlSyntaxError, parse
 
 SQL_TIMEOUT_S = 10.0
@@ -95,7 +95,7 @@ class Toolbox:
             return ToolResult("no data is loaded for this workspace, so there is nothing to query; "
                               "a person must connect a source and refresh first.", True)
         try:
-            result = run_query(self.tables, sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S)
+            result = live.run_query(self.files, self.tables, self.version, sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S)
         except QueryError as exc:
             return ToolResult(f"the query failed: {exc}", True)
         return ToolResult(text_table(result.columns, result.rows, result.truncated))

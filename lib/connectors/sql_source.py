@@ -57,6 +57,11 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
         engine.dispose()
 
 
+def engine_for(source: dict, ctx: FetchContext) -> sa.Engine:
+    """An engine for the source, its password resolved from its reference (live sources query through it)."""
+    return _create_engine(source["name"], _engine_url(source, ctx), ctx)
+
+
 def _engine_url(source: dict, ctx: FetchContext) -> URL:
     name = source["name"]
     try:

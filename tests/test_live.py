@@ -1,0 +1,449 @@
+"""Live SQL sources (lib/live.py) against the real local PostgreSQL and MariaDB.
+
+The supply-chain demo dashboard (KPIs, charts, a filtered table, text) runs
+unchanged over a generated 200k-row `gates` table kept in PostgreSQL: its
+results must equal the same dashboard over a snapshot of the same rows. A
+server that is not running skips its tests with the reason.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from lib import live, workspace
+from lib.access import OPERATOR
+from lib.connectors import sql_source
+from lib.connectors.base import FetchContext
+from lib.refresh import refresh
+from lib.render import QueryCache, render
+from lib.warehouse import QueryError, QueryRefused, Warehouse
+
+from .conftest import ROOT, WORKSPACES
+
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+MARIADB_URL = "mysql://root@127.0.0.1:3306/test"
+ROWS = 200_000
+SITES = ["Brno", "Lyon", "Porto", "Gdansk", "Leeds", "Turin"]
+CHOSEN = {"site": ["Brno", "Lyon"]}
+
+
+def _engine_or_skip(label: str, port: int, url: str) -> sa.Engine:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 5})
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except Exception as exc:  # any reason at all means: not usable here
+        pytest.skip(f"{label} not reachable on 127.0.0.1:{port}: {exc}")
+    return engine
+
+
+@pytest.fixture(scope="module")
+def pg_table():
+    """A generated `gates`-shaped table of ROWS rows in PostgreSQL; dropped afterwards."""
+    engine = _engine_or_skip("PostgreSQL", 5432, "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+    name = f"dm_live_{uuid.uuid4().hex[:10]}"
+    sites = ",".join(f"'{s}'" for s in SITES)
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"""
+            CREATE TABLE {name} AS
+            SELECT day, to_char(day, 'IYYY-"W"IW') AS week, site, gate, target, actual,
+                   actual::double precision / target AS attainment
+            FROM (SELECT DATE '2026-01-01' + (g %% 120) AS day,
+                         (ARRAY[{sites}])[(g / 3) %% 6 + 1] AS site,
+                         (ARRAY['Supply','Orders','Process'])[g %% 3 + 1] AS gate,
+                         (800 + g %% 400)::bigint AS target,
+                         (800 + g %% 400 - g %% 97)::bigint AS actual
+                  FROM generate_series(1, {ROWS}) g) rows""")
+    yield engine, name
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+    engine.dispose()
+
+
+def _source(table: str, mode: str = "live", url: str = PG_URL, **extra) -> dict:
+    return {"name": "gates", "type": "sql", "url": url, "table": table, "mode": mode, **extra}
+
+
+def _workspace(tmp_path: Path, source: dict, name: str) -> Path:
+    """The supply-chain demo workspace with its CSV replaced by `source`."""
+    folder = tmp_path / name
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    ws, _ = workspace.load(folder)
+    ws.data["sources"] = {"sources": [source]}
+    workspace.save(folder, ws.data)
+    return folder
+
+
+def _results(rendered) -> dict[str, list]:
+    """Every query result of a rendering, by component (and query name for text blocks), as rows."""
+    out = {}
+    for comp in rendered.components:
+        assert comp.error is None, (comp.id, comp.error)
+        if comp.result is not None:
+            out[comp.id] = [list(row) for row in comp.result.rows]
+        for query, result in comp.text_results.items():
+            out[f"{comp.id}.{query}"] = [list(row) for row in result.rows]
+    return out
+
+
+def _same(live_rows: dict, snapshot_rows: dict) -> None:
+    assert live_rows.keys() == snapshot_rows.keys()
+    for key in snapshot_rows:
+        assert len(live_rows[key]) == len(snapshot_rows[key]), key
+        for a, b in zip(live_rows[key], snapshot_rows[key]):
+            for x, y in zip(a, b):
+                if isinstance(y, float):
+                    assert x == pytest.approx(y, rel=1e-9), key
+                else:
+                    assert str(x) == str(y), key
+
+
+@contextmanager
+def statements_sent():
+    """Every statement any SQLAlchemy engine sends, with its parameters."""
+    sent: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        sent.append((statement, parameters))
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+
+
+def _snapshot_tables(source: dict, tmp_path: Path) -> dict:
+    return {"gates": sql_source.fetch({**source, "mode": "snapshot"}, FetchContext(workspace_path=tmp_path))}
+
+
+def _live_tables(source: dict, tmp_path: Path) -> dict:
+    return {"gates": live.catalogue_table(source, FetchContext(workspace_path=tmp_path))}
+
+
+# --------------------------------------------------------------------------- results equal a snapshot's
+
+
+def test_demo_dashboard_live_equals_snapshot_of_the_same_rows(pg_table, tmp_path):
+    _, table = pg_table
+    source = _source(table)
+    files = workspace.load(WORKSPACES / "supply-chain-weekly")[0].data
+    snapshot = render({**files, "sources": {"sources": [{**source, "mode": "snapshot"}]}}, _snapshot_tables(source, tmp_path),
+                      "v1", CHOSEN, cache=QueryCache())
+    live_files = {**files, "sources": {"sources": [source]}}
+    live.LIVE_CACHE = live.LiveCache()
+    with statements_sent() as sent:
+        rendered = render(live_files, _live_tables(source, tmp_path), "v1", CHOSEN, cache=QueryCache())
+    _same(_results(rendered), _results(snapshot))
+    assert [f.options for f in rendered.filters] == [f.options for f in snapshot.filters]
+    selects = [s for s, _ in sent if table in s]
+    assert selects and all("LIMIT" in s for s in selects)  # every result capped in the database, not after pulling
+    # Only small results came back: the app received the rows shown, not the table's 200k.
+    assert sum(c.result.table.num_rows for c in rendered.components if c.result is not None) < 1000
+
+
+@pytest.mark.slow
+def test_refresh_and_render_in_other_processes(pg_table, tmp_path):
+    """Refresh in one process (a catalogue check, no rows), render in another: the same numbers as a snapshot."""
+    _, table = pg_table
+    folder = _workspace(tmp_path, _source(table), "live-ws")
+    cache_root = tmp_path / "cache"
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from lib import workspace\n"
+        "from lib.access import OPERATOR\n"
+        "from lib.refresh import refresh\n"
+        "from lib.render import render\n"
+        "from lib.warehouse import Warehouse\n"
+        "folder, cache, step = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]\n"
+        "wh = Warehouse.for_workspace(folder, cache)\n"
+        "if step == 'refresh':\n"
+        "    report = refresh(folder, wh, user=OPERATOR)\n"
+        "    print(json.dumps({'ok': report.ok, 'summary': report.summary(), 'rows': wh.tables()['gates'].num_rows}))\n"
+        "else:\n"
+        "    ws, _ = workspace.load(folder)\n"
+        "    snap = wh.current()\n"
+        "    r = render(ws.data, wh.tables(snap), snap.id, json.loads(sys.argv[4]))\n"
+        "    out = {c.id: [list(row) for row in c.result.rows] for c in r.components if c.result is not None}\n"
+        "    out.update({f'{c.id}.{q}': [list(row) for row in res.rows] for c in r.components for q, res in c.text_results.items()})\n"
+        "    print(json.dumps({'results': out, 'errors': r.errors}, default=str))\n"
+    )
+
+    def run(*args: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", script, str(folder), str(cache_root), *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    refreshed = run("refresh")
+    assert refreshed["ok"], refreshed["summary"]
+    assert refreshed["rows"] == 0  # the live table's rows stayed in the database
+    rendered = run("render", json.dumps(CHOSEN))
+    assert rendered["errors"] == []
+    source = _source(table)
+    snapshot = render({**workspace.load(folder)[0].data, "sources": {"sources": [{**source, "mode": "snapshot"}]}},
+                      _snapshot_tables(source, tmp_path), "v1", CHOSEN, cache=QueryCache())
+    expected = json.loads(json.dumps(_results(snapshot), default=str))
+    _same(rendered["results"], expected)
+
+
+# --------------------------------------------------------------------------- filters, limits, refusals
+
+
+def test_a_filter_value_travels_as_a_bind_parameter(pg_table, tmp_path):
+    _, table = pg_table
+    source = _source(table, cache_ttl_s=0)
+    hostile = "x' OR 1=1 --"
+    files = {**workspace.load(WORKSPACES / "supply-chain-weekly")[0].data, "sources": {"sources": [source]}}
+    with statements_sent() as sent:
+        rendered = render(files, _live_tables(source, tmp_path), "v1", {"site": [hostile]}, cache=QueryCache())
+    table_rows = rendered.component("site_gate").result
+    assert table_rows is not None and table_rows.table.num_rows == 0  # just a site nobody has
+    queries = [(s, p) for s, p in sent if table in s]
+    assert queries and all(hostile not in s for s, _ in queries)
+    assert any(isinstance(p, dict) and p.get("site") == [hostile] for _, p in queries)
+
+    one = live.run(source, "SELECT count(*) AS n FROM gates WHERE site = $site", {"site": hostile})
+    assert one.rows == [(0,)]
+    everything = live.run(source, "SELECT count(*) AS n FROM gates WHERE site = $site OR $site IS NULL", {"site": None})
+    assert everything.rows == [(ROWS,)]
+
+
+def test_like_with_a_percent_sign_and_a_parameter_keeps_its_meaning(pg_table):
+    _, table = pg_table
+    source = _source(table, cache_ttl_s=0)
+    result = live.run(source, "SELECT count(*) AS n FROM gates WHERE site LIKE 'Br%' AND gate = $gate", {"gate": "Supply"})
+    expected = live.run(source, "SELECT count(*) AS n FROM gates WHERE site = 'Brno' AND gate = 'Supply'", {})
+    assert result.rows == expected.rows and result.rows[0][0] > 0
+
+
+def test_row_cap_is_applied_in_the_database(pg_table):
+    _, table = pg_table
+    with statements_sent() as sent:
+        result = live.run(_source(table), "SELECT * FROM gates ORDER BY target", max_rows=25)
+    assert result.table.num_rows == 25 and result.truncated
+    assert any("LIMIT 26" in s for s, _ in sent)
+
+
+def test_statement_timeout_stops_a_runaway_query(pg_table):
+    _, table = pg_table
+    source = _source(table, cache_ttl_s=0)
+    with pytest.raises(QueryError, match="ran longer than 1 s"):
+        live.run(source, "SELECT pg_sleep(30)", timeout_s=1)
+    with pytest.raises(QueryError, match="ran longer than 1 s"):
+        live.run(source, "SELECT count(*) FROM gates a CROSS JOIN gates b WHERE a.target + b.actual = 17", timeout_s=1)
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM gates",
+    "SELECT 1; DROP TABLE gates",
+    "UPDATE gates SET target = 0",
+    "CREATE TABLE x AS SELECT * FROM gates",
+])
+def test_a_write_is_refused_before_anything_is_sent(pg_table, sql):
+    engine, table = pg_table
+    with statements_sent() as sent, pytest.raises(QueryRefused):
+        live.run(_source(table, cache_ttl_s=0), sql)
+    assert sent == []
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() == ROWS
+
+
+def test_a_select_that_writes_is_stopped_by_the_read_only_transaction(pg_table):
+    engine, table = pg_table
+    sequence = f"{table}_seq"
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"CREATE SEQUENCE {sequence}")
+    try:
+        with pytest.raises(QueryError, match="read-only"):
+            live.run(_source(table, cache_ttl_s=0), f"SELECT nextval('{sequence}') AS n FROM gates LIMIT 1")
+    finally:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP SEQUENCE {sequence}")
+
+
+def test_a_join_across_engines_is_refused_naming_the_tables(pg_table, tmp_path):
+    _, table = pg_table
+    source = _source(table)
+    other = {**_source(table), "name": "targets"}
+    import pyarrow as pa
+
+    files = {
+        "sources": {"sources": [source, other, {"name": "sites", "type": "csv", "path": "sites.csv"}]},
+        "dashboard": {"components": [
+            {"id": "mixed", "type": "table", "query": "SELECT * FROM gates JOIN sites USING (site)"},
+            {"id": "two_live", "type": "table", "query": "SELECT * FROM gates g JOIN targets t USING (site)"},
+            {"id": "alone", "type": "kpi", "query": "SELECT count(*) AS value FROM gates"},
+        ]},
+    }
+    tables = {**_live_tables(source, tmp_path), "targets": _live_tables(source, tmp_path)["gates"],
+              "sites": pa.table({"site": SITES})}
+    with statements_sent() as sent:
+        rendered = render(files, tables, "v1", cache=QueryCache())
+    assert "gates (live" in (rendered.component("mixed").error or "") and "sites (snapshot)" in (rendered.component("mixed").error or "")
+    assert "gates (live" in (rendered.component("two_live").error or "") and "targets (live" in (rendered.component("two_live").error or "")
+    assert rendered.component("alone").value == ROWS
+    assert not any("sites" in s for s, _ in sent)
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+def test_the_cache_serves_a_repeat_within_the_ttl_and_asks_again_after(pg_table, tmp_path):
+    _, table = pg_table
+    source = _source(table, cache_ttl_s=60)
+    now = [1000.0]
+    cache = live.LiveCache(clock=lambda: now[0])
+    router = live.LiveRouter(QueryCache(), {"gates": source}, cache=cache)
+    sql = "SELECT site, sum(actual) AS actual FROM gates WHERE gate = $gate GROUP BY site ORDER BY site"
+
+    def ask(gate: str):
+        with statements_sent() as sent:
+            result = router.run("v1", {}, sql, {"gate": gate}, max_rows=100, timeout_s=10)
+        return result, [s for s, _ in sent if table in s]
+
+    first, sent = ask("Supply")
+    assert len(sent) == 1
+    now[0] += 59
+    again, sent = ask("Supply")
+    assert sent == [] and again is first
+    other, sent = ask("Orders")  # other parameters: another entry
+    assert len(sent) == 1 and other.rows != first.rows
+    now[0] += 2  # past the first entry's TTL
+    fresh, sent = ask("Supply")
+    assert len(sent) == 1 and fresh.rows == first.rows
+
+
+# --------------------------------------------------------------------------- refresh: the catalogue only
+
+
+def test_refresh_reads_the_catalogue_and_catches_a_dropped_column(pg_table, tmp_path):
+    engine, table = pg_table
+    copy = f"{table}_copy"
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"CREATE TABLE {copy} AS SELECT * FROM {table} LIMIT 1000")
+    try:
+        folder = _workspace(tmp_path, _source(copy), "live-ws")
+        wh = Warehouse(tmp_path / "cache")
+        with statements_sent() as sent:
+            first = refresh(folder, wh, user=OPERATOR)
+        assert first.ok, first.summary()
+        assert wh.tables()["gates"].num_rows == 0
+        assert "live: columns checked" in first.sources[0].message
+        assert not any(f"FROM {copy}" in s or f'FROM "{copy}"' in s or f'FROM public."{copy}"' in s for s, _ in sent)
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"ALTER TABLE {copy} DROP COLUMN actual")
+        second = refresh(folder, wh, user=OPERATOR)
+        assert not second.ok
+        assert "actual" in second.summary()
+        assert wh.current().id == first.snapshot  # the recorded schema stays served
+    finally:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {copy}")
+
+
+# --------------------------------------------------------------------------- MariaDB: the same path, a smaller table
+
+
+@pytest.fixture(scope="module")
+def mariadb_table():
+    engine = _engine_or_skip("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test")
+    name = f"dm_live_{uuid.uuid4().hex[:10]}"
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            f"CREATE TABLE {name} (day DATE, site VARCHAR(20), gate VARCHAR(20), target BIGINT, actual BIGINT)")
+        rows = [{"day": f"2026-01-{1 + g % 28:02d}", "site": SITES[(g // 3) % 6], "gate": ["Supply", "Orders", "Process"][g % 3],
+                 "target": 800 + g % 400, "actual": 800 + g % 400 - g % 97} for g in range(20_000)]
+        connection.execute(sa.text(f"INSERT INTO {name} VALUES (:day, :site, :gate, :target, :actual)"), rows)
+    yield engine, name
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+    engine.dispose()
+
+
+def test_mariadb_live_equals_snapshot_and_binds_its_filter(mariadb_table, tmp_path):
+    engine, table = mariadb_table
+    source = _source(table, url=MARIADB_URL, cache_ttl_s=0)
+    dashboard = {
+        "filters": [{"id": "site", "type": "select", "options_query": "SELECT DISTINCT site FROM gates ORDER BY 1"}],
+        "components": [
+            {"id": "units", "type": "kpi", "query": "SELECT sum(actual) AS value FROM gates WHERE ($site IS NULL OR site = $site)"},
+            {"id": "by_gate", "type": "chart", "mark": "bar",
+             "query": "SELECT gate, sum(actual) AS actual, count(*) AS n FROM gates WHERE ($site IS NULL OR site = $site) GROUP BY gate ORDER BY gate",
+             "encoding": {"x": {"field": "gate", "type": "nominal"}, "y": {"field": "actual", "type": "quantitative"}}},
+            {"id": "days", "type": "table",
+             "query": "SELECT day, site, sum(target) AS target FROM gates WHERE ($site IS NULL OR site = $site) GROUP BY day, site ORDER BY day, site"},
+        ],
+    }
+    chosen = {"site": "Lyon"}
+    snapshot = render({"dashboard": dashboard, "sources": {"sources": [{**source, "mode": "snapshot"}]}},
+                      _snapshot_tables(source, tmp_path), "v1", chosen, cache=QueryCache())
+    with statements_sent() as sent:
+        rendered = render({"dashboard": dashboard, "sources": {"sources": [source]}}, _live_tables(source, tmp_path), "v1", chosen,
+                          cache=QueryCache())
+    _same(_results(rendered), _results(snapshot))
+    assert all("Lyon" not in s for s, _ in sent if table in s)
+    with pytest.raises(QueryRefused), statements_sent() as sent:
+        live.run(source, "DELETE FROM gates")
+    assert sent == []
+    with pytest.raises(QueryError, match="ran longer than 1 s"):
+        live.run(source, "SELECT sleep(30) AS s", timeout_s=1)
+
+
+# --------------------------------------------------------------------------- SQLite: no server needed
+
+
+def test_sqlite_live_source_runs_read_only_with_a_time_limit(tmp_path):
+    import sqlite3
+
+    database = tmp_path / "local.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [(r, n) for n in range(1000) for r in ("north", "south")])
+    source = {"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0}
+    with statements_sent() as sent:
+        result = live.run(source, "SELECT region, sum(sales) AS sales FROM orders WHERE region = $region GROUP BY region",
+                          {"region": "north"}, workspace_path=tmp_path)
+    assert result.rows == [("north", sum(range(1000)))]
+    assert all("north" not in s for s, _ in sent)
+    runaway = "SELECT count(*) FROM orders a, orders b, orders c WHERE a.sales + b.sales + c.sales = -1"
+    with pytest.raises(QueryError, match="ran longer than 1 s"):
+        live.run(source, runaway, workspace_path=tmp_path, timeout_s=1)
+    with pytest.raises(QueryRefused):
+        live.run(source, "DELETE FROM orders", workspace_path=tmp_path)
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT count(*) FROM orders").fetchone() == (2000,)
+
+
+def test_snapshot_queries_of_a_workspace_with_a_live_source_do_not_depend_on_sqlglot():
+    live_source = {"gates": {"name": "gates", "type": "sql", "mode": "live", "table": "gates", "url": PG_URL}}
+    # Syntax only DuckDB knows (or a typo) on a snapshot table goes on to the sandbox, which reports it as always.
+    assert live.live_source_of("SELECT * EXCLUDE (x) FROM sites WHERE ((", live_source) is None
+    assert live.live_source_of("SELECT * FROM sites WHERE name = 'gate'", live_source) is None
+    assert live.live_source_of("SELECT * FROM sites WHERE name = 'gates'", live_source) is None  # a value, not a table
+    assert live.live_source_of("SELECT count(*) FROM GATES", live_source) == "gates"
+
+
+def test_the_models_run_sql_reads_a_live_table_in_its_database(pg_table, tmp_path):
+    """The model's query tool must not see the snapshot's empty stand-in of a live table."""
+    from lib.toolbox import Toolbox
+
+    _, table = pg_table
+    source = _source(table)
+    files = {"sources": {"sources": [source]}}
+    box = Toolbox(files, _live_tables(source, tmp_path), "v1", "query", "sam")
+    answer = box.execute("run_sql", {"sql": "SELECT count(*) AS n FROM gates"})
+    assert not answer.is_error, answer.content
+    assert f"{ROWS}" in answer.content.replace(",", "")
