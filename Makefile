@@ -49,6 +49,7 @@ test: $(STAMP) browser tokenizer
 # then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/ and app.py in pyright's standard mode.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/basedpyright
 
 validate: $(STAMP)

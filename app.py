@@ -14,6 +14,7 @@ the dashboard being drawn; with several sessions at once they piled up until
 some never got past sign-in (issue #14, bench.app). The run that accepts the
 password draws the page at once, with no sleep and no second run.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -82,8 +83,11 @@ def write_cookie(value: str, expires: float, where=st.sidebar) -> None:
     """
     when = dt.datetime.fromtimestamp(expires, dt.timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
     with where:
-        st.html(f"<script>document.cookie = '{auth.COOKIE_NAME}={value}; path=/; expires={when}; SameSite=Strict';</script>",
-                unsafe_allow_javascript=True, width="content")
+        st.html(
+            f"<script>document.cookie = '{auth.COOKIE_NAME}={value}; path=/; expires={when}; SameSite=Strict';</script>",
+            unsafe_allow_javascript=True,
+            width="content",
+        )
 
 
 credentials = cookie_key = None  # stay None only when the sign-in could not start (the message is shown)
@@ -155,8 +159,10 @@ else:
     asked = urllib.parse.urlparse(st.context.url or "").path.rstrip("/").rsplit("/", 1)[-1]
     refused = {Path(path).stem: title for path, title, _ in BUILD_PAGES}.get(asked)
     if refused:
-        st.warning(f"The **{refused}** page is for stewards and owners, and you are signed in as a viewer, so the dashboard "
-                   "opened instead. Ask a workspace owner if you need to edit this workspace.")
+        st.warning(
+            f"The **{refused}** page is for stewards and owners, and you are signed in as a viewer, so the dashboard "
+            "opened instead. Ask a workspace owner if you need to edit this workspace."
+        )
 # Nobody sees a traceback: what a page does not catch itself is shown here, as the pages show theirs
 # (st.rerun, st.stop and st.switch_page are BaseExceptions and pass through).
 with ui.user_errors():

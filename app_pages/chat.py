@@ -4,6 +4,7 @@ A session starts from the workspace's memory, never from an old transcript.
 The conversation shown here lives in this browser session only and is never
 saved; what an edit session produces is a draft change you save or discard.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -22,9 +23,14 @@ OUTCOME, PREFILL = state.chat_outcome(ctx.slug), state.chat_prefill(ctx.slug)
 st.title("Chat")
 modes = ["edit", "query"] if can_edit else ["query"]
 default = st.session_state.get(state.CHAT_MODE, modes[0])
-mode = st.radio("Mode", modes, index=modes.index(default) if default in modes else 0, horizontal=True,
-                format_func=lambda m: "Edit the dashboard" if m == "edit" else "Ask about the data",
-                help="Edit mode writes a draft change you save or discard; query mode never changes anything.")
+mode = st.radio(
+    "Mode",
+    modes,
+    index=modes.index(default) if default in modes else 0,
+    horizontal=True,
+    format_func=lambda m: "Edit the dashboard" if m == "edit" else "Ask about the data",
+    help="Edit mode writes a draft change you save or discard; query mode never changes anything.",
+)
 st.session_state[state.CHAT_MODE] = mode
 path = ctx.draft_path() if mode == "edit" else ctx.published_path
 ws, _ = workspace.load(path)
@@ -44,10 +50,16 @@ def save_outcome(files: dict, message: str) -> None:
 def offer_autodraft(new_data: bool = False) -> None:
     """The auto-draft, on the data served, or (after a refresh that found data no longer fitting) on the new data."""
     st.subheader("Auto-draft a dashboard" + (" on the new data" if new_data else ""))
-    st.caption("A first dashboard from the data profile and your output constraints, made without a model: "
-               "KPIs, a trend, breakdowns, a table and an insight text."
-               + (" It is drafted on the data the sources give now, which the refresh did not switch to; saving it "
-                  "also saves the new data's profile, so the next Refresh accepts the new shape." if new_data else ""))
+    st.caption(
+        "A first dashboard from the data profile and your output constraints, made without a model: "
+        "KPIs, a trend, breakdowns, a table and an insight text."
+        + (
+            " It is drafted on the data the sources give now, which the refresh did not switch to; saving it "
+            "also saves the new data's profile, so the next Refresh accepts the new shape."
+            if new_data
+            else ""
+        )
+    )
     if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
         with ui.user_errors("Could not draft a dashboard"):
             if new_data:
@@ -58,19 +70,27 @@ def offer_autodraft(new_data: bool = False) -> None:
             # On new data the old profile describes the old shape: profile the new data instead.
             drafted = autodraft.draft_files({**ws.data, "profile": None} if new_data else ws.data, tables)
             old = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
-            st.session_state[OUTCOME] = {"kind": "autodraft", "files": drafted, "new_data": new_data,
-                                         "diff": ui.text_diff(old, workspace.render("dashboard", drafted["dashboard"]), "dashboard.yaml")}
+            st.session_state[OUTCOME] = {
+                "kind": "autodraft",
+                "files": drafted,
+                "new_data": new_data,
+                "diff": ui.text_diff(old, workspace.render("dashboard", drafted["dashboard"]), "dashboard.yaml"),
+            }
             st.session_state.pop(PREFILL, None)
 
 
 if not api_key_available():
     if can_edit:
-        st.info("No Anthropic API key is set on this server, so chat with Claude is off; the auto-draft below works "
-                "without one. The operator can set `ANTHROPIC_API_KEY` (or `anthropic.api_key` in `.streamlit/secrets.toml`).")
+        st.info(
+            "No Anthropic API key is set on this server, so chat with Claude is off; the auto-draft below works "
+            "without one. The operator can set `ANTHROPIC_API_KEY` (or `anthropic.api_key` in `.streamlit/secrets.toml`)."
+        )
     else:
-        st.info("Chat with Claude is not set up on this server. You can still open the **Dashboard**, use its filters, "
-                "click **Refresh** for the latest data, try it with your own CSV, and export it as HTML; "
-                "**History** shows how the workspace changed. Ask your workspace owner if you need chat.")
+        st.info(
+            "Chat with Claude is not set up on this server. You can still open the **Dashboard**, use its filters, "
+            "click **Refresh** for the latest data, try it with your own CSV, and export it as HTML; "
+            "**History** shows how the workspace changed. Ask your workspace owner if you need chat."
+        )
     if can_edit and mode == "edit":
         offer_autodraft(new_data=bool(st.session_state.get(PREFILL)))
 elif can_edit and mode == "edit" and not ws.get("dashboard"):
@@ -83,8 +103,9 @@ for turn in transcript:
     with st.chat_message(turn["role"]):
         st.markdown(turn["text"])
 
-usage_total = st.session_state.setdefault(state.CHAT_USAGE, {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                                                             "cache_creation_input_tokens": 0, "calls": 0})
+usage_total = st.session_state.setdefault(
+    state.CHAT_USAGE, {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "calls": 0}
+)
 prefill = st.session_state.get(PREFILL) if mode == "edit" else None
 message, regenerate = None, False
 if api_key_available():
@@ -187,6 +208,8 @@ if pending and can_edit:
 
 if usage_total["calls"]:
     model = settings.model_id()
-    st.caption(f"This browser session: {usage_total['calls']} model call(s) · input {usage_total['input_tokens']:,} · "
-               f"output {usage_total['output_tokens']:,} · cache read {usage_total['cache_read_input_tokens']:,} · "
-               f"cache write {usage_total['cache_creation_input_tokens']:,} tokens · about ${estimate_cost(usage_total, model):.4f}")
+    st.caption(
+        f"This browser session: {usage_total['calls']} model call(s) · input {usage_total['input_tokens']:,} · "
+        f"output {usage_total['output_tokens']:,} · cache read {usage_total['cache_read_input_tokens']:,} · "
+        f"cache write {usage_total['cache_creation_input_tokens']:,} tokens · about ${estimate_cost(usage_total, model):.4f}"
+    )

@@ -1,4 +1,5 @@
 """Dashboard: the published dashboard (or your draft), filters, one-click Refresh, export."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,8 +16,9 @@ from lib.render import filter_states, render
 from lib.warehouse import Warehouse
 
 ctx = ui.context("view")
-show_draft = ctx.can("edit") and ctx.has_draft() and st.toggle("Show my draft", key="dashboard_draft",
-                                                              help="Your unpublished edits, on data loaded for the draft.")
+show_draft = (
+    ctx.can("edit") and ctx.has_draft() and st.toggle("Show my draft", key="dashboard_draft", help="Your unpublished edits, on data loaded for the draft.")
+)
 path = ctx.draft_path() if show_draft else ctx.published_path
 ws, _ = workspace.load(path)
 wh = Warehouse.for_workspace(path)
@@ -41,9 +43,12 @@ if snapshot:
     checked = wh.last_checked()
     # The check time moves on every successful Refresh, also when the data had not changed.
     unchanged_since = checked is not None and checked - created > dt.timedelta(seconds=1)
-    actions.caption(f"Last refreshed {max(checked or created, created).astimezone():%Y-%m-%d %H:%M:%S}"
-                    + (f" (data unchanged since {created.astimezone():%Y-%m-%d %H:%M:%S})" if unchanged_since else "") + " · "
-                    + ", ".join(f"{n}: {t['rows']:,} rows" for n, t in snapshot.tables.items()))
+    actions.caption(
+        f"Last refreshed {max(checked or created, created).astimezone():%Y-%m-%d %H:%M:%S}"
+        + (f" (data unchanged since {created.astimezone():%Y-%m-%d %H:%M:%S})" if unchanged_since else "")
+        + " · "
+        + ", ".join(f"{n}: {t['rows']:,} rows" for n, t in snapshot.tables.items())
+    )
 
 report: refreshing.RefreshReport | None = st.session_state.get(state.REFRESH_REPORT)
 if report and report.workspace == ctx.slug:
@@ -52,16 +57,33 @@ if report and report.workspace == ctx.slug:
         problems = []
         for s in report.incompatible:
             renames = ", ".join(f"{old} → {new}?" for old, new in s.renames.items())
-            problems.append(f"**{s.name}** no longer fits the dashboard: missing {', '.join(s.missing) or 'none'}"
-                            + (f"; changed type: {', '.join(c['column'] for c in s.changed)}" if s.changed else "")
-                            + (f". Likely renames: {renames}" if renames else ""))
+            problems.append(
+                f"**{s.name}** no longer fits the dashboard: missing {', '.join(s.missing) or 'none'}"
+                + (f"; changed type: {', '.join(c['column'] for c in s.changed)}" if s.changed else "")
+                + (f". Likely renames: {renames}" if renames else "")
+            )
         problems += [f"**{s.name}** could not be loaded: {s.message}" for s in report.sources if s.status == "failed"]
         problems += [error[0].upper() + error[1:] for error in report.dashboard_errors]
         if problems:
             st.error("\n".join(f"- {p}" for p in problems) + "\n\nThe dashboard keeps showing the previous data.")
-        st.dataframe(pd.DataFrame([{"source": s.name, "type": s.type, "status": s.status, "rows before": s.rows_before,
-                                    "rows after": s.rows_after, "ms": round(s.seconds * 1000, 1), "message": s.message}
-                                   for s in report.sources]), hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "source": s.name,
+                        "type": s.type,
+                        "status": s.status,
+                        "rows before": s.rows_before,
+                        "rows after": s.rows_after,
+                        "ms": round(s.seconds * 1000, 1),
+                        "message": s.message,
+                    }
+                    for s in report.sources
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
         if not report.ok and report.incompatible and ctx.can("edit"):
             from lib.model import api_key_available
 
@@ -79,9 +101,13 @@ if snapshot is not None and ctx.can("edit") and len(kept) > 1:
     with st.expander("Earlier data"):
         st.caption("The last few loads are kept. Serving an earlier one changes what everyone sees until the next Refresh.")
         serving = snapshot.id
-        chosen_id = st.selectbox("Loaded at", [s.id for s in kept], format_func=lambda i: next(
-            f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == serving else "")
-            for s in kept if s.id == i))
+        chosen_id = st.selectbox(
+            "Loaded at",
+            [s.id for s in kept],
+            format_func=lambda i: next(
+                f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == serving else "") for s in kept if s.id == i
+            ),
+        )
         if st.button("Serve this data", disabled=chosen_id == serving):
             with ui.user_errors("Could not serve that data"):
                 wh.switch_to(chosen_id, user=ctx.user, meta=ctx.meta)
@@ -132,8 +158,9 @@ if states:
             elif filt.type == "multiselect":
                 chosen[filt.id] = st.multiselect(filt.label, filt.options, key=f"f_{ctx.slug}_{filt.id}")
             elif filt.type == "select":
-                chosen[filt.id] = st.selectbox(filt.label, [None] + filt.options, key=f"f_{ctx.slug}_{filt.id}",
-                                                format_func=lambda v: "All" if v is None else str(v))
+                chosen[filt.id] = st.selectbox(
+                    filt.label, [None] + filt.options, key=f"f_{ctx.slug}_{filt.id}", format_func=lambda v: "All" if v is None else str(v)
+                )
             elif filt.bounds and None not in filt.bounds:
                 low, high = filt.bounds
                 if filt.type == "number_range":
@@ -148,15 +175,15 @@ dashboard_view.show(rendered)
 
 with st.expander("About this view"):
     loaded = dt.datetime.fromisoformat(snapshot.created).astimezone()
-    st.caption(f"Drawn in {rendered.seconds * 1000:.0f} ms · {rendered.queries_run} queries run (the rest from the cache) · "
-               f"data loaded {loaded:%d %b %Y, %H:%M}" + (" · with your own file" if version != snapshot.id else ""))
+    st.caption(
+        f"Drawn in {rendered.seconds * 1000:.0f} ms · {rendered.queries_run} queries run (the rest from the cache) · "
+        f"data loaded {loaded:%d %b %Y, %H:%M}" + (" · with your own file" if version != snapshot.id else "")
+    )
 
-if export_col.button("Export HTML", icon=":material/download:", width="stretch",
-                     help="A standalone file with the data embedded; it opens offline."):
+if export_col.button("Export HTML", icon=":material/download:", width="stretch", help="A standalone file with the data embedded; it opens offline."):
     from lib import export
 
     st.session_state[state.EXPORT_HTML] = ((ctx.slug, version, repr(chosen)), export.to_html(rendered))
 prepared = st.session_state.get(state.EXPORT_HTML)
 if prepared and prepared[0] == (ctx.slug, version, repr(chosen)):  # an export of other data or filters is stale
-    export_col.download_button("Download the HTML file", prepared[1], file_name=f"{ctx.slug}.html", mime="text/html",
-                               width="stretch")
+    export_col.download_button("Download the HTML file", prepared[1], file_name=f"{ctx.slug}.html", mime="text/html", width="stretch")

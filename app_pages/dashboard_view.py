@@ -4,6 +4,7 @@ Used by the Dashboard page, the Specs page's YAML editor and the Chat page's
 proposals (a Claude session's or the auto-draft's), so a person sees what a
 change looks like and what the checks say before it is saved.
 """
+
 from __future__ import annotations
 
 import copy
@@ -139,8 +140,7 @@ def preview(ws: workspace.Workspace, dashboard: dict[str, Any], tables: Mapping[
 def save_buttons(found: list[Diagnostic], key: str) -> tuple[bool, bool]:
     """(save, discard) clicks; saving a dashboard with errors needs an explicit choice first."""
     errors = sum(1 for d in found if d.level == ERROR)
-    allowed = not errors or st.checkbox(f"Save it with {errors} error(s) anyway (publishing will refuse it until they are fixed)",
-                                        key=f"{key}:anyway")
+    allowed = not errors or st.checkbox(f"Save it with {errors} error(s) anyway (publishing will refuse it until they are fixed)", key=f"{key}:anyway")
     save_col, discard_col = st.columns(2)
     save = save_col.button("Save to my draft", type="primary", disabled=not allowed, key=f"{key}:save")
     discard = discard_col.button("Discard", key=f"{key}:discard")

@@ -1,4 +1,5 @@
 """History: published versions and your draft's, a diff between any two, revert and undo."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -21,8 +22,11 @@ if not versions:
     st.info("No versions yet.")
     st.stop()
 
-st.dataframe(pd.DataFrame([{"version": v.short, "date": ui.when(v.date), "author": v.author, "message": v.message,
-                            "action": v.action or ""} for v in versions]), hide_index=True, width="stretch")
+st.dataframe(
+    pd.DataFrame([{"version": v.short, "date": ui.when(v.date), "author": v.author, "message": v.message, "action": v.action or ""} for v in versions]),
+    hide_index=True,
+    width="stretch",
+)
 
 labels = {v.sha: f"{v.short} · {ui.when(v.date)} · {v.author} · {v.message}" for v in versions}
 shas = [v.sha for v in versions]

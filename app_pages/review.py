@@ -1,4 +1,5 @@
 """Review: open drafts of this workspace with their diffs and check results; publish, reject, propose."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,10 +19,13 @@ def draft_checks(path: str, head: str) -> list:
     """The full validation of a draft at one saved version; kept a minute, as it fetches the sources' data."""
     return checks.validate_workspace(Path(path))
 
+
 st.title("Review")
 policy = ctx.meta.get("policy") or {}
-st.caption("Owners publish drafts to everyone. " + ("Stewards may publish their own drafts in this workspace."
-                                                    if policy.get("stewards_can_publish") else "Stewards propose; an owner publishes."))
+st.caption(
+    "Owners publish drafts to everyone. "
+    + ("Stewards may publish their own drafts in this workspace." if policy.get("stewards_can_publish") else "Stewards propose; an owner publishes.")
+)
 
 if st.session_state.get(state.REVIEW_DONE):
     st.success(st.session_state.pop(state.REVIEW_DONE))
@@ -56,8 +60,9 @@ for d in drafts:
                     st.session_state.pop(state.CONFIRM_PUBLISH, None)
                     with ui.user_errors("Could not publish"):  # a PublishConflict or failing checks say what to do
                         sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
-                        st.session_state[state.REVIEW_DONE] = (f"Published {d['user']}'s draft ({', '.join(files)}) as version {sha[:10]}. "
-                                                               "Everyone now sees it; History lists it.")
+                        st.session_state[state.REVIEW_DONE] = (
+                            f"Published {d['user']}'s draft ({', '.join(files)}) as version {sha[:10]}. Everyone now sees it; History lists it."
+                        )
                         st.rerun()
                 if no.button("Cancel", key=f"cancel_{branch}"):
                     st.session_state.pop(state.CONFIRM_PUBLISH, None)
@@ -66,8 +71,9 @@ for d in drafts:
             if buttons[1].button("Reject", key=f"reject_{branch}"):
                 with ui.user_errors("Could not reject the draft"):
                     ctx.repo.reject(ctx.user, ctx.slug, branch)
-                    st.session_state[state.REVIEW_DONE] = (f"Rejected {d['user']}'s draft. It is kept in history but will not be "
-                                                           "published; they can start a new draft.")
+                    st.session_state[state.REVIEW_DONE] = (
+                        f"Rejected {d['user']}'s draft. It is kept in history but will not be published; they can start a new draft."
+                    )
                     st.rerun()
         if own:
             if ctx.repo.has_remote("origin"):
@@ -75,8 +81,9 @@ for d in drafts:
                     with ui.user_errors("Could not push the draft"):
                         st.success(f"Pushed `{ctx.repo.propose(ctx.user, ctx.slug)}` to origin; open a pull request there.")
             else:
-                buttons[2].caption("Proposals need a shared remote; " + ("set it below." if ctx.user.app_role == "owner"
-                                   else "ask an app owner to set one on this page."))
+                buttons[2].caption(
+                    "Proposals need a shared remote; " + ("set it below." if ctx.user.app_role == "owner" else "ask an app owner to set one on this page.")
+                )
             if d["behind"] and buttons[3].button("Update from published", key="sync"):
                 with ui.user_errors("Could not update your draft"):
                     try:
@@ -86,8 +93,12 @@ for d in drafts:
                         st.session_state[state.sync_conflict(ctx.slug)] = str(exc)
             if st.session_state.get(state.sync_conflict(ctx.slug)):
                 st.error(st.session_state[state.sync_conflict(ctx.slug)])
-                keep = st.radio("Where both changed the same lines, keep", ["mine", "published"], horizontal=True,
-                                format_func=lambda x: "my lines" if x == "mine" else "the published lines")
+                keep = st.radio(
+                    "Where both changed the same lines, keep",
+                    ["mine", "published"],
+                    horizontal=True,
+                    format_func=lambda x: "my lines" if x == "mine" else "the published lines",
+                )
                 if st.button("Update, keeping " + ("my lines" if keep == "mine" else "the published lines")):
                     with ui.user_errors("Could not update your draft"):
                         ctx.repo.sync(ctx.user, ctx.slug, prefer=keep)
@@ -98,9 +109,11 @@ if ctx.user.app_role == "owner":
     st.divider()
     with st.form("remote"):
         st.subheader("Where proposals go")
-        st.caption("Proposing pushes a draft branch to this git remote, where the platform team opens a pull request. "
-                   "Give an SSH or HTTPS URL without a password (the server uses its SSH key or git credential helper), "
-                   "or a path to a bare repository.")
+        st.caption(
+            "Proposing pushes a draft branch to this git remote, where the platform team opens a pull request. "
+            "Give an SSH or HTTPS URL without a password (the server uses its SSH key or git credential helper), "
+            "or a path to a bare repository."
+        )
         url = st.text_input("Remote URL", value=ctx.repo.remote_url() or "", placeholder="git@github.com:acme/dashboards-config.git")
         if st.form_submit_button("Save the remote"):
             with ui.user_errors("Could not save the remote"):

@@ -5,6 +5,7 @@ into nested objects) and returns the edited value. Keys the schema does not
 describe are kept as they were, and empty optional fields are left out, so a
 save through a form changes only what the person changed.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,9 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
         return st.checkbox(label, value=bool(value if value is not None else schema.get("default", False)), key=key, help=help_text)
     if kind in ("integer", "number"):
         step = 1 if kind == "integer" else None
-        number = st.number_input(label, value=value if value is not None else None, step=step, key=key, help=help_text,
-                                 placeholder=str(schema.get("default", placeholder or "")))
+        number = st.number_input(
+            label, value=value if value is not None else None, step=step, key=key, help=help_text, placeholder=str(schema.get("default", placeholder or ""))
+        )
         if number is None:
             return None
         # A whole number stays an int (a saved `10` must not come back as `10.0`).
@@ -85,9 +87,13 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
         st.markdown(f"**{label}**" + (f" — {help_text}" if help_text else ""))
         return fields(root, schema, value, key)
     # Anything richer (lists of objects, free mappings) is edited as YAML.
-    text = st.text_area(label, value=yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else "",
-                        key=key, help=(help_text + " " if help_text else "") + "Written as YAML.",
-                        placeholder=f"for example: {placeholder}" if placeholder else None)
+    text = st.text_area(
+        label,
+        value=yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else "",
+        key=key,
+        help=(help_text + " " if help_text else "") + "Written as YAML.",
+        placeholder=f"for example: {placeholder}" if placeholder else None,
+    )
     try:  # read as the workspace loader reads files: dates stay text, errors name the line
         return parse(text).data if text.strip() else None
     except YamlSyntaxError as exc:
@@ -95,8 +101,20 @@ def field(root: dict, schema: dict, value: Any, key: str, name: str, required: b
         return value
 
 
-_WORDS = {"s": "(seconds)", "ms": "(ms)", "kpis": "KPIs", "kpi": "KPI", "url": "URL", "id": "ID", "sql": "SQL", "mcp": "MCP",
-          "api": "API", "csv": "CSV", "max": "maximum", "min": "minimum"}
+_WORDS = {
+    "s": "(seconds)",
+    "ms": "(ms)",
+    "kpis": "KPIs",
+    "kpi": "KPI",
+    "url": "URL",
+    "id": "ID",
+    "sql": "SQL",
+    "mcp": "MCP",
+    "api": "API",
+    "csv": "CSV",
+    "max": "maximum",
+    "min": "minimum",
+}
 
 
 def human_label(key: str) -> str:

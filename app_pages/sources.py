@@ -1,4 +1,5 @@
 """Sources: add and edit connectors in forms, test them with a preview, and look at the data profile."""
+
 from __future__ import annotations
 
 import time
@@ -26,8 +27,9 @@ uploads = settings.uploads_dir(ctx.slug)
 
 
 def save(content: list, message: str) -> bool:
-    with ui.user_errors("Could not save the sources",
-                        invalid="Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY.") as caught:
+    with ui.user_errors(
+        "Could not save the sources", invalid="Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY."
+    ) as caught:
         ctx.repo.save(ctx.user, ctx.slug, {"sources": {"sources": content}}, message)
     return not caught.failed
 
@@ -46,8 +48,11 @@ def preview(source: dict) -> None:
 def source_schema(kind: str) -> dict:
     """The settings a source of one type has: the common ones, then its type's (not all 32 of every type)."""
     specific = root["$defs"].get(kind) or {}
-    return {"type": "object", "required": ["name", "type", *specific.get("required", [])],
-            "properties": {**root["$defs"]["source"]["properties"], **declared_properties(specific, root)}}
+    return {
+        "type": "object",
+        "required": ["name", "type", *specific.get("required", [])],
+        "properties": {**root["$defs"]["source"]["properties"], **declared_properties(specific, root)},
+    }
 
 
 for i, source in enumerate(sources):
@@ -61,9 +66,9 @@ for i, source in enumerate(sources):
             remove = c3.form_submit_button("Remove this source")
         if test:
             preview(edited)
-        if store and save(sources[:i] + [edited] + sources[i + 1:], f"Edit source {source['name']}"):
+        if store and save(sources[:i] + [edited] + sources[i + 1 :], f"Edit source {source['name']}"):
             st.rerun()
-        if remove and save(sources[:i] + sources[i + 1:], f"Remove source {source['name']}"):
+        if remove and save(sources[:i] + sources[i + 1 :], f"Remove source {source['name']}"):
             st.rerun()
 
 st.subheader("Add a source")
@@ -74,10 +79,10 @@ if st.session_state.get(state.SOURCES_DONE):
 with st.form(f"add_source_{st.session_state.setdefault(state.ADD_SOURCE_FORM, 0)}"):
     name = st.text_input("Table name", placeholder="orders", help=root["$defs"]["source"]["properties"]["name"]["description"])
     upload = st.file_uploader("CSV file", type=["csv", "tsv", "txt"]) if kind == "csv" else None
-    settings_for_type = schema_form.fields(root, root["$defs"][kind], {}, f"new_{kind}",
-                                           skip=("path",) if kind == "csv" else ())
-    common = schema_form.fields(root, {"properties": {k: v for k, v in root["$defs"]["source"]["properties"].items()
-                                                      if k in ("description", "sample_values")}}, {}, "new_common")
+    settings_for_type = schema_form.fields(root, root["$defs"][kind], {}, f"new_{kind}", skip=("path",) if kind == "csv" else ())
+    common = schema_form.fields(
+        root, {"properties": {k: v for k, v in root["$defs"]["source"]["properties"].items() if k in ("description", "sample_values")}}, {}, "new_common"
+    )
     c1, c2 = st.columns(2)
     test = c1.form_submit_button("Test and preview")
     add = c2.form_submit_button("Add to my draft", type="primary")
@@ -93,8 +98,9 @@ if test or add:
         st.error(f"A source named {new['name']!r} exists already.")
     elif save(sources + [new], f"Add source {new['name']}"):
         st.session_state[state.ADD_SOURCE_FORM] += 1
-        st.session_state[state.SOURCES_DONE] = (f"Added **{new['name']}** to your draft. Refresh your draft's dashboard to load it, "
-                                                 "then update the profile below.")
+        st.session_state[state.SOURCES_DONE] = (
+            f"Added **{new['name']}** to your draft. Refresh your draft's dashboard to load it, then update the profile below."
+        )
         st.rerun()
 
 st.divider()
@@ -140,17 +146,23 @@ def column_chart(table: str, c: dict) -> alt.Chart | None:
     kind = coltypes.family(c["type"])
     if c.get("top"):
         frame = pd.DataFrame([{"value": str(t["value"])[:40], "rows": t["count"]} for t in c["top"][:8]])
-        bars = alt.Chart(frame).mark_bar(color="#4c78a8").encode(
-            x=alt.X("rows:Q", title="rows"), y=alt.Y("value:N", sort="-x", title=None, axis=alt.Axis(labelLimit=160)),
-            tooltip=["value", "rows"])
+        bars = (
+            alt.Chart(frame)
+            .mark_bar(color="#4c78a8")
+            .encode(x=alt.X("rows:Q", title="rows"), y=alt.Y("value:N", sort="-x", title=None, axis=alt.Axis(labelLimit=160)), tooltip=["value", "rows"])
+        )
         return bars.properties(height=max(60, 22 * len(frame)), description=f"Most frequent values of {c['name']}")
     if kind in ("number", "time") and served and table in served.tables:
         frame = histogram(str(wh.folder), served.id, table, c["name"], kind)
         if frame is None or frame.empty:
             return None
         x = alt.X("bin_start:T" if kind == "time" else "bin_start:Q", title=None, bin="binned" if kind != "time" else None)
-        return alt.Chart(frame).mark_bar(color="#4c78a8").encode(x=x, y=alt.Y("rows:Q", title="rows"), tooltip=["bin_start", "rows"]) \
+        return (
+            alt.Chart(frame)
+            .mark_bar(color="#4c78a8")
+            .encode(x=x, y=alt.Y("rows:Q", title="rows"), tooltip=["bin_start", "rows"])
             .properties(height=110, description=f"Distribution of {c['name']}")
+        )
     return None
 
 
@@ -160,8 +172,10 @@ for table in prof.get("tables") or []:
         label, chart_col = st.columns([1, 3], vertical_alignment="center")
         null_share = c.get("null_share") or 0
         label.markdown(f"**{c['name']}**  \n`{c['type']}`" + (f" · {c['role']}" if c.get("role") else ""))
-        label.progress(min(max(1 - null_share, 0.0), 1.0), text=f"{(1 - null_share):.0%} filled"
-                       + (f" · {c['distinct']:,} distinct" if c.get("distinct") is not None else ""))
+        label.progress(
+            min(max(1 - null_share, 0.0), 1.0),
+            text=f"{(1 - null_share):.0%} filled" + (f" · {c['distinct']:,} distinct" if c.get("distinct") is not None else ""),
+        )
         chart = column_chart(table["name"], c)
         if chart is not None:
             chart_col.altair_chart(chart, width="stretch")

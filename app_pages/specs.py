@@ -1,4 +1,5 @@
 """Specs: task rules, output constraints and theme in forms generated from the schemas; YAML views; save to your draft."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -38,7 +39,9 @@ if st.session_state.get(state.SPECS_SAVED):
 
 # The open tab is kept in session state (key + on_change), so a message drawn above the tabs on one
 # rerun cannot make Streamlit reopen the first tab while the person works in another.
-task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(["Task rules", "Output constraints", "Dashboard YAML", "All files"], key="specs_tabs", on_change="rerun")
+task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(
+    ["Task rules", "Output constraints", "Dashboard YAML", "All files"], key="specs_tabs", on_change="rerun"
+)
 
 with task_tab:
     root = schemas.load_schema("task")
@@ -81,8 +84,12 @@ with dashboard_tab:
     current = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
     CANDIDATE = state.dashboard_candidate(ctx.slug)
     with st.form("dashboard_form"):
-        text = st.text_area("dashboard.yaml", value=st.session_state.get(CANDIDATE, current), height=480,
-                            help="Every component names a SQL query; see the README for the spec and its checks.")
+        text = st.text_area(
+            "dashboard.yaml",
+            value=st.session_state.get(CANDIDATE, current),
+            height=480,
+            help="Every component names a SQL query; see the README for the spec and its checks.",
+        )
         if st.form_submit_button("Check and preview", type="primary"):
             st.session_state[CANDIDATE] = text
     if CANDIDATE in st.session_state:
@@ -100,8 +107,10 @@ with dashboard_tab:
         elif candidate == ws.get("dashboard"):
             st.info("No change from the saved dashboard.")
         else:
-            st.code(ui.text_diff(current, workspace.render("dashboard", candidate) if isinstance(candidate, dict) else candidate_text,
-                                 "dashboard.yaml"), language="diff")
+            st.code(
+                ui.text_diff(current, workspace.render("dashboard", candidate) if isinstance(candidate, dict) else candidate_text, "dashboard.yaml"),
+                language="diff",
+            )
             path = ctx.draft_path()
             wh = Warehouse.for_workspace(path)
             ui.first_load(path, wh, ws, ctx.user)

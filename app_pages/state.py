@@ -5,6 +5,7 @@ what it holds and who sets it. Session state lives in one browser session
 only; nothing here is ever written to the config repo. Widget keys (the
 `key=` of one widget, read only by Streamlit) stay beside their widget.
 """
+
 from __future__ import annotations
 
 # --- who is signed in, and which workspace ----------------------------------------------------------------

@@ -8,6 +8,7 @@ A lib.errors.DashmemError shows its own message (written for the person); any
 other exception shows a plain generic message with a reference, and its
 traceback goes to the server log under that reference. Nobody sees a traceback.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,10 @@ def report_unexpected(exc: BaseException, action: str | None = None, *, out: Any
     reference = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
     log.error("%s failed (reference %s)", action or "page", reference, exc_info=(type(exc), exc, exc.__traceback__))
     lead = f"{action}. Something went wrong" if action else "Something went wrong on this page"
-    text = (f"{lead}. Your saved work is not affected. Reload the page to try again; if it keeps happening, tell the "
-            f"app's operator the reference **{reference}** (the details are in the server log).")
+    text = (
+        f"{lead}. Your saved work is not affected. Reload the page to try again; if it keeps happening, tell the "
+        f"app's operator the reference **{reference}** (the details are in the server log)."
+    )
     (out or st).error(text)
     return text
 

@@ -1,4 +1,5 @@
 """Workspaces: what each remembers, create one from a template, import one memory category."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -15,8 +16,7 @@ repo = st.session_state[state.CONFIG_REPO]
 st.title("Workspaces")
 if st.session_state.get(state.WORKSPACES_DONE):
     st.success(st.session_state.pop(state.WORKSPACES_DONE))
-st.caption("Each workspace keeps four kinds of memory plus its dashboard, versioned in the config repo. "
-           "Chat transcripts and raw data are never kept.")
+st.caption("Each workspace keeps four kinds of memory plus its dashboard, versioned in the config repo. Chat transcripts and raw data are never kept.")
 
 metas = st.session_state[state.METAS]  # app.py read them this run
 mine = auth.visible(user, metas)
@@ -60,8 +60,9 @@ if user.app_role in (STEWARD, "owner"):
                 draft = repo.new_workspace(user, slug.strip(), name.strip() or slug.strip(), template)
                 # Rerun so the sidebar and this list show it now, opened, not after signing in again.
                 st.session_state[state.SLUG] = draft.slug
-                st.session_state[state.WORKSPACES_DONE] = (f"Created **{name.strip() or slug.strip()}** as your draft. "
-                                                            "It is open now; publish it on the Review page to share it.")
+                st.session_state[state.WORKSPACES_DONE] = (
+                    f"Created **{name.strip() or slug.strip()}** as your draft. It is open now; publish it on the Review page to share it."
+                )
                 st.rerun()
 
     current = st.session_state.get(state.SLUG)

@@ -30,6 +30,7 @@ With an Anthropic API key the model is Claude (lib.model.AnthropicClient);
 without one, or with --scripted, it is bench/scripted_analyst.py, and the
 output says so first. Results go to --out as Markdown and CSV.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,9 @@ def claude_client(spec: FormattingSpec, profile: Mapping[str, Any]) -> Anthropic
 # --------------------------------------------------------------------------- the protocol
 
 
-def run_study(csv_files: list[Path], runs: int, root: Path, make_client: ClientFactory, *, model: str,
-              scripted: bool, progress: Callable[[str], None] = lambda line: None) -> Study:
+def run_study(
+    csv_files: list[Path], runs: int, root: Path, make_client: ClientFactory, *, model: str, scripted: bool, progress: Callable[[str], None] = lambda line: None
+) -> Study:
     study = Study(model=model, scripted=scripted, runs=runs)
     for csv_file in csv_files:
         result, cells = run_dataset(csv_file, runs, root, make_client, progress)
@@ -90,8 +92,7 @@ def run_study(csv_files: list[Path], runs: int, root: Path, make_client: ClientF
     return study
 
 
-def run_dataset(csv_file: Path, runs: int, root: Path, make_client: ClientFactory,
-                progress: Callable[[str], None]) -> tuple[DatasetResult, list[Cell]]:
+def run_dataset(csv_file: Path, runs: int, root: Path, make_client: ClientFactory, progress: Callable[[str], None]) -> tuple[DatasetResult, list[Cell]]:
     folder, warehouse, sources = create_workspace(csv_file, root)
     tables_v1, version_v1 = load_data(folder, warehouse)
     profile_v1 = build_profile(tables_v1, sources)
@@ -99,8 +100,7 @@ def run_dataset(csv_file: Path, runs: int, root: Path, make_client: ClientFactor
     phase1_files = remember_specification(folder, spec, profile_v1)
     user, slug = User(OWNER), folder.name
     progress(f"{csv_file.name}: Phase 1 on V1, {runs} run(s)")
-    phase1 = [run_phase1(phase1_files, tables_v1, version_v1, spec, profile_v1, make_client, user, slug)
-              for _ in range(runs)]
+    phase1 = [run_phase1(phase1_files, tables_v1, version_v1, spec, profile_v1, make_client, user, slug) for _ in range(runs)]
     kept = next((p.outcome.draft_dashboard for p in phase1 if p.outcome.passes), None)
     if kept is not None:
         workspace.save(folder, {"dashboard": kept})  # so the refresh re-checks a real dashboard's queries
@@ -122,10 +122,8 @@ def run_dataset(csv_file: Path, runs: int, root: Path, make_client: ClientFactor
         if first.outcome.passes:
             remembered["dashboard"] = first.outcome.draft_dashboard
         for condition in CONDITIONS:
-            cells.append(run_phase2(condition, remembered, first, tables_v2, version_v2, spec, profile_v2,
-                                    make_client, user, slug, run))
-    result = DatasetResult(csv_file.name, tables_v1[TABLE].num_rows, tables_v1[TABLE].num_columns, perturbed, spec,
-                           phase1, refreshed)
+            cells.append(run_phase2(condition, remembered, first, tables_v2, version_v2, spec, profile_v2, make_client, user, slug, run))
+    result = DatasetResult(csv_file.name, tables_v1[TABLE].num_rows, tables_v1[TABLE].num_columns, perturbed, spec, phase1, refreshed)
     return result, cells
 
 
@@ -152,8 +150,7 @@ def remember_specification(folder: Path, spec: FormattingSpec, profile: Mapping[
     return the files Phase 1 starts from, which know the data but not the specification."""
     before = workspace.load(folder)[0].data | {"profile": profile}
     before["output"] = {"data_injection": before["output"]["data_injection"]}
-    workspace.save(folder, {"profile": profile, "task": {"rules": spec.rules()},
-                            "output": {**before["output"], "theme": {"background": spec.background}}})
+    workspace.save(folder, {"profile": profile, "task": {"rules": spec.rules()}, "output": {**before["output"], "theme": {"background": spec.background}}})
     return before
 
 
@@ -173,30 +170,48 @@ def _require_ok(report, what: str) -> None:
         raise RuntimeError(f"{what} failed:\n{report.summary()}")
 
 
-def run_phase1(files: dict[str, Any], tables, version: str, spec: FormattingSpec, profile: Mapping[str, Any],
-               make_client: ClientFactory, user: User, slug: str) -> Phase1:
+def run_phase1(
+    files: dict[str, Any], tables, version: str, spec: FormattingSpec, profile: Mapping[str, Any], make_client: ClientFactory, user: User, slug: str
+) -> Phase1:
     client = SessionClient(make_client(spec, profile))
     text = phase1_message(spec)
     outcome = run_session(files, tables, version, "edit", text, client, user=user, slug=slug, today=RULE_DATE)
-    done = (outcome.draft_dashboard is not None
-            and completion(outcome.draft_dashboard, spec, tables, version, files.get("output")).completed)
+    done = outcome.draft_dashboard is not None and completion(outcome.draft_dashboard, spec, tables, version, files.get("output")).completed
     return Phase1(text, outcome, client.transcript(), done)
 
 
-def run_phase2(condition: Condition, memory: Mapping[str, Any], phase1: Phase1, tables, version: str,
-               spec: FormattingSpec, profile: Mapping[str, Any], make_client: ClientFactory, user: User, slug: str,
-               run: int) -> Cell:
+def run_phase2(
+    condition: Condition,
+    memory: Mapping[str, Any],
+    phase1: Phase1,
+    tables,
+    version: str,
+    spec: FormattingSpec,
+    profile: Mapping[str, Any],
+    make_client: ClientFactory,
+    user: User,
+    slug: str,
+    run: int,
+) -> Cell:
     extra_system, history = phase2_context(condition, spec, phase1)
     client = SessionClient(make_client(spec, profile), extra_system, history)
     started = time.perf_counter()
     files = phase2_files(condition, memory)
-    outcome = run_session(files, tables, version, "edit", PHASE2_MESSAGE, client, user=user, slug=slug,
-                          today=RULE_DATE)
+    outcome = run_session(files, tables, version, "edit", PHASE2_MESSAGE, client, user=user, slug=slug, today=RULE_DATE)
     seconds = time.perf_counter() - started
-    judged = (completion(outcome.draft_dashboard, spec, tables, version, files.get("output"))
-              if outcome.draft_dashboard is not None else None)
-    return Cell(spec.dataset, run, condition.name, outcome.draft_dashboard, judged, dict(outcome.usage), seconds,
-                outcome.stopped_reason, outcome.error, client.sent[0] if client.sent else None)
+    judged = completion(outcome.draft_dashboard, spec, tables, version, files.get("output")) if outcome.draft_dashboard is not None else None
+    return Cell(
+        spec.dataset,
+        run,
+        condition.name,
+        outcome.draft_dashboard,
+        judged,
+        dict(outcome.usage),
+        seconds,
+        outcome.stopped_reason,
+        outcome.error,
+        client.sent[0] if client.sent else None,
+    )
 
 
 @contextlib.contextmanager
@@ -211,8 +226,7 @@ def watching_model_clients() -> Iterator[dict[str, int]]:
     from lib import model
 
     counts = {"made": 0, "calls": 0}
-    targets = [(cls, "__init__", "made") for cls in (anthropic.Anthropic, model.AnthropicClient, model.ScriptedModel,
-                                                     ScriptedAnalyst)]
+    targets = [(cls, "__init__", "made") for cls in (anthropic.Anthropic, model.AnthropicClient, model.ScriptedModel, ScriptedAnalyst)]
     targets += [(cls, "create", "calls") for cls in (model.AnthropicClient, model.ScriptedModel, ScriptedAnalyst)]
     saved = []
     for cls, name, key in targets:
@@ -261,10 +275,15 @@ def main(argv=None) -> Study:
         print(f"Model: {model_id()} through the Anthropic API (this run makes real, billed calls).")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dashmem-ablation-") as tmp:
-        study = run_study([available[name] for name in args.datasets], args.runs, Path(tmp),
-                          scripted_client if scripted else claude_client,
-                          model=SCRIPTED_LABEL if scripted else model_id(), scripted=scripted,
-                          progress=lambda line: print(line, file=sys.stderr))
+        study = run_study(
+            [available[name] for name in args.datasets],
+            args.runs,
+            Path(tmp),
+            scripted_client if scripted else claude_client,
+            model=SCRIPTED_LABEL if scripted else model_id(),
+            scripted=scripted,
+            progress=lambda line: print(line, file=sys.stderr),
+        )
     print_study(study)
     markdown, table = write_results(study, args.out)
     print(f"\nwrote {markdown} and {table} in {time.perf_counter() - started:.1f} s")

@@ -18,6 +18,7 @@ categories; they all keep the Phase 1 dashboard, which is the artifact rather
 than a category (note that it carries the specification's colours too). The
 Phase 2 message is the same everywhere.
 """
+
 from __future__ import annotations
 
 import copy
@@ -85,9 +86,11 @@ def summary_of(spec: FormattingSpec, phase1: Phase1) -> str:
     A model-written summary would cost one more model call per Phase 1 and could drop or garble the
     specification; this one states the specification verbatim, so the condition is judged at its best.
     """
-    lines = ["# Summary of the earlier session",
-             f"- The person asked for a dashboard of {spec.dataset}.",
-             "- Their formatting specification: " + " ".join(spec.sentences)]
+    lines = [
+        "# Summary of the earlier session",
+        f"- The person asked for a dashboard of {spec.dataset}.",
+        "- Their formatting specification: " + " ".join(spec.sentences),
+    ]
     dashboard = phase1.outcome.draft_dashboard
     if dashboard:
         components = dashboard.get("components") or []
@@ -100,13 +103,12 @@ def summary_of(spec: FormattingSpec, phase1: Phase1) -> str:
 
 def instructions_file(spec: FormattingSpec) -> str:
     """A hand-written, CLAUDE.md-style instructions file stating the specification, as a team might keep one."""
-    return ("# Instructions file (CLAUDE.md)\n"
-            f"Dashboards over {spec.dataset} follow these rules in every session.\n"
-            + "".join(f"- {sentence}\n" for sentence in spec.sentences))
+    return f"# Instructions file (CLAUDE.md)\nDashboards over {spec.dataset} follow these rules in every session.\n" + "".join(
+        f"- {sentence}\n" for sentence in spec.sentences
+    )
 
 
-def phase2_context(condition: Condition, spec: FormattingSpec,
-                   phase1: Phase1) -> tuple[list[str], list[dict[str, Any]]]:
+def phase2_context(condition: Condition, spec: FormattingSpec, phase1: Phase1) -> tuple[list[str], list[dict[str, Any]]]:
     """(system texts, replayed messages) that this condition adds outside the workspace."""
     if condition.context == TRANSCRIPT:
         return [], phase1.transcript

@@ -5,6 +5,7 @@ Markdown; the CSV holds one row per Phase 2 session, the raw material for any
 other analysis. When the model was scripted, the first lines and every
 caption say so.
 """
+
 from __future__ import annotations
 
 import csv
@@ -19,10 +20,12 @@ from .common import print_table
 from .mcnemar import discordant, mcnemar_exact
 
 SCRIPTED_LABEL = "scripted model (bench/scripted_analyst.py)"
-SCRIPTED_NOTICE = ("SCRIPTED MODEL, NOT CLAUDE: no API key was used, so every session below was played by a "
-                   "deterministic scripted stand-in (bench/scripted_analyst.py). The numbers show the mechanism "
-                   "(what each condition puts in the prompt and what the checks make of the result), not how "
-                   "Claude behaves.")
+SCRIPTED_NOTICE = (
+    "SCRIPTED MODEL, NOT CLAUDE: no API key was used, so every session below was played by a "
+    "deterministic scripted stand-in (bench/scripted_analyst.py). The numbers show the mechanism "
+    "(what each condition puts in the prompt and what the checks make of the result), not how "
+    "Claude behaves."
+)
 
 
 @dataclass
@@ -89,8 +92,21 @@ def outcomes(study: Study, condition: str) -> list[bool]:
 
 
 def condition_rows(study: Study) -> tuple[list[str], list[list[str]]]:
-    headers = ["condition", "prompt carries", "cells", "completed", "rate", "input tok", "output tok", "cache read",
-               "cache write", "calls", "wall s", "b/c vs selective", "McNemar p"]
+    headers = [
+        "condition",
+        "prompt carries",
+        "cells",
+        "completed",
+        "rate",
+        "input tok",
+        "output tok",
+        "cache read",
+        "cache write",
+        "calls",
+        "wall s",
+        "b/c vs selective",
+        "McNemar p",
+    ]
     reference = outcomes(study, REFERENCE)
     rows = []
     for condition in CONDITIONS:
@@ -101,14 +117,23 @@ def condition_rows(study: Study) -> tuple[list[str], list[list[str]]]:
         else:
             b, c = discordant(reference, done)
             versus, p = f"{b}/{c}", f"{mcnemar_exact(b, c):.4f}"
-        rows.append([condition.name, condition.carries, str(len(cells)), str(sum(done)),
-                     f"{sum(done) / len(done):.0%}" if done else "-",
-                     f"{_mean(c.usage['input_tokens'] for c in cells):,.0f}",
-                     f"{_mean(c.usage['output_tokens'] for c in cells):,.0f}",
-                     f"{_mean(c.usage['cache_read_input_tokens'] for c in cells):,.0f}",
-                     f"{_mean(c.usage['cache_creation_input_tokens'] for c in cells):,.0f}",
-                     f"{_mean(c.usage['calls'] for c in cells):.1f}",
-                     f"{_mean(c.seconds for c in cells):.2f}", versus, p])
+        rows.append(
+            [
+                condition.name,
+                condition.carries,
+                str(len(cells)),
+                str(sum(done)),
+                f"{sum(done) / len(done):.0%}" if done else "-",
+                f"{_mean(c.usage['input_tokens'] for c in cells):,.0f}",
+                f"{_mean(c.usage['output_tokens'] for c in cells):,.0f}",
+                f"{_mean(c.usage['cache_read_input_tokens'] for c in cells):,.0f}",
+                f"{_mean(c.usage['cache_creation_input_tokens'] for c in cells):,.0f}",
+                f"{_mean(c.usage['calls'] for c in cells):.1f}",
+                f"{_mean(c.seconds for c in cells):.2f}",
+                versus,
+                p,
+            ]
+        )
     return headers, rows
 
 
@@ -125,30 +150,51 @@ def dataset_rows(study: Study) -> tuple[list[str], list[list[str]]]:
 
 
 def setup_rows(study: Study) -> tuple[list[str], list[list[str]]]:
-    headers = ["dataset", "rows x cols", "measures moved", "threshold rule", "Phase 1 completed", "refresh switched",
-               "refresh s", "model calls", "clients made"]
+    headers = [
+        "dataset",
+        "rows x cols",
+        "measures moved",
+        "threshold rule",
+        "Phase 1 completed",
+        "refresh switched",
+        "refresh s",
+        "model calls",
+        "clients made",
+    ]
     rows = []
     for d in study.datasets:
         spec = d.spec
-        rows.append([d.dataset, f"{d.rows:,} x {d.columns}", str(len(d.perturbed)),
-                     f"{spec.threshold_field} {spec.threshold_op} {spec.threshold_value:,}",
-                     f"{sum(p.completed for p in d.phase1)}/{len(d.phase1)}", "yes" if d.refresh.switched else "NO",
-                     f"{d.refresh.seconds:.3f}", str(d.refresh.model_calls + d.refresh.client_calls),
-                     str(d.refresh.clients_made)])
+        rows.append(
+            [
+                d.dataset,
+                f"{d.rows:,} x {d.columns}",
+                str(len(d.perturbed)),
+                f"{spec.threshold_field} {spec.threshold_op} {spec.threshold_value:,}",
+                f"{sum(p.completed for p in d.phase1)}/{len(d.phase1)}",
+                "yes" if d.refresh.switched else "NO",
+                f"{d.refresh.seconds:.3f}",
+                str(d.refresh.model_calls + d.refresh.client_calls),
+                str(d.refresh.clients_made),
+            ]
+        )
     return headers, rows
 
 
 def captions(study: Study) -> dict[str, str]:
     who = "SCRIPTED MODEL, not Claude" if study.scripted else f"model {study.model}"
     return {
-        "conditions": (f"Phase 2 per condition ({who}), over {len(study.datasets)} dataset(s) x {study.runs} run(s). "
-                       "Completed: every lib.checks check passes over V2 and both specification rules hold, as the "
-                       "dashboard renders in its condition. Tokens, calls and wall time are means per session; b/c "
-                       "counts cells only selective_memory completed / only this condition completed; exact "
-                       "two-sided McNemar p."),
+        "conditions": (
+            f"Phase 2 per condition ({who}), over {len(study.datasets)} dataset(s) x {study.runs} run(s). "
+            "Completed: every lib.checks check passes over V2 and both specification rules hold, as the "
+            "dashboard renders in its condition. Tokens, calls and wall time are means per session; b/c "
+            "counts cells only selective_memory completed / only this condition completed; exact "
+            "two-sided McNemar p."
+        ),
         "datasets": f"Completed Phase 2 cells per dataset ({who}).",
-        "setup": ("Per dataset: the specification's threshold rule, Phase 1 on V1, and the zero-token refresh from V1 "
-                  "to V2 (lib.refresh; model calls and client constructions counted from outside)."),
+        "setup": (
+            "Per dataset: the specification's threshold rule, Phase 1 on V1, and the zero-token refresh from V1 "
+            "to V2 (lib.refresh; model calls and client constructions counted from outside)."
+        ),
     }
 
 
@@ -171,17 +217,48 @@ def write_results(study: Study, out: Path) -> tuple[Path, Path]:
     markdown.write_text(to_markdown(study), encoding="utf-8")
     with open(table, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["model", "dataset", "run", "condition", "completed", "checks_pass", "background_rule",
-                         "threshold_rule", "input_tokens", "output_tokens", "cache_read_input_tokens",
-                         "cache_creation_input_tokens", "calls", "seconds", "stopped_reason", "error"])
+        writer.writerow(
+            [
+                "model",
+                "dataset",
+                "run",
+                "condition",
+                "completed",
+                "checks_pass",
+                "background_rule",
+                "threshold_rule",
+                "input_tokens",
+                "output_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+                "calls",
+                "seconds",
+                "stopped_reason",
+                "error",
+            ]
+        )
         for c in study.cells:
             honoured = c.completion.honoured if c.completion else {}
-            writer.writerow([study.model, c.dataset, c.run, c.condition, c.completed,
-                             c.completion.checks_pass if c.completion else False,
-                             honoured.get(BACKGROUND_RULE, False), honoured.get(THRESHOLD_RULE, False),
-                             c.usage["input_tokens"], c.usage["output_tokens"], c.usage["cache_read_input_tokens"],
-                             c.usage["cache_creation_input_tokens"], c.usage["calls"], f"{c.seconds:.3f}",
-                             c.stopped_reason, c.error or ""])
+            writer.writerow(
+                [
+                    study.model,
+                    c.dataset,
+                    c.run,
+                    c.condition,
+                    c.completed,
+                    c.completion.checks_pass if c.completion else False,
+                    honoured.get(BACKGROUND_RULE, False),
+                    honoured.get(THRESHOLD_RULE, False),
+                    c.usage["input_tokens"],
+                    c.usage["output_tokens"],
+                    c.usage["cache_read_input_tokens"],
+                    c.usage["cache_creation_input_tokens"],
+                    c.usage["calls"],
+                    f"{c.seconds:.3f}",
+                    c.stopped_reason,
+                    c.error or "",
+                ]
+            )
     return markdown, table
 
 
@@ -192,7 +269,7 @@ def to_markdown(study: Study) -> str:
         lines += [f"**{SCRIPTED_NOTICE}**", ""]
     else:
         lines += [f"Model: `{study.model}` through the Anthropic API; {study.runs} run(s) per cell.", ""]
-    lines += ["Phase 2 message in every condition: " + f"\"{PHASE2_MESSAGE}\"", ""]
+    lines += ["Phase 2 message in every condition: " + f'"{PHASE2_MESSAGE}"', ""]
     for key, build in (("conditions", condition_rows), ("datasets", dataset_rows), ("setup", setup_rows)):
         headers, rows = build(study)
         lines += [f"*{caption[key]}*", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]

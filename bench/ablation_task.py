@@ -17,6 +17,7 @@ output.yaml, its theme supplies the background as it does at render time;
 elsewhere the dashboard must set the background itself. The rules are checked in every condition, including those
 whose prompt never showed them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,9 +60,10 @@ class FormattingSpec:
     @property
     def sentences(self) -> tuple[str, str]:
         """The specification as the person says it; also the rules' text, the summary's and the instructions file's."""
-        return (f"Use the background colour {self.background} for the whole dashboard.",
-                f"Show {self.threshold_field} at or above {self.threshold_value:,} in {self.threshold_color} "
-                f"wherever it appears (KPI cards and table columns).")
+        return (
+            f"Use the background colour {self.background} for the whole dashboard.",
+            f"Show {self.threshold_field} at or above {self.threshold_value:,} in {self.threshold_color} wherever it appears (KPI cards and table columns).",
+        )
 
     @property
     def colour_codes(self) -> dict[str, str]:
@@ -73,11 +75,19 @@ class FormattingSpec:
         background, threshold = self.sentences
         meta = {"tags": ["format", "colour"], "author": RULE_AUTHOR, "created": RULE_DATE}
         return [
-            {"id": BACKGROUND_RULE, "text": background, **meta,
-             "check": {"kind": "background_color", "color": self.background}},
-            {"id": THRESHOLD_RULE, "text": threshold, **meta,
-             "check": {"kind": "threshold_color", "field": self.threshold_field, "op": self.threshold_op,
-                       "value": self.threshold_value, "color": self.threshold_color}},
+            {"id": BACKGROUND_RULE, "text": background, **meta, "check": {"kind": "background_color", "color": self.background}},
+            {
+                "id": THRESHOLD_RULE,
+                "text": threshold,
+                **meta,
+                "check": {
+                    "kind": "threshold_color",
+                    "field": self.threshold_field,
+                    "op": self.threshold_op,
+                    "value": self.threshold_value,
+                    "color": self.threshold_color,
+                },
+            },
         ]
 
 
@@ -103,8 +113,10 @@ def _two_significant(value: float) -> int | float:
 
 def phase1_message(spec: FormattingSpec) -> str:
     """The full prompt of Phase 1: the task, then the specification."""
-    return (f"{TRANSCRIPT_MARKER} {spec.dataset}. Build a dashboard of its main figures: the key totals, a trend where "
-            "there is a date, breakdowns by the main categories and a detail table. " + " ".join(spec.sentences))
+    return (
+        f"{TRANSCRIPT_MARKER} {spec.dataset}. Build a dashboard of its main figures: the key totals, a trend where "
+        "there is a date, breakdowns by the main categories and a detail table. " + " ".join(spec.sentences)
+    )
 
 
 @dataclass(frozen=True)
@@ -118,17 +130,20 @@ class Completion:
         return self.checks_pass and all(self.honoured.values())
 
 
-def completion(dashboard: Mapping[str, Any], spec: FormattingSpec, tables: Mapping[str, Any], version: str,
-               output: Mapping[str, Any] | None = None) -> Completion:
+def completion(
+    dashboard: Mapping[str, Any], spec: FormattingSpec, tables: Mapping[str, Any], version: str, output: Mapping[str, Any] | None = None
+) -> Completion:
     """Run every lib.checks check on `dashboard` over `tables`, with the specification as checkable task rules.
 
     `output` is the output.yaml the session's condition kept, if any. The dashboard is judged as it renders
     there: a theme in output.yaml colours the background of a dashboard that sets none (lib.spec.theme_for),
     and the checks fall back to it in the same way; without output.yaml the dashboard must carry the background.
     """
-    ws = workspace.Workspace(path=Path("evaluation"), data={
-        "task": {"rules": spec.rules()}, "output": dict(output or BARE_OUTPUT), "dashboard": dict(dashboard)})
+    ws = workspace.Workspace(
+        path=Path("evaluation"), data={"task": {"rules": spec.rules()}, "output": dict(output or BARE_OUTPUT), "dashboard": dict(dashboard)}
+    )
     diagnostics = checks.run(ws, tables, version)
+
     def names_rule(d: Diagnostic, rule: str) -> bool:
         return f"'{rule}'" in d.message
 

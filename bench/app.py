@@ -16,6 +16,7 @@ AppTest (the chart cache): the page script's warm rerun, median of
 --repeat, with charts built, validated and converted on every rerun (the
 baseline, as before the cache) and with them kept per query result.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,21 +70,35 @@ def browser_bench(tmp: Path, args) -> None:
             figures[n] = (percentile(times, 50), percentile(times, 95)) if times else (float("nan"), float("nan"))
             loads = len(times) + stuck
             floor = n * (server_cpu + browser_cpu) / loads / (os.cpu_count() or 1)  # all N loads' CPU spread over every core
-            rows.append([n, loads, round(figures[n][0], 2), round(figures[n][1], 2), round(max(times), 2) if times else "", stuck,
-                         round(server_cpu / loads, 2), round(browser_cpu / loads, 2), round(floor, 2)])
-    print_table(["sessions at once", "page loads", "p50 s", "p95 s", "max s", "stuck", "server CPU s/load", "browser CPU s/load",
-                 "CPU floor s"], rows)
+            rows.append(
+                [
+                    n,
+                    loads,
+                    round(figures[n][0], 2),
+                    round(figures[n][1], 2),
+                    round(max(times), 2) if times else "",
+                    stuck,
+                    round(server_cpu / loads, 2),
+                    round(browser_cpu / loads, 2),
+                    round(floor, 2),
+                ]
+            )
+    print_table(["sessions at once", "page loads", "p50 s", "p95 s", "max s", "stuck", "server CPU s/load", "browser CPU s/load", "CPU floor s"], rows)
     low, high = min(counts), max(counts)
     if low in figures and high in figures and low != high:
         ratio_p50 = figures[high][1] / figures[low][0]
         ratio_p95 = figures[high][1] / figures[low][1]
-        print(f"\np95 with {high} sessions / single-session p50: {ratio_p50:.2f}x; / single-session p95: {ratio_p95:.2f}x"
-              f"   (goal: <= {GOAL_RATIO:.0f}x, and no session stuck)")
-    print(f"{args.rows:,} rows x 44 columns, {len(SPEC['components'])} components ({CHARTS} charts); one Chromium, a new context per"
-          f" session, time from navigation through sign-in to the last chart drawn; {args.rounds} round(s) per row; stuck ="
-          f" not drawn within {args.timeout:.0f} s. CPU s/load: CPU time of the app server (and its query workers), and of"
-          f" Chromium with Playwright, per page load; both share this machine's {os.cpu_count()} cores, so N loads at once"
-          f" cannot take less than N x (server + browser CPU) / cores (the CPU floor), whatever the app does.")
+        print(
+            f"\np95 with {high} sessions / single-session p50: {ratio_p50:.2f}x; / single-session p95: {ratio_p95:.2f}x"
+            f"   (goal: <= {GOAL_RATIO:.0f}x, and no session stuck)"
+        )
+    print(
+        f"{args.rows:,} rows x 44 columns, {len(SPEC['components'])} components ({CHARTS} charts); one Chromium, a new context per"
+        f" session, time from navigation through sign-in to the last chart drawn; {args.rounds} round(s) per row; stuck ="
+        f" not drawn within {args.timeout:.0f} s. CPU s/load: CPU time of the app server (and its query workers), and of"
+        f" Chromium with Playwright, per page load; both share this machine's {os.cpu_count()} cores, so N loads at once"
+        f" cannot take less than N x (server + browser CPU) / cores (the CPU floor), whatever the app does."
+    )
 
 
 def apptest_bench(tmp: Path, args) -> None:
@@ -127,11 +142,14 @@ def apptest_bench(tmp: Path, args) -> None:
     cached = reruns()
     assert chart.BUILT is built
     base, now = statistics.median(uncached), statistics.median(cached)
-    print_table(["case", "components", "seconds", "vs baseline"], [
-        ["first open (data loaded, nothing cached)", len(SPEC["components"]), round(first, 3), ""],
-        [f"warm rerun, charts rebuilt each time (baseline), median of {args.repeat}", len(SPEC["components"]), round(base, 3), "1.00x"],
-        [f"warm rerun, charts kept per query result, median of {args.repeat}", len(SPEC["components"]), round(now, 3), f"{now / base:.2f}x"],
-    ])
+    print_table(
+        ["case", "components", "seconds", "vs baseline"],
+        [
+            ["first open (data loaded, nothing cached)", len(SPEC["components"]), round(first, 3), ""],
+            [f"warm rerun, charts rebuilt each time (baseline), median of {args.repeat}", len(SPEC["components"]), round(base, 3), "1.00x"],
+            [f"warm rerun, charts kept per query result, median of {args.repeat}", len(SPEC["components"]), round(now, 3), f"{now / base:.2f}x"],
+        ],
+    )
     print(f"\nCharts' share of a warm rerun before the cache: {(base - now) / base:.0%} (the audit measured about 70 %).")
     print(f"{args.rows:,} rows x 44 columns; AppTest runs the page script as the server does, without a browser.")
 

@@ -13,6 +13,7 @@ reuse: everything up to the last cache breakpoint before the question (the
 dashboard block in edit mode, the profile block in query mode), since cache
 hits happen at breakpoints, not at any shared byte.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,14 +27,12 @@ from lib.access import OPERATOR
 from .common import print_table, public_datasets
 from .refresh import make_workspace
 
-QUESTIONS = ("Build a dashboard of the main measures over time and by category.",
-             "Which category grew fastest last year, and where is it weakest?")
+QUESTIONS = ("Build a dashboard of the main measures over time and by category.", "Which category grew fastest last year, and where is it weakest?")
 TARGET = 0.80
 
 
 def in_cache_order(request: dict) -> str:
-    return json.dumps({"tools": request["tools"], "system": request["system"], "messages": request["messages"]},
-                      ensure_ascii=False)
+    return json.dumps({"tools": request["tools"], "system": request["system"], "messages": request["messages"]}, ensure_ascii=False)
 
 
 def cached_bytes(request: dict) -> int:
@@ -78,11 +77,12 @@ def main(argv=None) -> None:
             a, b = in_cache_order(first).encode(), in_cache_order(second).encode()
             shared = len(os.path.commonprefix([a, b]))
             share = shared / len(b)
-            rows.append([csv.name, len(a), len(b), shared, f"{share:.1%}", f"{cached_bytes(second) / len(b):.1%}",
-                         "yes" if share >= TARGET else "NO"])
+            rows.append([csv.name, len(a), len(b), shared, f"{share:.1%}", f"{cached_bytes(second) / len(b):.1%}", "yes" if share >= TARGET else "NO"])
     print_table(["file", "request 1 bytes", "request 2 bytes", "identical prefix", "prefix share", "cached", ">= 80 %"], rows)
-    print(f"\n{args.mode} mode; prefix share = identical leading bytes of request 2 / its size (order: tools, system, "
-          "messages);\ncached = bytes up to the last cache breakpoint before the question / size of request 2.")
+    print(
+        f"\n{args.mode} mode; prefix share = identical leading bytes of request 2 / its size (order: tools, system, "
+        "messages);\ncached = bytes up to the last cache breakpoint before the question / size of request 2."
+    )
 
 
 if __name__ == "__main__":

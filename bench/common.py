@@ -1,4 +1,5 @@
 """Shared by the benchmarks: where the public datasets are, the generated wide table, and table printing."""
+
 from __future__ import annotations
 
 import statistics
@@ -13,8 +14,7 @@ sys.path.insert(0, str(ROOT))
 from lib import settings  # after the path is set
 
 DATASETS = settings.get("DASHMEM_DATASETS")
-PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv",
-          "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
+PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv", "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
 BENCH_CACHE = ROOT / ".data" / "bench"
 
 
@@ -94,8 +94,7 @@ def wide_table_csv(rows: int = 1_000_000) -> Path:
     return path
 
 
-def interleaved_medians(cases: dict[object, dict[str, tuple[Callable[[], object], Callable[[], object]]]],
-                        repeat: int) -> dict[object, dict[str, float]]:
+def interleaved_medians(cases: dict[object, dict[str, tuple[Callable[[], object], Callable[[], object]]]], repeat: int) -> dict[object, dict[str, float]]:
     """Median seconds of each (untimed setup, timed fn) of each case, the cases taking turns run by run,
     so a noisy moment of a shared machine falls on every case alike rather than on one."""
     times: dict[object, dict[str, list[float]]] = {case: {key: [] for key in fns} for case, fns in cases.items()}
@@ -112,8 +111,16 @@ def interleaved_medians(cases: dict[object, dict[str, tuple[Callable[[], object]
 # --------------------------------------------------------------------------- the app in a real browser (bench.app, bench.load)
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 BENCH_SLUG = "wide-bench"
 VIEWER = ("vera", "vera-demo")
 
@@ -140,16 +147,19 @@ def bench_config_repo(tmp: Path, rows: int, spec: dict) -> dict[str, str]:
     from lib.warehouse import Warehouse
 
     csv = wide_table_csv(rows)
-    env = {"DASHMEM_CONFIG_REPO": str(tmp / "config-repo"), "DASHMEM_CACHE_DIR": str(tmp / "cache"),
-           "DASHMEM_COOKIE_KEY": "x" * 40, "DASHMEM_DATA_DIRS": str(csv.parent)}
+    env = {
+        "DASHMEM_CONFIG_REPO": str(tmp / "config-repo"),
+        "DASHMEM_CACHE_DIR": str(tmp / "cache"),
+        "DASHMEM_COOKIE_KEY": "x" * 40,
+        "DASHMEM_DATA_DIRS": str(csv.parent),
+    }
     os.environ.update(env)
     os.environ.pop("ANTHROPIC_API_KEY", None)
     repo = ConfigRepo.open_or_create(tmp / "config-repo", ROOT / "workspaces")
     folder = repo.path / BENCH_SLUG
     meta = workspace.blank("Wide bench", "olivia", "2026-11-30")["workspace"]
     meta["access"]["viewers"] = ["*"]
-    workspace.save(folder, {"workspace": meta, "sources": {"sources": [{"name": "t", "type": "csv", "path": str(csv)}]},
-                            "dashboard": spec})
+    workspace.save(folder, {"workspace": meta, "sources": {"sources": [{"name": "t", "type": "csv", "path": str(csv)}]}, "dashboard": spec})
     git.Repo(repo.path).git.add("--all")
     git.Repo(repo.path).git.commit("-q", "-m", "bench workspace")
     report = refresh(repo.published_path(BENCH_SLUG), Warehouse.for_workspace(repo.published_path(BENCH_SLUG)), user=OPERATOR)
@@ -179,9 +189,26 @@ class AppServer:
 
         with self.log.open("a") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-                 "--server.port", str(self.port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "streamlit",
+                    "run",
+                    str(ROOT / "app.py"),
+                    "--server.headless",
+                    "true",
+                    "--server.port",
+                    str(self.port),
+                    "--server.address",
+                    "127.0.0.1",
+                    "--browser.gatherUsageStats",
+                    "false",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
@@ -254,7 +281,7 @@ def process_tree_cpu(root: int) -> float:
                 text = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ", field 3 (state) is fields[0]
+            fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) ", field 3 (state) is fields[0]
             stats[int(entry)] = fields
             children.setdefault(int(fields[1]), []).append(int(entry))
     tick = os.sysconf("SC_CLK_TCK")

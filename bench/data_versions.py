@@ -8,6 +8,7 @@ stay null. Integers stay integers: the change is truncated towards zero, so
 it never exceeds 15 % of the value and the column keeps its type (and so its
 place in the recorded schema a refresh compares against).
 """
+
 from __future__ import annotations
 
 from typing import Iterable

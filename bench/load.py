@@ -15,6 +15,7 @@ sessions wait on each other rather than on the CPU. A click not drawn within
 --timeout counts as stuck. Goal (issue #14): no session stuck, and p95 with 8
 sessions no more than 3x the single-session figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,9 @@ async def session(browser, url: str, clicks: int, timeout_s: float, start: async
             started = time.perf_counter()
             await page.get_by_role("button", name="Refresh").click()
             try:
-                await page.wait_for_function(f"([charts, metrics]) => window.__runs > {before} && ({DRAWN_JS})([charts, metrics])",
-                                             arg=[CHARTS, METRICS], polling=100)
+                await page.wait_for_function(
+                    f"([charts, metrics]) => window.__runs > {before} && ({DRAWN_JS})([charts, metrics])", arg=[CHARTS, METRICS], polling=100
+                )
                 times.append(time.perf_counter() - started)
             except Exception:  # a Playwright timeout: this click never came back
                 stuck += 1
@@ -114,12 +116,13 @@ def main(argv=None) -> None:
                 p50 = statistics.median(times) if times else float("nan")
                 p95 = percentile(times, 95) if times else float("nan")
                 single = single or (p50 if n == 1 else None)
-                rows.append([n, len(times) + stuck, round(p50, 2), round(p95, 2),
-                             f"{p95 / single:.2f}x" if single else "", round(len(times) / wall, 2), stuck])
+                rows.append([n, len(times) + stuck, round(p50, 2), round(p95, 2), f"{p95 / single:.2f}x" if single else "", round(len(times) / wall, 2), stuck])
     print_table(["sessions at once", "clicks", "p50 s", "p95 s", "p95 / 1-session p50", "clicks/s (all)", "stuck"], rows)
     print(f"\nGoal: p95 with {max(counts)} sessions <= {GOAL_RATIO:.0f}x the single-session figure, and no session stuck.")
-    print(f"{args.rows:,} rows x 44 columns, {len(SPEC['components'])} components; each click is Refresh (re-reads the CSV, data"
-          f" unchanged) until every chart is drawn again; {args.clicks} clicks per session.")
+    print(
+        f"{args.rows:,} rows x 44 columns, {len(SPEC['components'])} components; each click is Refresh (re-reads the CSV, data"
+        f" unchanged) until every chart is drawn again; {args.clicks} clicks per session."
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ the other way round. Under the null hypothesis each discordant cell is a fair
 coin, so min(b, c) follows Binomial(b + c, 1/2); the two-sided p-value is
 twice its lower tail, capped at 1.
 """
+
 from __future__ import annotations
 
 from math import comb
@@ -30,4 +31,4 @@ def mcnemar_exact(b: int, c: int) -> float:
         return 1.0
     # Integer arithmetic up to the last step keeps the tail exact for any n.
     tail = sum(comb(n, k) for k in range(min(b, c) + 1))
-    return min(1.0, 2 * tail / 2 ** n)
+    return min(1.0, 2 * tail / 2**n)

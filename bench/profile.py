@@ -26,6 +26,7 @@ once the data is loaded; "+MB" is that peak minus the RSS just before the step
 Goals (issue #3): (a) and (b) at 1M x 44 at least 3x faster than pandas; no
 slower below 200k rows; 1,000 columns x 20k rows succeeds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -139,8 +140,13 @@ def _worker(method: str, mode: str, case: Path) -> None:
 def measure(method: str, mode: str, case: Path, runs: int) -> dict:
     results = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-m", "bench.profile", "--worker", method, mode, str(case)], cwd=ROOT,
-                              capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.profile", "--worker", method, mode, str(case)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        )
         if proc.returncode:
             return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:80]}
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -209,26 +215,55 @@ def main(argv=None) -> None:
             ours, base = measure("ours", mode, case, args.runs), measure("pandas", mode, case, args.runs)
             target, ratio_goal = goal(label, rows, mode)
             if "error" in ours or "error" in base:
-                rows_out.append([label, mode, ours.get("s", ours.get("error")), base.get("s", base.get("error")),
-                                 "-", target, "NOT MET" if "error" in ours else "-", "", "", "", ""])
+                rows_out.append(
+                    [
+                        label,
+                        mode,
+                        ours.get("s", ours.get("error")),
+                        base.get("s", base.get("error")),
+                        "-",
+                        target,
+                        "NOT MET" if "error" in ours else "-",
+                        "",
+                        "",
+                        "",
+                        "",
+                    ]
+                )
                 continue
             ratio = base["s"] / ours["s"]
             met = "-" if ratio_goal is None else ("met" if ratio >= ratio_goal else "NOT MET")
             if label.endswith("x 1000"):
-                target, met = "succeeds" + ("" if ratio_goal is None else f", {target}"), "met" if ratio_goal is None or ratio >= ratio_goal else "NOT MET (speed)"
-            rows_out.append([label, {"a": "(a) profile step", "b": "(b) CSV -> profile"}[mode], round(ours["s"], 3), round(base["s"], 3),
-                             f"{ratio:.2f}x", target, met, round(ours["peak_mb"]), round(base["peak_mb"]),
-                             f"+{ours['added_mb']:.0f}", f"+{base['added_mb']:.0f}"])
-    print_table(["table", "comparison", "ours s", "pandas s", "speed-up", "goal", "", "ours peak MB", "pandas peak MB",
-                 "ours +MB", "pandas +MB"], rows_out)
-    print(f"\nMedians of {args.runs} runs, each in a fresh process warmed up on a tiny table. Peak MB = the process's VmHWM\n"
-          "during the measured step (reset via /proc/self/clear_refs after loading the data); +MB = that peak minus the\n"
-          "RSS just before the step. (a): data already in memory (ours the Arrow table as a snapshot holds it, repeating\n"
-          "text dictionary-encoded from 100k rows up, as `lib profile` reads it; pandas the DataFrame read_csv made);\n"
-          "(b): CSV file -> profile (ours includes that dictionary encoding). Same statistics: counts, distinct counts, min/max, mean, std, 5 quantiles, value\n"
-          "counts of text/boolean columns. Ours is approximate where pandas is exact: distinct counts of non-categorical\n"
-          "columns (HyperLogLog) and quantiles above 200k rows (a 100k-row evenly spaced sample); ours also renders the\n"
-          "profile. The machine is shared (2 cores, loaded by other jobs): absolute seconds are noisy, read the ratios.")
+                target, met = (
+                    "succeeds" + ("" if ratio_goal is None else f", {target}"),
+                    "met" if ratio_goal is None or ratio >= ratio_goal else "NOT MET (speed)",
+                )
+            rows_out.append(
+                [
+                    label,
+                    {"a": "(a) profile step", "b": "(b) CSV -> profile"}[mode],
+                    round(ours["s"], 3),
+                    round(base["s"], 3),
+                    f"{ratio:.2f}x",
+                    target,
+                    met,
+                    round(ours["peak_mb"]),
+                    round(base["peak_mb"]),
+                    f"+{ours['added_mb']:.0f}",
+                    f"+{base['added_mb']:.0f}",
+                ]
+            )
+    print_table(["table", "comparison", "ours s", "pandas s", "speed-up", "goal", "", "ours peak MB", "pandas peak MB", "ours +MB", "pandas +MB"], rows_out)
+    print(
+        f"\nMedians of {args.runs} runs, each in a fresh process warmed up on a tiny table. Peak MB = the process's VmHWM\n"
+        "during the measured step (reset via /proc/self/clear_refs after loading the data); +MB = that peak minus the\n"
+        "RSS just before the step. (a): data already in memory (ours the Arrow table as a snapshot holds it, repeating\n"
+        "text dictionary-encoded from 100k rows up, as `lib profile` reads it; pandas the DataFrame read_csv made);\n"
+        "(b): CSV file -> profile (ours includes that dictionary encoding). Same statistics: counts, distinct counts, min/max, mean, std, 5 quantiles, value\n"
+        "counts of text/boolean columns. Ours is approximate where pandas is exact: distinct counts of non-categorical\n"
+        "columns (HyperLogLog) and quantiles above 200k rows (a 100k-row evenly spaced sample); ours also renders the\n"
+        "profile. The machine is shared (2 cores, loaded by other jobs): absolute seconds are noisy, read the ratios."
+    )
 
 
 # --------------------------------------------------------------------------- generated tables

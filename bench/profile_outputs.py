@@ -9,6 +9,7 @@ files, a tiled global_superstore above the exact-quantile threshold, and
 generated wide tables (text columns of many cardinalities, numbers, dates,
 booleans, nulls).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,11 +46,13 @@ def odd_types():
     base = synthetic_wide(60_000, 10, seed=3)
     rows = base.num_rows
     some = [f"s{i % 7000:05d}" for i in range(rows)]
-    return base.append_column("dict_text", base.column("text_0001").dictionary_encode()) \
-        .append_column("large_text", base.column("text_0002").cast(pa.large_string())) \
-        .append_column("many_but_categorical", pa.array(some)) \
-        .append_column("bools", pa.array([None if i % 5 == 0 else i % 3 == 0 for i in range(rows)])) \
+    return (
+        base.append_column("dict_text", base.column("text_0001").dictionary_encode())
+        .append_column("large_text", base.column("text_0002").cast(pa.large_string()))
+        .append_column("many_but_categorical", pa.array(some))
+        .append_column("bools", pa.array([None if i % 5 == 0 else i % 3 == 0 for i in range(rows)]))
         .append_column("nothing", pa.nulls(rows, pa.string()))
+    )
 
 
 def main(argv=None) -> None:

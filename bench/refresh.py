@@ -16,6 +16,7 @@ process (ratio <= 1.0). Wall ratios are per pair (the machine drifts); CPU
 seconds of each child (user + sys) are shown too, as they suffer less from other
 load on the machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,11 +43,13 @@ def make_workspace(root: Path, csv: Path) -> Path:
 
     folder = root / csv.stem.replace("_", "-").lower()
     workspace.save(folder, workspace.blank(csv.stem, "bench", "2026-11-30"))
-    workspace.save(folder, {
-        "sources": {"sources": [{"name": "data", "type": "csv", "path": str(csv.resolve())}]},
-        "dashboard": {"title": csv.stem, "components": [
-            {"id": "rows", "type": "kpi", "title": "Rows", "query": "SELECT count(*) AS value FROM data"}]},
-    })
+    workspace.save(
+        folder,
+        {
+            "sources": {"sources": [{"name": "data", "type": "csv", "path": str(csv.resolve())}]},
+            "dashboard": {"title": csv.stem, "components": [{"id": "rows", "type": "kpi", "title": "Rows", "query": "SELECT count(*) AS value FROM data"}]},
+        },
+    )
     return folder
 
 
@@ -81,8 +84,13 @@ def cold_command_line(files: list[Path], runs: int) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "PYTHONPATH": str(ROOT),
-               "DASHMEM_CACHE_DIR": str(root / "cache"), "DASHMEM_DATA_DIRS": str(root / "live")}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": tmp,
+            "PYTHONPATH": str(ROOT),
+            "DASHMEM_CACHE_DIR": str(root / "cache"),
+            "DASHMEM_DATA_DIRS": str(root / "live"),
+        }
         for csv in files:
             versions, live = two_versions(root, csv)
             os.environ["DASHMEM_DATA_DIRS"] = str(live.parent)  # for make_workspace's validation, in this process
@@ -104,12 +112,20 @@ def cold_command_line(files: list[Path], runs: int) -> None:
                 wall_ratios.append(a_wall / b_wall)
                 cpu_ratios.append(a_cpu / b_cpu)
             wall_ratio, cpu_ratio = statistics.median(wall_ratios), statistics.median(cpu_ratios)
-            rows.append([csv.name, f"{statistics.median(walls[0]) * 1000:.0f}", f"{statistics.median(walls[1]) * 1000:.0f}",
-                         f"{wall_ratio:.2f}x", f"{statistics.median(cpus[0]) * 1000:.0f}", f"{statistics.median(cpus[1]) * 1000:.0f}",
-                         f"{cpu_ratio:.2f}x", "yes" if wall_ratio <= COLD_GOAL_RATIO else "NO"])
+            rows.append(
+                [
+                    csv.name,
+                    f"{statistics.median(walls[0]) * 1000:.0f}",
+                    f"{statistics.median(walls[1]) * 1000:.0f}",
+                    f"{wall_ratio:.2f}x",
+                    f"{statistics.median(cpus[0]) * 1000:.0f}",
+                    f"{statistics.median(cpus[1]) * 1000:.0f}",
+                    f"{cpu_ratio:.2f}x",
+                    "yes" if wall_ratio <= COLD_GOAL_RATIO else "NO",
+                ]
+            )
     print(f"\ncold command line: whole processes, median of {runs} pairs, in turn (ours, then pandas, on the same file version)")
-    print_table(["file", "refresh ms", "pandas ms", "wall ratio", "refresh cpu ms", "pandas cpu ms", "cpu ratio",
-                 f"<= {COLD_GOAL_RATIO:.1f}x (goal)"], rows)
+    print_table(["file", "refresh ms", "pandas ms", "wall ratio", "refresh cpu ms", "pandas cpu ms", "cpu ratio", f"<= {COLD_GOAL_RATIO:.1f}x (goal)"], rows)
     print("\nours: `python -m lib refresh WS` loads the file into a new snapshot and switches to it; it also reads and")
     print("validates the six workspace files against their schemas, checks the new columns against profile.yaml and the")
     print("served data, binds the dashboard's query (recorded after the untimed first load; a new data shape binds in a")
@@ -161,11 +177,24 @@ def warm(files: list[Path], repeat: int) -> None:
                 floors.append(time.perf_counter() - start)
             ours, floor = statistics.median(times), statistics.median(floors)
             fetch = statistics.median(fetches)
-            rows.append([csv.name, first.sources[0].rows_after, f"{fetch * 1000:.1f}", f"{(ours - fetch) * 1000:.1f}", f"{ours * 1000:.1f}", f"{floor * 1000:.1f}", f"{ours / floor:.1f}x",
-                         "yes" if ours <= PAPER_REFRESH_S else "NO", "yes" if ours <= 2 * floor else "NO"])
+            rows.append(
+                [
+                    csv.name,
+                    first.sources[0].rows_after,
+                    f"{fetch * 1000:.1f}",
+                    f"{(ours - fetch) * 1000:.1f}",
+                    f"{ours * 1000:.1f}",
+                    f"{floor * 1000:.1f}",
+                    f"{ours / floor:.1f}x",
+                    "yes" if ours <= PAPER_REFRESH_S else "NO",
+                    "yes" if ours <= 2 * floor else "NO",
+                ]
+            )
     print_table(["file", "rows", "fetch ms", "check + switch ms", "refresh ms (median)", "pandas.read_csv ms", "ratio", "<= 0.08 s", "<= 2x floor"], rows)
-    print(f"\nmedian of {repeat} refreshes each, every one switching to changed data with 0 model calls, after one initial load;"
-          f"\neach refresh is followed by pandas.read_csv of the same file version, so both are timed side by side.")
+    print(
+        f"\nmedian of {repeat} refreshes each, every one switching to changed data with 0 model calls, after one initial load;"
+        f"\neach refresh is followed by pandas.read_csv of the same file version, so both are timed side by side."
+    )
 
 
 if __name__ == "__main__":

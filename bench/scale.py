@@ -24,6 +24,7 @@ curves read as ratios, not times (the machine is shared and noisy).
               page's list (`history`, 200 versions), a diff across the whole
               history, and a publish, beside `git log` of the same path.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,12 +94,25 @@ def axis_rows(runs: int, big: bool) -> None:
         print(f"  rows: {n:,}…", file=sys.stderr)
         t = rows_case(n, runs)
         first = first or t["ours"]
-        rows.append([f"{n:,} x 44", ms(t["ours"]), ms(t["refresh"]), ms(t["ours"] - t["refresh"]), ms(t["pandas"]),
-                     ratio(t["ours"], t["pandas"]), ratio(t["ours"], first)])
-    print_table(["rows", "ours refresh+profile ms", "of which refresh ms", "of which profile ms", "pandas read_csv+stats ms",
-                 "ours / pandas", "ours / ours at 10k"], rows)
-    print("no goal is stated for refresh+profile (issue #3's goals are for the profile step alone: bench.profile); "
-          "ours does more here: it also writes the snapshot and checks the dashboard's queries")
+        rows.append(
+            [
+                f"{n:,} x 44",
+                ms(t["ours"]),
+                ms(t["refresh"]),
+                ms(t["ours"] - t["refresh"]),
+                ms(t["pandas"]),
+                ratio(t["ours"], t["pandas"]),
+                ratio(t["ours"], first),
+            ]
+        )
+    print_table(
+        ["rows", "ours refresh+profile ms", "of which refresh ms", "of which profile ms", "pandas read_csv+stats ms", "ours / pandas", "ours / ours at 10k"],
+        rows,
+    )
+    print(
+        "no goal is stated for refresh+profile (issue #3's goals are for the profile step alone: bench.profile); "
+        "ours does more here: it also writes the snapshot and checks the dashboard's queries"
+    )
 
 
 # --------------------------------------------------------------------------- columns: profile vs pandas
@@ -197,19 +211,50 @@ def axis_workspaces(runs: int) -> None:
         rest = interleaved_medians({n: {k: fns[k] for k in ("cold", "first", "before")} for n, fns in cases.items()}, runs)
     t = {n: {**warm[n], **rest[n]} for n in sizes}
     base = t[sizes[0]]
-    rows = [[n, ms(t[n]["warm"]), ms(t[n]["page"]), ms(t[n]["cold"]), ms(t[n]["first"]), ms(t[n]["listing"]), ms(t[n]["before"]),
-             ratio(t[n]["warm"], t[n]["listing"]), ratio(t[n]["warm"], base["warm"]), ratio(t[n]["page"], base["page"]),
-             ratio(t[n]["before"], base["before"])] for n in sizes]
-    print_table(["workspaces", "warm ms", "page (+visible) ms", "cold after commit ms", "first call ms", "list root tree ms",
-                 "uncached (before) ms", "warm / listing", "warm / warm at 2", "page / page at 2", "before / before at 2"], rows)
+    rows = [
+        [
+            n,
+            ms(t[n]["warm"]),
+            ms(t[n]["page"]),
+            ms(t[n]["cold"]),
+            ms(t[n]["first"]),
+            ms(t[n]["listing"]),
+            ms(t[n]["before"]),
+            ratio(t[n]["warm"], t[n]["listing"]),
+            ratio(t[n]["warm"], base["warm"]),
+            ratio(t[n]["page"], base["page"]),
+            ratio(t[n]["before"], base["before"]),
+        ]
+        for n in sizes
+    ]
+    print_table(
+        [
+            "workspaces",
+            "warm ms",
+            "page (+visible) ms",
+            "cold after commit ms",
+            "first call ms",
+            "list root tree ms",
+            "uncached (before) ms",
+            "warm / listing",
+            "warm / warm at 2",
+            "page / page at 2",
+            "before / before at 2",
+        ],
+        rows,
+    )
     warm_growth, page_growth = t[200]["warm"] / base["warm"], t[200]["page"] / base["page"]
     verdict = "met" if warm_growth <= WORKSPACES_GOAL else "NOT met"
-    print(f"goal (issue #14): per-page cost at 200 workspaces <= {WORKSPACES_GOAL}x that at 2 -> workspaces_for "
-          f"{warm_growth:.2f}x: {verdict} (before: {t[200]['before'] / base['before']:.0f}x); "
-          f"with auth.visible over the metas {page_growth:.2f}x")
-    print("warm: nothing changed since the last call (reads the branch refs); page: plus what app.py does with the result; "
-          "cold: after a new commit on main (the root tree and one changed workspace.yaml read); first: a fresh ConfigRepo. "
-          "The sizes take turns run by run.")
+    print(
+        f"goal (issue #14): per-page cost at 200 workspaces <= {WORKSPACES_GOAL}x that at 2 -> workspaces_for "
+        f"{warm_growth:.2f}x: {verdict} (before: {t[200]['before'] / base['before']:.0f}x); "
+        f"with auth.visible over the metas {page_growth:.2f}x"
+    )
+    print(
+        "warm: nothing changed since the last call (reads the branch refs); page: plus what app.py does with the result; "
+        "cold: after a new commit on main (the root tree and one changed workspace.yaml read); first: a fresh ConfigRepo. "
+        "The sizes take turns run by run."
+    )
 
 
 # --------------------------------------------------------------------------- history: history/diff/publish vs git log
@@ -269,8 +314,7 @@ def history_cases(root: Path, commits: int) -> dict[str, tuple]:
 
     return {
         "history": (nothing, lambda: cr.history(slug, limit=200)),
-        "log": (nothing, lambda: _git(path, "log", "--first-parent", "-n", "200", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x00",
-                                      MAIN, "--", slug)),
+        "log": (nothing, lambda: _git(path, "log", "--first-parent", "-n", "200", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x00", MAIN, "--", slug)),
         "diff": (nothing, lambda: cr.diff(slug, oldest, MAIN)),
         "git diff": (nothing, lambda: _git(path, "diff", oldest, MAIN, "--", slug)),
         "undo": (nothing, lambda: cr.undo_stack(olivia, slug)),
@@ -287,22 +331,55 @@ def axis_history(runs: int) -> None:
         publish = interleaved_medians({n: {"publish": fns["publish"]} for n, fns in cases.items()}, runs)
     t = {n: {**reads[n], **publish[n]} for n in sizes}
     base = t[sizes[0]]
-    rows = [[n, ms(t[n]["history"]), ms(t[n]["log"]), ratio(t[n]["history"], t[n]["log"]), ms(t[n]["diff"]), ms(t[n]["git diff"]),
-             ratio(t[n]["diff"], t[n]["git diff"]), ms(t[n]["undo"]), ratio(t[n]["undo"], t[n]["log"]), ms(t[n]["publish"]),
-             ratio(t[n]["publish"], t[n]["log"]), ratio(t[n]["history"], base["history"]), ratio(t[n]["undo"], base["undo"]),
-             ratio(t[n]["publish"], base["publish"])] for n in sizes]
-    print_table(["commits", "history ms", "git log ms", "history / log", "diff ms", "git diff ms", "diff / git diff", "undo stack ms",
-                 "undo / log", "publish ms", "publish / log", "history / at 10", "undo / at 10", "publish / at 10"], rows)
-    print("history: the History page's list of 200 versions (first parent of main); git log: the same 200 on the same path, "
-          "as text, in one process; diff: oldest to newest version of the workspace; undo stack: what the History page "
-          "reads of a draft with 3 saves; publish: of a one-line change, checks included. Reads: medians of "
-          f"{max(runs, 20)} runs, publish of {runs}; the sizes take turns run by run.")
+    rows = [
+        [
+            n,
+            ms(t[n]["history"]),
+            ms(t[n]["log"]),
+            ratio(t[n]["history"], t[n]["log"]),
+            ms(t[n]["diff"]),
+            ms(t[n]["git diff"]),
+            ratio(t[n]["diff"], t[n]["git diff"]),
+            ms(t[n]["undo"]),
+            ratio(t[n]["undo"], t[n]["log"]),
+            ms(t[n]["publish"]),
+            ratio(t[n]["publish"], t[n]["log"]),
+            ratio(t[n]["history"], base["history"]),
+            ratio(t[n]["undo"], base["undo"]),
+            ratio(t[n]["publish"], base["publish"]),
+        ]
+        for n in sizes
+    ]
+    print_table(
+        [
+            "commits",
+            "history ms",
+            "git log ms",
+            "history / log",
+            "diff ms",
+            "git diff ms",
+            "diff / git diff",
+            "undo stack ms",
+            "undo / log",
+            "publish ms",
+            "publish / log",
+            "history / at 10",
+            "undo / at 10",
+            "publish / at 10",
+        ],
+        rows,
+    )
+    print(
+        "history: the History page's list of 200 versions (first parent of main); git log: the same 200 on the same path, "
+        "as text, in one process; diff: oldest to newest version of the workspace; undo stack: what the History page "
+        "reads of a draft with 3 saves; publish: of a one-line change, checks included. Reads: medians of "
+        f"{max(runs, 20)} runs, publish of {runs}; the sizes take turns run by run."
+    )
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--axis", choices=["rows", "columns", "workspaces", "history"], action="append",
-                        help="run only this axis (repeatable); all by default")
+    parser.add_argument("--axis", choices=["rows", "columns", "workspaces", "history"], action="append", help="run only this axis (repeatable); all by default")
     parser.add_argument("--runs", type=int, default=5, help="runs per cell (median); at least 5")
     parser.add_argument("--big", action="store_true", help="add 5M rows to the rows axis (slow: minutes, GBs of memory)")
     args = parser.parse_args(argv)

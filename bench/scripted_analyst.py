@@ -21,6 +21,7 @@ It reads only the request it is sent, and plays one session in three calls:
 Usage: input tokens are lib.tokens' offline estimate of the request, output
 tokens that of the reply. It reports no cache reads or writes: it has no cache.
 """
+
 from __future__ import annotations
 
 import copy
@@ -67,8 +68,10 @@ class ScriptedAnalyst:
                 if block["type"] == "text":
                     on_text(block["text"])
         shown = {key: request[key] for key in ("system", "tools", "messages")}
-        usage = {"input_tokens": tokens.estimate(json.dumps(shown, ensure_ascii=False)),
-                 "output_tokens": tokens.estimate(json.dumps(content, ensure_ascii=False))}
+        usage = {
+            "input_tokens": tokens.estimate(json.dumps(shown, ensure_ascii=False)),
+            "output_tokens": tokens.estimate(json.dumps(content, ensure_ascii=False)),
+        }
         return message(*content, usage=usage)
 
     def dashboard_for(self, request: dict[str, Any]) -> dict[str, Any] | None:
@@ -118,8 +121,13 @@ def _table_shows(comp: Mapping[str, Any], column: str) -> bool:
 
 def _texts(messages: list[dict[str, Any]]) -> list[str]:
     """Every text block of the person's turns."""
-    return [block["text"] for turn in messages if turn["role"] == "user" and isinstance(turn["content"], list)
-            for block in turn["content"] if block.get("type") == "text"]
+    return [
+        block["text"]
+        for turn in messages
+        if turn["role"] == "user" and isinstance(turn["content"], list)
+        for block in turn["content"]
+        if block.get("type") == "text"
+    ]
 
 
 def _shows_profile(messages: list[dict[str, Any]]) -> bool:
@@ -142,8 +150,7 @@ def _shown_dashboard(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
 def _answered_tool(messages: list[dict[str, Any]]) -> str | None:
     """The tool whose result ends the request, or None when the request ends with the person's message."""
     last = messages[-1]
-    results = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_result"] \
-        if isinstance(last["content"], list) else []
+    results = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_result"] if isinstance(last["content"], list) else []
     if not results or len(messages) < 2:
         return None
     calls = {b.get("id"): b.get("name") for b in messages[-2]["content"] if b.get("type") == "tool_use"}
@@ -151,5 +158,10 @@ def _answered_tool(messages: list[dict[str, Any]]) -> str | None:
 
 
 def _count_tool_uses(messages: list[dict[str, Any]]) -> int:
-    return sum(1 for turn in messages if turn["role"] == "assistant" and isinstance(turn["content"], list)
-               for block in turn["content"] if block.get("type") == "tool_use")
+    return sum(
+        1
+        for turn in messages
+        if turn["role"] == "assistant" and isinstance(turn["content"], list)
+        for block in turn["content"]
+        if block.get("type") == "tool_use"
+    )

@@ -24,6 +24,7 @@ Issue #14 items 7 and 8.
 
 The machine is shared (2 cores): figures are medians, compare the ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,7 @@ def write_before(root: Path, snapshot_id: str, tables: dict) -> None:
                 writer.write_table(table)
             length = sink.tell() - start
             sink.write(b"\0" * (-sink.tell() % 64))
-            manifest[name] = {"rows": table.num_rows, "columns": describe({name: table})[name], "source": name,
-                              "offset": start, "length": length}
+            manifest[name] = {"rows": table.num_rows, "columns": describe({name: table})[name], "source": name, "offset": start, "length": length}
         body = json.dumps({"created": "2026-11-30T00:00:00+00:00", "tables": manifest}).encode()
         sink.write(body)
         sink.write(struct.pack("<Q8s", len(body), b"DMSNAP1\n"))
@@ -118,8 +118,9 @@ def render_cost(folder: Path, sql: str, repeat: int) -> tuple[float, float]:
     """(cold, warm) seconds of one dashboard query in a fresh process: medians over `repeat` processes."""
     colds, warms = [], []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", RENDER, str(folder), sql], cwd=ROOT, check=True, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", RENDER, str(folder), sql], cwd=ROOT, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        ).stdout
         cold, warm = json.loads(out)
         colds.append(cold)
         warms.append(warm)
@@ -174,11 +175,23 @@ def snapshot_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
     shutil.rmtree(after)
     mb = 1 << 20
     return [
-        [label, f"{table.num_rows:,} x {table.num_columns}", f"{one_before / mb:.1f}", f"{one_after / mb:.1f}", f"{one_after / one_before:.2f}x",
-         f"{KEPT * one_after / (KEPT * one_before):.2f}x", f"{kept_before / mb:.1f}", f"{kept_after / mb:.1f}", f"{kept_after / kept_before:.2f}x",
-         "yes" if KEPT * one_after <= GOAL_RATIO * KEPT * one_before else "no",
-         f"{t_after / t_before:.1f}x", f"{cold_b * 1000:.0f}", f"{cold_a * 1000:.0f}", f"{cold_a / cold_b:.1f}x",
-         f"{warm_a / warm_b:.2f}x"],
+        [
+            label,
+            f"{table.num_rows:,} x {table.num_columns}",
+            f"{one_before / mb:.1f}",
+            f"{one_after / mb:.1f}",
+            f"{one_after / one_before:.2f}x",
+            f"{KEPT * one_after / (KEPT * one_before):.2f}x",
+            f"{kept_before / mb:.1f}",
+            f"{kept_after / mb:.1f}",
+            f"{kept_after / kept_before:.2f}x",
+            "yes" if KEPT * one_after <= GOAL_RATIO * KEPT * one_before else "no",
+            f"{t_after / t_before:.1f}x",
+            f"{cold_b * 1000:.0f}",
+            f"{cold_a * 1000:.0f}",
+            f"{cold_a / cold_b:.1f}x",
+            f"{warm_a / warm_b:.2f}x",
+        ],
     ]
 
 
@@ -212,6 +225,7 @@ def formats_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
             con = duckdb.connect()
             con.register("data", data)
             return con.execute(sql).fetchall()
+
         return path, write, read
 
     def parquet():
@@ -222,6 +236,7 @@ def formats_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
 
         def read():
             return duckdb.connect().execute(sql.replace("FROM data", f"FROM read_parquet('{path}')")).fetchall()
+
         return path, write, read
 
     def duck():
@@ -240,11 +255,17 @@ def formats_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
                 return con.execute(sql).fetchall()
             finally:
                 con.close()
+
         return path, write, read
 
-    candidates = [("Arrow IPC, uncompressed (before)", *ipc(None)), ("Arrow IPC lz4, 128k-row batches", *ipc("lz4", 128 << 10)),
-                  ("Arrow IPC zstd, parser's chunks", *ipc("zstd")), ("Arrow IPC zstd, 128k-row batches (after)", *ipc("zstd", 128 << 10)),
-                  ("Parquet zstd", *parquet()), ("DuckDB file", *duck())]
+    candidates = [
+        ("Arrow IPC, uncompressed (before)", *ipc(None)),
+        ("Arrow IPC lz4, 128k-row batches", *ipc("lz4", 128 << 10)),
+        ("Arrow IPC zstd, parser's chunks", *ipc("zstd")),
+        ("Arrow IPC zstd, 128k-row batches (after)", *ipc("zstd", 128 << 10)),
+        ("Parquet zstd", *parquet()),
+        ("DuckDB file", *duck()),
+    ]
     base_bytes = base_write = base_read = None
     for label, path, write, read in candidates:
         t_write = median_time(write, repeat)
@@ -252,8 +273,16 @@ def formats_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
         size = path.stat().st_size
         if base_bytes is None:
             base_bytes, base_write, base_read = size, t_write, t_read
-        rows.append([label, f"{size / (1 << 20):.1f}", f"{size / base_bytes:.2f}x", f"{t_write / base_write:.1f}x", f"{t_read * 1000:.0f}",
-                     f"{t_read / base_read:.1f}x"])
+        rows.append(
+            [
+                label,
+                f"{size / (1 << 20):.1f}",
+                f"{size / base_bytes:.2f}x",
+                f"{t_write / base_write:.1f}x",
+                f"{t_read * 1000:.0f}",
+                f"{t_read / base_read:.1f}x",
+            ]
+        )
         path.unlink()
     return rows
 
@@ -269,9 +298,12 @@ def csv_rows(csv: Path, repeat: int) -> list[list[object]]:
         return pacsv.read_csv(csv)
 
     def plain_as_ours():  # the reader options ours sets on this file: quote-aware lines, empty text is null, 8 MB blocks
-        return pacsv.read_csv(csv, read_options=pacsv.ReadOptions(block_size=8 << 20),
-                              parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                              convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+        return pacsv.read_csv(
+            csv,
+            read_options=pacsv.ReadOptions(block_size=8 << 20),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
+        )
 
     def duck():
         return duckdb.connect().sql(f"SELECT * FROM read_csv('{csv}')").to_arrow_table()
@@ -286,8 +318,13 @@ def csv_rows(csv: Path, repeat: int) -> list[list[object]]:
         finally:
             csv_source.available_memory = available
 
-    loaders = [("pyarrow.csv.read_csv", plain), ("pyarrow.csv.read_csv, ours' options", plain_as_ours),
-               ("ours (csv_source.fetch)", ours), ("ours, streamed (before)", ours_streamed), ("duckdb read_csv -> Arrow", duck)]
+    loaders = [
+        ("pyarrow.csv.read_csv", plain),
+        ("pyarrow.csv.read_csv, ours' options", plain_as_ours),
+        ("ours (csv_source.fetch)", ours),
+        ("ours, streamed (before)", ours_streamed),
+        ("duckdb read_csv -> Arrow", duck),
+    ]
     runs: dict[str, list[float]] = {name: [] for name, _ in loaders}
     for _ in range(repeat):  # round-robin, so that a change in the machine's load hits every loader alike
         for name, fn in loaders:
@@ -312,41 +349,63 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(dir=Path(wide).parent) as tmp:  # the same disk as the cache
         tmp = Path(tmp)
         rows = []
-        for csv in ([] if args.skip_snapshots else files):
+        for csv in [] if args.skip_snapshots else files:
             started = time.perf_counter()
             rows.extend(snapshot_rows(csv, tmp, args.repeat))
             print(f"  {csv.name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
         if rows:
             print(f"1. Snapshot bytes (MB) and render cost, before = uncompressed format, after = zstd + shared tables; goal: after <= {GOAL_RATIO}x before\n")
-            print_table(["dataset", "shape", "1 snap before", "1 snap after", "ratio", f"{KEPT} kept, table changes: ratio",
-                         f"{KEPT} kept, unchanged: before", "after", "ratio", f"<= {GOAL_RATIO}x", "write time after/before",
-                         "cold render ms before", "after", "ratio", "warm render after/before"], rows)
-            print(f"\n'{KEPT} kept, table changes': every refresh writes the table anew in both formats, so the ratio is one snapshot's. "
-                  f"'unchanged': the table is the same at each refresh while a small table changes; before, each snapshot holds a "
-                  "copy, after, all six hard-link one file. Cold render = a new process's first dashboard query, which opens "
-                  "(and now decompresses) the table, in the app process and in the query worker; warm = the same query on open tables. "
-                  f"Medians of {args.repeat} runs.")
+            print_table(
+                [
+                    "dataset",
+                    "shape",
+                    "1 snap before",
+                    "1 snap after",
+                    "ratio",
+                    f"{KEPT} kept, table changes: ratio",
+                    f"{KEPT} kept, unchanged: before",
+                    "after",
+                    "ratio",
+                    f"<= {GOAL_RATIO}x",
+                    "write time after/before",
+                    "cold render ms before",
+                    "after",
+                    "ratio",
+                    "warm render after/before",
+                ],
+                rows,
+            )
+            print(
+                f"\n'{KEPT} kept, table changes': every refresh writes the table anew in both formats, so the ratio is one snapshot's. "
+                f"'unchanged': the table is the same at each refresh while a small table changes; before, each snapshot holds a "
+                "copy, after, all six hard-link one file. Cold render = a new process's first dashboard query, which opens "
+                "(and now decompresses) the table, in the app process and in the query worker; warm = the same query on open tables. "
+                f"Medians of {args.repeat} runs."
+            )
 
         if not args.skip_formats:
             print(f"\n2. Storage formats for {wide.name} (compact_strings applied), read = open + the dashboard query, in process\n")
-            print_table(["format", "MB", "bytes vs before", "write time vs before", "read + query ms", "vs before"],
-                        formats_rows(wide, tmp, args.repeat))
-            print("\nPicked: Arrow IPC zstd in 128k-row batches, the smallest of the formats the sandbox can serve as they are "
-                  "(Arrow tables registered in a DuckDB with file access off, mapped by the query workers). A DuckDB file and "
-                  "Parquet read fast because DuckDB reads only the query's columns, but the sandbox would have to open files by "
-                  "path (ATTACH / read_parquet, which it forbids), a DuckDB file takes one writer at a time across processes, and "
-                  "both wrote far slower here. lz4 reads faster than zstd but stays at about half the bytes, missing the goal "
-                  "without sharing. zstd's read cost is the price: every column is decompressed when a snapshot is opened.")
+            print_table(["format", "MB", "bytes vs before", "write time vs before", "read + query ms", "vs before"], formats_rows(wide, tmp, args.repeat))
+            print(
+                "\nPicked: Arrow IPC zstd in 128k-row batches, the smallest of the formats the sandbox can serve as they are "
+                "(Arrow tables registered in a DuckDB with file access off, mapped by the query workers). A DuckDB file and "
+                "Parquet read fast because DuckDB reads only the query's columns, but the sandbox would have to open files by "
+                "path (ATTACH / read_parquet, which it forbids), a DuckDB file takes one writer at a time across processes, and "
+                "both wrote far slower here. lz4 reads faster than zstd but stays at about half the bytes, missing the goal "
+                "without sharing. zstd's read cost is the price: every column is decompressed when a snapshot is opened."
+            )
 
     if not args.skip_csv:
         print(f"\n3. Loading {wide.name} ({wide.stat().st_size / (1 << 20):.0f} MB), medians of {args.repeat}\n")
         print_table(["loader", "s", "vs pyarrow.csv.read_csv"], csv_rows(wide, args.repeat))
-        print("\nOurs parses with the same pyarrow reader plus: one scan of the file for a quote, and where there is one (this "
-              "file quotes every text value) quote-aware line splitting, so that a quoted value may hold a newline (plain "
-              "read_csv here does not, and would misread such a file); a date probe per text column; a check that no column "
-              "came out as bytes (not UTF-8). 'streamed (before)' is how ours read any file over 128 MB until issue #14: block "
-              "by block on one core; now it streams only when a whole-file read (about 3.5x the file at its peak) would take "
-              "over half the available memory. duckdb read_csv sniffs and types too; its figure includes the copy to Arrow.")
+        print(
+            "\nOurs parses with the same pyarrow reader plus: one scan of the file for a quote, and where there is one (this "
+            "file quotes every text value) quote-aware line splitting, so that a quoted value may hold a newline (plain "
+            "read_csv here does not, and would misread such a file); a date probe per text column; a check that no column "
+            "came out as bytes (not UTF-8). 'streamed (before)' is how ours read any file over 128 MB until issue #14: block "
+            "by block on one core; now it streams only when a whole-file read (about 3.5x the file at its peak) would take "
+            "over half the available memory. duckdb read_csv sniffs and types too; its figure includes the copy to Arrow."
+        )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ database server's work is not in it, the driver's is); ratios are of wall times 
 "peak MB" is the run's peak RSS and "+fetch MB" how far it rose above the RSS after imports. A server that does not answer is skipped, saying so.
 The goal (issue part 6): SQL fetch within 1.3x of pandas.read_sql.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,12 +45,10 @@ SERVERS = {
     "mariadb": ("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test"),
 }
 COLUMNS = {
-    "sqlite": "id INTEGER, qty INTEGER, price REAL, amount NUMERIC(12,2), category VARCHAR(20), note TEXT, "
-              "day DATE, at TIMESTAMP, flag BOOLEAN",
+    "sqlite": "id INTEGER, qty INTEGER, price REAL, amount NUMERIC(12,2), category VARCHAR(20), note TEXT, day DATE, at TIMESTAMP, flag BOOLEAN",
     "postgresql": "id INTEGER, qty INTEGER, price DOUBLE PRECISION, amount NUMERIC(12,2), category VARCHAR(20), note TEXT, "
-                  "day DATE, at TIMESTAMP, flag BOOLEAN",
-    "mariadb": "id INTEGER, qty INTEGER, price DOUBLE, amount DECIMAL(12,2), category VARCHAR(20), note TEXT, "
-               "day DATE, at DATETIME, flag BOOLEAN",
+    "day DATE, at TIMESTAMP, flag BOOLEAN",
+    "mariadb": "id INTEGER, qty INTEGER, price DOUBLE, amount DECIMAL(12,2), category VARCHAR(20), note TEXT, day DATE, at DATETIME, flag BOOLEAN",
 }
 METHODS = ("ours", "pandas", "floor")
 
@@ -74,17 +73,19 @@ def generate(rows: int) -> list[tuple]:
     out = []
     for i in range(rows):
         at = start + dt.timedelta(seconds=rng.randrange(4 * 365 * 86400))
-        out.append((
-            i,
-            None if rng.random() < 0.1 else rng.randrange(1, 500),
-            round(rng.lognormvariate(3, 1), 6),
-            f"{rng.randrange(0, 10_000_000) / 100:.2f}",
-            f"cat_{rng.randrange(200)}",
-            None if rng.random() < 0.2 else " ".join(rng.choice(words) for _ in range(rng.randrange(2, 8))),
-            at.date().isoformat(),
-            at.isoformat(sep=" "),
-            rng.random() < 0.5,
-        ))
+        out.append(
+            (
+                i,
+                None if rng.random() < 0.1 else rng.randrange(1, 500),
+                round(rng.lognormvariate(3, 1), 6),
+                f"{rng.randrange(0, 10_000_000) / 100:.2f}",
+                f"cat_{rng.randrange(200)}",
+                None if rng.random() < 0.2 else " ".join(rng.choice(words) for _ in range(rng.randrange(2, 8))),
+                at.date().isoformat(),
+                at.isoformat(sep=" "),
+                rng.random() < 0.5,
+            )
+        )
     return out
 
 
@@ -145,7 +146,7 @@ def ensure_table(backend: str, rows: int, data: list[tuple] | None) -> list[tupl
                 cursor.copy_expert(f"COPY {name} FROM STDIN WITH (FORMAT csv)", buffer)
             else:
                 for start in range(0, len(data), 5_000):  # PyMySQL sends each slice as one multi-row INSERT
-                    cursor.executemany(f"INSERT INTO {name} VALUES ({', '.join(['%s'] * 9)})", data[start:start + 5_000])
+                    cursor.executemany(f"INSERT INTO {name} VALUES ({', '.join(['%s'] * 9)})", data[start : start + 5_000])
             raw.commit()
         finally:
             raw.close()
@@ -271,8 +272,7 @@ def main() -> None:
         print(json.dumps(child(args.child, backends[0], args.rows, args.query)))
         return
 
-    print(f"{args.rows:,} rows x 9 columns; median of {args.repeat} runs, each in its own process; "
-          f"ours in {'query' if args.query else 'table'} mode\n")
+    print(f"{args.rows:,} rows x 9 columns; median of {args.repeat} runs, each in its own process; ours in {'query' if args.query else 'table'} mode\n")
     rows_out, notes, data = [], [], None
     for backend in backends:
         why = reachable(backend)
@@ -297,16 +297,42 @@ def main() -> None:
             return statistics.median(r["times"][key] for r in runs[method])
 
         ours, pandas, pandas_arrow, floor = med("ours", "ours"), med("pandas", "pandas"), med("pandas", "pandas+arrow"), med("floor", "floor")
-        for label, method, key in (("ours (Arrow)", "ours", "ours"), ("pandas.read_sql (DataFrame)", "pandas", "pandas"),
-                                   ("pandas.read_sql + from_pandas (Arrow)", "pandas", "pandas+arrow"), ("floor: cursor fetchall", "floor", "floor")):
+        for label, method, key in (
+            ("ours (Arrow)", "ours", "ours"),
+            ("pandas.read_sql (DataFrame)", "pandas", "pandas"),
+            ("pandas.read_sql + from_pandas (Arrow)", "pandas", "pandas+arrow"),
+            ("floor: cursor fetchall", "floor", "floor"),
+        ):
             seconds, cpu = med(method, key), med(method, key + " cpu")
-            rows_out.append([backend, label, seconds, cpu, f"{args.rows / seconds / 1000:,.0f}k",
-                             ratio(seconds, pandas), ratio(cpu, med("pandas", "pandas cpu")), ratio(seconds, floor),
-                             statistics.median(r["peak_mb"] for r in runs[method]),
-                             statistics.median(r["grew_mb"] for r in runs[method])])
+            rows_out.append(
+                [
+                    backend,
+                    label,
+                    seconds,
+                    cpu,
+                    f"{args.rows / seconds / 1000:,.0f}k",
+                    ratio(seconds, pandas),
+                    ratio(cpu, med("pandas", "pandas cpu")),
+                    ratio(seconds, floor),
+                    statistics.median(r["peak_mb"] for r in runs[method]),
+                    statistics.median(r["grew_mb"] for r in runs[method]),
+                ]
+            )
         verdict = "met" if ours <= GOAL * pandas else "NOT met"
-        rows_out.append([backend, f"goal: SQL fetch within {GOAL}x of pandas.read_sql", "", "", "",
-                         f"{ratio(ours, pandas)} {verdict}", f"+arrow: {ratio(ours, pandas_arrow)}", "", "", ""])
+        rows_out.append(
+            [
+                backend,
+                f"goal: SQL fetch within {GOAL}x of pandas.read_sql",
+                "",
+                "",
+                "",
+                f"{ratio(ours, pandas)} {verdict}",
+                f"+arrow: {ratio(ours, pandas_arrow)}",
+                "",
+                "",
+                "",
+            ]
+        )
     if rows_out:
         print_table(["db", "method", "wall s", "cpu s", "rows/s", "vs pandas", "cpu vs pandas", "vs floor", "peak MB", "+fetch MB"], rows_out)
     print()

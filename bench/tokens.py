@@ -24,6 +24,7 @@ calibration error recorded in tests/data/token_calibration.json.
 `--record` rewrites that file from the real tokenizer: the samples' texts and
 their real counts, so tests/test_tokens.py checks the estimate offline.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,7 @@ from .common import ROOT, print_table, public_datasets
 
 TOKENIZER_FILE = ROOT / ".data" / "tokenizer" / "claude.json"
 CALIBRATION_FILE = ROOT / "tests" / "data" / "token_calibration.json"
-LEGACY_NOTE = ("the legacy Claude tokenizer (Anthropic's offline one, @anthropic-ai/tokenizer claude.json, NFKC), "
-               "which is not Claude 3/4's exact tokenizer")
+LEGACY_NOTE = "the legacy Claude tokenizer (Anthropic's offline one, @anthropic-ai/tokenizer claude.json, NFKC), which is not Claude 3/4's exact tokenizer"
 BUDGETS = (100, 300, 500, 1000, 2000, 4000)
 BASELINE = "chars/3.2"  # the estimate this one replaced
 GOAL = "GOAL: real tokens never above the budget (a 1,000 budget had produced 1,050 real tokens)"
@@ -97,8 +97,7 @@ def _tiktoken_counter(spec: dict[str, Any]) -> Callable[[str], int]:
         if line:
             _, first, *pieces = line.split(" ")
             ranks.update((base64.b64decode(piece), int(first) + i) for i, piece in enumerate(pieces))
-    encoding = tiktoken.Encoding("claude-legacy", pat_str=spec["pat_str"], mergeable_ranks=ranks,
-                                 special_tokens=spec["special_tokens"])
+    encoding = tiktoken.Encoding("claude-legacy", pat_str=spec["pat_str"], mergeable_ranks=ranks, special_tokens=spec["special_tokens"])
     return lambda text: len(encoding.encode(unicodedata.normalize("NFKC", text), allowed_special="all"))
 
 
@@ -147,8 +146,7 @@ def calibration_samples(profiles: dict[str, dict]) -> list[tuple[str, str]]:
         for mode in compose.MODES:
             composed = compose.compose_workspace(ws, "Add a chart of the weekly trend, one line per site", mode)
             samples.append((f"compose {ws.name} {mode}", compose.to_json(composed)))
-            samples += [(f"compose {ws.name} {mode}: system {i}", block["text"])
-                        for i, block in enumerate(composed.request["system"])]
+            samples += [(f"compose {ws.name} {mode}: system {i}", block["text"]) for i, block in enumerate(composed.request["system"])]
             samples.append((f"compose {ws.name} {mode}: tools", json.dumps(composed.request["tools"], ensure_ascii=False)))
     samples += RULE_SAMPLES.items()
     distinct: dict[str, str] = {}
@@ -161,9 +159,11 @@ def calibration_samples(profiles: dict[str, dict]) -> list[tuple[str, str]]:
 def record(counter: Callable[[str], int], samples: list[tuple[str, str]], digest: str) -> None:
     from lib.fsutil import atomic_write
 
-    data = {"tokenizer": f"{LEGACY_NOTE}; file sha256 {digest}",
-            "made_by": "python -m bench.tokens --record",
-            "samples": [{"name": name, "real": counter(text), "text": text} for name, text in samples]}
+    data = {
+        "tokenizer": f"{LEGACY_NOTE}; file sha256 {digest}",
+        "made_by": "python -m bench.tokens --record",
+        "samples": [{"name": name, "real": counter(text), "text": text} for name, text in samples],
+    }
     CALIBRATION_FILE.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(CALIBRATION_FILE, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
     print(f"recorded {len(samples)} samples to {CALIBRATION_FILE.relative_to(ROOT)}")
@@ -187,22 +187,34 @@ def budget_rows(profiles: dict[str, dict], counter: Callable[[str], int]) -> tup
             est, new = tokens.estimate(text), counter(text)
             old_use.append(old / budget)
             new_use.append(new / budget)
-            rows.append([name, budget, old, f"{old / budget:.0%}", "OVER" if old > budget else "ok",
-                         est, new, f"{new / budget:.0%}", "OVER" if new > budget else "ok", f"{est / new:.3f}"])
+            rows.append(
+                [
+                    name,
+                    budget,
+                    old,
+                    f"{old / budget:.0%}",
+                    "OVER" if old > budget else "ok",
+                    est,
+                    new,
+                    f"{new / budget:.0%}",
+                    "OVER" if new > budget else "ok",
+                    f"{est / new:.3f}",
+                ]
+            )
     return rows, old_use, new_use
 
 
 def calibration_report(measured: list[tuple[str, str, int]]) -> None:
     from lib import tokens
 
-    ratios = sorted(((tokens.estimate(text) / real, math.ceil(len(text) / 3.2) / real, name)
-                     for name, text, real in measured), key=lambda r: r[0])
-    print_table(["sample (5 lowest estimate/real)", "estimate/real", f"{BASELINE}/real"],
-                [[name, f"{new:.3f}", f"{old:.3f}"] for new, old, name in ratios[:5]])
+    ratios = sorted(((tokens.estimate(text) / real, math.ceil(len(text) / 3.2) / real, name) for name, text, real in measured), key=lambda r: r[0])
+    print_table(["sample (5 lowest estimate/real)", "estimate/real", f"{BASELINE}/real"], [[name, f"{new:.3f}", f"{old:.3f}"] for new, old, name in ratios[:5]])
     news, olds = [r[0] for r in ratios], [r[1] for r in ratios]
-    print(f"\n{len(ratios)} samples. estimate/real: min {min(news):.3f}, median {statistics.median(news):.3f}, "
-          f"max {max(news):.3f}; baseline {BASELINE}/real: min {min(olds):.3f}, median {statistics.median(olds):.3f} "
-          f"({sum(o < 1 for o in olds)} of {len(olds)} under-counted). Undercounts now: {sum(n < 1 for n in news)}.")
+    print(
+        f"\n{len(ratios)} samples. estimate/real: min {min(news):.3f}, median {statistics.median(news):.3f}, "
+        f"max {max(news):.3f}; baseline {BASELINE}/real: min {min(olds):.3f}, median {statistics.median(olds):.3f} "
+        f"({sum(o < 1 for o in olds)} of {len(olds)} under-counted). Undercounts now: {sum(n < 1 for n in news)}."
+    )
 
 
 def paper_report(counter: Callable[[str], int], profiles: dict[str, dict], budget: int) -> None:
@@ -220,10 +232,23 @@ def paper_report(counter: Callable[[str], int], profiles: dict[str, dict], budge
         totals["raw"].append(raw_t)
         totals["first 50 rows"].append(head_t)
         totals["summary"].append(full_t)
-        rows.append([csv.name, columns, raw_t, head_t, full_t, budget_t, paper if paper else "-",
-                     f"{full_t / paper:.0%}" if paper else "-", f"{raw_t / full_t:,.0f}x", f"{head_t / full_t:.1f}x"])
-    print_table(["file", "cols", "raw CSV", "first 50 rows", "our profile", f"profile @{budget}", "paper profile",
-                 "ours/paper", "raw/profile", "head/profile"], rows)
+        rows.append(
+            [
+                csv.name,
+                columns,
+                raw_t,
+                head_t,
+                full_t,
+                budget_t,
+                paper if paper else "-",
+                f"{full_t / paper:.0%}" if paper else "-",
+                f"{raw_t / full_t:,.0f}x",
+                f"{head_t / full_t:.1f}x",
+            ]
+        )
+    print_table(
+        ["file", "cols", "raw CSV", "first 50 rows", "our profile", f"profile @{budget}", "paper profile", "ours/paper", "raw/profile", "head/profile"], rows
+    )
     print()
     print_table(["strategy", "our mean", "paper mean"], [[k, round(sum(v) / len(v)), PAPER_MEANS[k]] for k, v in totals.items()])
     print("The paper's 44-column figure is set beside both NYC 311 files (41 and 47 columns).")
@@ -267,16 +292,19 @@ def main(argv=None) -> None:
     samples = calibration_samples(profiles)
     if args.record:
         record(counter, samples, tokenizer_digest(args.tokenizer))
-    print(f"Real tokens: {LEGACY_NOTE}.\n\n1. Profiles under a budget, fitted by the old estimate ({BASELINE}) "
-          "and by today's, each counted by the real tokenizer\n")
+    print(
+        f"Real tokens: {LEGACY_NOTE}.\n\n1. Profiles under a budget, fitted by the old estimate ({BASELINE}) "
+        "and by today's, each counted by the real tokenizer\n"
+    )
     rows, old_use, new_use = budget_rows(profiles, counter)
-    print_table(["dataset", "budget", f"real ({BASELINE})", "of budget", "", "estimate", "real (now)", "of budget", "",
-                 "estimate/real"], rows)
+    print_table(["dataset", "budget", f"real ({BASELINE})", "of budget", "", "estimate", "real (now)", "of budget", "", "estimate/real"], rows)
     over = sum(u > 1 for u in new_use)
-    print(f"\n{GOAL}\n  now:      max real/budget {max(new_use):.3f}, {over} of {len(new_use)} over"
-          f" -> {'MET' if not over else 'NOT MET'}; median budget use {statistics.median(new_use):.0%}"
-          f"\n  baseline: max real/budget {max(old_use):.3f}, {sum(u > 1 for u in old_use)} of {len(old_use)} over;"
-          f" median budget use {statistics.median(old_use):.0%}")
+    print(
+        f"\n{GOAL}\n  now:      max real/budget {max(new_use):.3f}, {over} of {len(new_use)} over"
+        f" -> {'MET' if not over else 'NOT MET'}; median budget use {statistics.median(new_use):.0%}"
+        f"\n  baseline: max real/budget {max(old_use):.3f}, {sum(u > 1 for u in old_use)} of {len(old_use)} over;"
+        f" median budget use {statistics.median(old_use):.0%}"
+    )
     print("\n2. Calibration: estimate/real on what the model is sent\n")
     calibration_report([(name, text, counter(text)) for name, text in samples])
     if not args.no_paper:

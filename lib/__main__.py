@@ -1,4 +1,5 @@
 """`python -m lib <command>`: the command line (see lib/cli.py); each command imports what it needs."""
+
 import sys
 
 from .cli import main

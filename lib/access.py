@@ -5,6 +5,7 @@ viewers, each naming users, `group:NAME` or `*`. The highest matching role
 wins. Every writing function in `lib/` calls `require` before it touches
 anything.
 """
+
 from __future__ import annotations
 
 import re

@@ -16,6 +16,7 @@ written to disk, the config repo, a cache or a log, and it is gone when the
 function returns; the Outcome carries the draft and the final answer, not the
 conversation. `on_event` hands progress to the caller's UI, in memory.
 """
+
 from __future__ import annotations
 
 import copy
@@ -73,10 +74,22 @@ class Outcome:
         return self.mode == "edit" and (bool(self.dashboard_diff) or bool(self.proposed_rules))
 
 
-def run_session(files: Mapping[str, Any], tables: Mapping[str, Any] | None, version: str, mode: str, message: str,
-                client: ModelClient, *, user: User, slug: str = "", limits: Limits = Limits(),
-                on_event: EventCallback | None = None, model: str | None = None,
-                profile_budget: int | None = None, today: str | None = None) -> Outcome:
+def run_session(
+    files: Mapping[str, Any],
+    tables: Mapping[str, Any] | None,
+    version: str,
+    mode: str,
+    message: str,
+    client: ModelClient,
+    *,
+    user: User,
+    slug: str = "",
+    limits: Limits = Limits(),
+    on_event: EventCallback | None = None,
+    model: str | None = None,
+    profile_budget: int | None = None,
+    today: str | None = None,
+) -> Outcome:
     """Run one session in `mode` ("edit" or "query") on the workspace `files` and its data `tables`.
 
     Raises PermissionDenied when the user's role does not allow the mode
@@ -130,8 +143,10 @@ def run_session(files: Mapping[str, Any], tables: Mapping[str, Any] | None, vers
                 emit("draft", {"passes": not result.is_error})
         if invalid_in_a_row >= limits.max_invalid_tool_calls:
             outcome.stopped_reason = "invalid_tool_calls"
-            outcome.error = (f"stopped after {invalid_in_a_row} malformed tool calls in a row (the model kept sending "
-                             "input its tools cannot use); nothing was saved — try again or rephrase the request")
+            outcome.error = (
+                f"stopped after {invalid_in_a_row} malformed tool calls in a row (the model kept sending "
+                "input its tools cannot use); nothing was saved — try again or rephrase the request"
+            )
             break
         _move_cache_breakpoint(conversation, results)
         conversation.append({"role": "user", "content": results})
@@ -217,8 +232,9 @@ def apply_outcome(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids:
     return out
 
 
-def files_to_save(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids: list[str] | tuple[str, ...] = (),
-                  *, regenerated: bool = False) -> dict[str, Any]:
+def files_to_save(
+    files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids: list[str] | tuple[str, ...] = (), *, regenerated: bool = False
+) -> dict[str, Any]:
     """What saving an edit session writes: `apply_outcome`, plus the Regenerate rule.
 
     A Regenerate session (after a refresh found data that no longer fits) ran
@@ -243,9 +259,11 @@ def regenerate_message(report) -> str:
     `report` is a lib.refresh.RefreshReport. The session needs the new data's
     tables and profile, since the refresh kept serving the old data.
     """
-    lines = ["The data changed shape, and the dashboard no longer fits it. Update dashboard.yaml so that every "
-             "query runs on the new data and the dashboard shows the same things as before. Keep ids, titles, rule "
-             "colours and layout unless a change is needed. What changed:"]
+    lines = [
+        "The data changed shape, and the dashboard no longer fits it. Update dashboard.yaml so that every "
+        "query runs on the new data and the dashboard shows the same things as before. Keep ids, titles, rule "
+        "colours and layout unless a change is needed. What changed:"
+    ]
     for source in report.sources:
         for column in source.missing:
             guess = source.renames.get(column)
@@ -290,6 +308,9 @@ def price_of(model: str) -> tuple[float, float, float, float]:
 def estimate_cost(usage: Mapping[str, int], model: str) -> float:
     """Estimated USD for a session's usage (see PRICES_PER_MTOK for the date and the caveats)."""
     input_price, output_price, read_price, write_price = price_of(model)
-    return (usage.get("input_tokens", 0) * input_price + usage.get("output_tokens", 0) * output_price
-            + usage.get("cache_read_input_tokens", 0) * read_price
-            + usage.get("cache_creation_input_tokens", 0) * write_price) / 1_000_000
+    return (
+        usage.get("input_tokens", 0) * input_price
+        + usage.get("output_tokens", 0) * output_price
+        + usage.get("cache_read_input_tokens", 0) * read_price
+        + usage.get("cache_creation_input_tokens", 0) * write_price
+    ) / 1_000_000

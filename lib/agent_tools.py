@@ -12,6 +12,7 @@ like reaches the model through the profile, and through `run_sql`.
 `lib.compose` puts them into the request; `lib.toolbox` executes the calls a
 session makes. This module imports only `schemas` (the rule fields come from task.schema.json).
 """
+
 from __future__ import annotations
 
 import copy
@@ -70,8 +71,7 @@ PROPOSE_RULE = {
     ),
     "input_schema": {
         "type": "object",
-        "properties": {name: {**schemas.constraints("task", "rule", name), "description": description}
-                       for name, description in PROPOSED_RULE_FIELDS.items()},
+        "properties": {name: {**schemas.constraints("task", "rule", name), "description": description} for name, description in PROPOSED_RULE_FIELDS.items()},
         "required": [name for name in schemas.node("task", "rule")["required"] if name in PROPOSED_RULE_FIELDS],
         "additionalProperties": False,
     },

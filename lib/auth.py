@@ -6,6 +6,7 @@ format with bcrypt-hashed passwords. A user's `roles` are both their app role
 (the highest of owner, steward, viewer) and their groups, so a workspace can
 grant `group:analysts`.
 """
+
 from __future__ import annotations
 
 import copy

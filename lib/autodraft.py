@@ -7,6 +7,7 @@ numbers are all placeholders, plus filters for the main category and the date
 range. Colour and threshold rules from task.yaml are applied where their
 field appears, so the draft passes every check in `lib/checks.py`.
 """
+
 from __future__ import annotations
 
 import re
@@ -57,8 +58,7 @@ def pick_time(table: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def pick_categories(table: dict[str, Any]) -> list[dict[str, Any]]:
-    cats = [c for c in table["columns"] if c.get("role") == "dimension" and 2 <= (c.get("distinct") or 0) <= 60
-            and (c.get("null_share") or 0) < 0.3]
+    cats = [c for c in table["columns"] if c.get("role") == "dimension" and 2 <= (c.get("distinct") or 0) <= 60 and (c.get("null_share") or 0) < 0.3]
     return sorted(cats, key=lambda c: (abs((c.get("distinct") or 0) - 8), table["columns"].index(c)))[:MAX_BREAKDOWNS]
 
 
@@ -140,8 +140,7 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
     components = [*kpis, *([trend] if trend else []), *breakdowns, detail, insight]
     layout = _layout(plan, kpis, trend, breakdowns, detail, insight)
     if not filters:
-        return {"title": plan.title, "description": f"First draft from the data profile of `{plan.name}`.",
-                "components": components, "layout": layout}
+        return {"title": plan.title, "description": f"First draft from the data profile of `{plan.name}`.", "components": components, "layout": layout}
     return {
         "title": plan.title,
         "description": f"First draft from the data profile of `{plan.name}`: key figures, {'a trend, ' if plan.time else ''}breakdowns and details.",
@@ -177,13 +176,25 @@ def _filters(plan: _Plan) -> tuple[list[dict[str, Any]], str]:
     if plan.categories:
         cat = plan.categories[0]
         fid = f"f_{alias(cat['name'])}"[:60]
-        filters.append({"id": fid, "type": "multiselect", "label": _label(cat["name"]),
-                        "options_query": f"SELECT DISTINCT {quote_ident(cat['name'])} FROM {quote_ident(name)} WHERE {quote_ident(cat['name'])} IS NOT NULL ORDER BY 1"})
+        filters.append(
+            {
+                "id": fid,
+                "type": "multiselect",
+                "label": _label(cat["name"]),
+                "options_query": f"SELECT DISTINCT {quote_ident(cat['name'])} FROM {quote_ident(name)} WHERE {quote_ident(cat['name'])} IS NOT NULL ORDER BY 1",
+            }
+        )
         where.append(f"(${fid} IS NULL OR list_contains(${fid}, {quote_ident(cat['name'])}))")
     if time and coltypes.family(time["type"]) == "time":
         fid = f"f_{alias(time['name'])}"[:60]
-        filters.append({"id": fid, "type": "date_range", "label": _label(time["name"]),
-                        "bounds_query": f"SELECT min({quote_ident(time['name'])}), max({quote_ident(time['name'])}) FROM {quote_ident(name)}"})
+        filters.append(
+            {
+                "id": fid,
+                "type": "date_range",
+                "label": _label(time["name"]),
+                "bounds_query": f"SELECT min({quote_ident(time['name'])}), max({quote_ident(time['name'])}) FROM {quote_ident(name)}",
+            }
+        )
         where.append(f"(${fid}_from IS NULL OR {quote_ident(time['name'])} >= ${fid}_from) AND (${fid}_to IS NULL OR {quote_ident(time['name'])} <= ${fid}_to)")
     return filters, (" WHERE " + " AND ".join(where)) if where else ""
 
@@ -194,10 +205,16 @@ def _kpis(plan: _Plan) -> list[dict[str, Any]]:
     kpis = [kpi.new("kpi_records", "Records", f"SELECT count(*) AS value {source}", format=",d")]
     for m in plan.measures:
         agg = _aggregate(m)
-        kpis.append(kpi.new(f"kpi_{alias(m['name'])}"[:63], f"{'Average' if agg == 'avg' else 'Total'} {_label(m['name']).lower()}",
-                            f"SELECT {agg}({quote_ident(m['name'])}) AS value {source}", format=plan.fmt_for(m),
-                            thresholds=_thresholds(plan.rules, m["name"])))
-    return kpis[:plan.per_row]
+        kpis.append(
+            kpi.new(
+                f"kpi_{alias(m['name'])}"[:63],
+                f"{'Average' if agg == 'avg' else 'Total'} {_label(m['name']).lower()}",
+                f"SELECT {agg}({quote_ident(m['name'])}) AS value {source}",
+                format=plan.fmt_for(m),
+                thresholds=_thresholds(plan.rules, m["name"]),
+            )
+        )
+    return kpis[: plan.per_row]
 
 
 def _trend(plan: _Plan) -> dict[str, Any] | None:
@@ -208,13 +225,15 @@ def _trend(plan: _Plan) -> dict[str, Any] | None:
     is_date = coltypes.family(time["type"]) == "time"
     lead_alias, lead_title, fmt = plan.lead_alias, plan.lead_title, plan.fmt_for(plan.lead)
     return chart.new(
-        "trend", f"{lead_title} over time",
+        "trend",
+        f"{lead_title} over time",
         f"SELECT {_period(time)} AS period, {plan.lead_expr} AS {lead_alias} FROM {quote_ident(plan.name)}{plan.where_sql} GROUP BY 1 ORDER BY 1",
         "line",
-        {"x": {"field": "period", "type": "temporal" if is_date else "ordinal", "title": _label(time["name"])},
-         "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": fmt},
-         "tooltip": [{"field": "period", "title": _label(time["name"])},
-                     {"field": lead_alias, "title": lead_title, "format": fmt}]},
+        {
+            "x": {"field": "period", "type": "temporal" if is_date else "ordinal", "title": _label(time["name"])},
+            "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": fmt},
+            "tooltip": [{"field": "period", "title": _label(time["name"])}, {"field": lead_alias, "title": lead_title, "format": fmt}],
+        },
     )
 
 
@@ -228,15 +247,22 @@ def _breakdowns(plan: _Plan) -> list[dict[str, Any]]:
         domain, colors = _category_colors(plan.rules, cat["name"])
         if domain:
             color["scale"] = {"domain": domain, "range": colors}
-        out.append(chart.new(
-            f"by_{alias(cat['name'])}"[:63], f"{lead_title} by {_label(cat['name']).lower()}",
-            (f"SELECT {quote_ident(cat['name'])} AS {cat_alias}, {plan.lead_expr} AS {lead_alias} FROM {quote_ident(plan.name)}{plan.where_sql} "
-             f"GROUP BY 1 ORDER BY 2 DESC LIMIT 15"),
-            "bar",
-            {"x": {"field": cat_alias, "type": "nominal", "title": _label(cat["name"]), "sort": "-y"},
-             "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": plan.fmt_for(plan.lead)},
-             "color": color},
-        ))
+        out.append(
+            chart.new(
+                f"by_{alias(cat['name'])}"[:63],
+                f"{lead_title} by {_label(cat['name']).lower()}",
+                (
+                    f"SELECT {quote_ident(cat['name'])} AS {cat_alias}, {plan.lead_expr} AS {lead_alias} FROM {quote_ident(plan.name)}{plan.where_sql} "
+                    f"GROUP BY 1 ORDER BY 2 DESC LIMIT 15"
+                ),
+                "bar",
+                {
+                    "x": {"field": cat_alias, "type": "nominal", "title": _label(cat["name"]), "sort": "-y"},
+                    "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": plan.fmt_for(plan.lead)},
+                    "color": color,
+                },
+            )
+        )
     return out
 
 
@@ -245,8 +271,11 @@ def _detail_table(plan: _Plan) -> dict[str, Any]:
     name, where_sql = plan.name, plan.where_sql
     group = plan.categories[0] if plan.categories else None
     if group:
-        select = ", ".join([f"{quote_ident(group['name'])} AS {alias(group['name'])}"] +
-                           [f"{_aggregate(m)}({quote_ident(m['name'])}) AS {alias(m['name'])}" for m in plan.measures] + ["count(*) AS records"])
+        select = ", ".join(
+            [f"{quote_ident(group['name'])} AS {alias(group['name'])}"]
+            + [f"{_aggregate(m)}({quote_ident(m['name'])}) AS {alias(m['name'])}" for m in plan.measures]
+            + ["count(*) AS records"]
+        )
         table_sql = f"SELECT {select} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 50"  # the first measure, or the record count
     else:
         shown = [c["name"] for c in plan.table["columns"][:8]]
@@ -257,14 +286,14 @@ def _detail_table(plan: _Plan) -> dict[str, Any]:
         if thresholds := _thresholds(plan.rules, m["name"]):
             conf["thresholds"] = thresholds
         columns_conf[alias(m["name"])] = conf
-    return table.new("detail", f"Detail by {_label(group['name']).lower()}" if group else "Sample rows", table_sql,
-                     max_rows=50, columns=columns_conf)
+    return table.new("detail", f"Detail by {_label(group['name']).lower()}" if group else "Sample rows", table_sql, max_rows=50, columns=columns_conf)
 
 
 def _insight_text(plan: _Plan) -> dict[str, Any]:
     group = plan.categories[0] if plan.categories else None
-    markdown, queries = _insight(plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, plan.time, _period(plan.time),
-                                 plan.where_sql, plan.fmt_for(plan.lead))
+    markdown, queries = _insight(
+        plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, plan.time, _period(plan.time), plan.where_sql, plan.fmt_for(plan.lead)
+    )
     return text.new("insight", "What stands out", markdown, queries)
 
 
@@ -274,7 +303,7 @@ def _layout(plan: _Plan, kpis, trend, breakdowns, detail, insight) -> list[list[
     if trend:
         rows.append([{"id": trend["id"], "width": 2}])
     if breakdowns:
-        rows.append([c["id"] for c in breakdowns][:plan.per_row])
+        rows.append([c["id"] for c in breakdowns][: plan.per_row])
     rows.append([{"id": detail["id"], "width": 2}, insight["id"]])
     return rows
 
@@ -305,8 +334,11 @@ def _span_days(column: dict[str, Any]) -> int | None:
 
 def _thresholds(rules: list[dict[str, Any]], field_name: str) -> list[dict[str, Any]]:
     """The workspace's threshold-colour rules on a field, as dashboard thresholds."""
-    return [{"op": r["op"], "value": r["value"], "color": r["color"]} for r in rules
-            if r["kind"] == "threshold_color" and r.get("field", "").lower() == field_name.lower()]
+    return [
+        {"op": r["op"], "value": r["value"], "color": r["color"]}
+        for r in rules
+        if r["kind"] == "threshold_color" and r.get("field", "").lower() == field_name.lower()
+    ]
 
 
 def _category_colors(rules: list[dict[str, Any]], field_name: str) -> tuple[list[Any], list[str]]:
@@ -319,20 +351,29 @@ def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, 
     lead_alias = alias(lead["name"]) if lead else "records"
     if group:
         g = alias(group["name"])
-        queries["top"] = (f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias}, "
-                          f"{lead_expr} / sum({lead_expr}) OVER () AS share FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 1")
-        queries["bottom"] = f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 ASC LIMIT 1"
-        lines.append(f"- **{{{{top.{g}}}}}** leads {_label(group['name']).lower()} by {lead_title.lower()} "
-                     f"with {{{{top.{lead_alias}|{fmt}}}}} ({{{{top.share|.0%}}}} of the whole).")
+        queries["top"] = (
+            f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias}, "
+            f"{lead_expr} / sum({lead_expr}) OVER () AS share FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 1"
+        )
+        queries["bottom"] = (
+            f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 ASC LIMIT 1"
+        )
+        lines.append(
+            f"- **{{{{top.{g}}}}}** leads {_label(group['name']).lower()} by {lead_title.lower()} "
+            f"with {{{{top.{lead_alias}|{fmt}}}}} ({{{{top.share|.0%}}}} of the whole)."
+        )
         lines.append(f"- Lowest: **{{{{bottom.{g}}}}}** with {{{{bottom.{lead_alias}|{fmt}}}}}.")
     if time:
         numeric = coltypes.family(time["type"]) != "time"
-        queries["latest"] = (f"WITH p AS (SELECT {period} AS period, {lead_expr} AS v FROM {quote_ident(name)}{where_sql} GROUP BY 1) "
-                             f"SELECT period, v AS {lead_alias}, (v - lag(v) OVER (ORDER BY period)) / nullif(abs(lag(v) OVER (ORDER BY period)), 0) AS change "
-                             f"FROM p ORDER BY period DESC LIMIT 1")
+        queries["latest"] = (
+            f"WITH p AS (SELECT {period} AS period, {lead_expr} AS v FROM {quote_ident(name)}{where_sql} GROUP BY 1) "
+            f"SELECT period, v AS {lead_alias}, (v - lag(v) OVER (ORDER BY period)) / nullif(abs(lag(v) OVER (ORDER BY period)), 0) AS change "
+            f"FROM p ORDER BY period DESC LIMIT 1"
+        )
         shown_period = "{{latest.period|d}}" if numeric else "{{latest.period}}"
-        lines.append(f"- Latest {_label(time['name']).lower()} ({shown_period}): {{{{latest.{lead_alias}|{fmt}}}}}, "
-                     f"{{{{latest.change|+.1%}}}} on the one before.")
+        lines.append(
+            f"- Latest {_label(time['name']).lower()} ({shown_period}): {{{{latest.{lead_alias}|{fmt}}}}}, {{{{latest.change|+.1%}}}} on the one before."
+        )
     if not lines:
         queries["size"] = f"SELECT count(*) AS records FROM {quote_ident(name)}{where_sql}"
         lines.append("- {{size.records|,d}} records.")

@@ -13,6 +13,7 @@ are skipped, with a warning saying so, when no data is loaded.
     output_constraints output.yaml's theme and layout rules, and checkable task rules
     renders            the dashboard renders without error
 """
+
 from __future__ import annotations
 
 import difflib
@@ -106,8 +107,13 @@ def check_inline_data(ctx: CheckContext) -> list[Diagnostic]:
         for place, node in kind_of(comp).data_places(comp):
             path = ("components", i) + place
             for key in INLINE_KEYS & set(node):
-                out.append(ctx.diag("inline_data", f"component '{comp.get('id', '?')}' carries inline data in '{key}'; "
-                                    "data must come from its query at render time", path + (key,)))
+                out.append(
+                    ctx.diag(
+                        "inline_data",
+                        f"component '{comp.get('id', '?')}' carries inline data in '{key}'; data must come from its query at render time",
+                        path + (key,),
+                    )
+                )
     for path, where, sql in queries(ctx.dashboard):
         if re.search(r"\bVALUES\s*\(", sql, re.IGNORECASE):
             out.append(ctx.diag("inline_data", f"{where}: the query lists literal VALUES; read the data from a table instead", path))
@@ -117,8 +123,9 @@ def check_inline_data(ctx: CheckContext) -> list[Diagnostic]:
         except duckdb.Error:
             continue  # not parseable: the queries check reports it
         if not tables:
-            out.append(ctx.diag("inline_data", f"{where}: the query reads no table, so its numbers are hardcoded; "
-                                "select them from the workspace's tables", path))
+            out.append(
+                ctx.diag("inline_data", f"{where}: the query reads no table, so its numbers are hardcoded; select them from the workspace's tables", path)
+            )
     return out
 
 
@@ -136,23 +143,38 @@ def check_output_constraints(ctx: CheckContext) -> list[Diagnostic]:
     for key in ("background", "text"):
         mine = (dashboard.get("theme") or {}).get(key)
         if mine and required_theme.get(key) and mine.lower() != required_theme[key].lower():
-            out.append(ctx.diag("output_constraints", f"theme {key} {mine} differs from output.yaml's {required_theme[key]}",
-                                ("theme", key), allowed=required_theme[key]))
+            out.append(
+                ctx.diag(
+                    "output_constraints", f"theme {key} {mine} differs from output.yaml's {required_theme[key]}", ("theme", key), allowed=required_theme[key]
+                )
+            )
     layout_rules = output.get("layout") or {}
     components = dashboard.get("components") or []
     if layout_rules.get("max_components") and len(components) > layout_rules["max_components"]:
-        out.append(ctx.diag("output_constraints", f"{len(components)} components; output.yaml allows at most {layout_rules['max_components']}",
-                            ("components",), allowed=f"at most {layout_rules['max_components']}"))
+        out.append(
+            ctx.diag(
+                "output_constraints",
+                f"{len(components)} components; output.yaml allows at most {layout_rules['max_components']}",
+                ("components",),
+                allowed=f"at most {layout_rules['max_components']}",
+            )
+        )
     for r, row in enumerate(dashboard.get("layout") or []):
         if layout_rules.get("max_per_row") and len(row) > layout_rules["max_per_row"]:
-            out.append(ctx.diag("output_constraints", f"layout row {r + 1} has {len(row)} components; output.yaml allows {layout_rules['max_per_row']} per row",
-                                ("layout", r), allowed=f"at most {layout_rules['max_per_row']}"))
+            out.append(
+                ctx.diag(
+                    "output_constraints",
+                    f"layout row {r + 1} has {len(row)} components; output.yaml allows {layout_rules['max_per_row']} per row",
+                    ("layout", r),
+                    allowed=f"at most {layout_rules['max_per_row']}",
+                )
+            )
     if layout_rules.get("kpis_first", False) and dashboard.get("layout"):
         kinds = {c.get("id"): c.get("type") for c in components}
         first = [cell if isinstance(cell, str) else cell.get("id") for cell in dashboard["layout"][0]]
         if any(k == "kpi" for k in kinds.values()) and not all(kinds.get(cid) == "kpi" for cid in first):
             out.append(ctx.diag("output_constraints", "output.yaml asks for KPI cards in the first row", ("layout", 0), WARNING))
-    for rule in ((ctx.ws.get("task") or {}).get("rules") or []):
+    for rule in (ctx.ws.get("task") or {}).get("rules") or []:
         if rule.get("check"):
             out.extend(_task_rule(ctx, rule))
     return out
@@ -173,14 +195,28 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
     kind, color = check["kind"], check["color"].lower()
     missing = [key for key in RULE_CHECK_NEEDS.get(kind, ()) if check.get(key) in (None, "")]
     if missing:
-        return [Diagnostic("check.output_constraints", WARNING,
-                           f"task rule '{rid}' cannot be verified: its {kind} check has no {' or '.join(missing)}",
-                           shown_file_of(ctx, "task"), None, f"rules[{rid}].check", ", ".join(missing))]
+        return [
+            Diagnostic(
+                "check.output_constraints",
+                WARNING,
+                f"task rule '{rid}' cannot be verified: its {kind} check has no {' or '.join(missing)}",
+                shown_file_of(ctx, "task"),
+                None,
+                f"rules[{rid}].check",
+                ", ".join(missing),
+            )
+        ]
     theme = (ctx.dashboard.get("theme") or {}).get("background") or ((ctx.ws.get("output") or {}).get("theme") or {}).get("background")
     if kind == "background_color":
         if (theme or "").lower() != color:
-            return [ctx.diag("output_constraints", f"task rule '{rid}' requires background {color}, the dashboard has {theme or 'none'}",
-                             ("theme", "background"), allowed=color)]
+            return [
+                ctx.diag(
+                    "output_constraints",
+                    f"task rule '{rid}' requires background {color}, the dashboard has {theme or 'none'}",
+                    ("theme", "background"),
+                    allowed=color,
+                )
+            ]
         return []
     target = (check.get("field") or "").lower()
     out, applied = [], False
@@ -196,18 +232,29 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
             domain, rng = scale.get("domain") or [], scale.get("range") or []
             idx = next((j for j, v in enumerate(domain) if _same_value(v, check["value"])), None)
             if idx is None or idx >= len(rng) or str(rng[idx]).lower() != color:
-                out.append(ctx.diag("output_constraints",
-                                    f"component '{cid}' colours {check['field']} but not {check['value']!r} in {color} (task rule '{rid}')",
-                                    ("components", i) + where + ("scale",), allowed=f"{check['value']} -> {color}"))
+                out.append(
+                    ctx.diag(
+                        "output_constraints",
+                        f"component '{cid}' colours {check['field']} but not {check['value']!r} in {color} (task rule '{rid}')",
+                        ("components", i) + where + ("scale",),
+                        allowed=f"{check['value']} -> {color}",
+                    )
+                )
         elif kind == "threshold_color":
             places = _threshold_places(ctx, comp, i, target)
             for path, thresholds in places:
                 applied = True
-                if not any(t.get("op") == check["op"] and _same_value(t.get("value"), check["value"]) and t.get("color", "").lower() == color
-                           for t in thresholds or []):
-                    out.append(ctx.diag("output_constraints",
-                                        f"component '{cid}' shows {check['field']} without the threshold {check['op']} {check['value']} in {color} (task rule '{rid}')",
-                                        path, allowed=f"thresholds: [{{op: '{check['op']}', value: {check['value']}, color: '{color}'}}]"))
+                if not any(
+                    t.get("op") == check["op"] and _same_value(t.get("value"), check["value"]) and t.get("color", "").lower() == color for t in thresholds or []
+                ):
+                    out.append(
+                        ctx.diag(
+                            "output_constraints",
+                            f"component '{cid}' shows {check['field']} without the threshold {check['op']} {check['value']} in {color} (task rule '{rid}')",
+                            path,
+                            allowed=f"thresholds: [{{op: '{check['op']}', value: {check['value']}, color: '{color}'}}]",
+                        )
+                    )
     if not applied:
         out.append(ctx.diag("output_constraints", f"task rule '{rid}' applies to no component (nothing shows {check.get('field')})", (), WARNING))
     return out
@@ -227,7 +274,9 @@ def _threshold_places(ctx: CheckContext, comp: dict, i: int, target: str) -> lis
 # --------------------------------------------------------------------------- checks on data
 
 
-REFERENCE_ERROR = re.compile(r"(Catalog Error: Table with name (?P<table>\S+) does not exist|Binder Error: Referenced column \"?(?P<column>[^\"]+?)\"? not found)")
+REFERENCE_ERROR = re.compile(
+    r"(Catalog Error: Table with name (?P<table>\S+) does not exist|Binder Error: Referenced column \"?(?P<column>[^\"]+?)\"? not found)"
+)
 
 
 def check_queries(ctx: CheckContext) -> list[Diagnostic]:
@@ -265,12 +314,10 @@ def check_references(ctx: CheckContext) -> list[Diagnostic]:
             continue
         if match.group("table"):
             name = match.group("table")
-            out.append(ctx.diag("references", f"{where}: unknown table '{name}'{_did_you_mean(name, tables)}", path,
-                                allowed=", ".join(sorted(tables))))
+            out.append(ctx.diag("references", f"{where}: unknown table '{name}'{_did_you_mean(name, tables)}", path, allowed=", ".join(sorted(tables))))
         else:
             name = match.group("column")
-            out.append(ctx.diag("references", f"{where}: unknown column '{name}'{_did_you_mean(name, all_columns)}", path,
-                                allowed=", ".join(all_columns[:40])))
+            out.append(ctx.diag("references", f"{where}: unknown column '{name}'{_did_you_mean(name, all_columns)}", path, allowed=", ".join(all_columns[:40])))
     for i, comp in enumerate(ctx.dashboard.get("components") or []):
         out.extend(_component_fields(ctx, comp, i))
     return out
@@ -289,14 +336,26 @@ def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]
         path = ("components", i) + place
         sql = (comp.get("queries") or {}).get(qname)
         if sql is None:
-            out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)} names no query{_did_you_mean(qname, comp.get('queries') or {})}",
-                                path, allowed=", ".join(comp.get("queries") or {})))
+            out.append(
+                ctx.diag(
+                    "references",
+                    f"component '{cid}': placeholder {match.group(0)} names no query{_did_you_mean(qname, comp.get('queries') or {})}",
+                    path,
+                    allowed=", ".join(comp.get("queries") or {}),
+                )
+            )
             continue
         bound = ctx.bound(sql)
         if isinstance(bound, list) and column.lower() not in [c.lower() for c, _ in bound]:
             names = [c for c, _ in bound]
-            out.append(ctx.diag("references", f"component '{cid}': placeholder {match.group(0)}: query '{qname}' has no column '{column}'{_did_you_mean(column, names)}",
-                                path, allowed=", ".join(names)))
+            out.append(
+                ctx.diag(
+                    "references",
+                    f"component '{cid}': placeholder {match.group(0)}: query '{qname}' has no column '{column}'{_did_you_mean(column, names)}",
+                    path,
+                    allowed=", ".join(names),
+                )
+            )
     bound = ctx.bound(comp["query"]) if isinstance(comp.get("query"), str) else None
     if not isinstance(bound, list):
         return out
@@ -307,11 +366,23 @@ def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]
             continue
         path = ("components", i) + ref.path
         if ref.name.lower() not in types:
-            out.append(ctx.diag("references", f"component '{cid}': {ref.what} '{ref.name}' is not a column of its query{_did_you_mean(ref.name, names)}",
-                                path, allowed=", ".join(names)))
+            out.append(
+                ctx.diag(
+                    "references",
+                    f"component '{cid}': {ref.what} '{ref.name}' is not a column of its query{_did_you_mean(ref.name, names)}",
+                    path,
+                    allowed=", ".join(names),
+                )
+            )
         elif ref.usable and coltypes.family(types[ref.name.lower()]) not in USABLE[ref.usable]:
-            out.append(ctx.diag("references", f"component '{cid}': {ref.what} '{ref.name}' is {types[ref.name.lower()]}, not usable as {ref.usable}",
-                                path, allowed=" or ".join(USABLE[ref.usable])))
+            out.append(
+                ctx.diag(
+                    "references",
+                    f"component '{cid}': {ref.what} '{ref.name}' is {types[ref.name.lower()]}, not usable as {ref.usable}",
+                    path,
+                    allowed=" or ".join(USABLE[ref.usable]),
+                )
+            )
     return out
 
 
@@ -365,8 +436,14 @@ def check_literal_values(ctx: CheckContext) -> list[Diagnostic]:
             hit = next((v for v in values if _matches(number, percent, decimals, v)), None)
             if hit is not None:
                 where = f"component '{_component_id(ctx, path)}'" if path[0] == "components" else "the dashboard"
-                out.append(ctx.diag("literal_values", f"{where}: '{written}' in {path[-1]} equals a value in the data ({hit:g}); "
-                                    "it will go stale on refresh, use a {{query.column}} placeholder in a text block", path))
+                out.append(
+                    ctx.diag(
+                        "literal_values",
+                        f"{where}: '{written}' in {path[-1]} equals a value in the data ({hit:g}); "
+                        "it will go stale on refresh, use a {{query.column}} placeholder in a text block",
+                        path,
+                    )
+                )
     return out
 
 
@@ -413,12 +490,17 @@ def _isolated(check: Callable[[CheckContext], list[Diagnostic]], ctx: CheckConte
     except Exception as exc:  # a bug in one check must not hide the others' results, nor crash a page
         name = check.__name__.removeprefix("check_")
         log.exception("check %s failed on %s", name, ctx.file)
-        return [Diagnostic(f"check.{name}", ERROR, f"the {name} check could not finish ({type(exc).__name__}: {exc}); "
-                           "the other checks ran. Please report this with the spec.", ctx.file)]
+        return [
+            Diagnostic(
+                f"check.{name}",
+                ERROR,
+                f"the {name} check could not finish ({type(exc).__name__}: {exc}); the other checks ran. Please report this with the spec.",
+                ctx.file,
+            )
+        ]
 
 
-def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "", file: str = FILE,
-        skipped_note: Diagnostic | None = None) -> list[Diagnostic]:
+def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "", file: str = FILE, skipped_note: Diagnostic | None = None) -> list[Diagnostic]:
     """All checks on the workspace's dashboard; the data checks need `tables`.
 
     Without tables the static checks run and `skipped_note` (by default a

@@ -10,6 +10,7 @@ The app is cloned and installed outside the config repo's checkout
 (`$RUNNER_TEMP`), so validation never walks into the app's own template
 workspaces; `find_workspaces` also skips hidden folders and nested checkouts.
 """
+
 from __future__ import annotations
 
 PATH = ".github/workflows/validate.yml"

@@ -9,6 +9,7 @@ Each command imports what it uses when it runs: cron and CI start a fresh
 process per command, and a cold `refresh` should pay for the CSV parser and
 DuckDB, not for git, the renderer or jsonschema's metaschema.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,11 +57,13 @@ def cmd_validate(args) -> int:
     results = {str(p): checks.validate_workspace(p) for p in found}
     errors = sum(1 for ds in results.values() for d in ds if d.level == ERROR)
     if args.json:
-        _print_json({
-            "ok": errors == 0,
-            "errors": errors,
-            "workspaces": [{"path": p, "ok": not has_errors(ds), "diagnostics": [d.to_dict() for d in ds]} for p, ds in results.items()],
-        })
+        _print_json(
+            {
+                "ok": errors == 0,
+                "errors": errors,
+                "workspaces": [{"path": p, "ok": not has_errors(ds), "diagnostics": [d.to_dict() for d in ds]} for p, ds in results.items()],
+            }
+        )
     else:
         for p, ds in results.items():
             print(f"{'FAIL' if has_errors(ds) else 'ok  '} {p}")
@@ -156,8 +159,9 @@ def cmd_export(args) -> int:
 
     if not args.html and not args.png:
         return _fail(args, "say what to write: --html FILE and/or --png FOLDER")
-    written = export_workspace(Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None,
-                               user=OPERATOR)  # an ExportError is a DashmemError: main() prints it as one line
+    written = export_workspace(
+        Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None, user=OPERATOR
+    )  # an ExportError is a DashmemError: main() prints it as one line
     for cid, error in written["errors"]:
         print(f"warning: component {cid!r}: {error}", file=sys.stderr)
     if written["html"]:
@@ -453,5 +457,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.get("DASHMEM_DEBUG"):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return _fail(args, f"{args.command} failed: {type(exc).__name__}{': ' + first if first else ''} "
-                           "(run again with DASHMEM_DEBUG=1 to see the details)")
+        return _fail(args, f"{args.command} failed: {type(exc).__name__}{': ' + first if first else ''} (run again with DASHMEM_DEBUG=1 to see the details)")

@@ -1,6 +1,7 @@
 """Column types: the DuckDB names used in sources.yaml and profiles, their Arrow
 equivalents, and which changes a dashboard survives.
 """
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -18,8 +19,22 @@ _ARROW = {
 }
 
 _FAMILIES = {
-    "number": ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-               "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL"),
+    "number": (
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "HUGEINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "UHUGEINT",
+        "FLOAT",
+        "DOUBLE",
+        "DECIMAL",
+        "REAL",
+    ),
     "text": ("VARCHAR", "UUID", "JSON"),
     "time": ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"),
     "boolean": ("BOOLEAN",),
@@ -45,12 +60,26 @@ def compatible(old: str, new: str) -> bool:
 
 
 _FROM_ARROW = {
-    pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.bool_(): "BOOLEAN",
-    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-    pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT",
-    pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.date32(): "DATE", pa.null(): '"NULL"',
-    pa.timestamp("s"): "TIMESTAMP_S", pa.timestamp("ms"): "TIMESTAMP_MS", pa.timestamp("us"): "TIMESTAMP",
-    pa.timestamp("ns"): "TIMESTAMP_NS", pa.time64("us"): "TIME",
+    pa.string(): "VARCHAR",
+    pa.large_string(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.uint8(): "UTINYINT",
+    pa.uint16(): "USMALLINT",
+    pa.uint32(): "UINTEGER",
+    pa.uint64(): "UBIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.date32(): "DATE",
+    pa.null(): '"NULL"',
+    pa.timestamp("s"): "TIMESTAMP_S",
+    pa.timestamp("ms"): "TIMESTAMP_MS",
+    pa.timestamp("us"): "TIMESTAMP",
+    pa.timestamp("ns"): "TIMESTAMP_NS",
+    pa.time64("us"): "TIME",
 }
 
 

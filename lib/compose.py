@@ -25,6 +25,7 @@ pay full price for its question only. That is the API's limit of four; the
 agent loop moves the dashboard's breakpoint to the newest tool results, and
 the cache still finds the earlier prefix by looking back from there.
 """
+
 from __future__ import annotations
 
 import copy
@@ -135,8 +136,9 @@ class Composed:
         return sum(self.breakdown.values())
 
 
-def compose(files: Mapping[str, Any], mode: str, message: str, *, model: str | None = None,
-            profile_budget: int | None = None, max_tokens: int = 4096) -> Composed:
+def compose(
+    files: Mapping[str, Any], mode: str, message: str, *, model: str | None = None, profile_budget: int | None = None, max_tokens: int = 4096
+) -> Composed:
     """The Messages API request for a session's first turn. Pure: same input, same bytes."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -146,10 +148,8 @@ def compose(files: Mapping[str, Any], mode: str, message: str, *, model: str | N
     parts = {
         "base": BASES[mode],
         "task": _task_block(files),
-        "sources": _section("Tool configurations (sources.yaml)", "sources", _without_secrets(files.get("sources")),
-                            "No sources are connected yet."),
-        "output": _section("Output constraints (output.yaml)", "output", files.get("output"),
-                           "No output constraints are set."),
+        "sources": _section("Tool configurations (sources.yaml)", "sources", _without_secrets(files.get("sources")), "No sources are connected yet."),
+        "output": _section("Output constraints (output.yaml)", "output", files.get("output"), "No output constraints are set."),
         "profile": _profile_block(files.get("profile"), dashboard, profile_budget),
     }
     system = [_text(parts[name]) for name in ("base", "task", "sources", "output")]
@@ -158,8 +158,9 @@ def compose(files: Mapping[str, Any], mode: str, message: str, *, model: str | N
 
     user = [_text(parts["profile"], cache=True)]
     if mode == "edit" and dashboard:
-        parts["dashboard"] = _section("Current dashboard (dashboard.yaml). Refine this spec: write it back whole, "
-                                      "changed only where the request asks.", "dashboard", dashboard, "")
+        parts["dashboard"] = _section(
+            "Current dashboard (dashboard.yaml). Refine this spec: write it back whole, changed only where the request asks.", "dashboard", dashboard, ""
+        )
         user.append(_text(parts["dashboard"], cache=True))
     parts["message"] = message
     user.append(_text(message))
@@ -245,8 +246,7 @@ def _task_block(files: Mapping[str, Any]) -> str:
 
 def _profile_block(profile: Mapping[str, Any] | None, dashboard: Mapping[str, Any] | None, budget: int | None) -> str:
     if not profile or not profile.get("tables"):
-        return ("# Data profile\nNo data profile yet: the workspace has no loaded data "
-                "(connect a source, refresh, then `python -m lib profile PATH --write`).\n")
+        return "# Data profile\nNo data profile yet: the workspace has no loaded data (connect a source, refresh, then `python -m lib profile PATH --write`).\n"
     keep = referenced_columns(profile, dashboard)
     heading = "# Data profile (profile.yaml, compact; tables you can query)\n"
     if budget is not None:  # the budget is the whole block's, as the model is charged for it

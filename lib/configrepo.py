@@ -43,6 +43,7 @@ The work is done in
 - `lib.drafts`: draft branches and worktrees, save, revert, undo, sync, the list of drafts;
 - `lib.publish`: publishing into `main` and proposing a draft for review.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -85,7 +86,6 @@ GC_LOOSE_OBJECTS = 4000  # `repair` packs the repo once about this many loose ob
 _log = logging.getLogger(__name__)
 
 
-
 class ConfigRepoError(DashmemError, RuntimeError):
     pass
 
@@ -97,11 +97,15 @@ class PublishConflict(ConfigRepoError):
         self.files = files
         changed = f"{', '.join(files) or 'some files'} changed in the published version since this draft started, on the same lines"
         if updating:  # bringing published changes into the draft, not publishing
-            text = (f"could not update your draft of {slug} from the published version: {changed}. Nothing was changed; "
-                    "choose whether to keep your lines or the published ones where both changed.")
+            text = (
+                f"could not update your draft of {slug} from the published version: {changed}. Nothing was changed; "
+                "choose whether to keep your lines or the published ones where both changed."
+            )
         else:
-            text = (f"cannot publish {slug}: {changed}. Nothing was published; your draft and the published version are "
-                    "both kept. Update your draft from the published version, check your edit on top, and publish again.")
+            text = (
+                f"cannot publish {slug}: {changed}. Nothing was published; your draft and the published version are "
+                "both kept. Update your draft from the published version, check your edit on top, and publish again."
+            )
         super().__init__(text)
 
 
@@ -405,7 +409,6 @@ class ConfigRepo:
 
     def diff(self, slug: str, a: str, b: str) -> list[FileDiff]:
         return diff(self.repo, workspace.check_slug(slug), a, b)
-
 
     # ---- drafts (lib.drafts)
 

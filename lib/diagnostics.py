@@ -5,6 +5,7 @@ Schema errors, YAML syntax errors, dashboard checks and refresh problems are all
 act on, and a location (file, line, field). The CLI prints them as
 `file:line: field: message`, `--json` emits `to_dict()`.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -15,6 +15,7 @@ keeping what differed as a stash entry.
 These functions are the implementation of `lib.configrepo.ConfigRepo`'s draft
 methods; `cr` is that ConfigRepo.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -96,9 +97,18 @@ def list_drafts(cr: ConfigRepo, slug: str | None = None) -> list[dict[str, Any]]
         ahead = int(cr.repo.git.rev_list("--count", f"{MAIN}..{head.name}"))
         # Published changes to this workspace the draft lacks (changes to other workspaces do not matter to it).
         behind = int(cr.repo.git.rev_list("--count", f"{head.name}..{MAIN}", "--", of))
-        out.append({"branch": head.name, "user": owner, "slug": of, "ahead": ahead, "behind": behind,
-                    "head": head.commit.hexsha, "date": head.commit.authored_datetime.isoformat(),
-                    "workspace_path": worktree(cr, owner, of) / of})
+        out.append(
+            {
+                "branch": head.name,
+                "user": owner,
+                "slug": of,
+                "ahead": ahead,
+                "behind": behind,
+                "head": head.commit.hexsha,
+                "date": head.commit.authored_datetime.isoformat(),
+                "workspace_path": worktree(cr, owner, of) / of,
+            }
+        )
     return sorted(out, key=lambda d: (d["slug"], d["user"]))
 
 
@@ -175,11 +185,9 @@ def undo(cr: ConfigRepo, user: User, slug: str) -> str:
         if len(stack) < 2:
             raise ConfigRepoError(f"nothing to undo in {slug}: the undo history keeps the last {UNDO_DEPTH} saved states of a draft")
         target = stack[-2]
-        sha = restore(git.Repo(draft.path), slug, target, actor(user), action="undo",
-                      subject=f"Undo last change to {slug} (back to {target[:10]})")
+        sha = restore(git.Repo(draft.path), slug, target, actor(user), action="undo", subject=f"Undo last change to {slug} (back to {target[:10]})")
         if sha is None:  # the state already equals the target: record the step anyway
-            _git(draft.path, "commit", "-q", "--allow-empty", "-F", "-", input=message(f"Undo last change to {slug}", "undo", slug),
-                 env=git_env(user))
+            _git(draft.path, "commit", "-q", "--allow-empty", "-F", "-", input=message(f"Undo last change to {slug}", "undo", slug), env=git_env(user))
             sha = _git(draft.path, "rev-parse", "HEAD").stdout.strip()
         return sha
 
@@ -196,8 +204,7 @@ def sync(cr: ConfigRepo, user: User, slug: str, prefer: str | None = None) -> st
             _git(draft.path, "merge", "--ff-only", "-q", main)
             return main
         try:
-            _git(draft.path, "merge", "--no-ff", "-q", *strategy, "-m", message(f"Update draft of {slug} from {MAIN}", "sync", slug), main,
-                 env=git_env(user))
+            _git(draft.path, "merge", "--no-ff", "-q", *strategy, "-m", message(f"Update draft of {slug} from {MAIN}", "sync", slug), main, env=git_env(user))
         except git.GitCommandError:
             files = conflicted(draft.path)
             _git(draft.path, "merge", "--abort", ok=(0, 128))
@@ -337,8 +344,7 @@ def draft_worktrees(cr: ConfigRepo) -> list[Draft]:
 
 def all_drafts(cr: ConfigRepo) -> list[Draft]:
     """Every draft branch, whether or not it has a worktree."""
-    return [Draft(user, slug, head.name, worktree(cr, user, slug)) for head in cr.repo.heads
-            for user, slug in filter(None, [parse_draft(head.name)])]
+    return [Draft(user, slug, head.name, worktree(cr, user, slug)) for head in cr.repo.heads for user, slug in filter(None, [parse_draft(head.name)])]
 
 
 def draft_locks(cr: ConfigRepo, draft: Draft, admin: Path) -> list[Path]:
@@ -374,8 +380,10 @@ def repair_draft(cr: ConfigRepo, draft: Draft) -> list[str]:
         if status(draft.path):
             # Untracked files too: a save's temporary files, which the next save would commit.
             keep_and_reset(draft.path, f"the draft {draft.branch}", untracked=True)
-            done.append(f"reset the worktree of {draft.branch} to its last commit, as a {mark.read_text().strip() or 'change'} "
-                        f"died half-way (what differed is kept in `git stash list`)")
+            done.append(
+                f"reset the worktree of {draft.branch} to its last commit, as a {mark.read_text().strip() or 'change'} "
+                f"died half-way (what differed is kept in `git stash list`)"
+            )
         mark.unlink()
     return done
 

@@ -40,6 +40,7 @@ not written for a person, so a page or the CLI shows the generic message.
 This module imports nothing from the project, so every module (the query
 worker's process included) can import it.
 """
+
 from __future__ import annotations
 
 

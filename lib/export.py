@@ -9,6 +9,7 @@ deliberately limited converter rather than passed through as HTML. Each
 component's body comes from its kind (`lib/components/<kind>.py`, `to_html`);
 this module writes the page around them.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -88,8 +89,7 @@ def to_html(rendered: Rendered) -> str:
     description = f"<p>{_escape(rendered.description)}</p>" if rendered.description else ""
     scripts = ""
     if chart_specs:
-        scripts = (f'<script type="application/json" id="chart-specs">{_script_json(chart_specs)}</script>\n'
-                   f"<script>{vega_bundle()}</script>\n")
+        scripts = f'<script type="application/json" id="chart-specs">{_script_json(chart_specs)}</script>\n<script>{vega_bundle()}</script>\n'
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -149,8 +149,7 @@ def _theme_style(theme: dict[str, Any]) -> str:
 
     font = theme.get("font")
     font = font if isinstance(font, str) and FONT_RE.match(font) else DEFAULT_THEME["font"]
-    return (f":root {{ --background: {color('background')}; --text: {color('text')}; "
-            f"--primary: {color('primary')}; --font: {font}; }}")
+    return f":root {{ --background: {color('background')}; --text: {color('text')}; --primary: {color('primary')}; --font: {font}; }}"
 
 
 def _row_html(row: list[Component], chart_specs: list[dict[str, Any]]) -> str:
@@ -191,8 +190,7 @@ def chart_pngs(rendered: Rendered, folder: Path, scale: float = 2) -> list[Path]
         spec = vega_lite_spec(comp)
         if spec.get("width") == "container":
             spec["width"] = PNG_WIDTH
-        png = vl_convert.vegalite_to_png(spec, vl_version=_vega_lite_version(), scale=scale,
-                                         allowed_base_urls=[])  # the data is inline; fetch nothing
+        png = vl_convert.vegalite_to_png(spec, vl_version=_vega_lite_version(), scale=scale, allowed_base_urls=[])  # the data is inline; fetch nothing
         target = folder / f"{comp.id}.png"
         write_atomically(target, png)
         written.append(target)
@@ -206,8 +204,7 @@ class ExportError(DashmemError, RuntimeError):
     """The workspace cannot be exported; the message says why."""
 
 
-def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
-                     warehouse: Warehouse | None = None, *, user: User) -> dict[str, Any]:
+def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None, warehouse: Warehouse | None = None, *, user: User) -> dict[str, Any]:
     """Render the workspace's dashboard over its current data and write the HTML and/or the chart PNGs.
 
     Data is loaded first if the workspace has none yet (which needs `user` to

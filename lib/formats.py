@@ -6,6 +6,7 @@ f, d, %, s (SI prefix), e, g, r and none, and the alignments <, >, ^ and =
 are refused rather than shown as decimals. Enough for KPI cards, tables and
 insight text to show numbers exactly as the charts do.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,8 +15,7 @@ import re
 from decimal import Decimal
 
 _SPEC = re.compile(r"^(?:(.)?([<>^=]))?([+\-( ])?(\$)?(0)?(\d+)?(,)?(?:\.(\d+))?([fdsegr%])?$")
-_SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
-       (1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
+_SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
 
 
 def format_value(value, spec: str | None = None) -> str:
@@ -92,7 +92,7 @@ def _rounded(value: float, significant: int, comma: bool) -> str:
     if power < 0:
         return "0." + "0" * (-power - 1) + digits
     if len(digits) > power + 1:
-        whole, fraction = digits[:power + 1], "." + digits[power + 1:]
+        whole, fraction = digits[: power + 1], "." + digits[power + 1 :]
     else:
         whole, fraction = digits + "0" * (power + 1 - len(digits)), ""
     return (f"{int(whole):,}" if comma else whole) + fraction
@@ -111,14 +111,14 @@ def _si(value: float, significant: int) -> str:
     return f"{value:.{significant}g}"
 
 
-
 def _luminance(color: str) -> float:
     """WCAG relative luminance of a #rrggbb colour."""
+
     def linear(channel: int) -> float:
         c = channel / 255
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
 
-    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
     return 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b)
 
 

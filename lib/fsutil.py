@@ -8,6 +8,7 @@ New files get the permissions of any new file (0o666 less the umask, or what
 the folder's default ACL says), not mkstemp's private 0o600, so a config repo
 stays readable by its group and an export can be shared, as the umask intends.
 """
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ The plumbing a crash-safe publish is made of lives here too: `merge_tree`
 Nothing here knows about workspaces or drafts; lib.configrepo is the public
 facade, lib.drafts and lib.publish build on this.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +44,9 @@ def _held() -> list[int]:
     return fds
 
 
-def _git(cwd: Path | str, *args: str, env: dict[str, str] | None = None, input: str | bytes | None = None,
-         ok: tuple[int, ...] = (0,), text: bool = True) -> subprocess.CompletedProcess:
+def _git(
+    cwd: Path | str, *args: str, env: dict[str, str] | None = None, input: str | bytes | None = None, ok: tuple[int, ...] = (0,), text: bool = True
+) -> subprocess.CompletedProcess:
     """Run one git command in `cwd`; raises `git.GitCommandError` on an exit status not in `ok`.
 
     Under a dashmem lock the command inherits the lock's file descriptor (and
@@ -59,8 +61,17 @@ def _git(cwd: Path | str, *args: str, env: dict[str, str] | None = None, input: 
         cmd += ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
     cmd += list(args)
     full_env = {**os.environ, "GIT_EDITOR": "true", "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-    proc = subprocess.run(cmd, cwd=str(cwd), env=full_env, input=input, capture_output=True, pass_fds=fds,
-                          text=text, encoding="utf-8" if text else None, errors="replace" if text else None)
+    proc = subprocess.run(
+        cmd,
+        cwd=str(cwd),
+        env=full_env,
+        input=input,
+        capture_output=True,
+        pass_fds=fds,
+        text=text,
+        encoding="utf-8" if text else None,
+        errors="replace" if text else None,
+    )
     if proc.returncode not in ok:
         raise git.GitCommandError(cmd, proc.returncode, proc.stderr, proc.stdout)
     return proc
@@ -163,7 +174,7 @@ def _packed_heads(git_dir: Path) -> dict[str, str]:
     for line in text.splitlines():
         sha, _, ref = line.partition(" ")
         if ref.startswith("refs/heads/") and len(sha) == 40:
-            heads[ref[len("refs/heads/"):]] = sha
+            heads[ref[len("refs/heads/") :]] = sha
     _PACKED[path] = (key, heads)
     return heads
 
@@ -178,8 +189,9 @@ def status(cwd: Path, *, optional_locks: bool = True, untracked: bool = True) ->
     Without `optional_locks` it does not refresh the index on disk, so it may run
     without our lock while another process writes (it then writes nothing).
     """
-    return _git(cwd, "status", "--porcelain", f"--untracked-files={'normal' if untracked else 'no'}",
-                env=None if optional_locks else {"GIT_OPTIONAL_LOCKS": "0"}).stdout
+    return _git(
+        cwd, "status", "--porcelain", f"--untracked-files={'normal' if untracked else 'no'}", env=None if optional_locks else {"GIT_OPTIONAL_LOCKS": "0"}
+    ).stdout
 
 
 def conflicted(cwd: Path) -> list[str]:
@@ -280,8 +292,7 @@ def keep_and_reset(where: Path, what: str, *, untracked: bool) -> None:
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     message = f"dashmem repair {stamp}: what differed from the last commit in {what}"
     env = actor_env(SYSTEM)
-    if untracked and _git(where, "stash", "push", "--include-untracked", "-q", "-m", message, env=env, ok=(0, 1, 128)).returncode == 0 \
-            and not status(where):
+    if untracked and _git(where, "stash", "push", "--include-untracked", "-q", "-m", message, env=env, ok=(0, 1, 128)).returncode == 0 and not status(where):
         return
     # Tracked files only, or a state `stash push` cannot take: keep what `stash create` can, then reset regardless.
     sha = _git(where, "stash", "create", message, env=env, ok=(0, 1, 128)).stdout.strip()
@@ -303,7 +314,7 @@ def worktree_admin_dir(where: Path) -> Path | None:
         return None
     if not line.startswith("gitdir: "):
         return None
-    admin = Path(line[len("gitdir: "):])
+    admin = Path(line[len("gitdir: ") :])
     admin = admin if admin.is_absolute() else (where / admin).resolve()
     if not (admin / "HEAD").is_file() or (admin / "locked").exists():
         return None
@@ -336,9 +347,12 @@ def loose_objects(git_dir: Path) -> int:
 def gc(path: Path, git_dir: Path, main: str) -> None:
     """Pack the repo. Call holding every dashmem lock of it: then every git lock file is a killed gc's leftover."""
     gd = git_dir
-    for stale in (list(gd.glob("objects/info/commit-graph*.lock")) + list(gd.glob("objects/info/commit-graphs/*.lock"))
-                  + list((gd / "refs" / "heads").rglob("*.lock")) + served_lock_files(gd, main)):
+    for stale in (
+        list(gd.glob("objects/info/commit-graph*.lock"))
+        + list(gd.glob("objects/info/commit-graphs/*.lock"))
+        + list((gd / "refs" / "heads").rglob("*.lock"))
+        + served_lock_files(gd, main)
+    ):
         stale.unlink(missing_ok=True)  # every lock is ours: a killed gc's leftovers
     # What repairs kept (the stash) never expires; git would drop those entries after 30 to 90 days.
-    _git(path, "-c", "gc.refs/stash.reflogExpire=never", "-c", "gc.refs/stash.reflogExpireUnreachable=never",
-         "gc", "--quiet")
+    _git(path, "-c", "gc.refs/stash.reflogExpire=never", "-c", "gc.refs/stash.reflogExpireUnreachable=never", "gc", "--quiet")

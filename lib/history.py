@@ -6,6 +6,7 @@ add commits. Each commit dashmem makes carries two trailers, the action
 (`Dashmem-Action: save|revert|undo|sync|publish|create`) and the workspace,
 which the undo stack and the History page read back.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -118,9 +119,12 @@ def history(repo: git.Repo, folder: str, ref: str = MAIN, limit: int = 100) -> l
         parts.pop()  # the terminator after the last commit
     versions = []
     for i in range(0, len(parts) - len(fields) + 1, len(fields)):
-        sha, author, email, date, body = parts[i:i + len(fields)]
-        versions.append(Version(sha=sha.strip(), author=author, email=email, date=date,
-                                message=body.splitlines()[0] if body else "", action=_trailer_in(body, ACTION_TRAILER)))
+        sha, author, email, date, body = parts[i : i + len(fields)]
+        versions.append(
+            Version(
+                sha=sha.strip(), author=author, email=email, date=date, message=body.splitlines()[0] if body else "", action=_trailer_in(body, ACTION_TRAILER)
+            )
+        )
     return versions
 
 
@@ -148,7 +152,7 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
         old = change.a_blob.data_stream.read().decode("utf-8", "replace") if change.a_blob else ""
         new = change.b_blob.data_stream.read().decode("utf-8", "replace") if change.b_blob else ""
         name = change.b_path or change.a_path or ""  # a diff entry has at least one side
-        rel = name[len(folder) + 1:] if name.startswith(folder + "/") else name
+        rel = name[len(folder) + 1 :] if name.startswith(folder + "/") else name
         status = "added" if change.new_file else "deleted" if change.deleted_file else "modified"
         patch = workspace.text_diff(old, new, f"a/{name}@{ca.hexsha[:10]}", f"b/{name}@{cb.hexsha[:10]}")
         out.append(FileDiff(rel, status, patch))

@@ -19,6 +19,7 @@ always; one naming tables of exactly one live source is
 A query mixing a live source's table with snapshot tables or another live
 source is refused naming the tables: no engine can join across the two.
 """
+
 from __future__ import annotations
 
 import re
@@ -83,7 +84,8 @@ def live_source_of(sql: str, live: Mapping[str, Mapping[str, Any]]) -> str | Non
             "a query cannot join tables from different engines: "
             + ", ".join(f"{t} (live, in its database)" for t in touched)
             + "".join(f", {t} (snapshot)" for t in others)
-            + "; query each live source on its own")
+            + "; query each live source on its own"
+        )
     return touched[0]
 
 
@@ -192,9 +194,15 @@ def _engine(source: Mapping[str, Any], workspace_path: Path | None) -> sa.Engine
         return _ENGINES[key]
 
 
-def run(source: Mapping[str, Any], sql: str, params: Mapping[str, Any] | None = None, *,
-        max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
-        workspace_path: Path | None = None) -> QueryResult:
+def run(
+    source: Mapping[str, Any],
+    sql: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    workspace_path: Path | None = None,
+) -> QueryResult:
     """Run one dashboard query in the live source's database; the sandbox's limits and result type."""
     from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -260,8 +268,7 @@ def _read_only(connection: sa.Connection, backend: str, timeout_s: float) -> Non
 
 def _timed_out(message: str) -> bool:
     lowered = message.lower()
-    return "statement timeout" in lowered or "max_statement_time" in lowered or "maximum statement execution time" in lowered \
-        or "interrupted" in lowered
+    return "statement timeout" in lowered or "max_statement_time" in lowered or "maximum statement execution time" in lowered or "interrupted" in lowered
 
 
 def _plain(value: Any) -> Any:
@@ -290,8 +297,17 @@ class LiveCache:
         self._lock = threading.Lock()
         self.round_trips = 0
 
-    def run(self, source: Mapping[str, Any], version: str, sql: str, params: Mapping[str, Any], *,
-            max_rows: int, timeout_s: float, workspace_path: Path | None = None) -> QueryResult:
+    def run(
+        self,
+        source: Mapping[str, Any],
+        version: str,
+        sql: str,
+        params: Mapping[str, Any],
+        *,
+        max_rows: int,
+        timeout_s: float,
+        workspace_path: Path | None = None,
+    ) -> QueryResult:
         key = (source["name"], version, sql, tuple(sorted((k, _hashable(v)) for k, v in params.items())), max_rows)
         now = self.clock()
         with self._lock:
@@ -320,8 +336,7 @@ LIVE_CACHE = LiveCache()
 class LiveRouter:
     """The render query cache's stand-in: live queries go to their database, all others to `snapshot_cache`."""
 
-    def __init__(self, snapshot_cache: Any, live: Mapping[str, Mapping[str, Any]], workspace_path: Path | None = None,
-                 cache: LiveCache = LIVE_CACHE):
+    def __init__(self, snapshot_cache: Any, live: Mapping[str, Mapping[str, Any]], workspace_path: Path | None = None, cache: LiveCache = LIVE_CACHE):
         self.snapshot_cache = snapshot_cache
         self.live = live
         self.workspace_path = workspace_path
@@ -331,18 +346,23 @@ class LiveRouter:
     def misses(self) -> int:  # render counts the queries it ran through this
         return self.snapshot_cache.misses + self.cache.round_trips
 
-    def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *,
-            max_rows: int, timeout_s: float) -> QueryResult:
+    def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *, max_rows: int, timeout_s: float) -> QueryResult:
         name = live_source_of(sql, self.live)
         if name is None:
             return self.snapshot_cache.run(version, tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
-        return self.cache.run(self.live[name], version, sql, params, max_rows=max_rows, timeout_s=timeout_s,
-                              workspace_path=self.workspace_path)
+        return self.cache.run(self.live[name], version, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=self.workspace_path)
 
 
-def run_query(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, sql: str,
-              params: Mapping[str, Any] | None = None, *, max_rows: int = DEFAULT_MAX_ROWS,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> QueryResult:
+def run_query(
+    files: Mapping[str, Any],
+    tables: Mapping[str, pa.Table],
+    version: str,
+    sql: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> QueryResult:
     """`sandbox.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
     from . import sandbox
 

@@ -17,6 +17,7 @@ pinned to metadata only, whatever ANTHROPIC_OPEN_TELEMETRY_* says.
 `ScriptedModel` returns given responses in order and records the requests;
 tests and the evaluation harness use it where no API is reachable.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,7 @@ from .settings import model_id
 
 TextCallback = Callable[[str], None]
 
-NO_KEY = ("no Anthropic API key: set ANTHROPIC_API_KEY, or add anthropic.api_key to .streamlit/secrets.toml "
-          "(everything except the model call works without one)")
+NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY, or add anthropic.api_key to .streamlit/secrets.toml (everything except the model call works without one)"
 
 
 class ModelError(DashmemError):
@@ -42,8 +42,7 @@ class ModelError(DashmemError):
 
 
 class ModelClient(Protocol):
-    def create(self, request: dict[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
-        ...
+    def create(self, request: dict[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]: ...
 
 
 # --------------------------------------------------------------------------- API key
@@ -78,8 +77,7 @@ _BODY_FILTER = _DropRequestBodies()
 class AnthropicClient:
     """Messages API calls through the official SDK, with errors mapped to `ModelError`."""
 
-    def __init__(self, api_key: str | None = None, model: str | None = None, http_client: Any = None,
-                 max_retries: int = 2, timeout: float = 60):
+    def __init__(self, api_key: str | None = None, model: str | None = None, http_client: Any = None, max_retries: int = 2, timeout: float = 60):
         key = resolve_api_key(api_key)
         if key is None:
             raise ModelError("no_key", NO_KEY)
@@ -92,7 +90,10 @@ class AnthropicClient:
         self.timeout = timeout
         self._anthropic = anthropic
         self._client = anthropic.Anthropic(
-            api_key=key, max_retries=max_retries, timeout=timeout, http_client=http_client,
+            api_key=key,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=http_client,
             open_telemetry={"traces": {"content_mode": "metadata_only"}},
         )
 
@@ -123,11 +124,9 @@ class AnthropicClient:
     def _explain(self, exc: Exception) -> ModelError:
         a = self._anthropic
         if isinstance(exc, a.APITimeoutError):
-            return ModelError("timeout", f"timed out after {self.timeout:g} s waiting for the Anthropic API — try again, "
-                                         "or ask for a smaller change")
+            return ModelError("timeout", f"timed out after {self.timeout:g} s waiting for the Anthropic API — try again, or ask for a smaller change")
         if isinstance(exc, a.APIConnectionError):
-            return ModelError("connection", "cannot reach the Anthropic API — check the network connection "
-                                            "(and any proxy or ANTHROPIC_BASE_URL setting)")
+            return ModelError("connection", "cannot reach the Anthropic API — check the network connection (and any proxy or ANTHROPIC_BASE_URL setting)")
         if isinstance(exc, a.APIStatusError):
             status, kind = exc.status_code, getattr(exc, "type", None)
             if status in (401, 403) or kind in ("authentication_error", "permission_error"):
@@ -137,8 +136,7 @@ class AnthropicClient:
                 hint = f" (the API asks to wait {wait} s)" if wait else ""
                 return ModelError("rate_limit", f"rate limited (429) — try again in a moment{hint}")
             if status >= 500 or kind in ("api_error", "overloaded_error"):
-                return ModelError("server", f"the Anthropic API returned {status} ({kind or 'server error'}) — "
-                                            "a problem on the API's side; try again shortly")
+                return ModelError("server", f"the Anthropic API returned {status} ({kind or 'server error'}) — a problem on the API's side; try again shortly")
             detail = getattr(exc, "api_message", None) or ""
             return ModelError("request", f"the Anthropic API refused the request ({status}){': ' + detail if detail else ''}")
         return ModelError("request", f"the Anthropic SDK failed: {type(exc).__name__}")
@@ -173,14 +171,20 @@ class ScriptedModel:
         return copy.deepcopy(response)
 
 
-def message(*content: dict[str, Any], stop_reason: str | None = None, usage: dict[str, int] | None = None,
-            model: str | None = None) -> dict[str, Any]:
+def message(*content: dict[str, Any], stop_reason: str | None = None, usage: dict[str, int] | None = None, model: str | None = None) -> dict[str, Any]:
     """A Messages API response dict: `tool_use` stop reason when any block uses a tool, else `end_turn`."""
     if stop_reason is None:
         stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
-    return {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model or model_id(),
-            "content": list(content), "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": dict(usage or {"input_tokens": 0, "output_tokens": 0})}
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": model or model_id(),
+        "content": list(content),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": dict(usage or {"input_tokens": 0, "output_tokens": 0}),
+    }
 
 
 def text_block(text: str) -> dict[str, Any]:

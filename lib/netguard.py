@@ -26,6 +26,7 @@ the URL's host name (httpcore sends it as SNI and checks it), and the Host
 header is the URL's. Environment proxies (HTTP_PROXY...) are not used for
 sources: behind a proxy the check could not see where the proxy connects.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -99,8 +100,7 @@ NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 OPT_IN_HINT = (
-    f"sources reach loopback and private networks only when the server's operator allows it "
-    f"({PRIVATE_SETTING}=1, or the network listed in {NETWORKS_SETTING})"
+    f"sources reach loopback and private networks only when the server's operator allows it ({PRIVATE_SETTING}=1, or the network listed in {NETWORKS_SETTING})"
 )
 
 
@@ -322,18 +322,30 @@ class _GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
 def http_transport() -> httpx.HTTPTransport:
     """An httpx transport that connects only where sources may (no proxy; TLS verified as httpx does by default)."""
     transport = httpx.HTTPTransport()
-    _replace_pool(transport, httpcore.ConnectionPool, httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(), network_backend=_GuardedBackend(), **POOL_LIMITS,
-    ))
+    _replace_pool(
+        transport,
+        httpcore.ConnectionPool,
+        httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            network_backend=_GuardedBackend(),
+            **POOL_LIMITS,
+        ),
+    )
     return transport
 
 
 def async_http_transport() -> httpx2.AsyncHTTPTransport:
     """The same for httpx2's AsyncClient, which the MCP SDK's streamable HTTP client takes."""
     transport = httpx2.AsyncHTTPTransport()
-    _replace_pool(transport, httpcore2.AsyncConnectionPool, httpcore2.AsyncConnectionPool(
-        ssl_context=httpx2.create_ssl_context(), network_backend=_GuardedAsyncBackend(), **POOL_LIMITS,
-    ))
+    _replace_pool(
+        transport,
+        httpcore2.AsyncConnectionPool,
+        httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(),
+            network_backend=_GuardedAsyncBackend(),
+            **POOL_LIMITS,
+        ),
+    )
     return transport
 
 

@@ -14,6 +14,7 @@ so the same data always gives the same bytes. `text` renders the compact,
 model-facing version under a token budget (see `text` for the order in which
 detail is dropped).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -123,7 +124,7 @@ class _Counts(NamedTuple):
 def _batches(items: list, size: int) -> Iterable[list]:
     size = max(1, size)
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def _countable(column: pa.ChunkedArray) -> bool:
@@ -139,8 +140,7 @@ def _decoded(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
 
 
-def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int,
-          sample_values: bool) -> tuple[dict[str, dict[str, Any]], dict[str, _Counts]]:
+def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int, sample_values: bool) -> tuple[dict[str, dict[str, Any]], dict[str, _Counts]]:
     """Every column's statistics and the value counts of the categorical columns, in batches of columns.
 
     - Text and boolean columns that Arrow can count and that repeat values
@@ -161,14 +161,12 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
     rows = table.num_rows
     stats: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
     family = {kind: coltypes.family(kind) for _, kind in types}
-    candidates = [col for col, kind in types
-                  if sample_values and family[kind] in ("text", "boolean") and _countable(table.column(col))]
+    candidates = [col for col, kind in types if sample_values and family[kind] in ("text", "boolean") and _countable(table.column(col))]
     if rows > ROUTE_SAMPLE_ROWS * 8 and candidates:
         step = rows // ROUTE_SAMPLE_ROWS
         # One take over all candidate columns: a take per column cost 0.1 s at 1M x 44.
         sample = table.select(candidates).take(pa.array(range(0, step * ROUTE_SAMPLE_ROWS, step)))
-        repeating = {col for col in candidates
-                     if pc.count_distinct(_decoded(sample.column(col))).as_py() <= ROUTE_SAMPLE_ROWS * 0.9}  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+        repeating = {col for col in candidates if pc.count_distinct(_decoded(sample.column(col))).as_py() <= ROUTE_SAMPLE_ROWS * 0.9}  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
     else:
         repeating = set(candidates)
 
@@ -180,8 +178,7 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
             aggregated.append((col, kind))
     counts = _count_values(cursor, table, counted, limit, stats)
     _aggregate(cursor, name, table, aggregated, stats, family)
-    later = [col for col, kind in aggregated if sample_values and family[kind] in ("text", "boolean")
-             and 0 < stats[col]["distinct"] <= limit]
+    later = [col for col, kind in aggregated if sample_values and family[kind] in ("text", "boolean") and 0 < stats[col]["distinct"] <= limit]
     counts.update(_count_values(cursor, table, [col for col in later if _countable(table.column(col))], limit, {}))
     for col in later:
         if col not in counts:
@@ -266,11 +263,10 @@ def _duckdb_value_counts(cursor, name: str, col: str) -> _Counts:
     q = quote_ident(col)
     result = cursor.execute(f"SELECT {q}, count(*) FROM {quote_ident(name)} WHERE {q} IS NOT NULL GROUP BY {q}").fetchall()
     ordered = sorted(((v, int(n)) for v, n in result), key=lambda vc: (-vc[1], str(vc[0])))
-    return _Counts(len(ordered), ordered[:TOP_K + RARE_K], ordered[-RARE_K:])
+    return _Counts(len(ordered), ordered[: TOP_K + RARE_K], ordered[-RARE_K:])
 
 
-def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]], stats: dict[str, dict[str, Any]],
-               family: Mapping[str, str]) -> None:
+def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]], stats: dict[str, dict[str, Any]], family: Mapping[str, str]) -> None:
     """Approximate distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
     Exact quantiles need a sort per column, which dominated the profile of
@@ -363,6 +359,7 @@ def _role(col: str, kind: str, s: dict[str, Any], rows: int) -> str:
 
 def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]], min_overlap: float = 0.5) -> list[dict[str, Any]]:
     """Candidate join keys: columns of different tables with matching names or key roles, and their value overlap."""
+
     def norm(s: str) -> str:
         return re.sub(r"[^a-z0-9]", "", s.lower())
 
@@ -385,14 +382,22 @@ def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]]
                 left_n, right_n = lc.get("distinct") or 0, rc.get("distinct") or 0
                 if right_n < left_n or (right_n == left_n and (rt, rc["name"]) < (lt, lc["name"])):
                     continue
-                sql = (f"WITH l AS (SELECT DISTINCT {quote_ident(lc['name'])} AS v FROM {quote_ident(lt)} WHERE {quote_ident(lc['name'])} IS NOT NULL), "
-                       f"r AS (SELECT DISTINCT {quote_ident(rc['name'])} AS v FROM {quote_ident(rt)}) "
-                       f"SELECT count(*), count(r.v) FROM l LEFT JOIN r ON l.v = r.v")
+                sql = (
+                    f"WITH l AS (SELECT DISTINCT {quote_ident(lc['name'])} AS v FROM {quote_ident(lt)} WHERE {quote_ident(lc['name'])} IS NOT NULL), "
+                    f"r AS (SELECT DISTINCT {quote_ident(rc['name'])} AS v FROM {quote_ident(rt)}) "
+                    f"SELECT count(*), count(r.v) FROM l LEFT JOIN r ON l.v = r.v"
+                )
                 total, matched = cursor.execute(sql).fetchall()[0]
                 overlap = matched / total if total else 0.0
                 if overlap >= min_overlap and total > 1:
-                    found.append({"left": f"{lt}.{lc['name']}", "right": f"{rt}.{rc['name']}", "overlap": _round(overlap),
-                                  "evidence": "name and values" if names_match else "values"})
+                    found.append(
+                        {
+                            "left": f"{lt}.{lc['name']}",
+                            "right": f"{rt}.{rc['name']}",
+                            "overlap": _round(overlap),
+                            "evidence": "name and values" if names_match else "values",
+                        }
+                    )
     finally:
         cursor.close()
     return sorted(found, key=lambda r: (r["left"], r["right"]))
@@ -402,8 +407,7 @@ def build(tables: Mapping[str, pa.Table], sources: Iterable[dict[str, Any]] = ()
     """profile.yaml content for a workspace's tables."""
     by_name = {s["name"]: s for s in sources}
     profiles = [
-        profile_table(name, tables[name], source=name if name in by_name else None,
-                      sample_values=by_name.get(name, {}).get("sample_values", True))
+        profile_table(name, tables[name], source=name if name in by_name else None, sample_values=by_name.get(name, {}).get("sample_values", True))
         for name in sorted(tables)
     ]
     out: dict[str, Any] = {"tables": profiles}
@@ -422,10 +426,12 @@ def histogram_sql(table: str, column: str, family: str, bins: int = 20) -> str:
     t, c = quote_ident(table), quote_ident(column)
     value = f"epoch({c})" if family == "time" else f"CAST({c} AS DOUBLE)"
     start = "to_timestamp(lo + (hi - lo) * bin / {n})" if family == "time" else "lo + (hi - lo) * bin / {n}"
-    return (f"WITH v AS (SELECT {value} AS x FROM {t} WHERE {c} IS NOT NULL), b AS (SELECT min(x) AS lo, max(x) AS hi FROM v) "
-            f"SELECT {start.format(n=bins)} AS bin_start, rows FROM ("
-            f"SELECT lo, hi, least(floor((x - lo) / nullif(hi - lo, 0) * {bins}), {bins - 1}) AS bin, count(*) AS rows "
-            f"FROM v, b GROUP BY ALL) ORDER BY bin_start")
+    return (
+        f"WITH v AS (SELECT {value} AS x FROM {t} WHERE {c} IS NOT NULL), b AS (SELECT min(x) AS lo, max(x) AS hi FROM v) "
+        f"SELECT {start.format(n=bins)} AS bin_start, rows FROM ("
+        f"SELECT lo, hi, least(floor((x - lo) / nullif(hi - lo, 0) * {bins}), {bins - 1}) AS bin, count(*) AS rows "
+        f"FROM v, b GROUP BY ALL) ORDER BY bin_start"
+    )
 
 
 def fingerprint(profiles: list[dict[str, Any]]) -> str:
@@ -473,6 +479,7 @@ def text(profile: Mapping[str, Any], budget: int | None = None, keep: Iterable[s
     is_kept = {key: key[1] in keep or f"{key[0]}.{key[1]}" in keep for key in columns}
     for group in ([k for k in reversed(columns) if not is_kept[k]], [k for k in reversed(columns) if is_kept[k]]):
         for item in DROP_ORDER:
+
             def dropping(n: int, item: str = item, group: list = group, base: dict = drops) -> dict[tuple[str, str], frozenset[str]]:
                 more = dict(base)
                 for key in group[:n]:
@@ -516,8 +523,13 @@ def _count(n: int, noun: str) -> str:
 def _fit_names(profile: Mapping[str, Any], keep: set[str], budget: int) -> str:
     """The last resorts of `text`: some column names, then some table names, then nothing."""
     tables = list(profile.get("tables", []))
-    order = [(t, c) for kept in (True, False) for t, table in enumerate(tables) for c, col in enumerate(table["columns"])
-             if (col["name"] in keep or f"{table['name']}.{col['name']}" in keep) == kept]
+    order = [
+        (t, c)
+        for kept in (True, False)
+        for t, table in enumerate(tables)
+        for c, col in enumerate(table["columns"])
+        if (col["name"] in keep or f"{table['name']}.{col['name']}" in keep) == kept
+    ]
 
     def with_columns(n: int) -> str:
         shown = set(order[:n])
@@ -586,7 +598,7 @@ def _render(profile: Mapping[str, Any], drops: Mapping[tuple[str, str], frozense
             if "top" not in drop and c.get("top"):
                 top = c["top"] if "top_tail" not in drop else c["top"][:2]
                 text_top = ", ".join(f"{_fmt(t['value'])} {t['count']}" for t in top)
-                rest = c.get("other_count", 0) + sum(t["count"] for t in c["top"][len(top):])
+                rest = c.get("other_count", 0) + sum(t["count"] for t in c["top"][len(top) :])
                 parts.append(f"top {text_top}" + (f", other {rest}" if rest else ""))
             if "rare" not in drop and c.get("rare"):
                 parts.append("rare " + ", ".join(_fmt(v) for v in c["rare"]))

@@ -11,6 +11,7 @@ new one, and what it left behind is repaired when the config repo is opened.
 These functions are the implementation of `lib.configrepo.ConfigRepo`'s
 publish methods; `cr` is that ConfigRepo.
 """
+
 from __future__ import annotations
 
 import logging
@@ -70,11 +71,9 @@ def merge_into_main(cr: ConfigRepo, user: User, slug: str, branch: str, subject:
         if is_ancestor(cr.path, theirs, old):
             raise ConfigRepoError(f"nothing to publish: {branch} has no changes that are not on {MAIN}")
         # Roles were checked for `slug` only, so publish nothing outside its folder.
-        outside = [p for p in _git(cr.path, "diff", "--name-only", f"{old}...{theirs}").stdout.splitlines()
-                   if not p.startswith(f"{slug}/")]
+        outside = [p for p in _git(cr.path, "diff", "--name-only", f"{old}...{theirs}").stdout.splitlines() if not p.startswith(f"{slug}/")]
         if outside:
-            raise ConfigRepoError(f"cannot publish {branch} as {slug}: it also changes {', '.join(outside)}; "
-                                  f"publish each workspace on its own")
+            raise ConfigRepoError(f"cannot publish {branch} as {slug}: it also changes {', '.join(outside)}; publish each workspace on its own")
         tree, conflicts = merge_tree(cr.path, old, theirs)
         if conflicts or not tree:
             raise PublishConflict(slug, branch, conflicts)
@@ -95,8 +94,9 @@ def merge_into_main(cr: ConfigRepo, user: User, slug: str, branch: str, subject:
         try:
             cas_update_ref(cr.path, f"refs/heads/{MAIN}", new, old, f"dashmem: publish {slug} from {branch}")
         except git.GitCommandError as exc:
-            raise ConfigRepoError(f"cannot publish {slug}: {MAIN} changed while publishing, outside this app "
-                                  f"({exc.stderr.strip()}); nothing was published, publish again") from None
+            raise ConfigRepoError(
+                f"cannot publish {slug}: {MAIN} changed while publishing, outside this app ({exc.stderr.strip()}); nothing was published, publish again"
+            ) from None
         # Only now bring the published checkout to the new `main` (`repair` finishes this if killed here).
         try:
             _git(cr.path, "reset", "--hard", "-q")

@@ -10,6 +10,7 @@ merged files), so this decides only what to show:
 - disabled while the draft's checks find errors, if the policy's
   `require_valid_to_publish` (default true) asks for valid drafts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

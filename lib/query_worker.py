@@ -23,6 +23,7 @@ How:
 - The worker answers with a JSON header and Arrow IPC bytes; the parent never
   unpickles anything a query produced.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -125,9 +126,15 @@ class _Worker:
         # Only what Python and DuckDB need: the app's secrets (API key, cookie key, source passwords) stay out.
         env = {k: v for k, v in os.environ.items() if k in _WORKER_ENV or k.startswith(("LC_", "OPENBLAS_"))}
         env["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "lib.query_worker", str(memory_cap_bytes())],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, cwd="/", start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lib.query_worker", str(memory_cap_bytes())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd="/",
+            start_new_session=True,
+        )
 
     def ask(self, request: dict[str, Any], deadline_s: float) -> tuple[dict[str, Any], bytes]:
         body = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
@@ -253,11 +260,9 @@ def _refs(tables: Mapping[str, pa.Table]) -> dict[str, tuple[str, int, int]]:
     return {name: table_ref(table) for name, table in tables.items()}
 
 
-def run(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None, max_rows: int,
-        timeout_s: float) -> tuple[pa.Table, bool]:
+def run(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None, max_rows: int, timeout_s: float) -> tuple[pa.Table, bool]:
     """Run one SELECT (already checked to be one) in a worker; (result, truncated) or WorkerError."""
-    request = {"kind": "query", "tables": _refs(tables), "sql": sql, "params": dict(params) if params else None,
-               "max_rows": max_rows, "timeout_s": timeout_s}
+    request = {"kind": "query", "tables": _refs(tables), "sql": sql, "params": dict(params) if params else None, "max_rows": max_rows, "timeout_s": timeout_s}
     header, payload = _POOL.ask(request, timeout_s + GRACE_S)
     if "error" in header:
         raise WorkerError(header["error"])
@@ -266,8 +271,7 @@ def run(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | No
 
 def bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None, timeout_s: float) -> list[tuple[str, str]]:
     """Output (column, type) pairs of a SELECT, bound in a worker (binding folds constants, so it can be an attack too)."""
-    request = {"kind": "bind", "tables": _refs(tables), "sql": sql, "params": dict(params) if params else None,
-               "timeout_s": timeout_s}
+    request = {"kind": "bind", "tables": _refs(tables), "sql": sql, "params": dict(params) if params else None, "timeout_s": timeout_s}
     header, _ = _POOL.ask(request, timeout_s + GRACE_S)
     if "error" in header:
         raise WorkerError(header["error"])

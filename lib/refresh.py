@@ -8,6 +8,7 @@ is switched: the previous snapshot keeps being served, and the report says
 which source, which columns went missing or changed type, and what they were
 probably renamed to.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -87,10 +88,15 @@ class RefreshReport:
             return self.write_error[0].upper() + self.write_error[1:]
         failed = [s.name for s in self.sources if s.status == "failed"]
         misfit = [s.name for s in self.sources if s.status == "incompatible"]
-        why = "; ".join(part for part in (f"could not load {', '.join(failed)}" if failed else "",
-                                          f"{', '.join(misfit)} no longer fit{'s' if len(misfit) == 1 else ''} the dashboard" if misfit else "",
-                                          f"{len(self.dashboard_errors)} dashboard part(s) would break" if self.dashboard_errors and not misfit else "")
-                        if part)
+        why = "; ".join(
+            part
+            for part in (
+                f"could not load {', '.join(failed)}" if failed else "",
+                f"{', '.join(misfit)} no longer fit{'s' if len(misfit) == 1 else ''} the dashboard" if misfit else "",
+                f"{len(self.dashboard_errors)} dashboard part(s) would break" if self.dashboard_errors and not misfit else "",
+            )
+            if part
+        )
         if self.previous:
             return f"Kept the previous data: {why or 'nothing to switch to'}"
         return f"No data loaded: {why or 'the workspace has no sources'}"
@@ -109,8 +115,10 @@ class RefreshReport:
         if self.write_error:
             lines.append(self.write_error)
         if self.swapped and self.served != self.snapshot:
-            lines.append(f"wrote snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls; another refresh "
-                         f"finished at the same time and its snapshot {self.served} is the one served")
+            lines.append(
+                f"wrote snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls; another refresh "
+                f"finished at the same time and its snapshot {self.served} is the one served"
+            )
         elif self.swapped:
             lines.append(f"switched to snapshot {self.snapshot} in {self.seconds * 1000:.0f} ms, 0 model calls")
         elif self.unchanged:
@@ -126,8 +134,15 @@ def _n(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Path | None = None,
-            progress: Progress | None = None, _before_switch: Callable[[], None] | None = None) -> RefreshReport:
+def refresh(
+    ws_path: Path,
+    warehouse: Warehouse,
+    *,
+    user: User,
+    uploads_dir: Path | None = None,
+    progress: Progress | None = None,
+    _before_switch: Callable[[], None] | None = None,
+) -> RefreshReport:
     """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit.
 
     `user` needs the right to refresh in the workspace (`access.OPERATOR` for
@@ -146,8 +161,11 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Pat
     report.previous = current.id if current else None
     old_tables = warehouse.tables(current) if current else {}
     recorded = _recorded_schema(current, ws.get("profile"))
-    ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=uploads_dir or settings.uploads_dir(Path(ws_path).resolve().name),
-                       served={name: table.schema for name, table in old_tables.items()})
+    ctx = FetchContext(
+        workspace_path=Path(ws_path),
+        uploads_dir=uploads_dir or settings.uploads_dir(Path(ws_path).resolve().name),
+        served={name: table.schema for name, table in old_tables.items()},
+    )
 
     fetched, report.sources = fetch_all(sources, ctx, current, progress)
 
@@ -159,8 +177,7 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Pat
     configured = [s["name"] for s in sources]
     # Tables of sources that failed keep their last data; tables of removed sources go.
     candidate = {**{n: old_tables[n] for n in configured if n in old_tables}, **fetched}
-    report.dashboard_errors.extend(dashboard_query_errors(ws.get("dashboard"), candidate,
-                                                         record=warehouse.folder / BOUND_RECORD))
+    report.dashboard_errors.extend(dashboard_query_errors(ws.get("dashboard"), candidate, record=warehouse.folder / BOUND_RECORD))
 
     protect_old = current is not None
     if protect_old and (any(s.status != "ok" for s in report.sources) or report.dashboard_errors):
@@ -178,11 +195,13 @@ def refresh(ws_path: Path, warehouse: Warehouse, *, user: User, uploads_dir: Pat
     types = {name: current.tables[name]["columns"] for name in candidate if current and name in current.tables}
     types.update(new_types)
     try:
-        snapshot = warehouse.write_snapshot(candidate, {s["name"]: s["name"] for s in sources}, types,
-                                            _before_switch=_before_switch)
+        snapshot = warehouse.write_snapshot(candidate, {s["name"]: s["name"] for s in sources}, types, _before_switch=_before_switch)
     except OSError as exc:  # a full or read-only disk: nothing was switched, the last good data stays
-        report.write_error = (f"could not store the new data in {warehouse.folder.name} ({exc.strerror or exc}); "
-                              "the previous data is still served" if current else f"could not store the data ({exc.strerror or exc})")
+        report.write_error = (
+            f"could not store the new data in {warehouse.folder.name} ({exc.strerror or exc}); the previous data is still served"
+            if current
+            else f"could not store the data ({exc.strerror or exc})"
+        )
         report.seconds = time.perf_counter() - started
         progress(1.0, "Could not store the new data")
         return report
@@ -205,8 +224,9 @@ def _finish(report: RefreshReport, warehouse: Warehouse, started: float, progres
     return report
 
 
-def fetch_all(sources: list[dict[str, Any]], ctx: FetchContext, current=None,
-              progress: Progress | None = None) -> tuple[dict[str, pa.Table], list[SourceReport]]:
+def fetch_all(
+    sources: list[dict[str, Any]], ctx: FetchContext, current=None, progress: Progress | None = None
+) -> tuple[dict[str, pa.Table], list[SourceReport]]:
     """Fetch every source; failures are reported per source, never raised."""
     progress = progress or (lambda fraction, message: None)
     fetched: dict[str, pa.Table] = {}
@@ -328,6 +348,7 @@ def read_own_csv(content: bytes, name: str, recorded: dict[str, str]) -> tuple[p
 
 def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | None:
     """The new column that most plausibly is `column` renamed: similar name, compatible type."""
+
     def norm(s: str) -> str:
         return re.sub(r"[^a-z0-9]", "", s.lower())
 

@@ -13,6 +13,7 @@ Filter values are bound as named parameters, never pasted into SQL. Results
 are cached per data version, so a rerun with the same data and filters runs
 no query twice.
 """
+
 from __future__ import annotations
 
 import threading
@@ -94,8 +95,9 @@ def _hashable(value: Any) -> Any:
 CACHE = QueryCache()
 
 
-def filter_states(dashboard: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str,
-                  cache: QueryCache = CACHE, timeout_s: float = 10.0) -> list[FilterState]:
+def filter_states(
+    dashboard: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, cache: QueryCache = CACHE, timeout_s: float = 10.0
+) -> list[FilterState]:
     states = []
     for f in dashboard.get("filters") or []:
         state = FilterState(f["id"], f["type"], f.get("label") or f["id"].replace("_", " ").capitalize())
@@ -128,8 +130,9 @@ def filter_params(states: list[FilterState], chosen: Mapping[str, Any]) -> dict[
     return params
 
 
-def render(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str,
-           chosen_filters: Mapping[str, Any] | None = None, *, cache: QueryCache = CACHE) -> Rendered:
+def render(
+    files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, chosen_filters: Mapping[str, Any] | None = None, *, cache: QueryCache = CACHE
+) -> Rendered:
     """Render the dashboard in `files["dashboard"]` over `tables` (the data of `version`)."""
     started = time.perf_counter()
     queries = router_for(files, cache)  # live sources' queries run in their database (lib/live.py)
@@ -161,8 +164,17 @@ def render(files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: st
         if cid not in placed:
             rows.append([_component(spec, 1, ctx)])
     chosen = {k: v for k, v in (chosen_filters or {}).items() if v not in (None, "", [], ())}
-    return Rendered(dashboard.get("title", ""), dashboard.get("description", ""), theme, rows, states, version,
-                    time.perf_counter() - started, queries.misses - misses_before, chosen)
+    return Rendered(
+        dashboard.get("title", ""),
+        dashboard.get("description", ""),
+        theme,
+        rows,
+        states,
+        version,
+        time.perf_counter() - started,
+        queries.misses - misses_before,
+        chosen,
+    )
 
 
 def _component(spec: Mapping[str, Any], width: int, ctx: RenderContext) -> Component:

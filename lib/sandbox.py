@@ -11,6 +11,7 @@ locked: no files, COPY, ATTACH, INSTALL/LOAD), and every cursor on it through
 `sandbox_cursor`, which registers Arrow tables zero-copy. In-process use
 (column types, profiling) shares one such database per process (`sandbox`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,14 +55,17 @@ def connect(memory_limit: str, **settings: Any) -> duckdb.DuckDBPyConnection:
     """
     import duckdb
 
-    return duckdb.connect(":memory:", config={
-        "enable_external_access": False,
-        "autoload_known_extensions": False,
-        "autoinstall_known_extensions": False,
-        "memory_limit": memory_limit,
-        **settings,
-        "lock_configuration": True,
-    })
+    return duckdb.connect(
+        ":memory:",
+        config={
+            "enable_external_access": False,
+            "autoload_known_extensions": False,
+            "autoinstall_known_extensions": False,
+            "memory_limit": memory_limit,
+            **settings,
+            "lock_configuration": True,
+        },
+    )
 
 
 _SANDBOX_LOCK = threading.Lock()
@@ -79,8 +83,7 @@ def sandbox() -> duckdb.DuckDBPyConnection:
         return _SANDBOX
 
 
-def sandbox_cursor(tables: Mapping[str, pa.Table] | None = None, *,
-                   connection: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+def sandbox_cursor(tables: Mapping[str, pa.Table] | None = None, *, connection: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
     """A new cursor of `connection` (by default the process's `sandbox()`) with `tables` registered by name.
 
     Each thread needs its own cursor. The caller closes it: `with sandbox_cursor(tables) as cursor: ...`.
@@ -117,8 +120,9 @@ def check_statement(sql: str) -> None:
         raise QueryRefused(f"only SELECT queries are allowed (WITH … SELECT included), not {kind.name}")
 
 
-def run_query(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None = None, *,
-              max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> QueryResult:
+def run_query(
+    tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | None = None, *, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> QueryResult:
     """Run one sandboxed SELECT over the given Arrow tables, in a worker process that is
     stopped at `timeout_s` (plus a second) or when it needs more memory than allowed."""
     from . import query_worker

@@ -10,6 +10,7 @@ tests/test_schemas.py), not in every process: that check cost a cold
 `python -m lib refresh` about 0.17 s. jsonschema is imported on the first
 validation, so commands that validate nothing never load it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,10 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 # The checkout's schemas/ folder; an installed package carries the same files as lib/_schemas.
-SCHEMA_DIR = next((p for p in (Path(__file__).resolve().parent.parent / "schemas", Path(__file__).resolve().parent / "_schemas")
-                   if (p / "workspace.schema.json").is_file()), Path(__file__).resolve().parent.parent / "schemas")
+SCHEMA_DIR = next(
+    (p for p in (Path(__file__).resolve().parent.parent / "schemas", Path(__file__).resolve().parent / "_schemas") if (p / "workspace.schema.json").is_file()),
+    Path(__file__).resolve().parent.parent / "schemas",
+)
 
 # Memory category -> file name, in the order files are shown and composed.
 FILES: dict[str, str] = {
@@ -229,9 +232,7 @@ def _explain(error: "ValidationError", doc: Document, filename: str, root: dict,
         value = "<hidden>"  # a literal secret typed where a reference belongs, or under a credential's name: never echo it
 
     def diag(message: str, allowed: str | None = None, *, at: tuple = path, key: bool = False, name: str | None = None):
-        return Diagnostic(
-            f"schema.{kind}", ERROR, message, filename, doc.line_of(at, key=key), name or field, allowed
-        )
+        return Diagnostic(f"schema.{kind}", ERROR, message, filename, doc.line_of(at, key=key), name or field, allowed)
 
     if kind in ("additionalProperties", "unevaluatedProperties"):
         unexpected = re.findall(r"'([^']*)'", error.message.split("(", 1)[-1]) if "(" in error.message else []

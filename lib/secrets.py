@@ -4,6 +4,7 @@ Workspace files only ever hold references. Resolved values live in memory for
 the duration of one fetch, and `redact` scrubs them out of any error text
 before it is shown, logged or returned.
 """
+
 from __future__ import annotations
 
 import os
@@ -139,10 +140,31 @@ def redact_url(text: str, mask: str = "***") -> str:
 # literal value anywhere in one is refused by validation, not only at fetch time.
 
 # Names that say "credential" wherever they appear inside a name (compared without case or separators) ...
-_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "apikey", "accesskey", "privatekey", "clientkey",
-                 "appkey", "subscriptionkey", "masterkey", "signingkey", "sessionkey", "authkey", "credential",
-                 "accesstoken", "authtoken", "bearertoken", "refreshtoken", "idtoken", "privatetoken", "cookie",
-                 "authorization")
+_SECRET_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "clientkey",
+    "appkey",
+    "subscriptionkey",
+    "masterkey",
+    "signingkey",
+    "sessionkey",
+    "authkey",
+    "credential",
+    "accesstoken",
+    "authtoken",
+    "bearertoken",
+    "refreshtoken",
+    "idtoken",
+    "privatetoken",
+    "cookie",
+    "authorization",
+)
 # ... as one word of a name (`X-Auth-Token`, `pageToken`; not `max_tokens`) ...
 _SECRET_WORDS = {"token", "pwd", "sig", "signature", "jwt"}
 # ... or as the whole name (`?key=`, `?auth=`; not `sort_key`, `author`).
@@ -179,8 +201,7 @@ def url_problems(url: Any) -> list[str]:
     if password or _URL_USERINFO_PASSWORD.match(url):
         out.append("the url holds a password (user:password@host), which would be committed to git as written")
     if parts is not None:
-        names = [name for query in (parts.query, parts.fragment)
-                 for name, value in parse_qsl(query, keep_blank_values=True) if value and is_secret_name(name)]
+        names = [name for query in (parts.query, parts.fragment) for name, value in parse_qsl(query, keep_blank_values=True) if value and is_secret_name(name)]
         if names:
             listed = ", ".join(dict.fromkeys(names))
             out.append(f"the url's query string holds a credential ({listed}), which would be committed to git as written")
@@ -245,12 +266,10 @@ def source_problems(source: Any) -> list[tuple[tuple, str, str]]:
     if isinstance(headers, dict):
         for name in headers:
             if is_secret_name(name):
-                out.append((("headers", name), "secret.header",
-                            f"header {name} carries a credential; credentials go in secret_headers, as references"))
+                out.append((("headers", name), "secret.header", f"header {name} carries a credential; credentials go in secret_headers, as references"))
     for section in ("params", "body", "arguments"):
         for path, name in _walk_literals(source.get(section), (section,)):
-            out.append((path, "secret.literal",
-                        f"{name} holds a credential written out, which would be committed to git as written"))
+            out.append((path, "secret.literal", f"{name} holds a credential written out, which would be committed to git as written"))
     for path, ref in _references(source, ()):
         kind, key = _parse(ref)
         reason = reserved(kind, key)

@@ -16,6 +16,7 @@ DASHMEM_QUERY_MEMORY has one default per user of it, on purpose: unset, a query
 worker (untrusted SQL) gets 2GB and the process's own in-process DuckDB (profiles,
 column types) gets SANDBOX_MEMORY_DEFAULT, 4GB; set, both get the value.
 """
+
 from __future__ import annotations
 
 import functools
@@ -199,83 +200,186 @@ def _networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
 DEFAULT_MODEL = "claude-sonnet-5-5"
 SANDBOX_MEMORY_DEFAULT = "4GB"  # the in-process DuckDB's memory limit while DASHMEM_QUERY_MEMORY is unset
 
-register(Setting(
-    "DASHMEM_CONFIG_REPO", _resolved_path, PROJECT_ROOT / ".data" / "config-repo",
-    "the git config repo holding the workspaces; created from DASHMEM_TEMPLATES on first start",
-    APP_AND_CLI, "a folder", "`.data/config-repo` in this checkout"))
-register(Setting(
-    "DASHMEM_CACHE_DIR", _resolved_path, PROJECT_ROOT / ".data" / "cache",
-    "data snapshots, uploads and other caches, never in git",
-    APP_AND_CLI, "a folder",
-    "`.data/cache` in this checkout; for a workspace outside the app's config repo, `$XDG_CACHE_HOME/dashmem` "
-    "(`~/.cache/dashmem`)"))
-register(Setting(
-    "DASHMEM_TEMPLATES", _resolved_path, PROJECT_ROOT / "workspaces",
-    "template workspaces for a new config repo and for `create --template`",
-    APP_AND_CLI, "a folder", "`workspaces/` in this checkout"))
-register(Setting(
-    "DASHMEM_USERS", _path, PROJECT_ROOT / "demo" / "users.yaml",
-    "the sign-in credentials (streamlit-authenticator's YAML, bcrypt-hashed passwords), kept outside the config repo",
-    APP, "a file", "`demo/users.yaml` (the demo users)"))
-register(Setting(
-    "DASHMEM_COOKIE_KEY", _text, None,
-    "the key that signs sign-in cookies, at least 32 bytes (`make run` writes a random one to `.streamlit/secrets.toml`)",
-    APP_OR_SECRETS, "a secret of at least 32 bytes", "none: the app refuses to start without one",
-    secrets_key="auth.cookie_key", secret=True))
-register(Setting(
-    "DASHMEM_MODEL", _text, DEFAULT_MODEL,
-    "the Claude model chat sessions and token counts use",
-    APP_AND_CLI, "a model id"))
-register(Setting(
-    "DASHMEM_DATA_DIRS", _folders, (),
-    "folders that CSV and SQLite sources may read besides their own workspace folder",
-    APP_AND_CLI, "folders separated by `:`", "none"))
-register(Setting(
-    "DASHMEM_MCP_COMMANDS", _command_prefixes, (),
-    "stdio MCP servers sources may start, as command prefixes (e.g. `python servers/inventory.py; npx -y @acme/mcp`); "
-    "unset, no stdio command runs",
-    APP_AND_CLI, "command prefixes separated by `;`", "none"))
-register(Setting(
-    "DASHMEM_SECRET_ALLOW", _comma_list, (),
-    "prefixes (e.g. `SRC_,sources.`) that sources' secret references must start with; unset, any reference "
-    "but the app's own credentials",
-    APP_AND_CLI, "prefixes separated by `,`", "any"))
-register(Setting(
-    "DASHMEM_HTTP_ALLOW", _host_patterns, (),
-    "host patterns (e.g. `api.example.com,*.corp.example`) that REST and MCP sources may contact; cloud metadata "
-    "addresses are refused whatever it says",
-    APP_AND_CLI, "host patterns separated by `,`", "any public host"))
-register(Setting(
-    "DASHMEM_ALLOW_PRIVATE_NETWORKS", _flag, False,
-    "on, REST and MCP sources may reach loopback (`127.0.0.0/8`, `::1`) and private networks (`10/8`, `172.16/12`, "
-    "`192.168/16`, `100.64/10`, `fc00::/7`, other non-public addresses); off, they are refused",
-    APP_AND_CLI, "`1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`", "off"))
-register(Setting(
-    "DASHMEM_HTTP_ALLOW_NETWORKS", _networks, (),
-    "the same for the listed networks only (e.g. `10.20.0.0/16,127.0.0.1/32`)",
-    APP_AND_CLI, "CIDR networks separated by `,`", "none"))
-register(Setting(
-    "DASHMEM_QUERY_MEMORY", _memory_bytes, 2 << 30,
-    "memory one dashboard, model or viewer query may use: DuckDB's limit in the query worker, and past it "
-    "(plus 256 MB) the worker is killed; also the limit of the in-process DuckDB that profiles data",
-    APP_AND_CLI, "a size such as `512MB` or `2GB`, or a number of bytes",
-    f"`2GB` per query worker; `{SANDBOX_MEMORY_DEFAULT}` for the in-process DuckDB"))
-register(Setting(
-    "DASHMEM_QUERY_WORKERS", _positive_int, 4,
-    "how many query worker processes may run at once; each runs one query at a time",
-    APP_AND_CLI, "a whole number, at least 1"))
-register(Setting(
-    "DASHMEM_DEBUG", _anything_is_on, False,
-    "set (e.g. to `1`), the CLI shows the traceback of an unexpected error instead of one line",
-    CLI, "any non-empty value turns it on", "off"))
-register(Setting(
-    "DASHMEM_APP_REPO", _text, None,
-    "where the config repo's CI clones this app from (`.github/workflows/validate.yml`)",
-    CONFIG_REPO_CI, "a git URL", "none"))
-register(Setting(
-    "DASHMEM_DATASETS", _path, PROJECT_ROOT.parent / "shared" / "datasets",
-    "the public datasets the benchmarks and the evaluation read",
-    BENCH, "a folder", "`../shared/datasets`"))
+register(
+    Setting(
+        "DASHMEM_CONFIG_REPO",
+        _resolved_path,
+        PROJECT_ROOT / ".data" / "config-repo",
+        "the git config repo holding the workspaces; created from DASHMEM_TEMPLATES on first start",
+        APP_AND_CLI,
+        "a folder",
+        "`.data/config-repo` in this checkout",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_CACHE_DIR",
+        _resolved_path,
+        PROJECT_ROOT / ".data" / "cache",
+        "data snapshots, uploads and other caches, never in git",
+        APP_AND_CLI,
+        "a folder",
+        "`.data/cache` in this checkout; for a workspace outside the app's config repo, `$XDG_CACHE_HOME/dashmem` (`~/.cache/dashmem`)",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_TEMPLATES",
+        _resolved_path,
+        PROJECT_ROOT / "workspaces",
+        "template workspaces for a new config repo and for `create --template`",
+        APP_AND_CLI,
+        "a folder",
+        "`workspaces/` in this checkout",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_USERS",
+        _path,
+        PROJECT_ROOT / "demo" / "users.yaml",
+        "the sign-in credentials (streamlit-authenticator's YAML, bcrypt-hashed passwords), kept outside the config repo",
+        APP,
+        "a file",
+        "`demo/users.yaml` (the demo users)",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_COOKIE_KEY",
+        _text,
+        None,
+        "the key that signs sign-in cookies, at least 32 bytes (`make run` writes a random one to `.streamlit/secrets.toml`)",
+        APP_OR_SECRETS,
+        "a secret of at least 32 bytes",
+        "none: the app refuses to start without one",
+        secrets_key="auth.cookie_key",
+        secret=True,
+    )
+)
+register(Setting("DASHMEM_MODEL", _text, DEFAULT_MODEL, "the Claude model chat sessions and token counts use", APP_AND_CLI, "a model id"))
+register(
+    Setting(
+        "DASHMEM_DATA_DIRS",
+        _folders,
+        (),
+        "folders that CSV and SQLite sources may read besides their own workspace folder",
+        APP_AND_CLI,
+        "folders separated by `:`",
+        "none",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_MCP_COMMANDS",
+        _command_prefixes,
+        (),
+        "stdio MCP servers sources may start, as command prefixes (e.g. `python servers/inventory.py; npx -y @acme/mcp`); unset, no stdio command runs",
+        APP_AND_CLI,
+        "command prefixes separated by `;`",
+        "none",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_SECRET_ALLOW",
+        _comma_list,
+        (),
+        "prefixes (e.g. `SRC_,sources.`) that sources' secret references must start with; unset, any reference but the app's own credentials",
+        APP_AND_CLI,
+        "prefixes separated by `,`",
+        "any",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_HTTP_ALLOW",
+        _host_patterns,
+        (),
+        "host patterns (e.g. `api.example.com,*.corp.example`) that REST and MCP sources may contact; cloud metadata addresses are refused whatever it says",
+        APP_AND_CLI,
+        "host patterns separated by `,`",
+        "any public host",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_ALLOW_PRIVATE_NETWORKS",
+        _flag,
+        False,
+        "on, REST and MCP sources may reach loopback (`127.0.0.0/8`, `::1`) and private networks (`10/8`, `172.16/12`, "
+        "`192.168/16`, `100.64/10`, `fc00::/7`, other non-public addresses); off, they are refused",
+        APP_AND_CLI,
+        "`1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`",
+        "off",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_HTTP_ALLOW_NETWORKS",
+        _networks,
+        (),
+        "the same for the listed networks only (e.g. `10.20.0.0/16,127.0.0.1/32`)",
+        APP_AND_CLI,
+        "CIDR networks separated by `,`",
+        "none",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_QUERY_MEMORY",
+        _memory_bytes,
+        2 << 30,
+        "memory one dashboard, model or viewer query may use: DuckDB's limit in the query worker, and past it "
+        "(plus 256 MB) the worker is killed; also the limit of the in-process DuckDB that profiles data",
+        APP_AND_CLI,
+        "a size such as `512MB` or `2GB`, or a number of bytes",
+        f"`2GB` per query worker; `{SANDBOX_MEMORY_DEFAULT}` for the in-process DuckDB",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_QUERY_WORKERS",
+        _positive_int,
+        4,
+        "how many query worker processes may run at once; each runs one query at a time",
+        APP_AND_CLI,
+        "a whole number, at least 1",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_DEBUG",
+        _anything_is_on,
+        False,
+        "set (e.g. to `1`), the CLI shows the traceback of an unexpected error instead of one line",
+        CLI,
+        "any non-empty value turns it on",
+        "off",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_APP_REPO",
+        _text,
+        None,
+        "where the config repo's CI clones this app from (`.github/workflows/validate.yml`)",
+        CONFIG_REPO_CI,
+        "a git URL",
+        "none",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_DATASETS",
+        _path,
+        PROJECT_ROOT.parent / "shared" / "datasets",
+        "the public datasets the benchmarks and the evaluation read",
+        BENCH,
+        "a folder",
+        "`../shared/datasets`",
+    )
+)
 
 
 # --------------------------------------------------------------------------- the README's table

@@ -27,6 +27,7 @@ Snapshots written before compression (one uncompressed file) read as before.
 Queries over a snapshot's tables go through the sandbox (`lib.sandbox`);
 `lib.warehouse` is the public facade of both.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -68,7 +69,6 @@ class Snapshot:
         return {name: kind for name, kind in self.tables[table]["columns"]}
 
 
-
 # --------------------------------------------------------------------------- snapshots on disk
 
 SUFFIX = ".snapshot"
@@ -93,7 +93,7 @@ KEEP_IN_MEMORY_BYTES = 32 << 20  # a snapshot this small stays in memory after w
 def _remember_manifest(identity: tuple[Path, int, int], snapshot: Snapshot) -> None:
     with _OPENED_LOCK:
         _MANIFESTS[identity] = snapshot
-        for stale in list(_MANIFESTS)[:-4 * KEEP_SNAPSHOTS]:
+        for stale in list(_MANIFESTS)[: -4 * KEEP_SNAPSHOTS]:
             del _MANIFESTS[stale]
 
 
@@ -106,7 +106,7 @@ def _remember(path: Path, tables: dict[str, pa.Table], in_memory: bool = False) 
             for stale in _IN_MEMORY[:-1]:
                 _OPENED.pop(stale, None)
             del _IN_MEMORY[:-1]
-        for stale in list(_OPENED)[:-2 * KEEP_SNAPSHOTS]:  # the few most recent snapshots stay open
+        for stale in list(_OPENED)[: -2 * KEEP_SNAPSHOTS]:  # the few most recent snapshots stay open
             del _OPENED[stale]
 
 
@@ -235,7 +235,7 @@ class Warehouse:
                 names = os.listdir(self.root)
             except FileNotFoundError:
                 return []
-        return sorted((n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX) and not n.startswith(".")), reverse=True)
+        return sorted((n[: -len(SUFFIX)] for n in names if n.endswith(SUFFIX) and not n.startswith(".")), reverse=True)
 
     def tables(self, snapshot: Snapshot | None = None) -> dict[str, pa.Table]:
         """The snapshot's tables (the current one's by default), memory-mapped once per process."""
@@ -282,17 +282,31 @@ class Warehouse:
             raise  # a table file pruned with its snapshot by another process since the manifest was read
         except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as exc:
             _set_aside(snapshot.path)
-            raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} is damaged and cannot be read "
-                             f"({first_line(exc)}); refresh to load it again") from None
+            raise QueryError(
+                f"the data loaded at {snapshot.created[:19].replace('T', ' ')} is damaged and cannot be read ({first_line(exc)}); refresh to load it again"
+            ) from None
         _remember(snapshot.path, opened)
         return opened
 
-    def query(self, sql: str, params: Mapping[str, Any] | None = None, *, max_rows: int = DEFAULT_MAX_ROWS,
-              timeout_s: float = DEFAULT_TIMEOUT_S, snapshot: Snapshot | None = None) -> QueryResult:
+    def query(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        snapshot: Snapshot | None = None,
+    ) -> QueryResult:
         return run_query(self.tables(snapshot), sql, params, max_rows=max_rows, timeout_s=timeout_s)
 
-    def write_snapshot(self, tables: Mapping[str, pa.Table], sources: Mapping[str, str] | None = None,
-                       column_types: Mapping[str, list[list[str]]] | None = None, *, _before_switch=None) -> Snapshot:
+    def write_snapshot(
+        self,
+        tables: Mapping[str, pa.Table],
+        sources: Mapping[str, str] | None = None,
+        column_types: Mapping[str, list[list[str]]] | None = None,
+        *,
+        _before_switch=None,
+    ) -> Snapshot:
         """Write all tables as a new snapshot and make it current in one atomic switch.
 
         `_before_switch` is a test hook called after the file is written and

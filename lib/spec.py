@@ -4,6 +4,7 @@ No data, no SQL engine and no renderer: `refresh` (does every query still
 bind?), `checks` and `render` all read a spec through these, so the ones that
 only need the spec do not import the renderer.
 """
+
 from __future__ import annotations
 
 import re

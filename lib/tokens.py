@@ -26,6 +26,7 @@ German, French, Japanese, Russian and with emoji, estimate / real is at least
 Claude 3 and later models, which Anthropic only exposes through count_tokens;
 the 10% that the worst case keeps in hand is the margin for that difference.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,13 +63,17 @@ def estimate(text: str) -> int:
     numbers = _NUMBERS.findall(text)
     symbols = _SYMBOLS.findall(text)
     space_runs = sum(1 for run in _SPACES.findall(text) if run != " ")
-    cost = (WORD * len(words) + WORD_CHAR * sum(map(len, words))
-            + NUMBER * len(numbers) + DIGIT * sum(map(len, numbers))
-            + SYMBOL * len(symbols) + SYMBOL_CHAR * sum(map(len, symbols))
-            + SPACE_RUN * space_runs)
+    cost = (
+        WORD * len(words)
+        + WORD_CHAR * sum(map(len, words))
+        + NUMBER * len(numbers)
+        + DIGIT * sum(map(len, numbers))
+        + SYMBOL * len(symbols)
+        + SYMBOL_CHAR * sum(map(len, symbols))
+        + SPACE_RUN * space_runs
+    )
     if not text.isascii():
-        cost += (TWO_BYTE_CHAR * len(_TWO_BYTE.findall(text)) + THREE_BYTE_CHAR * len(_THREE_BYTE.findall(text))
-                 + FOUR_BYTE_CHAR * len(_FOUR_BYTE.findall(text)))
+        cost += TWO_BYTE_CHAR * len(_TWO_BYTE.findall(text)) + THREE_BYTE_CHAR * len(_THREE_BYTE.findall(text)) + FOUR_BYTE_CHAR * len(_FOUR_BYTE.findall(text))
     return math.ceil(SAFETY * cost)
 
 

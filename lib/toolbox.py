@@ -13,6 +13,7 @@ not parse, a tool the mode does not offer) comes back as an `is_error` result
 that says what was wrong, marked `malformed`, so the agent can bound retries.
 Failed checks and failed SQL are ordinary feedback, not malformed calls.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -65,7 +66,7 @@ class Toolbox:
         offered = {t["name"] for t in TOOLS_BY_MODE[self.mode]}
         if name not in offered:
             known = name in self._validators
-            why = (f"{name} is not available in {self.mode} mode" if known else f"there is no tool named {name!r}")
+            why = f"{name} is not available in {self.mode} mode" if known else f"there is no tool named {name!r}"
             return ToolResult(f"{why}; the tools here are: {', '.join(sorted(offered))}.", True, True)
         problem = self._input_problem(name, tool_input)
         if problem:
@@ -92,8 +93,7 @@ class Toolbox:
 
     def _run_sql(self, sql: str) -> ToolResult:
         if not self.tables:
-            return ToolResult("no data is loaded for this workspace, so there is nothing to query; "
-                              "a person must connect a source and refresh first.", True)
+            return ToolResult("no data is loaded for this workspace, so there is nothing to query; a person must connect a source and refresh first.", True)
         try:
             result = live.run_query(self.files, self.tables, self.version, sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S)
         except QueryError as exc:
@@ -107,8 +107,11 @@ class Toolbox:
         if problem:
             return ToolResult(f"write_dashboard: {problem}. Nothing changed; send the complete dashboard.yaml again.", True, True)
         if not isinstance(spec, dict):
-            return ToolResult("write_dashboard: the YAML is not a mapping (expected title, components, ...). "
-                              "Nothing changed; send the complete dashboard.yaml again.", True, True)
+            return ToolResult(
+                "write_dashboard: the YAML is not a mapping (expected title, components, ...). Nothing changed; send the complete dashboard.yaml again.",
+                True,
+                True,
+            )
         new_text = workspace.render("dashboard", spec)
         before, self._draft_text = self._draft_text, new_text
         self.draft = spec
@@ -134,8 +137,7 @@ class Toolbox:
         rule.update(author=self.author, created=self.today)
         taken = {r.get("id") for r in (self.files.get("task") or {}).get("rules") or []} | {p["id"] for p in self.proposals}
         if rule["id"] in taken:
-            return ToolResult(f"a rule with id {rule['id']!r} already exists or was proposed; choose another id, "
-                              "or leave the existing rule as it is.", True)
+            return ToolResult(f"a rule with id {rule['id']!r} already exists or was proposed; choose another id, or leave the existing rule as it is.", True)
         doc = parse(workspace.render("task", {"rules": [rule]}))
         problems = schemas.validate_document("task", doc, "task.yaml")
         if problems:
@@ -180,8 +182,7 @@ def text_table(columns: list[str], rows: list[tuple], truncated: bool) -> str:
     """A compact, aligned text table with a row count line; cells and the whole text are capped."""
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(),
-             "-+-".join("-" * w for w in widths)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), "-+-".join("-" * w for w in widths)]
     lines.extend(" | ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
     count = f"({len(rows)} row{'s' if len(rows) != 1 else ''}{f'; more rows exist, only the first {SQL_MAX_ROWS} are shown' if truncated else ''})"
     text = "\n".join(lines)

@@ -16,6 +16,7 @@ This module is the public facade of two parts:
 
 The exceptions below are the ones both parts raise (they import them from here when they raise them).
 """
+
 from __future__ import annotations
 
 from .errors import DashmemError
@@ -54,7 +55,26 @@ class QueryRefused(QueryError):
 
 
 __all__ = [
-    "QueryError", "QueryRefused", "Warehouse", "Snapshot", "QueryResult", "run_query", "bind", "check_statement", "describe",
-    "quote_ident", "sandbox", "sandbox_cursor", "compact_strings", "KEEP_SNAPSHOTS", "KEEP_IN_MEMORY_BYTES", "SUFFIX",
-    "DURABLE_AFTER_S", "DEFAULT_MAX_ROWS", "DEFAULT_TIMEOUT_S", "_IN_MEMORY", "_OPENED", "_point",
+    "QueryError",
+    "QueryRefused",
+    "Warehouse",
+    "Snapshot",
+    "QueryResult",
+    "run_query",
+    "bind",
+    "check_statement",
+    "describe",
+    "quote_ident",
+    "sandbox",
+    "sandbox_cursor",
+    "compact_strings",
+    "KEEP_SNAPSHOTS",
+    "KEEP_IN_MEMORY_BYTES",
+    "SUFFIX",
+    "DURABLE_AFTER_S",
+    "DEFAULT_MAX_ROWS",
+    "DEFAULT_TIMEOUT_S",
+    "_IN_MEMORY",
+    "_OPENED",
+    "_point",
 ]

@@ -6,6 +6,7 @@ parsed plus a list of `Diagnostic`s. Saving validates everything first and
 writes nothing when anything is invalid; files whose canonical text did not
 change are not touched, so saving an unchanged workspace changes no byte.
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,7 @@ def check_slug(slug: str) -> str:
     """A workspace folder name: lower-case letters, digits and dashes; no paths."""
     if not isinstance(slug, str) or not SLUG_RE.match(slug):
         raise InvalidName(
-            f"invalid workspace name {slug!r}: use 1-63 lower-case letters, digits and dashes, "
-            "starting with a letter or digit (no '/', '..' or spaces)"
+            f"invalid workspace name {slug!r}: use 1-63 lower-case letters, digits and dashes, starting with a letter or digit (no '/', '..' or spaces)"
         )
     return slug
 
@@ -105,7 +105,17 @@ def load(path: Path, *, readonly: bool = False) -> tuple[Workspace, list[Diagnos
     ws = Workspace(path=path)
     diagnostics: list[Diagnostic] = []
     if not SLUG_RE.match(path.name):
-        diagnostics.append(Diagnostic("workspace.name", ERROR, f"folder name {path.name!r} is not a valid workspace name", str(path), None, None, "lower-case letters, digits and dashes"))
+        diagnostics.append(
+            Diagnostic(
+                "workspace.name",
+                ERROR,
+                f"folder name {path.name!r} is not a valid workspace name",
+                str(path),
+                None,
+                None,
+                "lower-case letters, digits and dashes",
+            )
+        )
     folder = path.resolve()
     for kind, filename in FILES.items():
         file = folder / filename
@@ -116,7 +126,9 @@ def load(path: Path, *, readonly: bool = False) -> tuple[Workspace, list[Diagnos
             stat = None
         if stat is None or not S_ISREG(stat.st_mode):
             if kind in REQUIRED:
-                diagnostics.append(Diagnostic("file.missing", ERROR, f"missing file {filename}", shown, None, None, f"a {filename} that follows schemas/{kind}.schema.json"))
+                diagnostics.append(
+                    Diagnostic("file.missing", ERROR, f"missing file {filename}", shown, None, None, f"a {filename} that follows schemas/{kind}.schema.json")
+                )
             continue
         doc, file_diags = _load_file(kind, str(file), shown, stat.st_mtime_ns, stat.st_size, stat.st_ino)
         if doc is not None:
@@ -134,15 +146,15 @@ def _load_file(kind: str, file: str, shown: str, mtime_ns: int, size: int, inode
     an unchanged file is parsed and validated once per process.
     """
     if size > MAX_FILE_BYTES:  # refused before a byte is read: files come from pull requests
-        return None, (Diagnostic("file.too_large", ERROR, too_large_message(size, Path(file).name), shown, None, None,
-                                 f"at most {MAX_FILE_BYTES:,} bytes"),)
+        return None, (Diagnostic("file.too_large", ERROR, too_large_message(size, Path(file).name), shown, None, None, f"at most {MAX_FILE_BYTES:,} bytes"),)
     try:
         raw = Path(file).read_bytes()
     except OSError as exc:
         return None, (Diagnostic("file.unreadable", ERROR, f"cannot read the file: {exc.strerror}", shown, None, None, None),)
     if len(raw) > MAX_FILE_BYTES:  # it grew since it was looked at
-        return None, (Diagnostic("file.too_large", ERROR, too_large_message(len(raw), Path(file).name), shown, None, None,
-                                 f"at most {MAX_FILE_BYTES:,} bytes"),)
+        return None, (
+            Diagnostic("file.too_large", ERROR, too_large_message(len(raw), Path(file).name), shown, None, None, f"at most {MAX_FILE_BYTES:,} bytes"),
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -160,8 +172,9 @@ def yaml_diagnostic(exc: YamlSyntaxError, shown: str) -> Diagnostic:
     if exc.kind == "syntax":
         return Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None)
     if exc.kind == "too_large":
-        return Diagnostic("file.too_large", ERROR, too_large_message(getattr(exc, "size", 0), Path(shown).name), shown, None, None,
-                          f"at most {MAX_FILE_BYTES:,} bytes")
+        return Diagnostic(
+            "file.too_large", ERROR, too_large_message(getattr(exc, "size", 0), Path(shown).name), shown, None, None, f"at most {MAX_FILE_BYTES:,} bytes"
+        )
     return Diagnostic(f"yaml.{exc.kind}", ERROR, str(exc), shown, exc.line, None, None)
 
 
@@ -201,7 +214,17 @@ def _unique(list_key: str, item_key: str, what: str) -> Callable[[Document, str]
             value = item.get(item_key)
             if value in seen:
                 path = (list_key, i, item_key)
-                out.append(Diagnostic(f"{what}.duplicate", ERROR, f"duplicate {what} {value!r} (first at {list_key}[{seen[value]}])", shown, doc.line_of(path), format_path(path), f"a unique {item_key}"))
+                out.append(
+                    Diagnostic(
+                        f"{what}.duplicate",
+                        ERROR,
+                        f"duplicate {what} {value!r} (first at {list_key}[{seen[value]}])",
+                        shown,
+                        doc.line_of(path),
+                        format_path(path),
+                        f"a unique {item_key}",
+                    )
+                )
             else:
                 seen[value] = i
         return out
@@ -218,7 +241,17 @@ def _layout_references(doc: Document, shown: str) -> list[Diagnostic]:
             ref = cell if isinstance(cell, str) else cell.get("id")
             path = ("layout", r, c)
             if ref not in ids:
-                out.append(Diagnostic("layout.unknown_component", ERROR, f"layout names unknown component {ref!r}", shown, doc.line_of(path), format_path(path), ", ".join(sorted(i for i in ids if i))))
+                out.append(
+                    Diagnostic(
+                        "layout.unknown_component",
+                        ERROR,
+                        f"layout names unknown component {ref!r}",
+                        shown,
+                        doc.line_of(path),
+                        format_path(path),
+                        ", ".join(sorted(i for i in ids if i)),
+                    )
+                )
     return out
 
 
@@ -236,10 +269,12 @@ def _no_literal_secrets(doc: Document, shown: str) -> list[Diagnostic]:
     for i, source in enumerate(doc.data.get("sources") or []):
         for where, check_id, message in secrets.source_problems(source):
             path = ("sources", i) + where
-            fix = ("a reference of the source's own, e.g. env:SALES_DB_PASSWORD" if check_id == "secret.reserved" else
-                   "the credential as a reference (env:NAME or secrets:KEY) in secret_headers (rest, mcp), password (sql) or env (mcp)")
-            out.append(Diagnostic(check_id, ERROR, message, shown, doc.line_of(path, key=check_id == "secret.header"),
-                                  format_path(path), fix))
+            fix = (
+                "a reference of the source's own, e.g. env:SALES_DB_PASSWORD"
+                if check_id == "secret.reserved"
+                else "the credential as a reference (env:NAME or secrets:KEY) in secret_headers (rest, mcp), password (sql) or env (mcp)"
+            )
+            out.append(Diagnostic(check_id, ERROR, message, shown, doc.line_of(path, key=check_id == "secret.header"), format_path(path), fix))
     return out
 
 
@@ -374,8 +409,7 @@ def copy_template(template: Path, target: Path, *, name: str | None = None) -> N
     staging.mkdir(0o777)  # not mkdtemp's 0o700: the umask decides, as for any new folder
     try:
         # Files and folders get the permissions of new ones (the umask decides), not the template's.
-        shutil.copytree(template, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "__pycache__"),
-                        copy_function=shutil.copyfile)
+        shutil.copytree(template, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "__pycache__"), copy_function=shutil.copyfile)
         folder_mode = 0o777 & ~_umask()
         for folder, _, _ in os.walk(staging):
             os.chmod(folder, folder_mode)

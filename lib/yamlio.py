@@ -7,6 +7,7 @@ style, two-space indents, no line wrapping, and the `$schema` header line that
 editors use. Saving a canonical file therefore changes no byte, and a change
 to one field changes one line of the diff.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -46,8 +47,10 @@ MAX_DEPTH = 64
 
 def too_large_message(size: int, name: str = "the text") -> str:
     """Why a file of `size` bytes is refused."""
-    return (f"{name} is {_size(size)} ({size:,} bytes); workspace files may be at most {_size(MAX_FILE_BYTES)} "
-            f"({MAX_FILE_BYTES:,} bytes), and larger ones are not parsed")
+    return (
+        f"{name} is {_size(size)} ({size:,} bytes); workspace files may be at most {_size(MAX_FILE_BYTES)} "
+        f"({MAX_FILE_BYTES:,} bytes), and larger ones are not parsed"
+    )
 
 
 def _size(n: int) -> str:
@@ -124,8 +127,9 @@ def parse(text: str) -> Document:
         mark = exc.problem_mark or exc.context_mark
         raise YamlSyntaxError(f"{exc.problem or exc}", mark.line + 1 if mark else 1) from None
     except yaml.reader.ReaderError as exc:  # a control character: no mark, only an offset
-        raise YamlSyntaxError(f"unacceptable character #x{exc.character:04x}: control characters are not allowed",
-                              _line_at(text, exc.position, utf8=_C_PARSER)) from None
+        raise YamlSyntaxError(
+            f"unacceptable character #x{exc.character:04x}: control characters are not allowed", _line_at(text, exc.position, utf8=_C_PARSER)
+        ) from None
     except yaml.YAMLError as exc:  # pragma: no cover - PyYAML marks every other error
         raise YamlSyntaxError(str(exc).splitlines()[0] if str(exc) else "not YAML", 1) from None
     except UnicodeEncodeError as exc:  # a lone surrogate (text from a widget, never from a file)
@@ -145,8 +149,12 @@ def _line_at(text: str, position: int, *, utf8: bool = False) -> int:
 def _refuse(kind: str, what: str, event: yaml.Event) -> YamlSyntaxError:
     return YamlSyntaxError(
         f"{what} not allowed in workspace files: anchors (&), aliases (*) and merge keys (<<) "
-        "are refused (dashmem never writes them); write the value out in full" if kind in ("anchor", "alias", "merge") else what,
-        event.start_mark.line + 1, kind)
+        "are refused (dashmem never writes them); write the value out in full"
+        if kind in ("anchor", "alias", "merge")
+        else what,
+        event.start_mark.line + 1,
+        kind,
+    )
 
 
 def _build(loader: yaml.SafeLoader) -> Document:
@@ -164,8 +172,7 @@ def _build(loader: yaml.SafeLoader) -> Document:
         if kind is yaml.DocumentStartEvent:
             documents += 1
             if documents > 1:
-                raise YamlSyntaxError("expected a single document in the stream, but found another document",
-                                      event.start_mark.line + 1)
+                raise YamlSyntaxError("expected a single document in the stream, but found another document", event.start_mark.line + 1)
             continue
         if kind in (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent):
             continue
@@ -200,11 +207,13 @@ def _build(loader: yaml.SafeLoader) -> Document:
         # a sequence or mapping starts
         mapping = kind is yaml.MappingStartEvent
         if event.tag not in (_MAP_TAGS if mapping else _SEQ_TAGS):
-            raise YamlSyntaxError(f"tag {_short_tag(event.tag)} is not allowed in workspace files: they hold plain "
-                                  "mappings, lists, text, numbers, true/false and null", line, "tag")
+            raise YamlSyntaxError(
+                f"tag {_short_tag(event.tag)} is not allowed in workspace files: they hold plain mappings, lists, text, numbers, true/false and null",
+                line,
+                "tag",
+            )
         if is_key:
-            raise YamlSyntaxError("a mapping key must be plain text or a number, not a "
-                                  f"{'mapping' if mapping else 'list'}", line, "key")
+            raise YamlSyntaxError(f"a mapping key must be plain text or a number, not a {'mapping' if mapping else 'list'}", line, "key")
         if len(stack) >= MAX_DEPTH:
             raise YamlSyntaxError(f"nested more than {MAX_DEPTH} levels deep; workspace files never are", line, "depth")
         path = _child(parent) if parent is not None else ()
@@ -238,8 +247,11 @@ def _scalar(loader: yaml.SafeLoader, tag: str, event: yaml.ScalarEvent) -> Any:
     if tag == _TAG + "null":
         return None
     if tag not in _SCALAR_TAGS:
-        raise YamlSyntaxError(f"tag {_short_tag(tag)} is not allowed in workspace files: they hold plain "
-                              "mappings, lists, text, numbers, true/false and null", event.start_mark.line + 1, "tag")
+        raise YamlSyntaxError(
+            f"tag {_short_tag(tag)} is not allowed in workspace files: they hold plain mappings, lists, text, numbers, true/false and null",
+            event.start_mark.line + 1,
+            "tag",
+        )
     node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
     try:
         return loader.yaml_constructors[tag](loader, node)
@@ -249,7 +261,7 @@ def _scalar(loader: yaml.SafeLoader, tag: str, event: yaml.ScalarEvent) -> Any:
 
 
 def _short_tag(tag: str | None) -> str:
-    return "!!" + tag[len(_TAG):] if tag and tag.startswith(_TAG) else str(tag)
+    return "!!" + tag[len(_TAG) :] if tag and tag.startswith(_TAG) else str(tag)
 
 
 # --------------------------------------------------------------------------- writing
@@ -317,10 +329,8 @@ def _mark_flow(value: Any, depth: int = 0) -> Any:
     return value
 
 
-_CanonicalDumper.add_representer(
-    _FlowList, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
-_CanonicalDumper.add_representer(
-    _FlowDict, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v.items(), flow_style=True))
+_CanonicalDumper.add_representer(_FlowList, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+_CanonicalDumper.add_representer(_FlowDict, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v.items(), flow_style=True))
 _CanonicalDumper.add_representer(str, _represent_str)
 _CanonicalDumper.add_representer(_dt.date, _represent_date)
 _CanonicalDumper.add_representer(_dt.datetime, _represent_date)

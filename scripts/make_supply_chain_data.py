@@ -6,6 +6,7 @@ which the refresh demo swaps in. Deterministic: the same files every run.
 
     python scripts/make_supply_chain_data.py [WORKSPACE_DIR]
 """
+
 from __future__ import annotations
 
 import csv
@@ -34,15 +35,17 @@ def week_rows(monday: dt.date, seed: int, drift: float) -> list[dict]:
                 target = round(TARGETS[gate] * (0.5 if weekend else 1.0) * rng.uniform(0.9, 1.1))
                 level = SITE_SKILL[site] + drift + rng.gauss(0, 0.04)
                 actual = max(0, round(target * level))
-                rows.append({
-                    "day": day.isoformat(),
-                    "week": f"{day.isocalendar().year}-W{day.isocalendar().week:02d}",
-                    "site": site,
-                    "gate": gate,
-                    "target": target,
-                    "actual": actual,
-                    "attainment": f"{actual / target:.4f}",
-                })
+                rows.append(
+                    {
+                        "day": day.isoformat(),
+                        "week": f"{day.isocalendar().year}-W{day.isocalendar().week:02d}",
+                        "site": site,
+                        "gate": gate,
+                        "target": target,
+                        "actual": actual,
+                        "attainment": f"{actual / target:.4f}",
+                    }
+                )
     return rows
 
 

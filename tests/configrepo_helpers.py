@@ -1,5 +1,6 @@
 """Shared set-up of the config-repo tests (test_configrepo, test_drafts, test_publish, test_history):
 the demo users and workspaces, and small readers of a repo's state."""
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,6 @@ VERA = User("vera")  # matches only the '*' viewers entry
 
 SCW = "supply-chain-weekly"  # stewards_can_publish: false
 GDP = "gdp-explorer"  # stewards_can_publish: true
-
-
 
 
 # --------------------------------------------------------------------------- helpers
@@ -66,17 +65,13 @@ def files_at(repo: ConfigRepo, version: str, folder: str) -> dict[str, bytes]:
     """Every file under `folder` at `version`, read with read_file, by path relative to the folder."""
     tree = repo.repo.commit(version).tree / folder
     paths = [b.path for b in tree.traverse() if b.type == "blob"]
-    return {p[len(folder) + 1:]: read_file(repo.repo, version, p) for p in paths}
+    return {p[len(folder) + 1 :]: read_file(repo.repo, version, p) for p in paths}
 
 
 def files_on_disk(folder: Path) -> dict[str, bytes]:
     """Every file under a folder (skipping the worktree's .git link), by relative path."""
     folder = Path(folder)
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes()
-        for p in folder.rglob("*")
-        if p.is_file() and ".git" not in p.relative_to(folder).parts
-    }
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and ".git" not in p.relative_to(folder).parts}
 
 
 def assert_main_clean(repo: ConfigRepo) -> None:

@@ -1,5 +1,6 @@
 """Shared fixtures: real git repos in temporary folders, the shipped workspaces, the public datasets,
 Streamlit's secrets stood in for, and real local servers (HTTP, MCP over streamable HTTP)."""
+
 from __future__ import annotations
 
 import os
@@ -178,8 +179,7 @@ def import_each_alone(modules: list[str]) -> None:
     and one after another they were among the slowest tests of the fast loop.
     """
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    started = {m: subprocess.Popen([sys.executable, "-c", f"import {m}"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-               for m in modules}
+    started = {m: subprocess.Popen([sys.executable, "-c", f"import {m}"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) for m in modules}
     failed = {}
     for module, proc in started.items():
         _, stderr = proc.communicate(timeout=120)

@@ -6,6 +6,7 @@
 Its data is fixed so tests can assert exact values; each tool exercises one
 path of the connector (rows, failures, slowness, an environment secret).
 """
+
 from __future__ import annotations
 
 import argparse

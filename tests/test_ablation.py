@@ -5,6 +5,7 @@ carry, completion is checked to come from lib.checks, and the refresh from
 V1 to V2 is checked to make no model call. Also: the exact McNemar test on
 known values, and the determinism and bounds of the V2 data.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -107,8 +108,7 @@ def prompt_text(study, condition) -> str:
 
 
 def tool_uses(request) -> list[dict]:
-    return [b for turn in request["messages"] if turn["role"] == "assistant" for b in turn["content"]
-            if b.get("type") == "tool_use"]
+    return [b for turn in request["messages"] if turn["role"] == "assistant" for b in turn["content"] if b.get("type") == "tool_use"]
 
 
 def spec_of(study):
@@ -150,11 +150,9 @@ def test_full_history_replays_the_phase1_transcript_before_the_message(study):
     first_turn = request["messages"][0]
     assert first_turn["role"] == "user" and first_turn["content"][-1]["text"] == phase1_message(spec_of(study))
     calls = tool_uses(request)
-    assert [(c["name"], c["id"]) for c in calls] == [("run_sql", "toolu_scripted_1"),
-                                                     ("write_dashboard", "toolu_scripted_2")]
+    assert [(c["name"], c["id"]) for c in calls] == [("run_sql", "toolu_scripted_1"), ("write_dashboard", "toolu_scripted_2")]
     assert calls[0]["input"] == {"sql": EXPLORE_SQL}
-    results = [b for turn in request["messages"] if turn["role"] == "user" for b in turn["content"]
-               if b.get("type") == "tool_result"]
+    results = [b for turn in request["messages"] if turn["role"] == "user" for b in turn["content"] if b.get("type") == "tool_result"]
     assert [r["tool_use_id"] for r in results] == ["toolu_scripted_1", "toolu_scripted_2"]
     assert request["messages"][-2]["role"] == "assistant"  # Phase 1's closing answer, then the new message
     assert json.dumps(request).count('"cache_control"') <= 4  # the replay adds no cache breakpoint
@@ -286,6 +284,7 @@ def test_the_scripted_analyst_applies_only_the_specification_it_is_shown(gdp_dat
 @WHOLE_STUDY
 def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path, dataset):
     """The keyed path: AnthropicClient over a fake HTTP transport, with the scripted analyst answering each request."""
+
     def over_http(spec, prof):
         analyst = ScriptedAnalyst(spec, prof)
 
@@ -323,8 +322,9 @@ def test_the_refresh_watch_counts_clients_and_calls_and_then_lets_go():
 # --------------------------------------------------------------------------- statistics and data
 
 
-@pytest.mark.parametrize("b, c, p", [(0, 5, 0.0625), (5, 0, 0.0625), (3, 3, 1.0), (0, 0, 1.0), (7, 7, 1.0),
-                                     (1, 9, 22 / 1024), (0, 1, 1.0), (2, 10, 2 * 79 / 4096)])
+@pytest.mark.parametrize(
+    "b, c, p", [(0, 5, 0.0625), (5, 0, 0.0625), (3, 3, 1.0), (0, 0, 1.0), (7, 7, 1.0), (1, 9, 22 / 1024), (0, 1, 1.0), (2, 10, 2 * 79 / 4096)]
+)
 def test_mcnemar_exact_on_known_values(b, c, p):
     assert mcnemar_exact(b, c) == pytest.approx(p, abs=1e-12)
 
@@ -338,13 +338,15 @@ def test_discordant_pairs():
 
 def small_table() -> pa.Table:
     n = 400
-    return pa.table({
-        "id": pa.array(range(n), pa.int64()),
-        "year": pa.array([1990 + i % 30 for i in range(n)], pa.int64()),
-        "name": pa.array([f"name {i % 7}" for i in range(n)]),
-        "amount": pa.array([None if i % 50 == 0 else 10.0 + i * 3.5 for i in range(n)], pa.float64()),
-        "units": pa.array([None if i % 60 == 0 else 1 + i * 13 for i in range(n)], pa.int64()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "year": pa.array([1990 + i % 30 for i in range(n)], pa.int64()),
+            "name": pa.array([f"name {i % 7}" for i in range(n)]),
+            "amount": pa.array([None if i % 50 == 0 else 10.0 + i * 3.5 for i in range(n)], pa.float64()),
+            "units": pa.array([None if i % 60 == 0 else 1 + i * 13 for i in range(n)], pa.int64()),
+        }
+    )
 
 
 def test_v2_is_deterministic_keeps_columns_and_moves_measures_within_15_percent():

@@ -5,6 +5,7 @@ owner all; steward edits, saves, proposes, publishes only where the policy allow
 viewer views, refreshes, queries), not derived from `access.ACTIONS`, so a change to
 that table is a failing test, not a silent change of who may do what.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,7 @@ NOBODY = User("nobody")
 MAY = {
     VIEWER: {"view", "refresh", "query"},
     STEWARD: {"view", "refresh", "query", "edit", "save", "undo", "revert", "propose", "pin_data"},
-    OWNER: {"view", "refresh", "query", "edit", "save", "undo", "revert", "propose", "pin_data",
-            "publish", "reject", "manage_access"},
+    OWNER: {"view", "refresh", "query", "edit", "save", "undo", "revert", "propose", "pin_data", "publish", "reject", "manage_access"},
 }
 EVERY_ACTION = sorted(MAY[OWNER])
 
@@ -142,11 +142,14 @@ def test_permission_denied_is_a_permission_error():
 # --------------------------------------------------------------------------- governance and app roles
 
 
-@pytest.mark.parametrize("change", [
-    lambda m: {**m, "access": {**m["access"], "owners": ["olivia", "sam"]}},  # a steward making themselves owner
-    lambda m: {**m, "policy": {"stewards_can_publish": True}},  # or allowing themselves to publish
-    lambda m: {k: v for k, v in m.items() if k != "policy"},  # removing the policy is a change too
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: {**m, "access": {**m["access"], "owners": ["olivia", "sam"]}},  # a steward making themselves owner
+        lambda m: {**m, "policy": {"stewards_can_publish": True}},  # or allowing themselves to publish
+        lambda m: {k: v for k, v in m.items() if k != "policy"},  # removing the policy is a change too
+    ],
+)
 def test_only_an_owner_changes_who_may_do_what(change):
     after = change(META)
     with pytest.raises(PermissionDenied, match="manage_access"):

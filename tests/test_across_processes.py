@@ -13,6 +13,7 @@ the workspace folder, the public datasets, and one generated table over
 32 MB, so it is memory-mapped rather than kept in memory by its writer).
 Expected numbers are computed here, independently, from the CSV files.
 """
+
 from __future__ import annotations
 
 import csv
@@ -56,6 +57,7 @@ TABLE_SETS = {
 @dataclass
 class Expected:
     """What a table must hold: row count, the exact sum of an integer column, the sum of a float column."""
+
     rows: int
     int_col: str
     int_sum: int
@@ -86,8 +88,15 @@ def _write_orders(path: Path, rows: int, seed: int = 7) -> Expected:
         out = csv.writer(handle)
         out.writerow(["order_id", "region", "qty", "price", "day"])
         for i in range(rows):
-            out.writerow([i + 1, rng.choice(["north", "south", "east", "west"]), rng.randint(1, 40),
-                          f"{rng.randint(100, 99_999) / 100:.2f}", f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"])
+            out.writerow(
+                [
+                    i + 1,
+                    rng.choice(["north", "south", "east", "west"]),
+                    rng.randint(1, 40),
+                    f"{rng.randint(100, 99_999) / 100:.2f}",
+                    f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                ]
+            )
     return _expect_csv(path, "qty", "price")
 
 
@@ -101,11 +110,18 @@ def _write_big(path: Path) -> Expected:
     n = BIG_ROWS
     k = rng.integers(0, 1000, n)
     x = np.round(rng.random(n) * 1000, 2)
-    table = pa.table({
-        "id": np.arange(n), "k": k, "m": rng.integers(-50_000, 50_000, n), "u": rng.integers(0, 10**9, n),
-        "v": rng.integers(0, 10**6, n), "x": x, "y": np.round(rng.random(n) * 100, 3),
-        "cat": pa.array(np.array(["north", "south", "east", "west", "centre"])[rng.integers(0, 5, n)]),
-    })
+    table = pa.table(
+        {
+            "id": np.arange(n),
+            "k": k,
+            "m": rng.integers(-50_000, 50_000, n),
+            "u": rng.integers(0, 10**9, n),
+            "v": rng.integers(0, 10**6, n),
+            "x": x,
+            "y": np.round(rng.random(n) * 100, 3),
+            "cat": pa.array(np.array(["north", "south", "east", "west", "centre"])[rng.integers(0, 5, n)]),
+        }
+    )
     assert table.nbytes > (32 << 20)
     pacsv.write_csv(table, path)
     # The sums come from the generated arrays; the float sum from the CSV's own decimal text would be the same.
@@ -148,10 +164,14 @@ def data(tmp_path_factory, dataset) -> Data:
 def _env(tmp: Path, data: Data) -> dict[str, str]:
     """A clean environment for each subprocess: its own cache folder, no API keys inherited."""
     return {
-        "PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp),
-        "XDG_CACHE_HOME": str(tmp / "xdg-cache"), "DASHMEM_CACHE_DIR": str(tmp / "cache"),
+        "PYTHONPATH": str(ROOT),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp),
+        "XDG_CACHE_HOME": str(tmp / "xdg-cache"),
+        "DASHMEM_CACHE_DIR": str(tmp / "cache"),
         "DASHMEM_DATA_DIRS": os.pathsep.join([str(data.public), str(data.folder)]),
-        "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C.UTF-8",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C.UTF-8",
     }
 
 
@@ -163,8 +183,7 @@ def _no_traceback(proc: subprocess.CompletedProcess | None, stderr: str | None =
 
 def cli(env: dict, *args, rc: int | None = 0) -> subprocess.CompletedProcess:
     """`python -m lib ARGS` in a new process, as a user runs it."""
-    proc = subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     _no_traceback(proc)
     if rc is not None:
         assert proc.returncode == rc, f"lib {' '.join(map(str, args))}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
@@ -173,8 +192,7 @@ def cli(env: dict, *args, rc: int | None = 0) -> subprocess.CompletedProcess:
 
 def py(env: dict, code: str, *args) -> dict:
     """A `python -c` script in a new process; it prints one JSON object as its last line."""
-    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     _no_traceback(proc)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -215,7 +233,7 @@ def read_manifest(path: Path) -> dict:
     blob = path.read_bytes()
     length, magic = struct.unpack("<Q8s", blob[-16:])
     assert magic == b"DMSNAP1\n"
-    return json.loads(blob[-16 - length:-16])
+    return json.loads(blob[-16 - length : -16])
 
 
 # --------------------------------------------------------------------------- workspaces
@@ -246,6 +264,7 @@ def make_ws(templates, tmp_path):
         target = tmp_path / "wss" / templates[count].name
         shutil.copytree(templates[count], target)
         return target
+
     return make
 
 
@@ -317,8 +336,9 @@ def test_refresh_of_unchanged_data_in_a_new_process_writes_no_snapshot(count, da
     cli(env, "refresh", ws)
     served = snapshot_files(tmp_path)
     report = json.loads(cli(env, "refresh", ws, "--json").stdout)
-    assert report["ok"] and report["unchanged"] and not report["swapped"], \
+    assert report["ok"] and report["unchanged"] and not report["swapped"], (
         f"identical data made a new snapshot: {[(s['name'], s['rows_before'], s['rows_after']) for s in report['sources']]}"
+    )
     assert snapshot_files(tmp_path) == served
 
 
@@ -381,8 +401,9 @@ sys.stdin.readline()
 def test_snapshot_is_read_while_its_writer_is_alive_and_after_it_exits(count, data, make_ws, tmp_path):
     ws, names, env = make_ws(count), TABLE_SETS[count], _env(tmp_path, data)
     sql = _sql_counts(names, data.expected)
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(ws), sql], cwd=ROOT, env=env, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(ws), sql], cwd=ROOT, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     watchdog = threading.Timer(TIMEOUT_S, writer.kill)
     watchdog.start()
     try:
@@ -394,8 +415,7 @@ def test_snapshot_is_read_while_its_writer_is_alive_and_after_it_exits(count, da
 
         # While A is alive: B queries and profiles the snapshot A wrote.
         assert_counts(query_counts(env, ws, names, data.expected), names, data.expected)
-        assert {n: r for n, (r, _) in profile_tables(cli(env, "profile", ws).stdout).items()} == \
-            {n: data.expected[n].rows for n in names}
+        assert {n: r for n, (r, _) in profile_tables(cli(env, "profile", ws).stdout).items()} == {n: data.expected[n].rows for n in names}
 
         # Still while A is alive: B refreshes after a change; A, which wrote the old one, now serves B's snapshot.
         after = change_orders(ws, data)
@@ -510,11 +530,12 @@ def drafted_kpis(ws: Path, data: Data) -> tuple[dict, dict[str, int], dict[str, 
     counted = {cid: m.group(1) for cid, q in kpis.items() if (m := re.match(r'\s*SELECT count\(\*\) AS value FROM "(\w+)"', q))}
     assert counted, f"the draft has no record-count KPI: {kpis}"
     records, table = next(iter(counted.items()))
-    summed = {cid: m.group(1) for cid, q in kpis.items()
-              if (m := re.match(r'\s*SELECT sum\("(\w+)"\) AS value FROM "(\w+)"', q)) and m.group(2) == table}
-    filters = [(f["id"], m.group(1)) for f in spec.get("filters") or []
-               if f["type"] == "multiselect" and (m := re.match(r'\s*SELECT DISTINCT "(\w+)" FROM "(\w+)"', f.get("options_query") or ""))
-               and m.group(2) == table]
+    summed = {cid: m.group(1) for cid, q in kpis.items() if (m := re.match(r'\s*SELECT sum\("(\w+)"\) AS value FROM "(\w+)"', q)) and m.group(2) == table}
+    filters = [
+        (f["id"], m.group(1))
+        for f in spec.get("filters") or []
+        if f["type"] == "multiselect" and (m := re.match(r'\s*SELECT DISTINCT "(\w+)" FROM "(\w+)"', f.get("options_query") or "")) and m.group(2) == table
+    ]
     with open(ws / data.paths[table], newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
         header = next(reader)
@@ -637,8 +658,9 @@ def test_first_command_after_damage_loads_the_data_again(command, kind, data, ma
     damage(path, kind, "orders")
     proc = cli(env, command, ws)  # exit 0, no traceback
     if command == "profile":
-        assert {n: r for n, (r, _) in profile_tables(proc.stdout).items()} == {n: data.expected[n].rows for n in names}, \
+        assert {n: r for n, (r, _) in profile_tables(proc.stdout).items()} == {n: data.expected[n].rows for n in names}, (
             f"profile printed {proc.stdout!r} (stderr {proc.stderr!r})"
+        )
     assert_counts(query_counts(env, ws, names, data.expected), names, data.expected)
 
 

@@ -4,6 +4,7 @@ The scripted replies play the model; everything else is the product: compose,
 the SDK's HTTP request, tools on DuckDB, the checks, apply_outcome and
 ConfigRepo.save/publish.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,22 +37,40 @@ SALES_SPEC = {
     "components": [
         {"id": "kpi_sales", "type": "kpi", "title": "Total sales", "query": 'SELECT sum("Sales") AS value FROM data', "format": ",.0f"},
         {"id": "kpi_profit", "type": "kpi", "title": "Total profit", "query": 'SELECT sum("Profit") AS value FROM data', "format": ",.0f"},
-        {"id": "by_category", "type": "chart", "title": "Sales by category",
-         "query": 'SELECT "Category" AS category, sum("Sales") AS sales FROM data GROUP BY 1 ORDER BY 2 DESC', "mark": "bar",
-         "encoding": {"x": {"field": "category", "type": "nominal", "title": "Category"},
-                      "y": {"field": "sales", "type": "quantitative", "title": "Sales", "format": ",.0f"}}},
-        {"id": "by_market", "type": "table", "title": "Sales by market",
-         "query": 'SELECT "Market" AS market, sum("Sales") AS sales, sum("Profit") AS profit FROM data GROUP BY 1 ORDER BY 2 DESC',
-         "max_rows": 10, "columns": {"market": {"label": "Market"}, "sales": {"label": "Sales", "format": ",.0f"}}},
+        {
+            "id": "by_category",
+            "type": "chart",
+            "title": "Sales by category",
+            "query": 'SELECT "Category" AS category, sum("Sales") AS sales FROM data GROUP BY 1 ORDER BY 2 DESC',
+            "mark": "bar",
+            "encoding": {
+                "x": {"field": "category", "type": "nominal", "title": "Category"},
+                "y": {"field": "sales", "type": "quantitative", "title": "Sales", "format": ",.0f"},
+            },
+        },
+        {
+            "id": "by_market",
+            "type": "table",
+            "title": "Sales by market",
+            "query": 'SELECT "Market" AS market, sum("Sales") AS sales, sum("Profit") AS profit FROM data GROUP BY 1 ORDER BY 2 DESC',
+            "max_rows": 10,
+            "columns": {"market": {"label": "Market"}, "sales": {"label": "Sales", "format": ",.0f"}},
+        },
     ],
     "layout": [["kpi_sales", "kpi_profit"], ["by_category", "by_market"]],
 }
-TREND = {"id": "trend", "type": "chart", "title": "Sales by month",
-         "query": "SELECT date_trunc('month', \"Order Date\") AS month, sum(\"Sales\") AS sales FROM data GROUP BY 1 ORDER BY 1",
-         "mark": "line", "encoding": {"x": {"field": "month", "type": "temporal", "title": "Month"},
-                                      "y": {"field": "sales", "type": "quantitative", "title": "Sales", "format": ",.0f"}}}
-WITH_TREND = {**SALES_SPEC, "components": SALES_SPEC["components"] + [TREND],
-              "layout": SALES_SPEC["layout"] + [[{"id": "trend", "width": 2}]]}
+TREND = {
+    "id": "trend",
+    "type": "chart",
+    "title": "Sales by month",
+    "query": 'SELECT date_trunc(\'month\', "Order Date") AS month, sum("Sales") AS sales FROM data GROUP BY 1 ORDER BY 1',
+    "mark": "line",
+    "encoding": {
+        "x": {"field": "month", "type": "temporal", "title": "Month"},
+        "y": {"field": "sales", "type": "quantitative", "title": "Sales", "format": ",.0f"},
+    },
+}
+WITH_TREND = {**SALES_SPEC, "components": SALES_SPEC["components"] + [TREND], "layout": SALES_SPEC["layout"] + [[{"id": "trend", "width": 2}]]}
 
 
 def as_yaml(spec: dict) -> str:
@@ -101,13 +120,17 @@ def tool_results(body: dict) -> list[dict]:
 
 def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(superstore):
     repo, folder, wh = superstore
-    api = FakeAPI([
-        reply(text_block("Checking the categories."),
-              tool_use_block("t1", "run_sql", {"sql": 'SELECT "Category", count(*) AS n FROM data GROUP BY 1 ORDER BY 1'}),
-              u=usage(fresh=900, out=60, write=3100)),
-        reply(tool_use_block("t2", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)}), u=usage(fresh=200, out=700, read=3100, write=400)),
-        reply(text_block("I built KPIs for sales and profit, sales by category and a market table."), u=usage(fresh=150, out=40, read=3500)),
-    ])
+    api = FakeAPI(
+        [
+            reply(
+                text_block("Checking the categories."),
+                tool_use_block("t1", "run_sql", {"sql": 'SELECT "Category", count(*) AS n FROM data GROUP BY 1 ORDER BY 1'}),
+                u=usage(fresh=900, out=60, write=3100),
+            ),
+            reply(tool_use_block("t2", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)}), u=usage(fresh=200, out=700, read=3100, write=400)),
+            reply(text_block("I built KPIs for sales and profit, sales by category and a market table."), u=usage(fresh=150, out=40, read=3500)),
+        ]
+    )
     files = load(folder)
     assert "dashboard" not in files
     outcome = session(files, wh, "edit", "Build a sales dashboard by category and market", api.client())
@@ -116,8 +139,7 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
     assert outcome.passes and outcome.check_diagnostics == []
     assert outcome.answer.startswith("I built KPIs")
     assert "+title: Superstore sales" in outcome.dashboard_diff
-    assert outcome.usage == {"input_tokens": 1250, "output_tokens": 800, "cache_read_input_tokens": 6600,
-                             "cache_creation_input_tokens": 3500, "calls": 3}
+    assert outcome.usage == {"input_tokens": 1250, "output_tokens": 800, "cache_read_input_tokens": 6600, "cache_creation_input_tokens": 3500, "calls": 3}
     first, second, third = api.bodies
     assert [t["name"] for t in first["tools"]] == ["run_sql", "write_dashboard", "propose_rule"]
     [sql_result] = tool_results(second)
@@ -136,10 +158,12 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
     assert checks.run(saved, wh.tables(), wh.current().id) == []
 
     # The second session starts from the saved spec and changes only what it asks.
-    api = FakeAPI([
-        reply(tool_use_block("t3", "write_dashboard", {"yaml": as_yaml(WITH_TREND)})),
-        reply(text_block("Added a monthly sales trend below the breakdowns.")),
-    ])
+    api = FakeAPI(
+        [
+            reply(tool_use_block("t3", "write_dashboard", {"yaml": as_yaml(WITH_TREND)})),
+            reply(text_block("Added a monthly sales trend below the breakdowns.")),
+        ]
+    )
     files = load(folder)
     outcome = session(files, wh, "edit", "add a trend chart", api.client())
     shown = api.bodies[0]["messages"][0]["content"]
@@ -162,16 +186,21 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
 
 
 def sql_result_of(body: dict) -> dict:
-    return next(b for turn in body["messages"] if turn["role"] == "user" for b in turn["content"]
-                if b.get("type") == "tool_result" and b["tool_use_id"] == "t1")
+    return next(
+        b for turn in body["messages"] if turn["role"] == "user" for b in turn["content"] if b.get("type") == "tool_result" and b["tool_use_id"] == "t1"
+    )
 
 
 def test_a_draft_that_fails_the_checks_is_kept_and_the_errors_go_back_to_the_model(superstore):
     repo, folder, wh = superstore
-    broken = {**SALES_SPEC, "components": [{"id": "kpi_sales", "type": "kpi", "title": "Total sales",
-                                            "query": 'SELECT sum("Salez") AS value FROM data'}], "layout": [["kpi_sales"]]}
-    scripted = ScriptedModel([reply(tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(broken)})),
-                              reply(text_block("The query names a column that does not exist."))])
+    broken = {
+        **SALES_SPEC,
+        "components": [{"id": "kpi_sales", "type": "kpi", "title": "Total sales", "query": 'SELECT sum("Salez") AS value FROM data'}],
+        "layout": [["kpi_sales"]],
+    }
+    scripted = ScriptedModel(
+        [reply(tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(broken)})), reply(text_block("The query names a column that does not exist."))]
+    )
     events: list[tuple[str, dict]] = []
     outcome = session(load(folder), wh, "edit", "One KPI please", scripted, on_event=lambda k, p: events.append((k, p)))
     assert ("tool_call", {"name": "write_dashboard"}) in events and ("draft", {"passes": False}) in events
@@ -184,12 +213,15 @@ def test_a_draft_that_fails_the_checks_is_kept_and_the_errors_go_back_to_the_mod
 # --------------------------------------------------------------------------- failures
 
 
-@pytest.mark.parametrize("failure, words", [
-    (error_response(429, "rate_limit_error", {"retry-after": "12"}), "rate limited (429) — try again in a moment"),
-    (error_response(500, "api_error"), "the Anthropic API returned 500"),
-    (raises(httpx2.ReadTimeout), "timed out after 60 s"),
-    (raises(httpx2.ConnectError), "cannot reach the Anthropic API"),
-])
+@pytest.mark.parametrize(
+    "failure, words",
+    [
+        (error_response(429, "rate_limit_error", {"retry-after": "12"}), "rate limited (429) — try again in a moment"),
+        (error_response(500, "api_error"), "the Anthropic API returned 500"),
+        (raises(httpx2.ReadTimeout), "timed out after 60 s"),
+        (raises(httpx2.ConnectError), "cannot reach the Anthropic API"),
+    ],
+)
 def test_api_errors_end_the_session_clearly_and_commit_nothing(config_repo, tmp_path, failure, words):
     folder = config_repo.published_path("supply-chain-weekly")
     wh = Warehouse(tmp_path / "cache")
@@ -198,8 +230,7 @@ def test_api_errors_end_the_session_clearly_and_commit_nothing(config_repo, tmp_
     files = load(folder)
     # One good step that writes a draft, then the failure: the draft must not be saved either.
     api = FakeAPI([reply(tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(files["dashboard"])})), failure])
-    outcome = run_session(files, wh.tables(), wh.current().id, "edit", "Tidy up", api.client(), user=SAM,
-                          slug="supply-chain-weekly", model=MODEL)
+    outcome = run_session(files, wh.tables(), wh.current().id, "edit", "Tidy up", api.client(), user=SAM, slug="supply-chain-weekly", model=MODEL)
     assert outcome.stopped_reason == "model_error" and words in outcome.error
     assert outcome.steps == 1
     assert apply_outcome(files, outcome, []) == {}
@@ -209,12 +240,14 @@ def test_api_errors_end_the_session_clearly_and_commit_nothing(config_repo, tmp_
 
 def test_malformed_tool_input_goes_back_as_an_error_and_the_corrected_call_succeeds(superstore):
     repo, folder, wh = superstore
-    api = FakeAPI([
-        reply(tool_use_block("t1", "write_dashboard", {"yaml": "title: [unclosed\ncomponents: {"})),
-        reply(tool_use_block("t2", "run_sql", {"query": "SELECT 1"})),
-        reply(tool_use_block("t3", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)})),
-        reply(text_block("Fixed.")),
-    ])
+    api = FakeAPI(
+        [
+            reply(tool_use_block("t1", "write_dashboard", {"yaml": "title: [unclosed\ncomponents: {"})),
+            reply(tool_use_block("t2", "run_sql", {"query": "SELECT 1"})),
+            reply(tool_use_block("t3", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)})),
+            reply(text_block("Fixed.")),
+        ]
+    )
     outcome = session(load(folder), wh, "edit", "Build it", api.client())
     bad_yaml, missing_key, good = (tool_results(body)[0] for body in api.bodies[1:])
     assert bad_yaml["is_error"] is True and "does not parse" in bad_yaml["content"]
@@ -236,8 +269,7 @@ def test_the_retry_bound_stops_a_model_that_keeps_sending_garbage(superstore):
 
 def test_limits_stop_the_session_cleanly_with_a_message(superstore):
     repo, folder, wh = superstore
-    explore = [reply(tool_use_block(f"t{i}", "run_sql", {"sql": "SELECT count(*) AS n FROM data"}), u=usage(fresh=5000, out=100))
-               for i in range(10)]
+    explore = [reply(tool_use_block(f"t{i}", "run_sql", {"sql": "SELECT count(*) AS n FROM data"}), u=usage(fresh=5000, out=100)) for i in range(10)]
     outcome = session(load(folder), wh, "edit", "Explore", ScriptedModel(explore), limits=Limits(max_steps=2))
     assert outcome.stopped_reason == "step_limit" and outcome.steps == 2 and "2 model calls" in outcome.notice
     assert outcome.error is None
@@ -251,8 +283,7 @@ def test_streamed_text_reaches_on_event_through_the_sdk(superstore):
     repo, folder, wh = superstore
     api = FakeAPI([reply(text_block("Sales are highest in APAC."))])
     events: list[tuple[str, dict]] = []
-    outcome = session(load(folder), wh, "query", "Where are sales highest?", api.client(),
-                      on_event=lambda kind, payload: events.append((kind, payload)))
+    outcome = session(load(folder), wh, "query", "Where are sales highest?", api.client(), on_event=lambda kind, payload: events.append((kind, payload)))
     assert api.bodies[0]["stream"] is True
     assert "".join(p["text"] for k, p in events if k == "text") == "Sales are highest in APAC."
     assert ("usage", {**usage(50, 20), "calls": 1}) in events
@@ -268,16 +299,16 @@ def test_a_viewer_can_query_but_not_edit_and_query_mode_saves_nothing(config_rep
     assert refresh(folder, wh, user=OPERATOR).ok
     files = load(folder)
     with pytest.raises(PermissionDenied, match="vera"):
-        run_session(files, wh.tables(), wh.current().id, "edit", "Change it", ScriptedModel([]), user=VERA,
-                    slug="supply-chain-weekly")
-    scripted = ScriptedModel([
-        reply(tool_use_block("t1", "run_sql", {"sql": "SELECT site, sum(actual) / sum(target) AS attainment FROM gates GROUP BY 1 ORDER BY 2 LIMIT 1"})),
-        reply(tool_use_block("t2", "write_dashboard", {"yaml": as_yaml(files["dashboard"])})),
-        reply(tool_use_block("t3", "propose_rule", {"id": "x", "text": "y"})),
-        reply(text_block("The weakest site is shown above.")),
-    ])
-    outcome = run_session(files, wh.tables(), wh.current().id, "query", "Which site is weakest?", scripted, user=VERA,
-                          slug="supply-chain-weekly", model=MODEL)
+        run_session(files, wh.tables(), wh.current().id, "edit", "Change it", ScriptedModel([]), user=VERA, slug="supply-chain-weekly")
+    scripted = ScriptedModel(
+        [
+            reply(tool_use_block("t1", "run_sql", {"sql": "SELECT site, sum(actual) / sum(target) AS attainment FROM gates GROUP BY 1 ORDER BY 2 LIMIT 1"})),
+            reply(tool_use_block("t2", "write_dashboard", {"yaml": as_yaml(files["dashboard"])})),
+            reply(tool_use_block("t3", "propose_rule", {"id": "x", "text": "y"})),
+            reply(text_block("The weakest site is shown above.")),
+        ]
+    )
+    outcome = run_session(files, wh.tables(), wh.current().id, "query", "Which site is weakest?", scripted, user=VERA, slug="supply-chain-weekly", model=MODEL)
     assert [t["name"] for t in scripted.requests[0]["tools"]] == ["run_sql"]
     sql, write, propose = (tool_results(r)[0] for r in scripted.requests[1:])
     assert "attainment" in sql["content"] and "(1 row)" in sql["content"] and "is_error" not in sql
@@ -289,18 +320,27 @@ def test_a_viewer_can_query_but_not_edit_and_query_mode_saves_nothing(config_rep
 
 def test_proposed_rules_are_collected_and_only_accepted_ones_are_saved(superstore):
     repo, folder, wh = superstore
-    scripted = ScriptedModel([
-        reply(tool_use_block("t1", "propose_rule", {"id": "Bad Id", "text": "x"})),
-        reply(tool_use_block("t2", "propose_rule", {"id": "profit-red", "text": "Negative profit is shown red.", "tags": ["colour"]}),
-              tool_use_block("t3", "propose_rule", {"id": "sales-no-decimals", "text": "Sales have no decimals.", "tags": ["format"]})),
-        reply(text_block("Proposed two rules.")),
-    ])
+    scripted = ScriptedModel(
+        [
+            reply(tool_use_block("t1", "propose_rule", {"id": "Bad Id", "text": "x"})),
+            reply(
+                tool_use_block("t2", "propose_rule", {"id": "profit-red", "text": "Negative profit is shown red.", "tags": ["colour"]}),
+                tool_use_block("t3", "propose_rule", {"id": "sales-no-decimals", "text": "Sales have no decimals.", "tags": ["format"]}),
+            ),
+            reply(text_block("Proposed two rules.")),
+        ]
+    )
     files = load(folder)
     outcome = session(files, wh, "edit", "Loss is red; no decimals on sales", scripted, today="2026-11-30")
     assert tool_results(scripted.requests[1])[0]["is_error"] is True
     assert [r["id"] for r in outcome.proposed_rules] == ["profit-red", "sales-no-decimals"]
-    assert outcome.proposed_rules[0] == {"id": "profit-red", "text": "Negative profit is shown red.", "tags": ["colour"],
-                                         "author": "alice", "created": "2026-11-30"}
+    assert outcome.proposed_rules[0] == {
+        "id": "profit-red",
+        "text": "Negative profit is shown red.",
+        "tags": ["colour"],
+        "author": "alice",
+        "created": "2026-11-30",
+    }
     assert workspace.load(folder)[0].data["task"]["rules"] == []  # proposals are never written by the session
     to_save = apply_outcome(files, outcome, ["profit-red"])
     assert list(to_save) == ["task"] and [r["id"] for r in to_save["task"]["rules"]] == ["profit-red"]
@@ -313,8 +353,7 @@ def test_proposed_rules_are_collected_and_only_accepted_ones_are_saved(superstor
 def test_a_regenerated_dashboard_is_saved_with_the_new_datas_profile_and_nothing_else_is():
     new_profile = {"tables": [{"name": "gates", "rows": 3, "columns": []}]}
     files = {"dashboard": {"title": "old"}, "task": {"rules": []}, "profile": new_profile}
-    drafted = Outcome(mode="edit", draft_dashboard={"title": "new"}, dashboard_diff="-old\n+new",
-                      proposed_rules=[{"id": "r1", "text": "a rule"}])
+    drafted = Outcome(mode="edit", draft_dashboard={"title": "new"}, dashboard_diff="-old\n+new", proposed_rules=[{"id": "r1", "text": "a rule"}])
     saved = files_to_save(files, drafted, [], regenerated=True)
     assert saved == {"dashboard": {"title": "new"}, "profile": new_profile} and saved["profile"] is not new_profile
     assert files_to_save(files, drafted, []) == {"dashboard": {"title": "new"}}  # an ordinary session keeps the profile
@@ -334,12 +373,17 @@ def test_nothing_of_a_session_is_persisted_anywhere(superstore, tmp_path, caplog
     caplog.set_level(logging.DEBUG)
     repo, folder, wh = superstore
     said, seen = "ZEBRA-PLUM-4471", "QUOKKA-9931"
-    api = FakeAPI([
-        reply(tool_use_block("t1", "run_sql", {"sql": f"SELECT '{seen}' AS marker FROM data LIMIT 1"})),
-        reply(text_block("Noted the marker."), tool_use_block("t2", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)}),
-              tool_use_block("t3", "propose_rule", {"id": "sales-first", "text": "Sales come before profit."})),
-        reply(text_block("Done: a sales dashboard.")),
-    ])
+    api = FakeAPI(
+        [
+            reply(tool_use_block("t1", "run_sql", {"sql": f"SELECT '{seen}' AS marker FROM data LIMIT 1"})),
+            reply(
+                text_block("Noted the marker."),
+                tool_use_block("t2", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)}),
+                tool_use_block("t3", "propose_rule", {"id": "sales-first", "text": "Sales come before profit."}),
+            ),
+            reply(text_block("Done: a sales dashboard.")),
+        ]
+    )
     files = load(folder)
     outcome = session(files, wh, "edit", f"Build a sales dashboard. Codeword {said}.", api.client())
     assert said in json.dumps(api.bodies[0]) and seen in json.dumps(api.bodies[1])  # the model did see both
@@ -388,9 +432,16 @@ def test_regenerate_message_names_missing_and_changed_columns_and_renames(tmp_pa
     folder = tmp_path / "sales"
     workspace.save(folder, workspace.blank("Sales", "alice", "2026-11-30"))
     (folder / "sales.csv").write_text("region,amount,units\nNorth,10.5,1\nSouth,20.25,2\n", encoding="utf-8")
-    workspace.save(folder, {"sources": {"sources": [{"name": "sales", "type": "csv", "path": "sales.csv"}]},
-                            "dashboard": {"title": "Sales", "components": [
-                                {"id": "total", "type": "kpi", "title": "Total", "query": "SELECT sum(amount) AS value FROM sales"}]}})
+    workspace.save(
+        folder,
+        {
+            "sources": {"sources": [{"name": "sales", "type": "csv", "path": "sales.csv"}]},
+            "dashboard": {
+                "title": "Sales",
+                "components": [{"id": "total", "type": "kpi", "title": "Total", "query": "SELECT sum(amount) AS value FROM sales"}],
+            },
+        },
+    )
     wh = Warehouse(tmp_path / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     (folder / "sales.csv").write_text("region,amount_eur,units\nNorth,10.5,one\nSouth,20.25,two\n", encoding="utf-8")
@@ -406,8 +457,7 @@ def test_regenerate_message_names_missing_and_changed_columns_and_renames(tmp_pa
 
 
 def test_estimate_cost_uses_the_price_table():
-    spent = {"input_tokens": 1_000_000, "output_tokens": 100_000, "cache_read_input_tokens": 2_000_000,
-             "cache_creation_input_tokens": 400_000, "calls": 4}
+    spent = {"input_tokens": 1_000_000, "output_tokens": 100_000, "cache_read_input_tokens": 2_000_000, "cache_creation_input_tokens": 400_000, "calls": 4}
     assert estimate_cost(spent, "claude-sonnet-4-5") == pytest.approx(3.00 + 1.50 + 0.60 + 1.50)
     assert estimate_cost(spent, "claude-haiku-4-5-20251001") == pytest.approx(1.00 + 0.50 + 0.20 + 0.50)
     assert estimate_cost(spent, "claude-opus-4-5") == pytest.approx(5.00 + 2.50 + 1.00 + 2.50)

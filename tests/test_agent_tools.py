@@ -1,6 +1,7 @@
 """The model's tools (lib/agent_tools.py), called directly as a session calls them: schemas, malformed calls,
 write_dashboard's feedback, propose_rule, and the text table run_sql answers with. Sessions that drive these
 tools through a model are in tests/test_agent.py."""
+
 from __future__ import annotations
 
 import copy
@@ -62,14 +63,17 @@ def test_the_schemas_name_no_table_or_column_so_the_prompt_cache_survives_new_da
 # --------------------------------------------------------------------------- malformed calls
 
 
-@pytest.mark.parametrize("name,tool_input,says", [
-    ("drop_table", {}, "there is no tool named 'drop_table'"),
-    ("run_sql", "SELECT 1", "expected an object"),
-    ("run_sql", {}, "'sql' is a required property"),
-    ("run_sql", {"sql": 1}, "sql: 1 is not of type 'string'"),
-    ("run_sql", {"sql": "SELECT 1", "limit": 5}, "Additional properties are not allowed"),
-    ("propose_rule", {"id": "Not Kebab", "text": "x"}, "id: 'Not Kebab' does not match"),
-])
+@pytest.mark.parametrize(
+    "name,tool_input,says",
+    [
+        ("drop_table", {}, "there is no tool named 'drop_table'"),
+        ("run_sql", "SELECT 1", "expected an object"),
+        ("run_sql", {}, "'sql' is a required property"),
+        ("run_sql", {"sql": 1}, "sql: 1 is not of type 'string'"),
+        ("run_sql", {"sql": "SELECT 1", "limit": 5}, "Additional properties are not allowed"),
+        ("propose_rule", {"id": "Not Kebab", "text": "x"}, "id: 'Not Kebab' does not match"),
+    ],
+)
 def test_a_call_that_does_not_fit_its_tool_is_a_malformed_error_saying_why(files, name, tool_input, says):
     result = box(files).execute(name, tool_input)
     assert result.is_error and result.malformed
@@ -91,12 +95,15 @@ def test_run_sql_without_data_is_feedback_not_a_malformed_call(files):
 # --------------------------------------------------------------------------- write_dashboard
 
 
-@pytest.mark.parametrize("text,says", [
-    ("title: [unclosed\n", "the YAML does not parse"),
-    ("a: &x 1\nb: *x\n", "anchors and aliases"),
-    ("- just\n- a list\n", "not a mapping"),
-    ("x" * (toolbox.YAML_MAX_CHARS + 1), "limit 200,000"),
-])
+@pytest.mark.parametrize(
+    "text,says",
+    [
+        ("title: [unclosed\n", "the YAML does not parse"),
+        ("a: &x 1\nb: *x\n", "anchors and aliases"),
+        ("- just\n- a list\n", "not a mapping"),
+        ("x" * (toolbox.YAML_MAX_CHARS + 1), "limit 200,000"),
+    ],
+)
 def test_yaml_that_cannot_be_a_spec_changes_nothing(files, text, says):
     tools = box(files)
     result = tools.execute("write_dashboard", {"yaml": text})
@@ -136,8 +143,7 @@ def test_a_proposal_is_recorded_with_author_and_date_never_written(files):
     before = copy.deepcopy(files)
     result = tools.execute("propose_rule", {"id": "growth-green", "text": "Growth above 3 % is green.", "tags": ["format"]})
     assert not result.is_error and "not part of task.yaml until a person accepts it" in result.content
-    assert tools.proposals == [{"id": "growth-green", "text": "Growth above 3 % is green.", "tags": ["format"],
-                                "author": "sam", "created": "2026-11-30"}]
+    assert tools.proposals == [{"id": "growth-green", "text": "Growth above 3 % is green.", "tags": ["format"], "author": "sam", "created": "2026-11-30"}]
     assert files == before
 
 

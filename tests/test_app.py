@@ -1,4 +1,5 @@
 """The Streamlit app through AppTest: real config repo, real data, each page and each role."""
+
 from __future__ import annotations
 
 import pytest
@@ -195,12 +196,18 @@ def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
 
     spec = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["dashboard"]
     spec = {**spec, "title": "Supply chain weekly, refined"}
-    scripted_claude.extend([
-        message(tool_use_block("t1", "write_dashboard", {"yaml": workspace.render("dashboard", spec)}),
-                usage={"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 900}),
-        message(text_block("I renamed the dashboard."), usage={"input_tokens": 20, "output_tokens": 10,
-                                                                 "cache_read_input_tokens": 900, "cache_creation_input_tokens": 0}),
-    ])
+    scripted_claude.extend(
+        [
+            message(
+                tool_use_block("t1", "write_dashboard", {"yaml": workspace.render("dashboard", spec)}),
+                usage={"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 900},
+            ),
+            message(
+                text_block("I renamed the dashboard."),
+                usage={"input_tokens": 20, "output_tokens": 10, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 0},
+            ),
+        ]
+    )
     at = on_page(signed_in("sam"), "app_pages/chat.py")
     at.chat_input[0].set_value("Rename the dashboard").run()
     assert not at.exception, [e.message for e in at.exception]
@@ -216,10 +223,12 @@ def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
 def test_chat_query_mode_for_a_viewer_answers_and_offers_nothing_to_save(scripted_claude):
     from lib.model import message, text_block, tool_use_block
 
-    scripted_claude.extend([
-        message(tool_use_block("q1", "run_sql", {"sql": "SELECT site FROM gates GROUP BY site ORDER BY sum(actual) / sum(target) LIMIT 1"})),
-        message(text_block("The weakest site this week is the one the query returned.")),
-    ])
+    scripted_claude.extend(
+        [
+            message(tool_use_block("q1", "run_sql", {"sql": "SELECT site FROM gates GROUP BY site ORDER BY sum(actual) / sum(target) LIMIT 1"})),
+            message(text_block("The weakest site this week is the one the query returned.")),
+        ]
+    )
     at = on_page(signed_in("vera"), "app_pages/chat.py")
     assert [r.options for r in at.radio] == [["query"]] or [r.value for r in at.radio] == ["query"]
     at.chat_input[0].set_value("Which site is weakest?").run()

@@ -1,4 +1,5 @@
 """Sign-in (lib/auth.py): the credentials file, app roles and groups, the cookie key, visible workspaces."""
+
 from __future__ import annotations
 
 import bcrypt
@@ -79,11 +80,15 @@ def test_a_password_that_is_not_a_bcrypt_hash_is_refused_without_repeating_it(tm
         assert password not in str(refused.value)
 
 
-@pytest.mark.parametrize("content", [
-    f"usernames:\n  'bad name':\n    password: '{HASH}'\n",  # a user name User() refuses
-    "usernames:\n  sam: just-a-string\n",  # an entry that is not a mapping
-    "usernames:\n  sam: {password: [\n",  # not YAML
-], ids=["bad-user-name", "entry-not-a-mapping", "not-yaml"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"usernames:\n  'bad name':\n    password: '{HASH}'\n",  # a user name User() refuses
+        "usernames:\n  sam: just-a-string\n",  # an entry that is not a mapping
+        "usernames:\n  sam: {password: [\n",  # not YAML
+    ],
+    ids=["bad-user-name", "entry-not-a-mapping", "not-yaml"],
+)
 def test_any_malformed_credentials_file_is_an_auth_config_error(tmp_path, content):
     path = tmp_path / "users.yaml"
     path.write_text(content)
@@ -94,21 +99,23 @@ def test_any_malformed_credentials_file_is_an_auth_config_error(tmp_path, conten
 # --------------------------------------------------------------------------- roles and groups
 
 
-@pytest.mark.parametrize("roles,expected", [
-    (["viewer", "steward"], STEWARD),
-    (["steward", "owner"], OWNER),
-    (["analysts", "owner", "viewer"], OWNER),
-    (["analysts"], VIEWER),
-    ([], VIEWER),
-    (None, VIEWER),
-])
+@pytest.mark.parametrize(
+    "roles,expected",
+    [
+        (["viewer", "steward"], STEWARD),
+        (["steward", "owner"], OWNER),
+        (["analysts", "owner", "viewer"], OWNER),
+        (["analysts"], VIEWER),
+        ([], VIEWER),
+        (None, VIEWER),
+    ],
+)
 def test_the_app_role_is_the_highest_role_listed_whatever_the_order(roles, expected):
     assert auth.app_role(roles) == expected
 
 
 def test_a_user_carries_every_role_as_a_group_so_workspaces_can_grant_groups(tmp_path):
-    path = write_users(tmp_path, {"sam": {"name": "Sam S", "email": "s@example.com", "password": HASH,
-                                          "roles": ["steward", "analysts"]}})
+    path = write_users(tmp_path, {"sam": {"name": "Sam S", "email": "s@example.com", "password": HASH, "roles": ["steward", "analysts"]}})
     sam = auth.user_for("sam", auth.load_credentials(path))
     assert sam == User("sam", "Sam S", "s@example.com", ("steward", "analysts"), STEWARD)
     meta = {"access": {"owners": ["group:analysts"]}}

@@ -1,4 +1,5 @@
 """Auto-draft without a model: a first dashboard for every public dataset that passes every check."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,7 @@ from lib.warehouse import Warehouse
 
 from .conftest import WORKSPACES
 
-PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv",
-          "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
+PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv", "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
 
 
 def workspace_over(tmp_path, csv: Path):

@@ -4,6 +4,7 @@ Skips, saying why, where chromium is not installed; `make test` installs it
 (as root, from Debian's packages), so CI runs these. Screenshots go to
 test-artifacts/.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,16 @@ from .conftest import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (make test installs it as root)")]
 
@@ -37,12 +46,35 @@ def free_port() -> int:
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     port = free_port()
-    env = {**os.environ, "DASHMEM_CONFIG_REPO": str(tmp / "config-repo"), "DASHMEM_CACHE_DIR": str(tmp / "cache"),
-           "DASHMEM_COOKIE_KEY": "b" * 40, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "DASHMEM_CONFIG_REPO": str(tmp / "config-repo"),
+        "DASHMEM_CACHE_DIR": str(tmp / "cache"),
+        "DASHMEM_COOKIE_KEY": "b" * 40,
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("ANTHROPIC_API_KEY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-                             "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -163,6 +195,5 @@ def test_nothing_is_fetched_from_outside_this_server(server, page):
     page.goto(f"{url}/sources?ws=supply-chain-weekly")
     page.get_by_role("heading", name="Sources").wait_for(timeout=30_000)
     page.wait_for_timeout(1500)
-    outside = sorted({u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss")
-                      and urlparse(u).hostname not in ("127.0.0.1", "localhost")})
+    outside = sorted({u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss") and urlparse(u).hostname not in ("127.0.0.1", "localhost")})
     assert requested and not outside, outside

@@ -1,4 +1,5 @@
 """Each dashboard check passes on the demos and fails on a crafted bad spec, naming component and field."""
+
 from __future__ import annotations
 
 import copy
@@ -107,8 +108,14 @@ def test_references_check_encoding_field_and_type(supply):
 
 def test_references_check_text_placeholder(supply):
     def mutate(dash, _):
-        dash["components"].append({"id": "note", "type": "text", "markdown": "Best: {{best.sitee}}",
-                                   "queries": {"best": "SELECT site FROM gates GROUP BY site ORDER BY sum(actual) DESC LIMIT 1"}})
+        dash["components"].append(
+            {
+                "id": "note",
+                "type": "text",
+                "markdown": "Best: {{best.sitee}}",
+                "queries": {"best": "SELECT site FROM gates GROUP BY site ORDER BY sum(actual) DESC LIMIT 1"},
+            }
+        )
 
     [d] = [e for e in run_with(supply, mutate) if e.id == "check.references"]
     assert "component 'note'" in d.message and "has no column 'sitee'" in d.message and "did you mean 'site'" in d.message
@@ -173,18 +180,22 @@ def test_data_checks_are_skipped_without_data(supply):
 
 def test_inline_data_check_ignores_column_and_query_names(supply):
     def mutate(dash, _):
-        dash["components"].append({"id": "links", "type": "table", "query": "SELECT site AS url, count(*) AS data FROM gates GROUP BY 1",
-                                   "columns": {"url": {"label": "Page"}, "data": {"label": "Rows"}}})
-        dash["components"].append({"id": "note", "type": "text", "markdown": "Top: {{data.url}}",
-                                   "queries": {"data": "SELECT site AS url FROM gates LIMIT 1"}})
+        dash["components"].append(
+            {
+                "id": "links",
+                "type": "table",
+                "query": "SELECT site AS url, count(*) AS data FROM gates GROUP BY 1",
+                "columns": {"url": {"label": "Page"}, "data": {"label": "Rows"}},
+            }
+        )
+        dash["components"].append({"id": "note", "type": "text", "markdown": "Top: {{data.url}}", "queries": {"data": "SELECT site AS url FROM gates LIMIT 1"}})
         dash["layout"].append(["links", "note"])
 
     assert [e for e in run_with(supply, mutate) if e.id == "check.inline_data"] == []
 
 
 def test_a_division_by_zero_renders_as_infinity_not_a_crash(supply):
-    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(
-        query="SELECT sum(actual) / 0 AS value FROM gates", format=",d"))
+    errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(query="SELECT sum(actual) / 0 AS value FROM gates", format=",d"))
     assert not [e for e in errors if e.id == "check.renders"]
     from lib.formats import format_number
 

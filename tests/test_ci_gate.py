@@ -5,6 +5,7 @@ folder of its own, so nothing is found through the checkout: the schemas must
 ship inside it. The workflow's own validate command is run in a clone that
 also holds a clone of the app, which it must not walk into.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,17 +33,31 @@ def installed(tmp_path_factory) -> Path:
     """`pip install` of this checkout into its own folder; returns the folder (its bin/ holds `dashmem`)."""
     where = tmp_path_factory.mktemp("installed")
     wheels = where / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
-                   check=True, capture_output=True, timeout=300, cwd=where)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        cwd=where,
+    )
     (wheel,) = wheels.glob("dashmem-*.whl")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(where / "site"), str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(where / "site"), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return where / "site"
 
 
 def _env(installed: Path, home: Path, runner_temp: Path | None = None) -> dict[str, str]:
-    env = {"PATH": f"{installed / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(installed), "HOME": str(home),
-           "XDG_CACHE_HOME": str(home / ".cache"), "GIT_CONFIG_NOSYSTEM": "1"}
+    env = {
+        "PATH": f"{installed / 'bin'}:/usr/bin:/bin",
+        "PYTHONPATH": str(installed),
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
     if runner_temp:
         env["RUNNER_TEMP"] = str(runner_temp)
     return env
@@ -57,8 +72,7 @@ def clone(config_repo, tmp_path):
 
 @INSTALLS
 def test_installed_package_carries_its_schemas(installed):
-    assert sorted(p.name for p in (installed / "lib" / "_schemas").glob("*.schema.json")) == \
-        sorted(p.name for p in (ROOT / "schemas").glob("*.schema.json"))
+    assert sorted(p.name for p in (installed / "lib" / "_schemas").glob("*.schema.json")) == sorted(p.name for p in (ROOT / "schemas").glob("*.schema.json"))
     assert (installed / "bin" / "dashmem").is_file()
 
 
@@ -70,8 +84,7 @@ def test_dashmem_validate_in_a_plain_clone(installed, clone, tmp_path):
     payload = json.loads(ok.stdout)
     assert payload["ok"] and {Path(w["path"]).name for w in payload["workspaces"]} == {"gdp-explorer", "supply-chain-weekly"}
     # The module came from the installed package, not from this checkout.
-    where = subprocess.run([sys.executable, "-c", "import lib; print(lib.__file__)"], cwd=clone, env=env,
-                           capture_output=True, text=True, check=True)
+    where = subprocess.run([sys.executable, "-c", "import lib; print(lib.__file__)"], cwd=clone, env=env, capture_output=True, text=True, check=True)
     assert where.stdout.strip().startswith(str(installed))
 
 
@@ -103,8 +116,7 @@ def test_the_workflow_gate_fails_a_failing_dashboard_and_ignores_the_apps_clone(
 
     # A title stating a figure of the data: valid YAML and schema, but it fails a data check. The gate must catch it.
     dashboard = clone / "gdp-explorer" / "dashboard.yaml"
-    dashboard.write_text(dashboard.read_text(encoding="utf-8").replace("title: GDP explorer\n", "title: GDP explorer through 2023\n", 1),
-                         encoding="utf-8")
+    dashboard.write_text(dashboard.read_text(encoding="utf-8").replace("title: GDP explorer\n", "title: GDP explorer through 2023\n", 1), encoding="utf-8")
     failing = subprocess.run(["bash", "-c", validate], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
     assert failing.returncode == 1
     shown = json.loads(failing.stdout)  # the step prints the report when it fails

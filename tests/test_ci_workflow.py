@@ -1,6 +1,7 @@
 """The CI gate a new config repo gets (lib/ci_workflow.py): the workflow names a command that exists and
 validates the whole checkout, and a new config repo carries it. Running the workflow's commands in a
 clone is tests/test_ci_gate.py (slower: it builds and installs the package)."""
+
 from __future__ import annotations
 
 import shlex

@@ -1,4 +1,5 @@
 """`python -m lib ...` as a person or CI runs it: real processes, real git checkouts."""
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,14 @@ PROCESSES = pytest.mark.slow
 
 
 def run(*args, cwd=ROOT, check_rc=None):
-    proc = subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd),
-                               "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"],
-                               "GIT_CONFIG_NOSYSTEM": "1"}, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lib", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd), "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"], "GIT_CONFIG_NOSYSTEM": "1"},
+        timeout=60,
+    )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stdout + proc.stderr
     return proc
@@ -151,10 +156,13 @@ def test_autodraft_json_prints_only_the_check_results_on_stdout(tmp_path):
     assert "wrote dashboard.yaml" in proc.stderr and (folder / "dashboard.yaml").is_file()
 
 
-@pytest.mark.parametrize("args, message", [
-    (("history", "workspaces/gdp-explorer", "--ref", "nope"), "error: unknown version 'nope'"),
-    (("compose", "workspaces/gdp-explorer", "--message", ""), "error: give the message to compose with --message TEXT"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("history", "workspaces/gdp-explorer", "--ref", "nope"), "error: unknown version 'nope'"),
+        (("compose", "workspaces/gdp-explorer", "--message", ""), "error: give the message to compose with --message TEXT"),
+    ],
+)
 def test_bad_arguments_are_one_line_not_a_traceback(args, message):
     proc = run(*args, check_rc=1)
     assert proc.stderr.startswith(message) and "Traceback" not in proc.stderr + proc.stdout
@@ -167,11 +175,13 @@ def _user_facing_errors():
     from lib.secrets import SecretMissing
     from lib.warehouse import QueryRefused
 
-    return [PermissionDenied("sam (steward) may not publish in workspace 'x'"),
-            QueryRefused("only SELECT queries are allowed (WITH … SELECT included), not DROP"),
-            ExportError("x has no dashboard.yaml to export"),
-            SecretMissing("secret env:DB_PW is not set: define the environment variable DB_PW"),
-            SourceError("orders", "the file does not exist")]
+    return [
+        PermissionDenied("sam (steward) may not publish in workspace 'x'"),
+        QueryRefused("only SELECT queries are allowed (WITH … SELECT included), not DROP"),
+        ExportError("x has no dashboard.yaml to export"),
+        SecretMissing("secret env:DB_PW is not set: define the environment variable DB_PW"),
+        SourceError("orders", "the file does not exist"),
+    ]
 
 
 @pytest.mark.parametrize("exc", _user_facing_errors(), ids=lambda e: type(e).__name__)
@@ -222,9 +232,14 @@ sys.exit(code)
 
 
 def run_counting_workers(*args, cache: Path):
-    proc = subprocess.run([sys.executable, "-c", _COUNTING_WORKERS, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cache), "DASHMEM_CACHE_DIR": str(cache)},
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _COUNTING_WORKERS, *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cache), "DASHMEM_CACHE_DIR": str(cache)},
+        timeout=120,
+    )
     workers = int(proc.stdout.rsplit("query workers started:", 1)[1])
     return proc, workers
 

@@ -3,6 +3,7 @@
 Each kind renders a small example over real DuckDB queries (the sandboxed
 query workers), exports it as HTML, and passes every check.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,22 +21,47 @@ from lib.render import QueryCache, render
 
 from .conftest import ROOT
 
-SALES = pa.table({
-    "region": ["north", "south", "east"],
-    "day": [dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)],
-    "amount": [120.5, 80.0, 42.25],
-})
+SALES = pa.table(
+    {
+        "region": ["north", "south", "east"],
+        "day": [dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)],
+        "amount": [120.5, 80.0, 42.25],
+    }
+)
 
 # One small, schema-valid component per kind; a new kind needs an example here.
 EXAMPLES = {
-    "kpi": {"id": "total", "type": "kpi", "title": "Total sales", "query": "SELECT sum(amount) AS value, sum(amount) - 10 AS previous FROM sales",
-            "compare_column": "previous", "format": ",.2f", "thresholds": [{"op": ">=", "value": 100, "color": "#2ca02c"}]},
-    "chart": {"id": "by_region", "type": "chart", "title": "Sales by region", "query": "SELECT region, sum(amount) AS amount FROM sales GROUP BY 1",
-              "mark": "bar", "encoding": {"x": {"field": "region", "type": "nominal"}, "y": {"field": "amount", "type": "quantitative"}}},
-    "table": {"id": "detail", "type": "table", "title": "Detail", "query": "SELECT region, day, amount FROM sales ORDER BY amount DESC",
-              "columns": {"amount": {"label": "Amount", "format": ",.2f", "thresholds": [{"op": "<", "value": 50, "color": "#d62728"}]}}},
-    "text": {"id": "note", "type": "text", "title": "Leader", "markdown": "**{{top.region}}** leads with {{top.amount|,.2f}}.",
-             "queries": {"top": "SELECT region, amount FROM sales ORDER BY amount DESC LIMIT 1"}},
+    "kpi": {
+        "id": "total",
+        "type": "kpi",
+        "title": "Total sales",
+        "query": "SELECT sum(amount) AS value, sum(amount) - 10 AS previous FROM sales",
+        "compare_column": "previous",
+        "format": ",.2f",
+        "thresholds": [{"op": ">=", "value": 100, "color": "#2ca02c"}],
+    },
+    "chart": {
+        "id": "by_region",
+        "type": "chart",
+        "title": "Sales by region",
+        "query": "SELECT region, sum(amount) AS amount FROM sales GROUP BY 1",
+        "mark": "bar",
+        "encoding": {"x": {"field": "region", "type": "nominal"}, "y": {"field": "amount", "type": "quantitative"}},
+    },
+    "table": {
+        "id": "detail",
+        "type": "table",
+        "title": "Detail",
+        "query": "SELECT region, day, amount FROM sales ORDER BY amount DESC",
+        "columns": {"amount": {"label": "Amount", "format": ",.2f", "thresholds": [{"op": "<", "value": 50, "color": "#d62728"}]}},
+    },
+    "text": {
+        "id": "note",
+        "type": "text",
+        "title": "Leader",
+        "markdown": "**{{top.region}}** leads with {{top.amount|,.2f}}.",
+        "queries": {"top": "SELECT region, amount FROM sales ORDER BY amount DESC LIMIT 1"},
+    },
 }
 
 
@@ -138,8 +164,7 @@ def test_a_warm_rerender_reuses_the_built_chart_and_a_change_rebuilds_it():
     # What the chart shows changes: each of these builds it anew, and the result is what a fresh build gives.
     more = pa.table({"region": ["west"], "day": [dt.date(2026, 1, 4)], "amount": [7.0]})
     new_data = render(files, {"sales": pa.concat_tables([SALES, more])}, "v2", cache=cache).component("by_region")
-    themed = render({"dashboard": {**files["dashboard"], "theme": {"primary": "#123456"}}}, {"sales": SALES}, "v1",
-                    cache=cache).component("by_region")
+    themed = render({"dashboard": {**files["dashboard"], "theme": {"primary": "#123456"}}}, {"sales": SALES}, "v1", cache=cache).component("by_region")
     retitled = {**EXAMPLES["chart"], "encoding": {**EXAMPLES["chart"]["encoding"], "y": {"field": "amount", "type": "quantitative", "title": "Sum"}}}
     relabelled = render({"dashboard": {"title": "Sales", "components": [retitled]}}, {"sales": SALES}, "v1", cache=cache).component("by_region")
     assert chart.BUILT.builds == builds + 3
@@ -172,9 +197,18 @@ def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():
         from lib.render import QueryCache, render
 
         sales = pa.table({"day": [dt.date(2026, 1, 1), dt.date(2026, 1, 2)], "region": ["north", "south"], "amount": [1.5, 2.0]})
-        spec = {"id": "c", "type": "chart", "title": "T", "query": "SELECT day, region, amount FROM sales", "mark": "line",
-                "encoding": {"x": {"field": "day", "type": "temporal"}, "y": {"field": "amount", "type": "quantitative"},
-                             "color": {"field": "region", "type": "nominal"}}}
+        spec = {
+            "id": "c",
+            "type": "chart",
+            "title": "T",
+            "query": "SELECT day, region, amount FROM sales",
+            "mark": "line",
+            "encoding": {
+                "x": {"field": "day", "type": "temporal"},
+                "y": {"field": "amount", "type": "quantitative"},
+                "color": {"field": "region", "type": "nominal"},
+            },
+        }
         comp = render({"dashboard": {"title": "S", "components": [spec]}}, {"sales": sales}, "v1", cache=QueryCache()).component("c")
         st.altair_chart(comp.chart, width="stretch", theme=None)
         dashboard_view._chart(comp)

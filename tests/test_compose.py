@@ -1,4 +1,5 @@
 """Memory composition: block order, cache breakpoints, fixed tools, same input -> same bytes."""
+
 from __future__ import annotations
 
 import json
@@ -126,12 +127,13 @@ def test_breakdown_estimates_every_part():
 
 def test_literal_secrets_never_reach_the_prompt():
     files = files_of("supply-chain-weekly")
-    files["sources"] = {"sources": [
-        {"name": "db", "type": "sql", "url": "postgresql://reporter:hunter2-pw@db.local/sales", "password": "hunter2-pw",
-         "table": "orders"},
-        {"name": "api", "type": "rest", "url": "https://api.example.com/x", "secret_headers": {"Authorization": "Bearer tok-123"}},
-        {"name": "ok", "type": "sql", "url": "postgresql://reporter@db.local/sales", "password": "env:DB_PASSWORD", "table": "t"},
-    ]}
+    files["sources"] = {
+        "sources": [
+            {"name": "db", "type": "sql", "url": "postgresql://reporter:hunter2-pw@db.local/sales", "password": "hunter2-pw", "table": "orders"},
+            {"name": "api", "type": "rest", "url": "https://api.example.com/x", "secret_headers": {"Authorization": "Bearer tok-123"}},
+            {"name": "ok", "type": "sql", "url": "postgresql://reporter@db.local/sales", "password": "env:DB_PASSWORD", "table": "t"},
+        ]
+    }
     text = json.dumps(compose.compose(files, "edit", "x").request)
     assert "hunter2-pw" not in text and "tok-123" not in text
     assert "env:DB_PASSWORD" in text and "<hidden>" in text
@@ -158,8 +160,7 @@ def test_composes_without_an_api_key_and_without_importing_anthropic(tmp_path):
         "assert 'anthropic' not in sys.modules\n"
         "print('ok', len(out))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok ")
 

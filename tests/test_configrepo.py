@@ -4,6 +4,7 @@ Drafts, publishing and history have their own files (test_drafts, test_publish, 
 Every test runs against a real git repository created from the shipped demo workspaces (the
 `config_repo` fixture), with a real bare remote named origin.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -213,10 +214,13 @@ def test_bad_workspace_names_are_refused_and_create_nothing(config_repo, tmp_pat
     assert_main_clean(repo)
 
 
-@pytest.mark.parametrize("template, error", [
-    ("../config-repo/gdp-explorer", workspace.InvalidName),
-    ("no-such-template", ConfigRepoError),
-])
+@pytest.mark.parametrize(
+    "template, error",
+    [
+        ("../config-repo/gdp-explorer", workspace.InvalidName),
+        ("no-such-template", ConfigRepoError),
+    ],
+)
 def test_bad_template_is_refused_and_creates_nothing(config_repo, template, error):
     repo = config_repo
     heads_before = sorted(h.name for h in repo.repo.heads)
@@ -246,7 +250,8 @@ def test_new_blank_workspace_is_valid_on_the_creators_draft(config_repo):
     head = repo.repo.commit(d.branch)
     assert head.author.name == "olivia"
     assert sorted(repo.repo.git.diff("--name-only", f"{d.branch}~1", d.branch).splitlines()) == sorted(
-        f"team-kpis/{name}" for name in ("workspace.yaml", "task.yaml", "sources.yaml", "output.yaml"))
+        f"team-kpis/{name}" for name in ("workspace.yaml", "task.yaml", "sources.yaml", "output.yaml")
+    )
     # not published yet
     assert sha(repo) == main_before
     assert not (repo.path / "team-kpis").exists()
@@ -272,8 +277,7 @@ def test_new_workspace_from_template_copies_data_and_lists_creator_as_owner(conf
 def test_new_workspace_can_be_edited_and_published_by_its_creator(config_repo):
     repo = config_repo
     d = repo.new_workspace(OLIVIA, "team-kpis", "Team KPIs")
-    task = {"goal": "Track the team's KPIs.", "rules": [
-        {"id": "weekly", "text": "Report weekly.", "author": "olivia", "created": "2026-12-01"}]}
+    task = {"goal": "Track the team's KPIs.", "rules": [{"id": "weekly", "text": "Report weekly.", "author": "olivia", "created": "2026-12-01"}]}
     assert repo.save(OLIVIA, "team-kpis", {"task": task}, "First rule") is not None
 
     repo.publish(OLIVIA, "team-kpis")
@@ -319,8 +323,20 @@ def test_steward_cannot_change_access_or_policy(config_repo):
     with pytest.raises(PermissionDenied, match="manage_access"):
         repo.save(sam, "gdp-explorer", {"workspace": grab}, "make me owner")
     assert repo.save(sam, "gdp-explorer", {"workspace": {**meta, "description": "Better words."}}, "describe") is not None
-    assert repo.save(olivia, "gdp-explorer", {"workspace": {**workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["workspace"],
-                                                            "policy": {"stewards_can_publish": False}}}, "tighten") is not None
+    assert (
+        repo.save(
+            olivia,
+            "gdp-explorer",
+            {
+                "workspace": {
+                    **workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["workspace"],
+                    "policy": {"stewards_can_publish": False},
+                }
+            },
+            "tighten",
+        )
+        is not None
+    )
 
 
 def _all_repo_bytes(repo_path: Path) -> bytes:
@@ -349,17 +365,28 @@ def test_a_source_password_is_saved_only_as_a_reference(config_repo, monkeypatch
     monkeypatch.setenv("REPORTING_DB_PASSWORD", secret)
     d = repo.draft(olivia, "gdp-explorer")
     sources = workspace.load(d.workspace_path)[0].data["sources"]
-    with_ref = {"sources": {"sources": sources["sources"] + [{"name": "orders", "type": "sql", "url": "postgresql://reporting@127.0.0.1/test",
-                                                  "password": "env:REPORTING_DB_PASSWORD", "table": "orders"}]}}
+    with_ref = {
+        "sources": {
+            "sources": sources["sources"]
+            + [{"name": "orders", "type": "sql", "url": "postgresql://reporting@127.0.0.1/test", "password": "env:REPORTING_DB_PASSWORD", "table": "orders"}]
+        }
+    }
     assert repo.save(olivia, "gdp-explorer", with_ref, "Connect orders") is not None
     head = repo.repo.heads["draft/olivia/gdp-explorer"].commit.hexsha
-    literal = {"sources": {"sources": sources["sources"] + [{"name": "orders", "type": "sql", "url": "postgresql://reporting@127.0.0.1/test",
-                                                 "password": secret, "table": "orders"}]}}
+    literal = {
+        "sources": {
+            "sources": sources["sources"]
+            + [{"name": "orders", "type": "sql", "url": "postgresql://reporting@127.0.0.1/test", "password": secret, "table": "orders"}]
+        }
+    }
     with pytest.raises(ValidationFailed) as info:
         repo.save(olivia, "gdp-explorer", literal, "Oops")
     assert secret not in str(info.value)
-    in_url = {"sources": {"sources": sources["sources"] + [{"name": "orders", "type": "sql", "url": f"postgresql://reporting:{secret}@127.0.0.1/test",
-                                                "table": "orders"}]}}
+    in_url = {
+        "sources": {
+            "sources": sources["sources"] + [{"name": "orders", "type": "sql", "url": f"postgresql://reporting:{secret}@127.0.0.1/test", "table": "orders"}]
+        }
+    }
     with pytest.raises(ValidationFailed) as info:
         repo.save(olivia, "gdp-explorer", in_url, "Oops again")
     assert secret not in str(info.value)

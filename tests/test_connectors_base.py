@@ -1,5 +1,6 @@
 """What every connector shares (lib/connectors/base.py): secrets by reference and their redaction, files
 confined to allowed folders, JSON paths, and JSON records as one Arrow table."""
+
 from __future__ import annotations
 
 import json
@@ -107,16 +108,20 @@ def test_refused_host_is_the_first_look_by_name(monkeypatch):
 DATA = {"data": {"items": [{"id": 1}, {"id": 2}]}, "results": [{"rows": ["r"]}]}
 
 
-@pytest.mark.parametrize("path,expected", [
-    ("", DATA), (None, DATA),
-    ("data.items", [{"id": 1}, {"id": 2}]),
-    ("data.items.1.id", 2),
-    ("results.0.rows", ["r"]),
-    ("data.items.5", None),  # past the end
-    ("data.missing.deeper", None),
-    ("data.items.x", None),  # a name into a list
-    ("results.0.rows.0.more", None),  # into a string
-])
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        ("", DATA),
+        (None, DATA),
+        ("data.items", [{"id": 1}, {"id": 2}]),
+        ("data.items.1.id", 2),
+        ("results.0.rows", ["r"]),
+        ("data.items.5", None),  # past the end
+        ("data.missing.deeper", None),
+        ("data.items.x", None),  # a name into a list
+        ("results.0.rows.0.more", None),  # into a string
+    ],
+)
 def test_dig_follows_a_dotted_path(path, expected):
     assert dig(DATA, path) == expected
 
@@ -132,8 +137,7 @@ def test_flatten_joins_nested_names_and_keeps_lists_as_json_text():
 def test_records_with_differing_keys_become_one_table_in_first_seen_order():
     table = records_to_table([{"a": 1, "nested": {"x": "p"}}, {"b": True, "a": 2}, {"nested": {"y": 3}}])
     assert table.column_names == ["a", "nested_x", "b", "nested_y"]
-    assert table.to_pydict() == {"a": [1, 2, None], "nested_x": ["p", None, None], "b": [None, True, None],
-                                 "nested_y": [None, None, 3]}
+    assert table.to_pydict() == {"a": [1, 2, None], "nested_x": ["p", None, None], "b": [None, True, None], "nested_y": [None, None, 3]}
     assert table.schema.field("a").type == pa.int64() and table.schema.field("b").type == pa.bool_()
 
 

@@ -17,6 +17,7 @@ checkout mid-merge, as issue #11 saw it, git's lock files, a draft half
 saved or mid-merge, a worktree half checked out) and check that opening
 repairs it and keeps what differed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -93,9 +94,16 @@ class Child:
     def __init__(self, env: dict, tmp: Path, op: str, path: Path):
         self.log = tmp / f"child-{time.monotonic_ns()}.stderr"
         with open(self.log, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-c", HELPER, op, str(path)], cwd=ROOT, env=env,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", HELPER, op, str(path)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,
+            )
 
     def go(self, arg) -> None:
         assert self.proc.stdout.readline().strip() == "ready", self.stderr()
@@ -200,8 +208,11 @@ def assert_checkout_equals(path: Path, ref: str) -> None:
     assert g(path, "status", "--porcelain", "--untracked-files=all") == ""
     assert g(path, "rev-parse", "HEAD") == g(path, "rev-parse", ref)
     admin = Path(g(path, "rev-parse", "--absolute-git-dir").strip())
-    leftovers = [p.name for p in admin.iterdir()
-                 if p.name == "MERGE_HEAD" or p.name.endswith(".writing") or (p.name.endswith(".lock") and not p.name.startswith("dashmem-"))]
+    leftovers = [
+        p.name
+        for p in admin.iterdir()
+        if p.name == "MERGE_HEAD" or p.name.endswith(".writing") or (p.name.endswith(".lock") and not p.name.startswith("dashmem-"))
+    ]
     leftovers += [p.name for p in (admin / "dashmem-scratch").glob("*")]  # a killed publish's copy of the workspace
     assert leftovers == []
 
@@ -210,8 +221,7 @@ def assert_nothing_lost(path: Path, tips_before: dict[str, str], commits_before:
     tips = branch_tips(path)
     for ref, sha in tips_before.items():
         assert ref in tips, f"{ref} is gone"
-        assert subprocess.run(["git", "merge-base", "--is-ancestor", sha, tips[ref]], cwd=path).returncode == 0, \
-            f"{ref} no longer contains {sha}"
+        assert subprocess.run(["git", "merge-base", "--is-ancestor", sha, tips[ref]], cwd=path).returncode == 0, f"{ref} no longer contains {sha}"
     assert commits_before <= branch_commits(path)
 
 
@@ -450,8 +460,14 @@ def test_git_lock_files_left_by_a_killed_git_are_removed_on_open(config_repo):
     repo.save(OLIVIA, SCW, {"task": task_with_rule(repo, SCW, "After the locks.")}, "change")
     gd = repo.path / ".git"
     admin = Path(g(draft.path, "rev-parse", "--absolute-git-dir").strip())
-    stale = [gd / "index.lock", gd / "HEAD.lock", gd / "refs" / "heads" / "main.lock", gd / "packed-refs.lock",
-             admin / "index.lock", gd / "refs" / "heads" / "draft" / "olivia" / f"{SCW}.lock"]
+    stale = [
+        gd / "index.lock",
+        gd / "HEAD.lock",
+        gd / "refs" / "heads" / "main.lock",
+        gd / "packed-refs.lock",
+        admin / "index.lock",
+        gd / "refs" / "heads" / "draft" / "olivia" / f"{SCW}.lock",
+    ]
     for lock in stale:
         lock.write_text("")
 
@@ -580,7 +596,6 @@ def test_opening_a_sound_repo_changes_nothing(config_repo):
     tips = branch_tips(repo.path)
     assert ConfigRepo(repo.path).repaired == []
     assert branch_tips(repo.path) == tips and g(repo.path, "stash", "list") == ""
-
 
 
 def test_opening_packs_loose_objects_under_every_lock_keeping_what_repairs_kept(config_repo, monkeypatch):

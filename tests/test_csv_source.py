@@ -1,6 +1,7 @@
 """The `csv` connector (lib/connectors/csv_source.py): delimiters, headers, pinned types, dates, uploads.
 Encodings and hostile files are in tests/test_hostile_files.py, random files in tests/test_fuzz.py, and
 types kept across refreshes in tests/test_refresh.py."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -73,8 +74,7 @@ def test_types_are_inferred_and_empty_cells_are_nulls(ctx):
 
 
 def test_pinned_column_types_override_inference(ctx):
-    table = read(ctx, "code,qty,day\n007,2,2026-11-30\n012,3,2026-12-01\n",
-                 columns={"code": "VARCHAR", "qty": "DOUBLE", "day": "DATE"})
+    table = read(ctx, "code,qty,day\n007,2,2026-11-30\n012,3,2026-12-01\n", columns={"code": "VARCHAR", "qty": "DOUBLE", "day": "DATE"})
     assert table.column("code").to_pylist() == ["007", "012"]  # leading zeros kept
     assert table.schema.field("qty").type == pa.float64()
     assert table.column("day").to_pylist() == [dt.date(2026, 11, 30), dt.date(2026, 12, 1)]
@@ -111,12 +111,15 @@ def test_an_empty_file_is_an_error_not_an_empty_table(ctx):
 # --------------------------------------------------------------------------- dates
 
 
-@pytest.mark.parametrize("values,fmt,expected", [
-    (["11/30/2026", "12/01/2026"], "%m/%d/%Y", [dt.date(2026, 11, 30), dt.date(2026, 12, 1)]),
-    (["30-11-2026", "01-12-2026"], "%d-%m-%Y", [dt.date(2026, 11, 30), dt.date(2026, 12, 1)]),
-    (["11/30/2026 01:05:00 PM"], "%m/%d/%Y %I:%M:%S %p", [dt.datetime(2026, 11, 30, 13, 5)]),
-    (["11/30/26 13:05"], "%m/%d/%y %H:%M", [dt.datetime(2026, 11, 30, 13, 5)]),
-])
+@pytest.mark.parametrize(
+    "values,fmt,expected",
+    [
+        (["11/30/2026", "12/01/2026"], "%m/%d/%Y", [dt.date(2026, 11, 30), dt.date(2026, 12, 1)]),
+        (["30-11-2026", "01-12-2026"], "%d-%m-%Y", [dt.date(2026, 11, 30), dt.date(2026, 12, 1)]),
+        (["11/30/2026 01:05:00 PM"], "%m/%d/%Y %I:%M:%S %p", [dt.datetime(2026, 11, 30, 13, 5)]),
+        (["11/30/26 13:05"], "%m/%d/%y %H:%M", [dt.datetime(2026, 11, 30, 13, 5)]),
+    ],
+)
 def test_export_date_formats_become_dates_and_record_their_format(values, fmt, expected):
     table = parse_dates(pa.table({"d": values}))
     assert table.column("d").to_pylist() == expected

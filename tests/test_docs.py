@@ -1,4 +1,5 @@
 """The README documents every CLI command, and its examples run."""
+
 from __future__ import annotations
 
 import re

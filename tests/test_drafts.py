@@ -2,6 +2,7 @@
 
 Against a real git repository made from the shipped demo workspaces (the `config_repo` fixture).
 """
+
 from __future__ import annotations
 
 import git
@@ -127,10 +128,13 @@ def _conflicting_drafts(repo):
     repo.publish(OLIVIA, GDP)
 
 
-@pytest.mark.parametrize("prefer, expected", [
-    ("mine", "Sam: latest means the newest complete year."),
-    ("published", "Olivia: latest means the most recent year in the data."),
-])
+@pytest.mark.parametrize(
+    "prefer, expected",
+    [
+        ("mine", "Sam: latest means the newest complete year."),
+        ("published", "Olivia: latest means the most recent year in the data."),
+    ],
+)
 def test_sync_with_preference_resolves_conflict(config_repo, prefer, expected):
     repo = config_repo
     _conflicting_drafts(repo)

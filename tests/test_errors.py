@@ -1,4 +1,5 @@
 """The error model: every user-facing family is a DashmemError, and pages show them without a traceback."""
+
 from __future__ import annotations
 
 import importlib
@@ -113,10 +114,12 @@ def test_the_page_helper_shows_a_dashmem_errors_own_message(family, other, insta
 
 def test_a_validation_failure_can_lead_with_a_line_and_list_each_finding():
     out = FakeSt()
-    failure = ValidationFailed([
-        Diagnostic("required", ERROR, "is required", "/srv/config-repo.drafts/sam/x/task.yaml", 3, "rules[0].text"),
-        Diagnostic("unused", WARNING, "unused", "/srv/config-repo.drafts/sam/x/output.yaml", 1, "theme"),
-    ])
+    failure = ValidationFailed(
+        [
+            Diagnostic("required", ERROR, "is required", "/srv/config-repo.drafts/sam/x/task.yaml", 3, "rules[0].text"),
+            Diagnostic("unused", WARNING, "unused", "/srv/config-repo.drafts/sam/x/output.yaml", 1, "theme"),
+        ]
+    )
     with ui.user_errors("Could not save", invalid="Not saved: the change does not validate.", out=out):
         raise failure
     assert out.shown[0] == ("error", "Not saved: the change does not validate.")
@@ -187,10 +190,14 @@ def test_the_pages_catch_no_exception_types_of_their_own():
 # --------------------------------------------------------------------------- in a page, through AppTest
 
 
-@pytest.mark.parametrize("raised, shown, hidden", [
-    (ConfigRepoError("sam has no draft of supply-chain-weekly to revert"), "sam has no draft of supply-chain-weekly to revert", None),
-    (RuntimeError("internal detail /srv/secret/path"), "Could not revert your draft. Something went wrong", "/srv/secret/path"),
-], ids=["DashmemError", "unexpected"])
+@pytest.mark.parametrize(
+    "raised, shown, hidden",
+    [
+        (ConfigRepoError("sam has no draft of supply-chain-weekly to revert"), "sam has no draft of supply-chain-weekly to revert", None),
+        (RuntimeError("internal detail /srv/secret/path"), "Could not revert your draft. Something went wrong", "/srv/secret/path"),
+    ],
+    ids=["DashmemError", "unexpected"],
+)
 def test_a_page_action_that_fails_shows_one_plain_message(env, monkeypatch, caplog, raised, shown, hidden):
     from lib.configrepo import ConfigRepo
 

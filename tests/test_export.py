@@ -1,4 +1,5 @@
 """Offline export: one standalone HTML file that loads nothing from the network, and a PNG per chart."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -111,7 +112,7 @@ def test_spec_text_is_escaped_not_injected(ws_copy, tmp_path):
     ws, _ = workspace.load(ws_path)
     dashboard = ws.data["dashboard"]
     dashboard["title"] = "<script>alert(1)</script>"
-    dashboard["description"] = "Tom & Jerry's \"best\" <img src=x onerror=alert(2)>"
+    dashboard["description"] = 'Tom & Jerry\'s "best" <img src=x onerror=alert(2)>'
     dashboard["components"][0]["title"] = "</section><script>alert(3)</script>"
     workspace.save(ws_path, {"dashboard": dashboard})
 
@@ -133,15 +134,22 @@ def test_tables_text_blocks_widths_and_errors(ws_copy, tmp_path):
     ws, _ = workspace.load(ws_path)
     dashboard = ws.data["dashboard"]
     dashboard["components"] += [
-        {"id": "lowest", "type": "table", "title": "Lowest attainment",
-         "query": "SELECT site, gate, attainment FROM gates ORDER BY attainment, site, gate LIMIT 3",
-         "columns": {"attainment": {"label": "Attainment", "format": ".1%",
-                                    "thresholds": [{"op": "<", "value": 2, "color": "#d62728"}]}}},
-        {"id": "summary", "type": "text", "title": "Summary",
-         "markdown": "# This week\nLowest gate: **{{worst.gate}}** at *{{worst.attainment|.1%}}*.\n\n"
-                     "- plain <b>tags</b> stay text\n- [the data](https://example.com/gates?week=48&site=all)\n"
-                     "- [no scripts](javascript:alert(1))",
-         "queries": {"worst": "SELECT gate, sum(actual) / sum(target) AS attainment FROM gates GROUP BY gate ORDER BY 2 LIMIT 1"}},
+        {
+            "id": "lowest",
+            "type": "table",
+            "title": "Lowest attainment",
+            "query": "SELECT site, gate, attainment FROM gates ORDER BY attainment, site, gate LIMIT 3",
+            "columns": {"attainment": {"label": "Attainment", "format": ".1%", "thresholds": [{"op": "<", "value": 2, "color": "#d62728"}]}},
+        },
+        {
+            "id": "summary",
+            "type": "text",
+            "title": "Summary",
+            "markdown": "# This week\nLowest gate: **{{worst.gate}}** at *{{worst.attainment|.1%}}*.\n\n"
+            "- plain <b>tags</b> stay text\n- [the data](https://example.com/gates?week=48&site=all)\n"
+            "- [no scripts](javascript:alert(1))",
+            "queries": {"worst": "SELECT gate, sum(actual) / sum(target) AS attainment FROM gates GROUP BY gate ORDER BY 2 LIMIT 1"},
+        },
         {"id": "broken", "type": "kpi", "title": "Broken", "query": "SELECT no_such_column AS value FROM gates"},
     ]
     dashboard["layout"].append([{"id": "lowest", "width": 2}, "summary"])  # "broken" is unplaced: it follows
@@ -152,7 +160,7 @@ def test_tables_text_blocks_widths_and_errors(ws_copy, tmp_path):
 
     assert 'style="grid-template-columns: minmax(0, 2fr) minmax(0, 1fr)"' in text
     table = rendered.component("lowest")
-    assert "<th>site</th><th>gate</th><th class=\"number\">Attainment</th>" in text
+    assert '<th>site</th><th>gate</th><th class="number">Attainment</th>' in text
     for value in table.frame["Attainment"]:
         assert f'<td class="number" style="background: #d62728; color: #ffffff">{value}</td>' in text
     assert "<h3>This week</h3>" in text and re.search(r"<strong>\w+</strong> at <em>[\d.]+%</em>", text)
@@ -173,12 +181,15 @@ def test_an_invalid_dashboard_is_refused_and_nothing_is_written(ws_copy, tmp_pat
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("markdown", "expected"), [
-    ("one\ntwo\n\nthree", "<p>one two</p>\n<p>three</p>"),
-    ("## Sub\n- a *b*\n- **c**\nafter", "<h4>Sub</h4>\n<ul><li>a <em>b</em></li><li><strong>c</strong></li></ul>\n<p>after</p>"),
-    ("2 * 3 * 4 & #tag", "<p>2 * 3 * 4 &amp; #tag</p>"),
-    ("[x](mailto:a@b.c) [y](data:text/html,hi)", '<p><a href="mailto:a@b.c">x</a> [y](data:text/html,hi)</p>'),
-])
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("one\ntwo\n\nthree", "<p>one two</p>\n<p>three</p>"),
+        ("## Sub\n- a *b*\n- **c**\nafter", "<h4>Sub</h4>\n<ul><li>a <em>b</em></li><li><strong>c</strong></li></ul>\n<p>after</p>"),
+        ("2 * 3 * 4 & #tag", "<p>2 * 3 * 4 &amp; #tag</p>"),
+        ("[x](mailto:a@b.c) [y](data:text/html,hi)", '<p><a href="mailto:a@b.c">x</a> [y](data:text/html,hi)</p>'),
+    ],
+)
 def test_markdown_subset(markdown, expected):
     assert markdown_to_html(markdown) == expected
 
@@ -211,9 +222,10 @@ def test_html_draws_its_charts_offline_in_a_browser(slug, ws_copy, tmp_path):
     screenshot = ROOT / "test-artifacts" / f"export-{slug}.png"
     screenshot.parent.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.route(re.compile(r"^https?://"), lambda route: (network.append(route.request.url), route.abort()))

@@ -5,6 +5,7 @@ The expected strings of the d3 cases are d3-format's own documented results
 a number as the chart beside it does. Where lib/formats.py differs from d3, the
 test documents the difference.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,19 +16,22 @@ import pytest
 from lib.formats import contrast_ratio, format_number, format_value, readable_text_on
 
 
-@pytest.mark.parametrize("spec,value,expected", [
-    (".0%", 0.123, "12%"),
-    (".0%", 0.12, "12%"),
-    ("$.2f", 3.5, "$3.50"),
-    ("($.2f", -3.5, "($3.50)"),
-    ("+20", 42, "                 +42"),
-    (".2s", 42e6, "42M"),
-    ("04d", 2, "0002"),
-    ("04d", 123, "0123"),
-    (".1f", 0.30000000000000004, "0.3"),
-    (",.2f", 1240.1, "1,240.10"),
-    (",d", 1234567, "1,234,567"),
-])
+@pytest.mark.parametrize(
+    "spec,value,expected",
+    [
+        (".0%", 0.123, "12%"),
+        (".0%", 0.12, "12%"),
+        ("$.2f", 3.5, "$3.50"),
+        ("($.2f", -3.5, "($3.50)"),
+        ("+20", 42, "                 +42"),
+        (".2s", 42e6, "42M"),
+        ("04d", 2, "0002"),
+        ("04d", 123, "0123"),
+        (".1f", 0.30000000000000004, "0.3"),
+        (",.2f", 1240.1, "1,240.10"),
+        (",d", 1234567, "1,234,567"),
+    ],
+)
 def test_d3s_documented_examples(spec, value, expected):
     assert format_number(value, spec) == expected
 
@@ -139,12 +143,15 @@ def test_contrast_ratio_matches_the_wcag_reference_value():
     assert contrast_ratio("#777777", "#ffffff") < 4.5
 
 
-@pytest.mark.parametrize("background,text", [
-    ("#ff9f1c", "#000000"),  # the demo's amber
-    ("#ffffff", "#000000"),
-    ("#1f77b4", "#ffffff"),  # Vega's default blue
-    ("#000000", "#ffffff"),
-])
+@pytest.mark.parametrize(
+    "background,text",
+    [
+        ("#ff9f1c", "#000000"),  # the demo's amber
+        ("#ffffff", "#000000"),
+        ("#1f77b4", "#ffffff"),  # Vega's default blue
+        ("#000000", "#ffffff"),
+    ],
+)
 def test_readable_text_on_picks_the_better_contrast(background, text):
     assert readable_text_on(background) == text
     other = "#ffffff" if text == "#000000" else "#000000"

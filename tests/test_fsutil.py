@@ -1,4 +1,5 @@
 """lib.fsutil: replacing files and symlinks in one step, on real files."""
+
 from __future__ import annotations
 
 import os

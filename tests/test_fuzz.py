@@ -5,6 +5,7 @@ always with `file:line`), never a traceback. A hang shows as this file not
 finishing. Example counts are kept small so the file runs in seconds; the
 examples differ from run to run (no database is written into the checkout).
 """
+
 from __future__ import annotations
 
 import csv
@@ -26,8 +27,7 @@ from lib.diagnostics import Diagnostic
 from lib.yamlio import Document, YamlSyntaxError, parse
 
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "dashmem-hypothesis")  # its caches stay out of the checkout
-FUZZ = settings(max_examples=150, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 FEW = settings(FUZZ, max_examples=60)
 
 # Text that is mostly YAML punctuation, so the parser gets deep into odd states.
@@ -36,15 +36,46 @@ yaml_like_text = st.text(alphabet=YAML_ALPHABET, max_size=300)
 any_text = st.text(max_size=300)  # every code point but lone surrogates
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=40),
-    st.sampled_from(["<<", "=", "~", "null", "yes", "no", "2026-01-01", "1e3", "0x1F", "*a", "&a", "!x", "- a", "a: b",
-                     "#", "|", ">", "'", '"', "\n", " lead", "trail ", "a\nb", "a \nb", "\x85", "\u2028", "\t"]),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=40),
+    st.sampled_from(
+        [
+            "<<",
+            "=",
+            "~",
+            "null",
+            "yes",
+            "no",
+            "2026-01-01",
+            "1e3",
+            "0x1F",
+            "*a",
+            "&a",
+            "!x",
+            "- a",
+            "a: b",
+            "#",
+            "|",
+            ">",
+            "'",
+            '"',
+            "\n",
+            " lead",
+            "trail ",
+            "a\nb",
+            "a \nb",
+            "\x85",
+            "\u2028",
+            "\t",
+        ]
+    ),
 )
 keys = st.one_of(st.text(max_size=20), st.integers(), st.booleans(), st.none())
-json_like = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=20), inner, max_size=5)), max_leaves=30)
-yaml_like = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=5)), max_leaves=30)
+json_like = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=20), inner, max_size=5)), max_leaves=30)
+yaml_like = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=5)), max_leaves=30)
 
 
 def lines_in(text: str) -> int:
@@ -111,10 +142,15 @@ def test_documents_with_anchors_are_refused_at_the_anchor(data):
     else:
         raise AssertionError("anchors were accepted")
 
+
 # ------------------------------------------------------------------ CSV
 
-cell = st.one_of(st.text(max_size=12), st.integers().map(str), st.floats(allow_nan=True).map(str),
-                 st.sampled_from(["", "NULL", "1/2/2026", "2026-01-02", "12/31/26 10:00", '"', ",", ";", "\n", "Köln", "\ufeff"]))
+cell = st.one_of(
+    st.text(max_size=12),
+    st.integers().map(str),
+    st.floats(allow_nan=True).map(str),
+    st.sampled_from(["", "NULL", "1/2/2026", "2026-01-02", "12/31/26 10:00", '"', ",", ";", "\n", "Köln", "\ufeff"]),
+)
 
 
 def fetch_file(data: bytes, **settings_):
@@ -131,8 +167,10 @@ def fetch_file(data: bytes, **settings_):
 
 
 @FEW
-@given(st.binary(max_size=400), st.sampled_from([{}, {"encoding": "utf-8"}, {"encoding": "latin-1"}, {"encoding": "utf-16"},
-                                                 {"header": False}, {"delimiter": ";"}]))
+@given(
+    st.binary(max_size=400),
+    st.sampled_from([{}, {"encoding": "utf-8"}, {"encoding": "latin-1"}, {"encoding": "utf-16"}, {"header": False}, {"delimiter": ";"}]),
+)
 def test_random_bytes_load_as_text_or_fail_as_a_source_error(data, settings_):
     fetch_file(data, **settings_)
 
@@ -141,8 +179,12 @@ BYTES_REPR = re.compile(r"b'.*'|b\".*\"", re.S)  # how Python shows bytes: b'K\x
 
 
 @FEW
-@given(st.lists(st.lists(cell, min_size=1, max_size=5), min_size=1, max_size=12),
-       st.sampled_from(["utf-8", "cp1252", "utf-16"]), st.sampled_from([",", ";", "\t", "|"]), st.booleans())
+@given(
+    st.lists(st.lists(cell, min_size=1, max_size=5), min_size=1, max_size=12),
+    st.sampled_from(["utf-8", "cp1252", "utf-16"]),
+    st.sampled_from([",", ";", "\t", "|"]),
+    st.booleans(),
+)
 # A file whose header shows no delimiter is read with commas, giving the text value 'b"': text, not bytes.
 @example(rows=[[""], ["", "\nb"]], encoding="utf-8", delimiter=";", declare=False)
 def test_random_rows_load_as_text_or_fail_as_a_source_error(rows, encoding, delimiter, declare):
@@ -155,22 +197,42 @@ def test_random_rows_load_as_text_or_fail_as_a_source_error(rows, encoding, deli
             if pa.types.is_string(column.type):
                 assert all(v is None or isinstance(v, str) and not BYTES_REPR.fullmatch(v) for v in column.to_pylist())
 
+
 # ------------------------------------------------------------------ source validation
 
-SOURCE_FIELDS = sorted({name for kind in ("csv", "sql", "rest", "mcp")
-                        for name in yamlio.declared_properties(schemas.load_schema("sources")["$defs"][kind], schemas.load_schema("sources"))}
-                       | {"name", "type", "description", "sample_values", "columns"})
+SOURCE_FIELDS = sorted(
+    {
+        name
+        for kind in ("csv", "sql", "rest", "mcp")
+        for name in yamlio.declared_properties(schemas.load_schema("sources")["$defs"][kind], schemas.load_schema("sources"))
+    }
+    | {"name", "type", "description", "sample_values", "columns"}
+)
 # A literal credential, placed only where a credential goes: it must never show in a diagnostic.
 SECRET = "hunter2SECRET"
 references = st.sampled_from(["env:X", "env:DASHMEM_COOKIE_KEY", "secrets:auth.cookie_key", "secrets:x.y"])
 credential_name = st.sampled_from(["api_key", "Authorization", "X-Auth-Token", "Private-Token", "token", "password", "Cookie"])
 credential = st.one_of(
     st.fixed_dictionaries({"password": st.sampled_from([SECRET, [SECRET], {"v": SECRET}])}),
-    st.fixed_dictionaries({"url": st.sampled_from([f"https://u:{SECRET}@h/x", f"https://h/x?page=1&api_key={SECRET}", f"ftp://h/?token={SECRET}",
-                                                   f"postgresql://u:{SECRET}@h/db", f"http://[::1/?key={SECRET}", f"https://u:{SECRET}@[bad/x"])}),
+    st.fixed_dictionaries(
+        {
+            "url": st.sampled_from(
+                [
+                    f"https://u:{SECRET}@h/x",
+                    f"https://h/x?page=1&api_key={SECRET}",
+                    f"ftp://h/?token={SECRET}",
+                    f"postgresql://u:{SECRET}@h/db",
+                    f"http://[::1/?key={SECRET}",
+                    f"https://u:{SECRET}@[bad/x",
+                ]
+            )
+        }
+    ),
     st.sampled_from(["params", "headers", "secret_headers", "env", "body", "arguments"]).flatmap(
-        lambda section: st.fixed_dictionaries({section: st.dictionaries(credential_name, st.sampled_from([SECRET, [SECRET], {"v": [SECRET]}, 7]),
-                                                                        min_size=1, max_size=2)})),
+        lambda section: st.fixed_dictionaries(
+            {section: st.dictionaries(credential_name, st.sampled_from([SECRET, [SECRET], {"v": [SECRET]}, 7]), min_size=1, max_size=2)}
+        )
+    ),
 )
 source_value = st.one_of(json_like, references, st.dictionaries(st.sampled_from(["page", "Accept", "status"]), st.one_of(references, scalars), max_size=3))
 random_source = st.tuples(

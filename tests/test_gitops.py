@@ -1,4 +1,5 @@
 """lib.gitops and lib.history on their own: real git repositories in temporary folders, no ConfigRepo."""
+
 from __future__ import annotations
 
 import os
@@ -59,10 +60,20 @@ def test_a_git_run_under_a_lock_inherits_the_lock_and_runs_without_auto_gc(repo,
 
 def test_a_lock_held_elsewhere_times_out_as_busy(tmp_path):
     lock = tmp_path / "dashmem-main.lock"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from lib.gitops import _locked\n"
-        "with _locked(Path(sys.argv[1]), 'x'):\n    print('held', flush=True); time.sleep(30)\n"), str(lock)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pathlib import Path; from lib.gitops import _locked\n"
+                "with _locked(Path(sys.argv[1]), 'x'):\n    print('held', flush=True); time.sleep(30)\n"
+            ),
+            str(lock),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(Busy, match="the config repo is busy"):
@@ -211,8 +222,9 @@ def test_a_bare_repo_is_a_clear_error_not_a_type_error(tmp_path):
     git.Repo.init(bare, bare=True)
     with pytest.raises(ConfigRepoError, match="bare"):
         history.find_repo(bare)
-    run = subprocess.run([sys.executable, "-m", "lib", "history", str(bare)], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    run = subprocess.run(
+        [sys.executable, "-m", "lib", "history", str(bare)], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     assert run.returncode != 0
     assert "bare" in run.stderr and "TypeError" not in run.stderr
 

@@ -2,6 +2,7 @@
 
 Against a real git repository made from the shipped demo workspaces (the `config_repo` fixture).
 """
+
 from __future__ import annotations
 
 import copy
@@ -136,10 +137,22 @@ def test_history_reads_the_same_versions_as_commit_by_commit(config_repo):
     # A hand-made commit: a non-UTC offset, a name beyond ASCII, a subject, a body and dashmem's trailers.
     task = repo.path / GDP / "task.yaml"
     task.write_text(task.read_text() + "# by hand\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Jörg Ünal", "GIT_AUTHOR_EMAIL": "j@example.org",
-           "GIT_AUTHOR_DATE": "2024-03-01T10:00:00-0730", "GIT_COMMITTER_NAME": "Jörg Ünal", "GIT_COMMITTER_EMAIL": "j@example.org"}
-    subprocess.run(["git", "commit", "-q", "-a", "-F", "-"], cwd=repo.path, env=env, check=True, text=True,
-                   input="Änderung am Task\n\nwhy it changed\n\nDashmem-Action: save\nDashmem-Workspace: gdp-explorer\n")
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Jörg Ünal",
+        "GIT_AUTHOR_EMAIL": "j@example.org",
+        "GIT_AUTHOR_DATE": "2024-03-01T10:00:00-0730",
+        "GIT_COMMITTER_NAME": "Jörg Ünal",
+        "GIT_COMMITTER_EMAIL": "j@example.org",
+    }
+    subprocess.run(
+        ["git", "commit", "-q", "-a", "-F", "-"],
+        cwd=repo.path,
+        env=env,
+        check=True,
+        text=True,
+        input="Änderung am Task\n\nwhy it changed\n\nDashmem-Action: save\nDashmem-Workspace: gdp-explorer\n",
+    )
     edit_rule(repo, SAM, GDP, 0, "second change on the draft")
     branch = repo.branch_name(SAM, GDP)
     for ref in (MAIN, branch):
@@ -148,7 +161,6 @@ def test_history_reads_the_same_versions_as_commit_by_commit(config_repo):
     newest = repo.history(GDP)[0]
     assert (newest.author, newest.date, newest.message, newest.action) == ("Jörg Ünal", "2024-03-01T10:00:00-07:30", "Änderung am Task", "save")
     assert repo.history("no-such-workspace") == []
-
 
 
 def _undo_stack_from_500_commits(repo: ConfigRepo, user: User, slug: str) -> list[str]:

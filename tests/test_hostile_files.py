@@ -9,6 +9,7 @@ saved workspace files get the permissions the umask asks for.
 The YAML and permission tests run `python -m lib` in a subprocess with a
 timeout, as CI runs it: a hang fails the test instead of hanging the suite.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,12 @@ TIMEOUT = 120  # seconds; each command below finishes in about one
 
 def cli(*args, cwd=ROOT, umask: int | None = None):
     return subprocess.run(
-        [sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd),
-             "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"], "GIT_CONFIG_NOSYSTEM": "1"},
+        [sys.executable, "-m", "lib", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd), "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"], "GIT_CONFIG_NOSYSTEM": "1"},
         preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,
     )
 
@@ -121,17 +125,20 @@ def test_the_size_cap_is_a_constant_and_a_file_just_under_it_still_loads(ws):
     assert d.id == "file.too_large"
 
 
-@pytest.mark.parametrize("text, kind, line", [
-    ("goal: &x text\n", "anchor", 1),  # an anchor alone is harmless, but never written by dashmem: refused too
-    ("a: 1\ngoal: *nowhere\n", "alias", 2),
-    ("rules:\n  - <<: {id: a}\n", "merge", 2),
-    ("a: 1\nb: !!python/object:os.system echo\n", "tag", 2),  # used to raise ConstructorError, not a diagnostic
-    ("a: !!binary aGVsbG8=\n", "tag", 1),  # used to load bytes
-    ("a: 1\n? [x, y]\n: 2\n", "key", 2),  # used to raise TypeError (unhashable list)
-    ("a: 1\nb: {c: " + "[" * 200 + "]" * 200 + "}\n", "depth", 2),  # 900 levels used to raise RecursionError
-    ("a: 1\nb: 2\nc: \x07\n", "syntax", 3),  # a control character: used to carry no line
-    ("a: 1\n---\nb: 2\n", "syntax", 2),
-])
+@pytest.mark.parametrize(
+    "text, kind, line",
+    [
+        ("goal: &x text\n", "anchor", 1),  # an anchor alone is harmless, but never written by dashmem: refused too
+        ("a: 1\ngoal: *nowhere\n", "alias", 2),
+        ("rules:\n  - <<: {id: a}\n", "merge", 2),
+        ("a: 1\nb: !!python/object:os.system echo\n", "tag", 2),  # used to raise ConstructorError, not a diagnostic
+        ("a: !!binary aGVsbG8=\n", "tag", 1),  # used to load bytes
+        ("a: 1\n? [x, y]\n: 2\n", "key", 2),  # used to raise TypeError (unhashable list)
+        ("a: 1\nb: {c: " + "[" * 200 + "]" * 200 + "}\n", "depth", 2),  # 900 levels used to raise RecursionError
+        ("a: 1\nb: 2\nc: \x07\n", "syntax", 3),  # a control character: used to carry no line
+        ("a: 1\n---\nb: 2\n", "syntax", 2),
+    ],
+)
 def test_parse_refuses_what_no_workspace_file_holds_with_a_line(text, kind, line):
     with pytest.raises(yamlio.YamlSyntaxError) as info:
         yamlio.parse(text)
@@ -172,6 +179,7 @@ def test_the_canonical_saver_never_writes_anchors(tmp_path):
     assert "&" not in text and "*" not in text
     assert yamlio.parse(text).data["rules"][2] == shared
 
+
 # ------------------------------------------------------------------ literal secrets in sources
 
 
@@ -187,10 +195,16 @@ SECRET = "Zq8vSECRETVALUE42"
 
 LEAKS = [
     (rest(url=f"https://bob:{SECRET}@api.example.com/v1/tickets"), "sources[0].url", "secret.in_url"),
-    *[(rest(url=f"https://api.example.com/v1/tickets?page=2&{name}={SECRET}"), "sources[0].url", "secret.in_url")
-      for name in ("access_token", "api_key", "token", "key", "secret", "password")],
+    *[
+        (rest(url=f"https://api.example.com/v1/tickets?page=2&{name}={SECRET}"), "sources[0].url", "secret.in_url")
+        for name in ("access_token", "api_key", "token", "key", "secret", "password")
+    ],
     ({"name": "inv", "type": "mcp", "url": f"https://mcp.example.com/mcp?token={SECRET}", "tool": "stock"}, "sources[0].url", "secret.in_url"),
-    ({"name": "wh", "type": "sql", "url": f"snowflake://reporting@acct/db?authenticator=oauth&token={SECRET}", "table": "t"}, "sources[0].url", "secret.in_url"),
+    (
+        {"name": "wh", "type": "sql", "url": f"snowflake://reporting@acct/db?authenticator=oauth&token={SECRET}", "table": "t"},
+        "sources[0].url",
+        "secret.in_url",
+    ),
     (rest(params={"status": "open", "api_key": SECRET}), "sources[0].params.api_key", "secret.literal"),
     (rest(params={"access_token": SECRET}), "sources[0].params.access_token", "secret.literal"),
     (rest(params={"apiKey": SECRET}), "sources[0].params.apiKey", "secret.literal"),
@@ -215,25 +229,37 @@ def test_credential_headers_outside_secret_headers_fail_unrepeated(tmp_path, hea
     assert SECRET not in "".join(d.format() for d in diags)
 
 
-@pytest.mark.parametrize("source", [
-    rest(url=f"ftp://api.example.com/v1?api_key={SECRET}"),  # the schema's own error quoted the url
-    rest(headers={"X-Auth-Token": [SECRET]}),  # ... and the value of a wrongly typed header
-    rest(params={"token": {"nested": SECRET}}),
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        rest(url=f"ftp://api.example.com/v1?api_key={SECRET}"),  # the schema's own error quoted the url
+        rest(headers={"X-Auth-Token": [SECRET]}),  # ... and the value of a wrongly typed header
+        rest(params={"token": {"nested": SECRET}}),
+    ],
+)
 def test_schema_errors_under_a_credential_never_quote_it(tmp_path, source):
     diags = source_diags(tmp_path, source)
     assert has_errors(diags)
     assert SECRET not in json.dumps([d.to_dict() for d in diags]) + "".join(d.format() for d in diags)
 
 
-@pytest.mark.parametrize("source, field, ref", [
-    ({"name": "db", "type": "sql", "url": "postgresql://reporting@db/sales", "table": "t", "password": "env:DASHMEM_COOKIE_KEY"},
-     "sources[0].password", "env:DASHMEM_COOKIE_KEY"),
-    (rest(secret_headers={"Authorization": "env:ANTHROPIC_API_KEY"}), "sources[0].secret_headers.Authorization", "env:ANTHROPIC_API_KEY"),
-    ({"name": "inv", "type": "mcp", "command": ["python", "server.py"], "tool": "t", "env": {"TOKEN": "secrets:auth.cookie_key"}},
-     "sources[0].env.TOKEN", "secrets:auth.cookie_key"),
-    (rest(secret_headers={"X-Key": "env:anthropic_api_key"}), "sources[0].secret_headers.X-Key", "env:anthropic_api_key"),
-])
+@pytest.mark.parametrize(
+    "source, field, ref",
+    [
+        (
+            {"name": "db", "type": "sql", "url": "postgresql://reporting@db/sales", "table": "t", "password": "env:DASHMEM_COOKIE_KEY"},
+            "sources[0].password",
+            "env:DASHMEM_COOKIE_KEY",
+        ),
+        (rest(secret_headers={"Authorization": "env:ANTHROPIC_API_KEY"}), "sources[0].secret_headers.Authorization", "env:ANTHROPIC_API_KEY"),
+        (
+            {"name": "inv", "type": "mcp", "command": ["python", "server.py"], "tool": "t", "env": {"TOKEN": "secrets:auth.cookie_key"}},
+            "sources[0].env.TOKEN",
+            "secrets:auth.cookie_key",
+        ),
+        (rest(secret_headers={"X-Key": "env:anthropic_api_key"}), "sources[0].secret_headers.X-Key", "env:anthropic_api_key"),
+    ],
+)
 def test_a_reference_to_the_apps_own_credentials_fails_validation(tmp_path, source, field, ref):
     diags = source_diags(tmp_path, source)  # used to pass, and be refused only at fetch time
     [d] = [d for d in diags if d.field == field]
@@ -243,12 +269,19 @@ def test_a_reference_to_the_apps_own_credentials_fails_validation(tmp_path, sour
 def test_references_and_plain_settings_still_pass(tmp_path):
     diags = source_diags(
         tmp_path,
-        rest(url="https://api.example.com:8443/v1/users/ann@example.com?page=2&sort=key&max_tokens=5",
-             params={"status": "open", "sort_key": "created", "max_tokens": 100, "author": "sam", "api_key": "env:TICKETS_KEY"},
-             headers={"Accept": "application/json", "X-Request-Id": "dashmem"},
-             secret_headers={"X-Auth-Token": "env:TICKETS_TOKEN", "Authorization": "secrets:tickets.token"}),
-        {"name": "db", "type": "sql", "url": "postgresql://reporting@db:5432/sales?sslmode=require&sslkey=certs/key.pem",
-         "table": "t", "password": "env:SALES_DB_PASSWORD"},
+        rest(
+            url="https://api.example.com:8443/v1/users/ann@example.com?page=2&sort=key&max_tokens=5",
+            params={"status": "open", "sort_key": "created", "max_tokens": 100, "author": "sam", "api_key": "env:TICKETS_KEY"},
+            headers={"Accept": "application/json", "X-Request-Id": "dashmem"},
+            secret_headers={"X-Auth-Token": "env:TICKETS_TOKEN", "Authorization": "secrets:tickets.token"},
+        ),
+        {
+            "name": "db",
+            "type": "sql",
+            "url": "postgresql://reporting@db:5432/sales?sslmode=require&sslkey=certs/key.pem",
+            "table": "t",
+            "password": "env:SALES_DB_PASSWORD",
+        },
         {"name": "inv", "type": "mcp", "command": ["python", "server.py"], "tool": "t", "env": {"TOKEN": "env:INVENTORY_TOKEN"}},
     )
     assert diags == []
@@ -256,7 +289,9 @@ def test_references_and_plain_settings_still_pass(tmp_path):
 
 def test_validate_json_never_prints_a_literal_secret(ws):
     text = (ws / "sources.yaml").read_text()
-    (ws / "sources.yaml").write_text(text + f"""\
+    (ws / "sources.yaml").write_text(
+        text
+        + f"""\
   - name: tickets
     type: rest
     url: https://bob:{SECRET}1@api.example.com/v1?access_token={SECRET}2
@@ -267,7 +302,8 @@ def test_validate_json_never_prints_a_literal_secret(ws):
     url: postgresql://reporting@db/sales
     password: env:DASHMEM_COOKIE_KEY
     table: orders
-""")
+"""
+    )
     proc, diags = validate_json(ws)
     assert proc.returncode == 1
     assert {"secret.in_url", "secret.literal", "secret.header", "secret.reserved"} <= {d["id"] for d in diags}
@@ -283,6 +319,7 @@ def test_save_refuses_a_literal_secret_without_repeating_it_and_writes_nothing(w
         workspace.save(ws, {"sources": sources})
     assert SECRET not in str(info.value)
     assert (ws / "sources.yaml").read_bytes() == before
+
 
 # ------------------------------------------------------------------ CSV encodings
 
@@ -345,6 +382,7 @@ def test_a_viewers_own_latin1_csv_reads_as_text():
 
     table, problems = read_own_csv(LATIN1_ROWS.encode("cp1252"), "cities", {"Stadt": "VARCHAR"})
     assert problems == [] and table.column("Stadt").to_pylist() == ["Köln", "Zürich", "München"]
+
 
 # ------------------------------------------------------------------ file permissions
 

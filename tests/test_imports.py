@@ -3,6 +3,7 @@
 Each test runs the real command in a fresh interpreter with `-X importtime`, which
 lists every module the process imported, and asserts on that list (never on times).
 """
+
 from __future__ import annotations
 
 import os
@@ -16,16 +17,19 @@ import pytest
 from .conftest import ROOT, WORKSPACES
 
 # Refresh parses CSV with pyarrow and checks with DuckDB; none of these is on its path.
-NOT_FOR_REFRESH = ("git", "streamlit", "anthropic", "altair", "pandas", "httpx", "httpx2", "httpcore", "sqlalchemy",
-                   "sqlglot", "mcp", "vl_convert", "jinja2")
+NOT_FOR_REFRESH = ("git", "streamlit", "anthropic", "altair", "pandas", "httpx", "httpx2", "httpcore", "sqlalchemy", "sqlglot", "mcp", "vl_convert", "jinja2")
 
 
 def imported_by(*args: str, cwd: Path, cache: Path) -> tuple[set[str], subprocess.CompletedProcess]:
     """Top-level packages a cold `python -m lib ARGS` imported, and the finished process."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "lib", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                               "HOME": str(cache), "DASHMEM_CACHE_DIR": str(cache)})
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "lib", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cache), "DASHMEM_CACHE_DIR": str(cache)},
+    )
     modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     modules.discard("imported package")  # the header line
     return {m.split(".")[0] for m in modules}, proc

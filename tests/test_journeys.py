@@ -18,6 +18,7 @@ viewer's journeys get it set up beforehand through lib (the owner's as sam's
 draft, the viewer's published). Skips where chromium is not installed.
 Screenshots go to test-artifacts/journey-<role>-<step>.png.
 """
+
 from __future__ import annotations
 
 import csv
@@ -37,8 +38,16 @@ from .conftest import ROOT, WORKSPACES
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 SLUG = "supply-chain-weekly"
 NAME = "Supply chain weekly"
 BRANCH_SAM = f"draft/sam/{SLUG}"
@@ -67,8 +76,13 @@ class App:
         self.config = tmp / "config-repo"
         self.cache = tmp / "cache"
         self.log_path = tmp / "server.log"
-        self.env = {**os.environ, "DASHMEM_CONFIG_REPO": str(self.config), "DASHMEM_CACHE_DIR": str(self.cache),
-                    "DASHMEM_COOKIE_KEY": "j" * 40, "PYTHONPATH": str(ROOT)}
+        self.env = {
+            **os.environ,
+            "DASHMEM_CONFIG_REPO": str(self.config),
+            "DASHMEM_CACHE_DIR": str(self.cache),
+            "DASHMEM_COOKIE_KEY": "j" * 40,
+            "PYTHONPATH": str(ROOT),
+        }
         if users:
             self.env["DASHMEM_USERS"] = str(users)
         self.env.pop("ANTHROPIC_API_KEY", None)
@@ -81,9 +95,26 @@ class App:
             log.write(f"\n===== start {self.starts} =====\n")
             log.flush()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-                 "--server.port", str(self.port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "streamlit",
+                    "run",
+                    str(ROOT / "app.py"),
+                    "--server.headless",
+                    "true",
+                    "--server.port",
+                    str(self.port),
+                    "--server.address",
+                    "127.0.0.1",
+                    "--browser.gatherUsageStats",
+                    "false",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -159,7 +190,9 @@ def idle(page, timeout: int = T) -> None:
     page.wait_for_function(
         """() => { const app = document.querySelector('[data-testid="stApp"]');
                    return app && app.getAttribute('data-test-script-state') === 'notRunning'
-                       && !document.querySelector('[data-testid="stSkeleton"]'); }""", timeout=timeout)
+                       && !document.querySelector('[data-testid="stSkeleton"]'); }""",
+        timeout=timeout,
+    )
 
 
 def assert_clean(page, where: str, app: App) -> None:
@@ -173,8 +206,7 @@ def assert_clean(page, where: str, app: App) -> None:
         problems.append("'Traceback'")
     if "Something went wrong" in body:
         problems.append("'Something went wrong'")
-    assert not problems, (f"{where}: the page shows {', '.join(problems)}:\n{body[:2000]}\n--- server log (tail) ---\n"
-                          f"{app.log()[-3000:]}")
+    assert not problems, f"{where}: the page shows {', '.join(problems)}:\n{body[:2000]}\n--- server log (tail) ---\n{app.log()[-3000:]}"
 
 
 def sign_in(page, url: str, user: str, password: str) -> None:
@@ -252,7 +284,7 @@ def changes(config: Path, a: str, b: str) -> dict[str, tuple[list[str], list[str
     current = None
     for line in git_out(config, "diff", "--unified=0", "--no-color", a, b, "--", SLUG).splitlines():
         if line.startswith("diff --git "):
-            current = line.split(" b/", 1)[1][len(SLUG) + 1:]
+            current = line.split(" b/", 1)[1][len(SLUG) + 1 :]
             out[current] = ([], [])
         elif line.startswith(("---", "+++", "@@", "index ", "new file", "deleted file")):
             continue
@@ -362,9 +394,9 @@ def test_steward_journey(make_app, page, tmp_path):
     assert_clean(page, "Sources after adding", app)
     shot(page, "steward", "03-sources-added")
     stored = re.search(r"path: (upload:\S+)", git_out(app.config, "show", f"{BRANCH_SAM}:{SLUG}/sources.yaml")).group(1)
-    added_source = {"sources.yaml": ([], ["  - name: sites", "    type: csv",
-                                          "    description: One row per site with its region and manager.",
-                                          f"    path: {stored}"])}
+    added_source = {
+        "sources.yaml": ([], ["  - name: sites", "    type: csv", "    description: One row per site with its region and manager.", f"    path: {stored}"])
+    }
     assert draft_changes(app.config, BRANCH_SAM) == expect(added_source)
     assert (app.cache / "uploads" / SLUG / stored.split(":", 1)[1]).read_bytes() == csv_path.read_bytes()
 
@@ -398,9 +430,11 @@ def test_steward_journey(make_app, page, tmp_path):
         # Bug: the "Saved to your draft" notice above the tabs is gone on this rerun, so st.tabs is a new
         # element and opens its first tab; the checks and preview are hidden in the Dashboard YAML tab.
         shot(page, "steward", "05-bug-tab-jumped")
-        bugs.append(f"Specs: after 'Save task rules', clicking 'Check and preview' in the Dashboard YAML tab shows "
-                    f"the {selected!r} tab instead; the checks and the preview are hidden until the person clicks "
-                    f"'Dashboard YAML' again")
+        bugs.append(
+            f"Specs: after 'Save task rules', clicking 'Check and preview' in the Dashboard YAML tab shows "
+            f"the {selected!r} tab instead; the checks and the preview are hidden until the person clicks "
+            f"'Dashboard YAML' again"
+        )
         page.get_by_role("tab", name="Dashboard YAML").click()
     page.get_by_text(re.compile(r"^The checks (pass|found)")).first.wait_for()
     shot(page, "steward", "05-specs-yaml-preview")
@@ -414,8 +448,7 @@ def test_steward_journey(make_app, page, tmp_path):
     assert_clean(page, "Specs after saving the dashboard", app)
     selected = page.get_by_role("tab", selected=True).inner_text().strip()
     if selected != "Dashboard YAML":  # the same bug: now the notice appeared above the tabs
-        bugs.append(f"Specs: 'Save to my draft' in the Dashboard YAML tab saves, then shows the {selected!r} tab instead "
-                    f"of the one the person saved from")
+        bugs.append(f"Specs: 'Save to my draft' in the Dashboard YAML tab saves, then shows the {selected!r} tab instead of the one the person saved from")
     shot(page, "steward", "06-specs-yaml-saved")
     edited_desc = {"dashboard.yaml": ([old_desc], [new_desc])}
     assert draft_changes(app.config, BRANCH_SAM) == expect(added_source, edited_rule, edited_desc)
@@ -465,8 +498,12 @@ def test_steward_journey(make_app, page, tmp_path):
 
 def draft_box(page, user: str):
     """The bordered box of one person's draft on the Review page (the innermost block holding its heading)."""
-    return page.locator('[data-testid="stVerticalBlock"]').filter(
-        has=page.get_by_role("heading", name=f"{user}'s draft")).filter(has=page.get_by_role("button", name="Reject")).last
+    return (
+        page.locator('[data-testid="stVerticalBlock"]')
+        .filter(has=page.get_by_role("heading", name=f"{user}'s draft"))
+        .filter(has=page.get_by_role("button", name="Reject"))
+        .last
+    )
 
 
 def users_with_stan(tmp_path: Path) -> Path:
@@ -491,8 +528,9 @@ def test_owner_journey(make_app, page, tmp_path):
     lib_edit_rule(app, stan, "attainment-weighted", "Attainment over several rows is always sum(actual) / sum(target).")
     main_before = git_out(app.config, "rev-parse", "main").strip()
     sam_changes = draft_changes(app.config, BRANCH_SAM)
-    assert sam_changes == expect({"sources.yaml": ([], sam_changes["sources.yaml"][1])},
-                                 {"task.yaml": ([rule_line("week-label")], [rule_line("week-label", sam_rule)])})
+    assert sam_changes == expect(
+        {"sources.yaml": ([], sam_changes["sources.yaml"][1])}, {"task.yaml": ([rule_line("week-label")], [rule_line("week-label", sam_rule)])}
+    )
     added = "\n".join(sam_changes["sources.yaml"][1])
     assert "name: sites" in added and source["path"] in added and added.count("- ") == 1, added
 

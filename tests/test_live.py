@@ -5,6 +5,7 @@ unchanged over a generated 200k-row `gates` table kept in PostgreSQL: its
 results must equal the same dashboard over a snapshot of the same rows. A
 server that is not running skips its tests with the reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -139,8 +140,7 @@ def test_demo_dashboard_live_equals_snapshot_of_the_same_rows(pg_table, tmp_path
     _, table = pg_table
     source = _source(table)
     files = workspace.load(WORKSPACES / "supply-chain-weekly")[0].data
-    snapshot = render({**files, "sources": {"sources": [{**source, "mode": "snapshot"}]}}, _snapshot_tables(source, tmp_path),
-                      "v1", CHOSEN, cache=QueryCache())
+    snapshot = render({**files, "sources": {"sources": [{**source, "mode": "snapshot"}]}}, _snapshot_tables(source, tmp_path), "v1", CHOSEN, cache=QueryCache())
     live_files = {**files, "sources": {"sources": [source]}}
     live.LIVE_CACHE = live.LiveCache()
     with statements_sent() as sent:
@@ -182,8 +182,14 @@ def test_refresh_and_render_in_other_processes(pg_table, tmp_path):
     )
 
     def run(*args: str) -> dict:
-        done = subprocess.run([sys.executable, "-c", script, str(folder), str(cache_root), *args], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(folder), str(cache_root), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -193,8 +199,13 @@ def test_refresh_and_render_in_other_processes(pg_table, tmp_path):
     rendered = run("render", json.dumps(CHOSEN))
     assert rendered["errors"] == []
     source = _source(table)
-    snapshot = render({**workspace.load(folder)[0].data, "sources": {"sources": [{**source, "mode": "snapshot"}]}},
-                      _snapshot_tables(source, tmp_path), "v1", CHOSEN, cache=QueryCache())
+    snapshot = render(
+        {**workspace.load(folder)[0].data, "sources": {"sources": [{**source, "mode": "snapshot"}]}},
+        _snapshot_tables(source, tmp_path),
+        "v1",
+        CHOSEN,
+        cache=QueryCache(),
+    )
     expected = json.loads(json.dumps(_results(snapshot), default=str))
     _same(rendered["results"], expected)
 
@@ -246,12 +257,15 @@ def test_statement_timeout_stops_a_runaway_query(pg_table):
         live.run(source, "SELECT count(*) FROM gates a CROSS JOIN gates b WHERE a.target + b.actual = 17", timeout_s=1)
 
 
-@pytest.mark.parametrize("sql", [
-    "DELETE FROM gates",
-    "SELECT 1; DROP TABLE gates",
-    "UPDATE gates SET target = 0",
-    "CREATE TABLE x AS SELECT * FROM gates",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM gates",
+        "SELECT 1; DROP TABLE gates",
+        "UPDATE gates SET target = 0",
+        "CREATE TABLE x AS SELECT * FROM gates",
+    ],
+)
 def test_a_write_is_refused_before_anything_is_sent(pg_table, sql):
     engine, table = pg_table
     with statements_sent() as sent, pytest.raises(QueryRefused):
@@ -282,14 +296,15 @@ def test_a_join_across_engines_is_refused_naming_the_tables(pg_table, tmp_path):
 
     files = {
         "sources": {"sources": [source, other, {"name": "sites", "type": "csv", "path": "sites.csv"}]},
-        "dashboard": {"components": [
-            {"id": "mixed", "type": "table", "query": "SELECT * FROM gates JOIN sites USING (site)"},
-            {"id": "two_live", "type": "table", "query": "SELECT * FROM gates g JOIN targets t USING (site)"},
-            {"id": "alone", "type": "kpi", "query": "SELECT count(*) AS value FROM gates"},
-        ]},
+        "dashboard": {
+            "components": [
+                {"id": "mixed", "type": "table", "query": "SELECT * FROM gates JOIN sites USING (site)"},
+                {"id": "two_live", "type": "table", "query": "SELECT * FROM gates g JOIN targets t USING (site)"},
+                {"id": "alone", "type": "kpi", "query": "SELECT count(*) AS value FROM gates"},
+            ]
+        },
     }
-    tables = {**_live_tables(source, tmp_path), "targets": _live_tables(source, tmp_path)["gates"],
-              "sites": pa.table({"site": SITES})}
+    tables = {**_live_tables(source, tmp_path), "targets": _live_tables(source, tmp_path)["gates"], "sites": pa.table({"site": SITES})}
     with statements_sent() as sent:
         rendered = render(files, tables, "v1", cache=QueryCache())
     assert "gates (live" in (rendered.component("mixed").error or "") and "sites (snapshot)" in (rendered.component("mixed").error or "")
@@ -362,10 +377,17 @@ def mariadb_table():
     engine = _engine_or_skip("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test")
     name = f"dm_live_{uuid.uuid4().hex[:10]}"
     with engine.begin() as connection:
-        connection.exec_driver_sql(
-            f"CREATE TABLE {name} (day DATE, site VARCHAR(20), gate VARCHAR(20), target BIGINT, actual BIGINT)")
-        rows = [{"day": f"2026-01-{1 + g % 28:02d}", "site": SITES[(g // 3) % 6], "gate": ["Supply", "Orders", "Process"][g % 3],
-                 "target": 800 + g % 400, "actual": 800 + g % 400 - g % 97} for g in range(20_000)]
+        connection.exec_driver_sql(f"CREATE TABLE {name} (day DATE, site VARCHAR(20), gate VARCHAR(20), target BIGINT, actual BIGINT)")
+        rows = [
+            {
+                "day": f"2026-01-{1 + g % 28:02d}",
+                "site": SITES[(g // 3) % 6],
+                "gate": ["Supply", "Orders", "Process"][g % 3],
+                "target": 800 + g % 400,
+                "actual": 800 + g % 400 - g % 97,
+            }
+            for g in range(20_000)
+        ]
         connection.execute(sa.text(f"INSERT INTO {name} VALUES (:day, :site, :gate, :target, :actual)"), rows)
     yield engine, name
     with engine.begin() as connection:
@@ -380,19 +402,26 @@ def test_mariadb_live_equals_snapshot_and_binds_its_filter(mariadb_table, tmp_pa
         "filters": [{"id": "site", "type": "select", "options_query": "SELECT DISTINCT site FROM gates ORDER BY 1"}],
         "components": [
             {"id": "units", "type": "kpi", "query": "SELECT sum(actual) AS value FROM gates WHERE ($site IS NULL OR site = $site)"},
-            {"id": "by_gate", "type": "chart", "mark": "bar",
-             "query": "SELECT gate, sum(actual) AS actual, count(*) AS n FROM gates WHERE ($site IS NULL OR site = $site) GROUP BY gate ORDER BY gate",
-             "encoding": {"x": {"field": "gate", "type": "nominal"}, "y": {"field": "actual", "type": "quantitative"}}},
-            {"id": "days", "type": "table",
-             "query": "SELECT day, site, sum(target) AS target FROM gates WHERE ($site IS NULL OR site = $site) GROUP BY day, site ORDER BY day, site"},
+            {
+                "id": "by_gate",
+                "type": "chart",
+                "mark": "bar",
+                "query": "SELECT gate, sum(actual) AS actual, count(*) AS n FROM gates WHERE ($site IS NULL OR site = $site) GROUP BY gate ORDER BY gate",
+                "encoding": {"x": {"field": "gate", "type": "nominal"}, "y": {"field": "actual", "type": "quantitative"}},
+            },
+            {
+                "id": "days",
+                "type": "table",
+                "query": "SELECT day, site, sum(target) AS target FROM gates WHERE ($site IS NULL OR site = $site) GROUP BY day, site ORDER BY day, site",
+            },
         ],
     }
     chosen = {"site": "Lyon"}
-    snapshot = render({"dashboard": dashboard, "sources": {"sources": [{**source, "mode": "snapshot"}]}},
-                      _snapshot_tables(source, tmp_path), "v1", chosen, cache=QueryCache())
+    snapshot = render(
+        {"dashboard": dashboard, "sources": {"sources": [{**source, "mode": "snapshot"}]}}, _snapshot_tables(source, tmp_path), "v1", chosen, cache=QueryCache()
+    )
     with statements_sent() as sent:
-        rendered = render({"dashboard": dashboard, "sources": {"sources": [source]}}, _live_tables(source, tmp_path), "v1", chosen,
-                          cache=QueryCache())
+        rendered = render({"dashboard": dashboard, "sources": {"sources": [source]}}, _live_tables(source, tmp_path), "v1", chosen, cache=QueryCache())
     _same(_results(rendered), _results(snapshot))
     assert all("Lyon" not in s for s, _ in sent if table in s)
     with pytest.raises(QueryRefused), statements_sent() as sent:
@@ -414,8 +443,9 @@ def test_sqlite_live_source_runs_read_only_with_a_time_limit(tmp_path):
         connection.executemany("INSERT INTO orders VALUES (?, ?)", [(r, n) for n in range(1000) for r in ("north", "south")])
     source = {"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0}
     with statements_sent() as sent:
-        result = live.run(source, "SELECT region, sum(sales) AS sales FROM orders WHERE region = $region GROUP BY region",
-                          {"region": "north"}, workspace_path=tmp_path)
+        result = live.run(
+            source, "SELECT region, sum(sales) AS sales FROM orders WHERE region = $region GROUP BY region", {"region": "north"}, workspace_path=tmp_path
+        )
     assert result.rows == [("north", sum(range(1000)))]
     assert all("north" not in s for s, _ in sent)
     runaway = "SELECT count(*) FROM orders a, orders b, orders c WHERE a.sales + b.sales + c.sales = -1"

@@ -1,4 +1,5 @@
 """The MCP connector against a real MCP server (tests/mcp_server.py), over stdio and streamable HTTP."""
+
 from __future__ import annotations
 
 import asyncio

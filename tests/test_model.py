@@ -5,6 +5,7 @@ Messages response dict, an httpx2.Response, or a function of the request, for
 example one that raises a timeout) and is recorded as sent over the wire.
 A streaming request (`"stream": true`) gets the reply as server-sent events.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,7 @@ class FakeAPI:
         return [json.loads(r.content) for r in self.requests]
 
     def client(self, **options) -> AnthropicClient:
-        return AnthropicClient(api_key="test", max_retries=0,
-                               http_client=httpx2.Client(transport=httpx2.MockTransport(self)), **options)
+        return AnthropicClient(api_key="test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(self)), **options)
 
 
 def sse_response(reply: dict) -> httpx2.Response:
@@ -63,10 +63,20 @@ def sse_response(reply: dict) -> httpx2.Response:
             events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}))
             raw = json.dumps(block["input"])
             for piece in (raw[:5], raw[5:]):
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": piece}}))
+                events.append(
+                    ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": piece}})
+                )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": reply["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reply["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
     return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body.encode())
@@ -118,8 +128,7 @@ def test_the_client_model_overrides_the_request_model():
 
 
 def test_streaming_text_arrives_through_on_text_and_the_final_message_is_whole():
-    reply = message(text_block("Looking at the gates first."), tool_use_block("toolu_1", "run_sql", {"sql": "SELECT 1 AS one"}),
-                    usage=USAGE, model=MODEL)
+    reply = message(text_block("Looking at the gates first."), tool_use_block("toolu_1", "run_sql", {"sql": "SELECT 1 AS one"}), usage=USAGE, model=MODEL)
     api = FakeAPI([reply])
     chunks: list[str] = []
     response = api.client().create(composed_request(), on_text=chunks.append)
@@ -130,15 +139,18 @@ def test_streaming_text_arrives_through_on_text_and_the_final_message_is_whole()
     assert response["usage"] == USAGE  # message_start's cache counts plus message_delta's output tokens
 
 
-@pytest.mark.parametrize("reply, kind, words", [
-    (error_response(429, "rate_limit_error", {"retry-after": "7"}), "rate_limit", ["rate limited (429)", "try again in a moment", "7 s"]),
-    (error_response(500, "api_error"), "server", ["returned 500"]),
-    (error_response(529, "overloaded_error"), "server", ["returned 529", "overloaded_error"]),
-    (error_response(401, "authentication_error"), "auth", ["authentication failed", "ANTHROPIC_API_KEY"]),
-    (error_response(400, "invalid_request_error"), "request", ["refused the request (400)"]),
-    (raises(httpx2.ReadTimeout), "timeout", ["timed out after 5 s"]),
-    (raises(httpx2.ConnectError), "connection", ["cannot reach the Anthropic API"]),
-])
+@pytest.mark.parametrize(
+    "reply, kind, words",
+    [
+        (error_response(429, "rate_limit_error", {"retry-after": "7"}), "rate_limit", ["rate limited (429)", "try again in a moment", "7 s"]),
+        (error_response(500, "api_error"), "server", ["returned 500"]),
+        (error_response(529, "overloaded_error"), "server", ["returned 529", "overloaded_error"]),
+        (error_response(401, "authentication_error"), "auth", ["authentication failed", "ANTHROPIC_API_KEY"]),
+        (error_response(400, "invalid_request_error"), "request", ["refused the request (400)"]),
+        (raises(httpx2.ReadTimeout), "timeout", ["timed out after 5 s"]),
+        (raises(httpx2.ConnectError), "connection", ["cannot reach the Anthropic API"]),
+    ],
+)
 def test_api_failures_become_clear_model_errors(reply, kind, words):
     api = FakeAPI([reply])
     with pytest.raises(ModelError) as caught:
@@ -177,8 +189,11 @@ def test_request_bodies_are_never_logged_even_at_debug(caplog):
 
 
 def test_scripted_model_replays_records_and_streams():
-    replies = [message(tool_use_block("t1", "run_sql", {"sql": "SELECT 1"})), message(text_block("two words")),
-               ModelError("rate_limit", "rate limited (429) — try again in a moment")]
+    replies = [
+        message(tool_use_block("t1", "run_sql", {"sql": "SELECT 1"})),
+        message(text_block("two words")),
+        ModelError("rate_limit", "rate limited (429) — try again in a moment"),
+    ]
     scripted = ScriptedModel(replies)
     request = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     assert scripted.create(request)["stop_reason"] == "tool_use"

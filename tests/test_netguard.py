@@ -8,6 +8,7 @@ Nothing in this module may leave this machine: every socket `connect` is watched
 address outside loopback fails the test (the connection is not made). Names are resolved by a
 stand-in for getaddrinfo, so no DNS query leaves either.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -208,9 +209,7 @@ def test_mcp_refuses_every_spelling(url, ctx, network):
 
 
 def test_the_message_names_the_source_the_spelling_and_the_address(ctx):
-    assert refusal(ctx, rest(ATTACKS["decimal"])) == (
-        "source 'meta': 2852039166 resolves to 169.254.169.254, a link-local/cloud-metadata address; refused"
-    )
+    assert refusal(ctx, rest(ATTACKS["decimal"])) == ("source 'meta': 2852039166 resolves to 169.254.169.254, a link-local/cloud-metadata address; refused")
     assert refusal(ctx, rest(ATTACKS["ipv4-mapped-hex"])) == (
         "source 'meta': ::ffff:a9fe:a9fe stands for 169.254.169.254, a link-local/cloud-metadata address; refused"
     )
@@ -332,8 +331,10 @@ def test_without_the_opt_in_loopback_and_private_addresses_are_refused(host, ctx
     monkeypatch.delenv("DASHMEM_ALLOW_PRIVATE_NETWORKS")
     for source in (rest(f"http://{host}:8080/x"), mcp(f"http://{host}:8080/mcp")):
         message = refusal(ctx, source)
-        assert message.endswith("refused: sources reach loopback and private networks only when the server's operator "
-                                "allows it (DASHMEM_ALLOW_PRIVATE_NETWORKS=1, or the network listed in DASHMEM_HTTP_ALLOW_NETWORKS)")
+        assert message.endswith(
+            "refused: sources reach loopback and private networks only when the server's operator "
+            "allows it (DASHMEM_ALLOW_PRIVATE_NETWORKS=1, or the network listed in DASHMEM_HTTP_ALLOW_NETWORKS)"
+        )
     assert network.connects == []
 
 
@@ -394,10 +395,16 @@ def tls_server(tmp_path, monkeypatch):
     now = datetime.now(timezone.utc)
 
     def certificate(subject, issuer, key, signer, san=None, ca=False):
-        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=1))
-                   .not_valid_after(now + timedelta(hours=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(issuer)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=1))
+            .not_valid_after(now + timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
         if ca:
             builder = builder.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
             builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -412,8 +419,7 @@ def tls_server(tmp_path, monkeypatch):
     leaf = certificate(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.test")]), ca_name, leaf_key, ca_key, san="api.test")
     pem = serialization.Encoding.PEM
     (tmp_path / "ca.pem").write_bytes(ca.public_bytes(pem))
-    (tmp_path / "leaf.pem").write_bytes(leaf.public_bytes(pem) + leaf_key.private_bytes(
-        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    (tmp_path / "leaf.pem").write_bytes(leaf.public_bytes(pem) + leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
 

@@ -1,4 +1,5 @@
 """Profiles: statistics, relationships, determinism and the token budget, on the public datasets."""
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,14 @@ def test_statistics_match_an_independent_computation(load):
 
 
 def test_dates_get_a_range_and_role_time():
-    prof = profile.build({"gates": fetch({"name": "gates", "type": "csv", "path": "data/gates.csv", "columns": {"day": "DATE"}},
-                                          FetchContext(workspace_path=Path(__file__).parent.parent / "workspaces" / "supply-chain-weekly"))})
+    prof = profile.build(
+        {
+            "gates": fetch(
+                {"name": "gates", "type": "csv", "path": "data/gates.csv", "columns": {"day": "DATE"}},
+                FetchContext(workspace_path=Path(__file__).parent.parent / "workspaces" / "supply-chain-weekly"),
+            )
+        }
+    )
     day = column(prof, "day")
     assert (day["type"], day["role"], day["min"], day["max"]) == ("DATE", "time", "2026-11-16", "2026-11-22")
 
@@ -154,8 +161,7 @@ def test_a_1000_column_table_profiles_within_the_default_memory_limit_after_anot
     )
     env = {k: v for k, v in os.environ.items() if k != "DASHMEM_QUERY_MEMORY"}  # the default limit
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "-c", script], cwd=root, env={**env, "PYTHONPATH": str(root)},
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=root, env={**env, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     columns, with_top, with_quantiles = map(int, proc.stdout.split())
     assert columns == 1000 and with_top > 200 and with_quantiles == 300
@@ -178,8 +184,12 @@ def test_batches_threads_and_routing_do_not_change_the_profile(monkeypatch):
 def test_odd_text_types_profile_like_plain_text():
     """Dictionary-encoded and large strings (counted by DuckDB and Arrow respectively) give the profile plain strings give."""
     plain = wide(3_000, 6, seed=7)
-    odd = pa.table({name: (col.dictionary_encode() if i % 2 else col.cast(pa.large_string())) if pa.types.is_string(col.type) else col
-                    for i, (name, col) in enumerate(zip(plain.column_names, plain.columns))})
+    odd = pa.table(
+        {
+            name: (col.dictionary_encode() if i % 2 else col.cast(pa.large_string())) if pa.types.is_string(col.type) else col
+            for i, (name, col) in enumerate(zip(plain.column_names, plain.columns))
+        }
+    )
     assert profile.build({"t": odd}) == profile.build({"t": plain})
 
 
@@ -187,8 +197,7 @@ def test_dictionary_encoded_text_is_routed_and_counted_like_plain_text(monkeypat
     """Dictionary columns (as a loader may keep repeating text) go through the sampled routing and
     Arrow's counting on their indices, and still give exactly the profile plain strings give."""
     plain = wide(6_000, 30, seed=11)
-    encoded = pa.table({name: col.dictionary_encode() if pa.types.is_string(col.type) else col
-                        for name, col in zip(plain.column_names, plain.columns)})
+    encoded = pa.table({name: col.dictionary_encode() if pa.types.is_string(col.type) else col for name, col in zip(plain.column_names, plain.columns)})
     assert any(pa.types.is_dictionary(t) for t in encoded.schema.types)
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 64)  # 6,000 rows > 8 x 64: the routing samples
     monkeypatch.setattr(profile, "THREADS_MIN_ROWS", 0)

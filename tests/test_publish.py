@@ -2,6 +2,7 @@
 
 Against a real git repository with a bare remote (the `config_repo` fixture).
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,8 +61,7 @@ def test_owner_publishing_stewards_conflicting_draft_raises_and_keeps_both(confi
     with pytest.raises(PublishConflict) as exc:
         repo.publish_branch(OLIVIA, SCW, repo.branch_name(SAM, SCW))
 
-    _assert_conflict_kept_both(repo, SCW, exc, main_before,
-                               "Olivia: gates use the corporate palette.", "Sam: gates are coloured by site.")
+    _assert_conflict_kept_both(repo, SCW, exc, main_before, "Olivia: gates use the corporate palette.", "Sam: gates are coloured by site.")
 
 
 def test_steward_publishing_conflicting_draft_in_gdp_raises_and_keeps_both(config_repo):
@@ -74,8 +74,7 @@ def test_steward_publishing_conflicting_draft_in_gdp_raises_and_keeps_both(confi
     with pytest.raises(PublishConflict) as exc:
         repo.publish(SAM, GDP)
 
-    _assert_conflict_kept_both(repo, GDP, exc, main_before,
-                               "Olivia: drop aggregates from rankings.", "Sam: show aggregates in a separate table.")
+    _assert_conflict_kept_both(repo, GDP, exc, main_before, "Olivia: drop aggregates from rankings.", "Sam: show aggregates in a separate table.")
 
 
 # --------------------------------------------------------------------------- 5. non-overlapping publishes
@@ -117,18 +116,23 @@ def test_edits_to_different_files_both_publish(config_repo):
 # --------------------------------------------------------------------------- 13. invalid draft
 
 
-@pytest.mark.parametrize("broken", [
-    "rules: [\n  - id: oops\n",  # not YAML
-    "goal: fine\nrules:\n  - id: no-text\n    author: olivia\n    created: '2026-12-01'\n",  # rule without text
-], ids=["malformed-yaml", "missing-text"])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "rules: [\n  - id: oops\n",  # not YAML
+        "goal: fine\nrules:\n  - id: no-text\n    author: olivia\n    created: '2026-12-01'\n",  # rule without text
+    ],
+    ids=["malformed-yaml", "missing-text"],
+)
 def test_publishing_invalid_draft_is_refused_and_main_unchanged(config_repo, broken):
     repo = config_repo
     d = repo.draft(OLIVIA, SCW)
     (d.workspace_path / "task.yaml").write_text(broken, encoding="utf-8")
     wt = git.Repo(d.path)
     wt.git.add("--all")
-    wt.git.commit("-q", "-m", "Broken by hand", env={"GIT_AUTHOR_NAME": "olivia", "GIT_AUTHOR_EMAIL": "o@x",
-                                                     "GIT_COMMITTER_NAME": "olivia", "GIT_COMMITTER_EMAIL": "o@x"})
+    wt.git.commit(
+        "-q", "-m", "Broken by hand", env={"GIT_AUTHOR_NAME": "olivia", "GIT_AUTHOR_EMAIL": "o@x", "GIT_COMMITTER_NAME": "olivia", "GIT_COMMITTER_EMAIL": "o@x"}
+    )
     main_before = sha(repo)
     main_files = files_on_disk(repo.path / SCW)
 

@@ -1,4 +1,5 @@
 """When Review offers a draft's Publish button, and when it may be clicked: lib.publish_rules."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,23 +16,29 @@ VERA = User("vera")
 
 
 def meta(stewards_can_publish=False, require_valid=True) -> dict:
-    return {"name": "x", "access": {"owners": ["ann"], "stewards": ["sam"], "viewers": ["*"]},
-            "policy": {"stewards_can_publish": stewards_can_publish, "require_valid_to_publish": require_valid}}
+    return {
+        "name": "x",
+        "access": {"owners": ["ann"], "stewards": ["sam"], "viewers": ["*"]},
+        "policy": {"stewards_can_publish": stewards_can_publish, "require_valid_to_publish": require_valid},
+    }
 
 
 ERRORS = [Diagnostic("bad_column", ERROR, "column gatez does not exist", "dashboard.yaml", 4)]
 WARNINGS = [Diagnostic("unused", WARNING, "a filter no component uses", "dashboard.yaml", 9)]
 
 
-@pytest.mark.parametrize("user, stewards_can_publish, own, shown", [
-    (OLIVIA, False, False, True),  # the app's owners publish anyone's draft
-    (ANN, False, False, True),  # so do the workspace's owners
-    (ANN, False, True, True),
-    (SAM, False, True, False),  # a steward proposes when the policy says so
-    (SAM, True, True, True),  # and publishes their own draft where it allows it
-    (SAM, True, False, False),  # but never someone else's
-    (VERA, True, True, False),  # a viewer never
-])
+@pytest.mark.parametrize(
+    "user, stewards_can_publish, own, shown",
+    [
+        (OLIVIA, False, False, True),  # the app's owners publish anyone's draft
+        (ANN, False, False, True),  # so do the workspace's owners
+        (ANN, False, True, True),
+        (SAM, False, True, False),  # a steward proposes when the policy says so
+        (SAM, True, True, True),  # and publishes their own draft where it allows it
+        (SAM, True, False, False),  # but never someone else's
+        (VERA, True, True, False),  # a viewer never
+    ],
+)
 def test_who_sees_the_publish_button(user, stewards_can_publish, own, shown):
     button = publish_button(user, meta(stewards_can_publish), own=own, diagnostics=[])
     assert button.shown is shown

@@ -6,6 +6,7 @@ memory limit does not cover it: these ran for up to a minute at 4 GB before quer
 moved into worker processes that are killed (lib/query_worker.py). The bounds below
 are the product's promise (limit + 1 s), checked with a margin for a busy machine.
 """
+
 from __future__ import annotations
 
 import os

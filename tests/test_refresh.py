@@ -1,4 +1,5 @@
 """Zero-token refresh: new data switches in whole, or the old data keeps being served with a clear report."""
+
 from __future__ import annotations
 
 import http.server
@@ -146,8 +147,9 @@ def test_refresh_cli_does_not_even_import_the_model_sdk(tmp_path):
         f"rc = main(['refresh', {str(folder)!r}])\n"
         "print('anthropic imported:', 'anthropic' in sys.modules); sys.exit(rc)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={"DASHMEM_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={"DASHMEM_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    )
     assert proc.returncode == 0, proc.stderr
     assert "anthropic imported: False" in proc.stdout
     assert "0 model calls" in proc.stdout
@@ -201,8 +203,11 @@ def api(tmp_path, monkeypatch):
     thread.start()
     folder = tmp_path / "api-ws"
     workspace.save(folder, workspace.blank("API", "alice", "2026-11-30"))
-    sources = {"sources": [{"name": "stock", "type": "rest", "url": f"http://127.0.0.1:{server.server_port}/stock",
-                            "records_path": "items", "timeout_s": 0.3, "retries": 1}]}
+    sources = {
+        "sources": [
+            {"name": "stock", "type": "rest", "url": f"http://127.0.0.1:{server.server_port}/stock", "records_path": "items", "timeout_s": 0.3, "retries": 1}
+        ]
+    }
     workspace.save(folder, {"sources": sources})
     _Handler.mode = "ok"
     wh = Warehouse(tmp_path / "api-cache")
@@ -267,8 +272,7 @@ def test_compatibility_of_a_viewers_own_file(supply):
 
     folder, wh = supply
     recorded = wh.current().columns("gates")
-    same_shape = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv",
-                                convert_options=pacsv.ConvertOptions(column_types={"day": "date32"}))
+    same_shape = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv", convert_options=pacsv.ConvertOptions(column_types={"day": "date32"}))
     assert compatibility(recorded, same_shape, "gates") == []
     renamed = same_shape.rename_columns([c if c != "target" else "target_units" for c in same_shape.column_names])
     assert compatibility(recorded, renamed, "gates") == ["missing column 'target' (renamed to 'target_units'?)"]
@@ -385,8 +389,10 @@ def test_a_refresh_reads_dates_as_a_first_load_would(tmp_path):
     (tmp_path / "t.csv").write_text("ordered,shipped\n11/30/2026,11/30/2026 10:00:00\n12/01/2026,12/01/2026 11:00:00\n")
     first = fetch(source, FetchContext(workspace_path=tmp_path))
     assert first.schema.field("ordered").type == pa.date32() and first.schema.field("shipped").type == pa.timestamp("s")
-    for changed in ("11/30/2026,11/30/2026 10:00:00\n12/01/2026 13:45:00,12/01/2026 14:00:00\n",  # a time appears
-                    "11/30/2026,11/30/2026 10:00:00\n12/01/26,12/01/2026 14:00:00\n"):  # a two-digit year
+    for changed in (
+        "11/30/2026,11/30/2026 10:00:00\n12/01/2026 13:45:00,12/01/2026 14:00:00\n",  # a time appears
+        "11/30/2026,11/30/2026 10:00:00\n12/01/26,12/01/2026 14:00:00\n",
+    ):  # a two-digit year
         (tmp_path / "t.csv").write_text("ordered,shipped\n" + changed)
         fresh = fetch(source, FetchContext(workspace_path=tmp_path))
         refreshed = fetch(source, FetchContext(workspace_path=tmp_path, served={"t": first.schema}))
@@ -465,9 +471,13 @@ def test_an_unchanged_refresh_still_records_when_it_checked_for_every_process(su
     assert report.unchanged and report.ok and report.served == report.previous
     later = wh.last_checked()
     assert later > first and report.checked_at == later.isoformat()
-    seen = subprocess.run([sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; "
-                           "print(Warehouse(sys.argv[1]).last_checked().isoformat())", str(wh.folder)],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
+    seen = subprocess.run(
+        [sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).last_checked().isoformat())", str(wh.folder)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert seen.stdout.strip() == later.isoformat()
 
 
@@ -475,8 +485,12 @@ def test_two_refreshes_at_once_report_which_snapshot_is_served(supply):
     """Another process's refresh finishes while ours is writing: our report names the one actually served."""
     folder, wh = supply
     shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
-    other = [sys.executable, "-c", "import sys, pyarrow as pa; from lib.warehouse import Warehouse; "
-             "print(Warehouse(sys.argv[1]).write_snapshot({'gates': pa.table({'x': [1]})}).id)", str(wh.folder)]
+    other = [
+        sys.executable,
+        "-c",
+        "import sys, pyarrow as pa; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).write_snapshot({'gates': pa.table({'x': [1]})}).id)",
+        str(wh.folder),
+    ]
     written_by_other = []
 
     def other_process_switches_first():
@@ -512,13 +526,21 @@ def test_a_full_disk_in_the_cli_is_a_message_not_a_traceback(tmp_path):
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
     cache = tmp_path / "cache"
     cache.mkdir()
-    script = ("import errno, sys, lib.warehouse as w\n"
-              "def full(*a, **k): raise OSError(errno.ENOSPC, 'No space left on device')\n"
-              "w.Warehouse.write_snapshot = full\n"
-              "from lib.cli import main\n"
-              "sys.exit(main(['refresh', sys.argv[1]]))\n")
-    proc = subprocess.run([sys.executable, "-c", script, str(folder)], cwd=ROOT, capture_output=True, text=True,
-                          env={"DASHMEM_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
+    script = (
+        "import errno, sys, lib.warehouse as w\n"
+        "def full(*a, **k): raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "w.Warehouse.write_snapshot = full\n"
+        "from lib.cli import main\n"
+        "sys.exit(main(['refresh', sys.argv[1]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(folder)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"DASHMEM_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "could not store the data (No space left on device)" in proc.stdout
@@ -526,8 +548,9 @@ def test_a_full_disk_in_the_cli_is_a_message_not_a_traceback(tmp_path):
 
 def test_a_latin1_file_says_how_it_was_read_in_the_refresh_report(tmp_path):
     folder = tmp_path / "towns"
-    subprocess.run([sys.executable, "-m", "lib", "new", str(folder)], cwd=ROOT, check=True, capture_output=True,
-                   env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    subprocess.run(
+        [sys.executable, "-m", "lib", "new", str(folder)], cwd=ROOT, check=True, capture_output=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    )
     (folder / "data").mkdir()
     (folder / "data" / "towns.csv").write_bytes("town,people\nKöln,1084000\nZürich,421000\n".encode("latin-1"))
     workspace.save(folder, {"sources": {"sources": [{"name": "towns", "type": "csv", "path": "data/towns.csv"}]}})

@@ -1,4 +1,5 @@
 """The renderer: every component kind, inspected (values, Altair objects, colours), filters and caching."""
+
 from __future__ import annotations
 
 import shutil

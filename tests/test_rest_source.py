@@ -2,6 +2,7 @@
 
 Every fetch goes through `lib.connectors.fetch`, so the dispatch by `type` is exercised too.
 """
+
 from __future__ import annotations
 
 import json
@@ -293,7 +294,9 @@ def test_secret_headers_stay_with_the_configured_host(server, ctx, monkeypatch):
     try:
         monkeypatch.setenv("DM_TEST_API_TOKEN", TOKEN)
         paging = {"style": "next_link", "next_path": "links.next"}
-        source = rest(f"{server.url}/secure?next_host={other.url}", records_path="items", pagination=paging, secret_headers={"Authorization": "env:DM_TEST_API_TOKEN"})
+        source = rest(
+            f"{server.url}/secure?next_host={other.url}", records_path="items", pagination=paging, secret_headers={"Authorization": "env:DM_TEST_API_TOKEN"}
+        )
         assert fetch(source, ctx).num_rows == 2 + 2
         assert other.hits["/items"] == 1 and "Authorization" not in other.requests[0]["headers"]
     finally:

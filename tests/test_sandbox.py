@@ -1,4 +1,5 @@
 """lib.sandbox's own helpers: the one way a locked-down DuckDB and its cursors are opened."""
+
 from __future__ import annotations
 
 import duckdb
@@ -71,8 +72,7 @@ def test_only_a_single_select_passes_the_statement_check():
 
 def test_describe_names_common_types_and_asks_duckdb_for_the_rest():
     unusual = pa.table({"m": pa.array([{"k": 1}], type=pa.struct([("k", pa.int64())]))})
-    assert sandbox.describe({"t": TABLES["t"], "u": unusual}) == {"t": [["x", "BIGINT"], ["s", "VARCHAR"]],
-                                                                  "u": [["m", "STRUCT(k BIGINT)"]]}
+    assert sandbox.describe({"t": TABLES["t"], "u": unusual}) == {"t": [["x", "BIGINT"], ["s", "VARCHAR"]], "u": [["m", "STRUCT(k BIGINT)"]]}
     assert sandbox.quote_ident('a"b') == '"a""b"'
 
 

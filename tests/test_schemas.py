@@ -1,4 +1,5 @@
 """Each workspace file kind: a valid file passes, invalid files fail with file, line, field and what is allowed."""
+
 from __future__ import annotations
 
 import json
@@ -345,7 +346,9 @@ def test_dashboard_unknown_layout_reference():
 
 
 def test_dashboard_chart_without_encoding():
-    err = only_error("dashboard", VALID_DASHBOARD.replace("    encoding:\n      x: {field: gate, type: nominal}\n      y: {field: actual, type: quantitative}\n", ""))
+    err = only_error(
+        "dashboard", VALID_DASHBOARD.replace("    encoding:\n      x: {field: gate, type: nominal}\n      y: {field: actual, type: quantitative}\n", "")
+    )
     assert (err.line, err.field) == (8, "components[1]")
     assert "encoding" in err.message
 
@@ -455,8 +458,9 @@ def test_component_id_pattern_of_the_export_is_the_schemas():
     assert schemas.node("dashboard", "component", "id")["pattern"] == export.COMPONENT_ID_RE.pattern
 
 
-@pytest.mark.parametrize("name", ["alice", "Bob.Smith", "a@b.c", "x_y-z", "9lives", "a" * 64,
-                                  "", "-dash", ".dot", "a b", "a/b", "a" * 65, "ünï", "group:ops", "*"])
+@pytest.mark.parametrize(
+    "name", ["alice", "Bob.Smith", "a@b.c", "x_y-z", "9lives", "a" * 64, "", "-dash", ".dot", "a b", "a/b", "a" * 65, "ünï", "group:ops", "*"]
+)
 def test_user_names_the_app_accepts_are_the_ones_the_schemas_accept(name):
     import re
 
@@ -545,11 +549,12 @@ def test_rule_check_kinds_in_checks_are_the_schemas():
 
 # -------------------------------------------------- the prompt's summary of the dashboard spec
 
+
 def _summary() -> str:
     from lib import compose
 
     text = compose._CONTRACT_AND_SPEC
-    return text[text.index("The dashboard spec"):]
+    return text[text.index("The dashboard spec") :]
 
 
 # What the summary says about each part of the spec: (path in dashboard.schema.json, fields it names there).
@@ -604,6 +609,7 @@ def test_prompt_summary_names_only_allowed_values():
 
 # -------------------------------------------------- secret-bearing fields: marked `x-secret` in the schema
 
+
 def test_secret_fields_are_found_by_the_schemas_keyword():
     assert schemas.secret_fields("sources", "source") == (("password",), ("secret_headers", "*"), ("env", "*"))
     assert all(not schemas.secret_fields(kind) for kind in schemas.FILES if kind != "sources")
@@ -621,8 +627,7 @@ def test_every_secret_field_takes_only_a_reference():
     for path in schemas.secret_fields("sources", "source"):
         schema = schemas.node("sources", "source", *path)
         assert schema["pattern"] == schemas.pattern("sources", "secret_ref"), path
-    samples = ["env:A", "env:_x1", "secrets:a.b-c", "secrets:9", "env:1A", "env:", "secrets:.x", "hunter2",
-               "env:A B", "ENV:A", "secrets:a/b", " env:A"]
+    samples = ["env:A", "env:_x1", "secrets:a.b-c", "secrets:9", "env:1A", "env:", "secrets:.x", "hunter2", "env:A B", "ENV:A", "secrets:a/b", " env:A"]
     pattern = schemas.pattern("sources", "secret_ref")
     for sample in samples:
         assert bool(REF_RE.match(sample)) == bool(re.search(pattern, sample)), sample
@@ -643,8 +648,9 @@ def test_the_prompt_hides_a_literal_in_every_secret_field():
 @pytest.mark.parametrize("path", schemas.secret_fields("sources", "source"), ids="/".join)
 def test_a_literal_in_any_secret_field_is_refused_without_echo(path):
     source = {"name": "s", "type": {"password": "sql", "secret_headers": "rest", "env": "mcp"}[path[0]]}
-    source.update({"sql": {"url": "sqlite:///x.db", "table": "t"}, "rest": {"url": "https://example.com"},
-                   "mcp": {"command": ["x"], "tool": "t"}}[source["type"]])
+    source.update(
+        {"sql": {"url": "sqlite:///x.db", "table": "t"}, "rest": {"url": "https://example.com"}, "mcp": {"command": ["x"], "tool": "t"}}[source["type"]]
+    )
     # A name that does not say "credential": only the schema's keyword tells that the value is secret.
     source[path[0]] = "hunter2secret" if len(path) == 1 else {"REGION": "hunter2secret"}
     errs = errors_for("sources", json.dumps({"sources": [source]}))

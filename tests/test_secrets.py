@@ -1,4 +1,5 @@
 """Secret references: resolved at fetch time, the app's own credentials out of reach, values redacted."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,8 +25,17 @@ def test_a_literal_value_is_never_repeated():
     assert "hunter2" not in str(info.value)
 
 
-@pytest.mark.parametrize("ref", ["env:DASHMEM_COOKIE_KEY", "env:ANTHROPIC_API_KEY", "env:dashmem_anything",
-                                 "secrets:auth.cookie_key", "secrets:anthropic.api_key", "secrets:ANTHROPIC_API_KEY"])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "env:DASHMEM_COOKIE_KEY",
+        "env:ANTHROPIC_API_KEY",
+        "env:dashmem_anything",
+        "secrets:auth.cookie_key",
+        "secrets:anthropic.api_key",
+        "secrets:ANTHROPIC_API_KEY",
+    ],
+)
 def test_the_apps_own_credentials_are_out_of_reach_of_sources(ref, monkeypatch):
     monkeypatch.setenv("DASHMEM_COOKIE_KEY", "cookie-signing-key-value")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-value")
@@ -60,11 +70,27 @@ def test_url_masking_hides_every_credential_looking_query_parameter():
     assert masked == "https://h/v1?page=2&access_token=***&api_key=***&key=***&sort=key&max_tokens=5#token=***"
 
 
-@pytest.mark.parametrize("name, secret", [
-    ("X-Auth-Token", True), ("Private-Token", True), ("X-API-Key", True), ("Cookie", True), ("Proxy-Authorization", True),
-    ("access_token", True), ("apiKey", True), ("key", True), ("client_secret", True), ("sslpassword", True),
-    ("Accept", False), ("max_tokens", False), ("sort_key", False), ("author", False), ("keyword", False), ("sslkey", False),
-])
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("X-Auth-Token", True),
+        ("Private-Token", True),
+        ("X-API-Key", True),
+        ("Cookie", True),
+        ("Proxy-Authorization", True),
+        ("access_token", True),
+        ("apiKey", True),
+        ("key", True),
+        ("client_secret", True),
+        ("sslpassword", True),
+        ("Accept", False),
+        ("max_tokens", False),
+        ("sort_key", False),
+        ("author", False),
+        ("keyword", False),
+        ("sslkey", False),
+    ],
+)
 def test_credential_names(name, secret):
     assert secrets.is_secret_name(name) is secret
 

@@ -8,6 +8,7 @@ with a plain form and writes the cookie with a script in the page, so a
 sign-in is one script run after the page's first. Skips where chromium is not
 installed.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,8 +52,7 @@ async def sign_in_and_open_dashboard(browser, url: str, n: int) -> dict:
         await page.goto(f"{url}/?ws={SLUG}")
         await page.get_by_label("Username").fill("vera")
         await page.get_by_role("textbox", name="Password").fill("vera-demo")
-        await page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')"
-                                     "?.getAttribute('data-test-script-state') === 'notRunning'")
+        await page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-test-script-state') === 'notRunning'")
         before = await page.evaluate("window.__runs")
         await page.get_by_role("button", name="Login").click()
         await page.wait_for_function(DRAWN, timeout=T, polling=250)

@@ -1,5 +1,6 @@
 """The settings registry (lib/settings.py): every DASHMEM_ name the code mentions is registered and read
 through it at call time, defaults, parsing errors, and the README's table generated from it."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,14 @@ from .conftest import ROOT
 
 NAME = re.compile(r"\bDASHMEM_[A-Z0-9_]*[A-Z0-9]")
 # Where the product, its pages, the benchmarks and the docs may mention a setting.
-MENTIONS = [ROOT / "app.py", ROOT / "Makefile", ROOT / "README.md", *sorted((ROOT / "lib").rglob("*.py")),
-            *sorted((ROOT / "app_pages").rglob("*.py")), *sorted((ROOT / "bench").rglob("*.py"))]
+MENTIONS = [
+    ROOT / "app.py",
+    ROOT / "Makefile",
+    ROOT / "README.md",
+    *sorted((ROOT / "lib").rglob("*.py")),
+    *sorted((ROOT / "app_pages").rglob("*.py")),
+    *sorted((ROOT / "bench").rglob("*.py")),
+]
 # Reading the environment directly, bypassing the registry (writing it, as the benchmarks do, is fine).
 DIRECT_READ = re.compile(r"""(environ\.get\(|getenv\(|environ\[)\s*["']DASHMEM_\w*["']\s*(?!\]\s*=[^=])|["']env:DASHMEM_""")
 
@@ -41,16 +48,21 @@ def test_every_dashmem_name_the_code_and_docs_mention_is_registered():
 
 
 def test_only_the_registry_reads_dashmem_variables():
-    offenders = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-                 for path in MENTIONS if path.suffix == ".py" and path != ROOT / "lib" / "settings.py"
-                 for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if DIRECT_READ.search(line)]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in MENTIONS
+        if path.suffix == ".py" and path != ROOT / "lib" / "settings.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if DIRECT_READ.search(line)
+    ]
     assert not offenders, "read DASHMEM_ settings with settings.get(NAME):\n" + "\n".join(offenders)
 
 
 def test_the_readme_table_is_the_generated_one():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert settings.readme_table(readme) == settings.markdown_table(), \
+    assert settings.readme_table(readme) == settings.markdown_table(), (
         "the README's settings table has drifted: run `python -m lib settings --readme README.md`"
+    )
     assert settings.with_table(readme) == readme
 
 
@@ -133,10 +145,16 @@ def test_parsed_values(clean, tmp_path):
     assert settings.get("DASHMEM_DEBUG") is True
 
 
-@pytest.mark.parametrize("text, size, sandbox", [
-    ("512MB", 512 << 20, "512MB"), (" 2gb ", 2 << 30, "2gb"), ("1.5GB", 3 << 29, "1.5GB"),
-    ("2147483648", 2 << 30, "2147483648B"), ("64KB", 64 << 10, "64KB"),
-])
+@pytest.mark.parametrize(
+    "text, size, sandbox",
+    [
+        ("512MB", 512 << 20, "512MB"),
+        (" 2gb ", 2 << 30, "2gb"),
+        ("1.5GB", 3 << 29, "1.5GB"),
+        ("2147483648", 2 << 30, "2147483648B"),
+        ("64KB", 64 << 10, "64KB"),
+    ],
+)
 def test_memory_sizes(clean, text, size, sandbox):
     """Query workers get bytes (binary units); the in-process DuckDB gets the text, which DuckDB reads itself."""
     clean.setenv("DASHMEM_QUERY_MEMORY", text)
@@ -147,17 +165,20 @@ def test_memory_sizes(clean, text, size, sandbox):
     assert settings.sandbox_memory_limit() == sandbox
 
 
-@pytest.mark.parametrize("name, text, allowed", [
-    ("DASHMEM_QUERY_MEMORY", "lots", "which is not a memory size such as 512MB or 2GB"),
-    ("DASHMEM_QUERY_MEMORY", "0", "which is not a memory size such as 512MB or 2GB"),
-    ("DASHMEM_QUERY_MEMORY", "-1GB", "which is not a memory size such as 512MB or 2GB"),
-    ("DASHMEM_QUERY_MEMORY", "2GiB", "which is not a memory size such as 512MB or 2GB"),
-    ("DASHMEM_QUERY_MEMORY", "nanGB", "which is not a memory size such as 512MB or 2GB"),
-    ("DASHMEM_QUERY_WORKERS", "four", "which is not a whole number of at least 1"),
-    ("DASHMEM_QUERY_WORKERS", "0", "which is not a whole number of at least 1"),
-    ("DASHMEM_ALLOW_PRIVATE_NETWORKS", "maybe", "allowed: 1, true, yes, on (or 0, false, no, off, or unset)"),
-    ("DASHMEM_HTTP_ALLOW_NETWORKS", "10.0.0.0/8,localnet", "lists 'localnet', which is not a network such as 10.20.0.0/16"),
-])
+@pytest.mark.parametrize(
+    "name, text, allowed",
+    [
+        ("DASHMEM_QUERY_MEMORY", "lots", "which is not a memory size such as 512MB or 2GB"),
+        ("DASHMEM_QUERY_MEMORY", "0", "which is not a memory size such as 512MB or 2GB"),
+        ("DASHMEM_QUERY_MEMORY", "-1GB", "which is not a memory size such as 512MB or 2GB"),
+        ("DASHMEM_QUERY_MEMORY", "2GiB", "which is not a memory size such as 512MB or 2GB"),
+        ("DASHMEM_QUERY_MEMORY", "nanGB", "which is not a memory size such as 512MB or 2GB"),
+        ("DASHMEM_QUERY_WORKERS", "four", "which is not a whole number of at least 1"),
+        ("DASHMEM_QUERY_WORKERS", "0", "which is not a whole number of at least 1"),
+        ("DASHMEM_ALLOW_PRIVATE_NETWORKS", "maybe", "allowed: 1, true, yes, on (or 0, false, no, off, or unset)"),
+        ("DASHMEM_HTTP_ALLOW_NETWORKS", "10.0.0.0/8,localnet", "lists 'localnet', which is not a network such as 10.20.0.0/16"),
+    ],
+)
 def test_a_value_that_is_not_allowed_is_one_line_naming_the_variable(clean, name, text, allowed):
     clean.setenv(name, text)
     with pytest.raises(SettingError) as caught:
@@ -193,10 +214,8 @@ def test_the_cookie_key_comes_from_the_environment_or_else_streamlit_secrets(cle
 
 
 def test_the_cli_names_a_bad_setting_in_one_line(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache"),
-           "DASHMEM_QUERY_WORKERS": "many"}
-    proc = subprocess.run([sys.executable, "-m", "lib", "refresh", "workspaces/gdp-explorer"],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache"), "DASHMEM_QUERY_WORKERS": "many"}
+    proc = subprocess.run([sys.executable, "-m", "lib", "refresh", "workspaces/gdp-explorer"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1
     assert "DASHMEM_QUERY_WORKERS is 'many', which is not a whole number of at least 1" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

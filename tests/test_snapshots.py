@@ -3,6 +3,7 @@
 State crosses processes the way it does for users: a refresh writes in one
 process, the app reads (and the next refresh prunes) in another.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -27,8 +28,9 @@ DATASETS = ["gdp.csv", "adult.csv", "global_superstore.csv", "nyc311_sample5000.
 
 def run(script: str, *args: str) -> str:
     """Run `script` in a fresh Python process (this checkout first on the path); its stdout."""
-    proc = subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -38,8 +40,14 @@ def big_table(seed: int = 1, rows: int = 300_000) -> pa.Table:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    table = pa.table({"id": np.arange(rows), "x": np.round(rng.random(rows) * 1000, 2), "k": rng.integers(0, 9, rows),
-                      "cat": pa.array(np.array(["north", "south", "east"])[rng.integers(0, 3, rows)])})
+    table = pa.table(
+        {
+            "id": np.arange(rows),
+            "x": np.round(rng.random(rows) * 1000, 2),
+            "k": rng.integers(0, 9, rows),
+            "cat": pa.array(np.array(["north", "south", "east"])[rng.integers(0, 3, rows)]),
+        }
+    )
     assert table.nbytes >= OWN_FILE_BYTES
     return table
 
@@ -75,22 +83,25 @@ def table_files(wh: Warehouse) -> list[Path]:
 
 def typed_table(rows: int = 50_000) -> pa.Table:
     """Every kind of value a source gives, nulls in each column."""
+
     def with_nulls(values):
         return [None if i % 7 == 3 else v for i, v in enumerate(values)]
 
     base = dt.datetime(2024, 3, 1, 12, 30, 15, 123456)
-    return pa.table({
-        "i": pa.array(with_nulls(range(rows)), pa.int64()),
-        "f": pa.array(with_nulls(i / 3 for i in range(rows)), pa.float64()),
-        "d": pa.array(with_nulls(decimal.Decimal(i) / 100 for i in range(rows)), pa.decimal128(12, 2)),
-        "ts": pa.array(with_nulls(base + dt.timedelta(seconds=i) for i in range(rows)), pa.timestamp("us")),
-        "tz": pa.array(with_nulls(base + dt.timedelta(minutes=i) for i in range(rows)), pa.timestamp("us", tz="UTC")),
-        "day": pa.array(with_nulls(dt.date(2020, 1, 1) + dt.timedelta(days=i % 3000) for i in range(rows)), pa.date32()),
-        "b": pa.array(with_nulls(i % 2 == 0 for i in range(rows)), pa.bool_()),
-        "cat": pa.array(with_nulls(f"c{i % 5}" for i in range(rows))),
-        "text": pa.array(with_nulls(f"free text {i} é ☃" for i in range(rows))),
-        "empty": pa.nulls(rows),
-    })
+    return pa.table(
+        {
+            "i": pa.array(with_nulls(range(rows)), pa.int64()),
+            "f": pa.array(with_nulls(i / 3 for i in range(rows)), pa.float64()),
+            "d": pa.array(with_nulls(decimal.Decimal(i) / 100 for i in range(rows)), pa.decimal128(12, 2)),
+            "ts": pa.array(with_nulls(base + dt.timedelta(seconds=i) for i in range(rows)), pa.timestamp("us")),
+            "tz": pa.array(with_nulls(base + dt.timedelta(minutes=i) for i in range(rows)), pa.timestamp("us", tz="UTC")),
+            "day": pa.array(with_nulls(dt.date(2020, 1, 1) + dt.timedelta(days=i % 3000) for i in range(rows)), pa.date32()),
+            "b": pa.array(with_nulls(i % 2 == 0 for i in range(rows)), pa.bool_()),
+            "cat": pa.array(with_nulls(f"c{i % 5}" for i in range(rows))),
+            "text": pa.array(with_nulls(f"free text {i} é ☃" for i in range(rows))),
+            "empty": pa.nulls(rows),
+        }
+    )
 
 
 def public_table(path: Path) -> pa.Table:
@@ -112,11 +123,15 @@ def test_compressed_tables_round_trip_exactly_in_another_process(tmp_path, datas
 
     # Another process reads it back and writes what it read, uncompressed, for comparison here.
     out = tmp_path / "read"
-    run("import sys, pyarrow as pa\nfrom pathlib import Path\nfrom lib.snapshots import Warehouse\n"
+    run(
+        "import sys, pyarrow as pa\nfrom pathlib import Path\nfrom lib.snapshots import Warehouse\n"
         "out = Path(sys.argv[2]); out.mkdir()\n"
         "for name, table in Warehouse(sys.argv[1]).tables().items():\n"
         "    with pa.OSFile(str(out / (name + '.arrow')), 'wb') as sink, pa.ipc.new_file(sink, table.schema) as w:\n"
-        "        w.write_table(table)\n", wh.folder, out)
+        "        w.write_table(table)\n",
+        wh.folder,
+        out,
+    )
     for name, table in tables.items():
         with pa.memory_map(str(out / f"{name}.arrow")) as source:
             read = pa.ipc.open_file(source).read_all()
@@ -142,13 +157,13 @@ def test_tables_are_stored_compressed(tmp_path):
 
 def test_an_unchanged_table_is_shared_not_written_again(tmp_path):
     folder = tmp_path / "cache"
-    first, = run(WRITE, folder, 1, 10).split()
-    second, = run(WRITE, folder, 1, 20).split()  # the same big table, made afresh in another process
+    (first,) = run(WRITE, folder, 1, 10).split()
+    (second,) = run(WRITE, folder, 1, 20).split()  # the same big table, made afresh in another process
     wh = Warehouse(folder)
     a, b = wh.snapshot(first).tables["big"], wh.snapshot(second).tables["big"]
     assert a["hash"] == b["hash"] and a["file"] != b["file"]
     assert (wh.root / a["file"]).stat().st_ino == (wh.root / b["file"]).stat().st_ino  # one copy on disk
-    third, = run(WRITE, folder, 2, 30).split()  # the big table changed: a new copy
+    (third,) = run(WRITE, folder, 2, 30).split()  # the big table changed: a new copy
     c = wh.snapshot(third).tables["big"]
     assert c["hash"] != a["hash"] and (wh.root / c["file"]).stat().st_ino != (wh.root / a["file"]).stat().st_ino
     assert (wh.root / a["file"]).stat().st_nlink == 2
@@ -183,7 +198,7 @@ def test_content_hash_follows_content():
 
 def test_pruning_in_another_process_keeps_a_shared_table_and_deletes_the_rest(tmp_path):
     folder = tmp_path / "cache"
-    first, = run(WRITE, folder, 1, 0).split()
+    (first,) = run(WRITE, folder, 1, 0).split()
     # Another process writes enough snapshots to prune the first, whose big table all of them share.
     later = run(WRITE, folder, 1, *range(1, KEEP_SNAPSHOTS + 2)).split()
     wh = Warehouse(folder)
@@ -235,8 +250,7 @@ def write_old_format(root: Path, snapshot_id: str, tables: dict[str, pa.Table]) 
                 writer.write_table(table)
             length = sink.tell() - start
             sink.write(b"\0" * (-sink.tell() % 64))
-            manifest[name] = {"rows": table.num_rows, "columns": describe({name: table})[name], "source": name,
-                              "offset": start, "length": length}
+            manifest[name] = {"rows": table.num_rows, "columns": describe({name: table})[name], "source": name, "offset": start, "length": length}
         body = json.dumps({"created": "2026-11-30T06:15:00+00:00", "tables": manifest}).encode()
         sink.write(body)
         sink.write(struct.pack("<Q8s", len(body), b"DMSNAP1\n"))
@@ -281,12 +295,15 @@ def test_a_failure_before_the_switch_leaves_no_table_file(tmp_path):
 def test_a_killed_writers_table_files_go_at_the_next_start_and_not_while_it_writes(tmp_path):
     folder = tmp_path / "cache"
     run(WRITE, folder, 1, 0)
-    script = ("import sys, time, pyarrow as pa\nfrom lib.snapshots import Warehouse\nfrom tests.test_snapshots import big_table\n"
-              "def hang():\n    print('written', flush=True); time.sleep(120)\n"
-              "Warehouse(sys.argv[1]).write_snapshot({'big': big_table(2), 'again': big_table(1), 'small': pa.table({'n': [9]})},"
-              " _before_switch=hang)\n")
-    writer = subprocess.Popen([sys.executable, "-c", script, str(folder)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    script = (
+        "import sys, time, pyarrow as pa\nfrom lib.snapshots import Warehouse\nfrom tests.test_snapshots import big_table\n"
+        "def hang():\n    print('written', flush=True); time.sleep(120)\n"
+        "Warehouse(sys.argv[1]).write_snapshot({'big': big_table(2), 'again': big_table(1), 'small': pa.table({'n': [9]})},"
+        " _before_switch=hang)\n"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, str(folder)], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     try:
         assert writer.stdout.readline().strip() == "written"
         wh = Warehouse(folder)
@@ -306,7 +323,7 @@ def test_a_killed_writers_table_files_go_at_the_next_start_and_not_while_it_writ
 def test_a_damaged_table_file_is_passed_over_for_the_previous_snapshot(tmp_path):
     folder = tmp_path / "cache"
     first, second = run(WRITE, folder, 1, 1, 2).split()
-    third, = run(WRITE, folder, 2, 3).split()
+    (third,) = run(WRITE, folder, 2, 3).split()
     wh = Warehouse(folder)
     damaged = wh.root / wh.snapshot(third).tables["big"]["file"]
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])

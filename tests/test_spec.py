@@ -1,4 +1,5 @@
 """Spec helpers (lib/spec.py): queries, their parameters, placeholders and the theme, without the renderer."""
+
 from __future__ import annotations
 
 import subprocess

@@ -4,6 +4,7 @@ Every fetch goes through `lib.connectors.fetch`, so the dispatch by `type` is
 exercised too. Each test makes its own uniquely named tables (and users) and
 drops them afterwards.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -274,14 +275,17 @@ def test_postgresql_queries_keep_a_client_side_cursor(postgresql_engine, tmp_pat
         database.drop_all()
 
 
-@pytest.mark.parametrize(("values", "expected"), [
-    # (values in id order, fetched two at a time) -> the column as Arrow has it, the same as in one batch
-    (["1", "2", "2.5", "NULL", "3"], (pa.float64(), [1.0, 2.0, 2.5, None, 3.0])),
-    (["1", "2.5", "'x'", "NULL", "3", "4.0"], (pa.string(), ["1", "2.5", "x", None, "3", "4.0"])),
-    (["NULL", "NULL", "'x'", "X'ff'", "'y'"], (pa.binary(), [None, None, b"x", b"\xff", b"y"])),
-    (["'a'", "X'ff'", "1", "1.5"], (pa.string(), ["a", "b'\\xff'", "1", "1.5"])),
-    (["1", "9007199254740993", "0.5", "NULL"], (pa.string(), ["1", "9007199254740993", "0.5", None])),
-])
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        # (values in id order, fetched two at a time) -> the column as Arrow has it, the same as in one batch
+        (["1", "2", "2.5", "NULL", "3"], (pa.float64(), [1.0, 2.0, 2.5, None, 3.0])),
+        (["1", "2.5", "'x'", "NULL", "3", "4.0"], (pa.string(), ["1", "2.5", "x", None, "3", "4.0"])),
+        (["NULL", "NULL", "'x'", "X'ff'", "'y'"], (pa.binary(), [None, None, b"x", b"\xff", b"y"])),
+        (["'a'", "X'ff'", "1", "1.5"], (pa.string(), ["a", "b'\\xff'", "1", "1.5"])),
+        (["1", "9007199254740993", "0.5", "NULL"], (pa.string(), ["1", "9007199254740993", "0.5", None])),
+    ],
+)
 def test_sqlite_columns_of_mixed_kinds_across_batches(tmp_path, monkeypatch, values, expected):
     """SQLite lets one column hold numbers, text and bytes: batches must not change what the column becomes."""
     (tmp_path / "data").mkdir()
@@ -322,8 +326,9 @@ def test_a_batch_of_rows_is_let_go_before_the_next_is_fetched():
 def test_decimal_and_json_columns_convert_in_every_batch(postgresql_engine, tmp_path, monkeypatch):
     database = Database("postgresql", postgresql_engine, SERVERS["postgresql"][2], tmp_path)
     try:
-        table = database.new_table("id INTEGER, n NUMERIC, j JSONB",
-                                   "(1, NULL, NULL)", "(2, 1.50, '{\"b\": 1, \"a\": [1, 2]}')", "(3, 'NaN', '[1]')", "(4, 10, NULL)")
+        table = database.new_table(
+            "id INTEGER, n NUMERIC, j JSONB", "(1, NULL, NULL)", '(2, 1.50, \'{"b": 1, "a": [1, 2]}\')', "(3, 'NaN', '[1]')", "(4, 10, NULL)"
+        )
         monkeypatch.setattr(sql_source, "ROWS_PER_BATCH", 1)
         result = database.fetch(query=f"SELECT n, j FROM {table} ORDER BY id")
     finally:
@@ -512,5 +517,4 @@ def test_sqlite_uri_file_names_are_refused(tmp_path, suffix):
     folder = tmp_path / "ws"
     folder.mkdir()
     with pytest.raises(SourceError, match="URI file names"):
-        fetch({"name": "leak", "type": "sql", "url": "sqlite:///" + suffix.format(p=outside), "query": "SELECT * FROM s"},
-              FetchContext(workspace_path=folder))
+        fetch({"name": "leak", "type": "sql", "url": "sqlite:///" + suffix.format(p=outside), "query": "SELECT * FROM s"}, FetchContext(workspace_path=folder))

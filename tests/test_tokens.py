@@ -8,6 +8,7 @@ see bench/tokens.py) the budgeted profiles are counted by it too.
 No test reaches the network: without a key nothing but arithmetic runs, and with
 one the real `anthropic` SDK sends its request to a fake HTTP transport.
 """
+
 from __future__ import annotations
 
 import json
@@ -172,8 +173,14 @@ def test_a_composed_profile_block_is_within_its_budget_by_real_tokens(real_count
 
 @pytest.mark.slow
 def test_the_bench_without_a_tokenizer_says_its_figures_are_estimates(tmp_path, datasets):
-    run = subprocess.run([sys.executable, "-m", "bench.tokens", "--tokenizer", str(tmp_path / "absent.json"), "--no-paper"],
-                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.tokens", "--tokenizer", str(tmp_path / "absent.json"), "--no-paper"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("ESTIMATES ONLY: no real tokenizer (no tokenizer file at")
     assert "Calibration error recorded in tests/data/token_calibration.json" in run.stdout
@@ -197,8 +204,7 @@ def test_with_a_key_in_the_environment_count_asks_the_count_tokens_api(secret_st
     [request] = api
     assert request.method == "POST" and request.url.path == "/v1/messages/count_tokens"
     assert request.headers["authorization"] == "Bearer sk-test-env"  # this SDK sends the key as a bearer token
-    assert json.loads(request.content) == {"model": "claude-test-model",
-                                           "messages": [{"role": "user", "content": "How many tokens?"}]}
+    assert json.loads(request.content) == {"model": "claude-test-model", "messages": [{"role": "user", "content": "How many tokens?"}]}
 
 
 def test_a_key_in_streamlit_secrets_is_used_too(secret_store, api):

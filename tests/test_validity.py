@@ -3,6 +3,7 @@
 Each command runs in a fresh process, as CI and people run them, on a plain
 clone of a config repo.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 def cli(*args, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env, timeout=120)
 
 
 @pytest.fixture
@@ -41,15 +41,13 @@ def env(tmp_path):
     """A user's environment: no DASHMEM_* settings, their own home and cache folder."""
     home = tmp_path / "home"
     home.mkdir()
-    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(home),
-            "XDG_CACHE_HOME": str(home / ".cache"), "GIT_CONFIG_NOSYSTEM": "1"}
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def _title_with_figure(ws_path: Path) -> None:
     """A dashboard title that states the latest year of the data as a literal: stale on the next refresh."""
     text = (ws_path / "dashboard.yaml").read_text(encoding="utf-8")
-    (ws_path / "dashboard.yaml").write_text(text.replace("title: GDP explorer\n", "title: GDP explorer through 2023\n", 1),
-                                            encoding="utf-8")
+    (ws_path / "dashboard.yaml").write_text(text.replace("title: GDP explorer\n", "title: GDP explorer through 2023\n", 1), encoding="utf-8")
 
 
 def _verdict(proc: subprocess.CompletedProcess) -> tuple[bool, list[tuple[str, str, str]]]:
@@ -76,8 +74,9 @@ def test_verdict_is_the_same_before_and_after_data_is_cached(clone, env):
 
 
 def test_valid_files_pass_in_every_process(clone, env):
-    verdicts = [cli(*command, cwd=clone, env=env) for command in
-                (("validate", ".", "--json"), ("check", "gdp-explorer", "--json"), ("validate", ".", "--json"))]
+    verdicts = [
+        cli(*command, cwd=clone, env=env) for command in (("validate", ".", "--json"), ("check", "gdp-explorer", "--json"), ("validate", ".", "--json"))
+    ]
     assert [p.returncode for p in verdicts] == [0, 0, 0], [p.stdout for p in verdicts]
     assert _verdict(verdicts[0]) == _verdict(verdicts[2])
     assert not any(i == "check.data_not_run" for i, _, _ in _verdict(verdicts[0])[1])
@@ -116,5 +115,5 @@ def test_cli_on_a_clone_caches_in_the_user_cache_not_the_app_checkout(clone, env
     assert not {n for n in after - before if n.startswith("gdp-explorer-")}
     cached = list((Path(env["XDG_CACHE_HOME"]) / "dashmem").glob("gdp-explorer-*/snapshots/*.snapshot"))
     assert len(cached) == 1
-    query = cli("query", "gdp-explorer", 'SELECT count(*) AS n FROM gdp', "--json", cwd=clone, env=env)
+    query = cli("query", "gdp-explorer", "SELECT count(*) AS n FROM gdp", "--json", cwd=clone, env=env)
     assert json.loads(query.stdout)["rows"] == [{"n": 13979}]

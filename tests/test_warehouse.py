@@ -1,4 +1,5 @@
 """Snapshots and the sandboxed query API."""
+
 from __future__ import annotations
 
 import os
@@ -127,7 +128,11 @@ def test_keeps_the_last_snapshots_and_can_step_back(wh):
 def test_prune_deletes_a_crashed_writers_leftovers_but_not_a_writer_at_work(wh):
 
     root = wh.folder / "snapshots"
-    crashed, at_work, earlier_version = root / ".20200101T000000.000000Z-abcdef.tmp", root / ".20261130T000000.000000Z-fedcba.tmp", root / "20200101T000000.000000Z-123456"
+    crashed, at_work, earlier_version = (
+        root / ".20200101T000000.000000Z-abcdef.tmp",
+        root / ".20261130T000000.000000Z-fedcba.tmp",
+        root / "20200101T000000.000000Z-123456",
+    )
     import fcntl
 
     crashed.write_bytes(b"half a snapshot")  # a killed writer's: fresh, but nobody holds its lock
@@ -187,9 +192,21 @@ def test_describe_names_types_exactly_as_duckdb_does(datasets, monkeypatch):
     from lib.connectors import FetchContext, fetch
     from lib.warehouse import describe
 
-    tables = {"mixed": pa.table({"i": pa.array([1], pa.int32()), "b": [True], "s": ["x"], "f": [1.5], "d": [dt.date(2026, 1, 1)],
-                                 "ts": pa.array([1], pa.timestamp("s")), "tn": pa.array([1], pa.timestamp("ns")),
-                                 "cat": pa.array(["a"]).dictionary_encode(), "n": pa.array([None], pa.null())})}
+    tables = {
+        "mixed": pa.table(
+            {
+                "i": pa.array([1], pa.int32()),
+                "b": [True],
+                "s": ["x"],
+                "f": [1.5],
+                "d": [dt.date(2026, 1, 1)],
+                "ts": pa.array([1], pa.timestamp("s")),
+                "tn": pa.array([1], pa.timestamp("ns")),
+                "cat": pa.array(["a"]).dictionary_encode(),
+                "n": pa.array([None], pa.null()),
+            }
+        )
+    }
     monkeypatch.setenv("DASHMEM_DATA_DIRS", str(datasets))
     for csv in sorted(datasets.glob("*.csv")):
         tables[csv.stem] = fetch({"name": "t", "type": "csv", "path": str(csv)}, FetchContext(workspace_path=Path(".")))
@@ -243,8 +260,7 @@ def test_the_newest_snapshot_old_enough_to_be_on_disk_outlives_a_burst_of_refres
     settled = wh.current()
     older = settled.path.with_name(f"20200101T000000.000000Z-abcdef{SUFFIX}")
     settled.path.rename(older)
-    burst = [wh.write_snapshot({"sales": pa.table({"region": ["n"] * (i + 1), "amount": [1.0] * (i + 1)})}).id
-             for i in range(KEEP_SNAPSHOTS + 2)]
+    burst = [wh.write_snapshot({"sales": pa.table({"region": ["n"] * (i + 1), "amount": [1.0] * (i + 1)})}).id for i in range(KEEP_SNAPSHOTS + 2)]
     assert [s.id for s in wh.snapshots()] == list(reversed(burst))[:KEEP_SNAPSHOTS] + [older.name.removesuffix(SUFFIX)]
     for snap in wh.snapshots()[:KEEP_SNAPSHOTS]:
         snap.path.write_bytes(b"")  # what a power cut can leave of a file not yet written back
@@ -259,13 +275,14 @@ def test_a_killed_refreshs_staging_file_goes_at_the_next_start(tmp_path):
     import sys
 
     folder = tmp_path / "wh"
-    script = ("import sys, time, pyarrow as pa\n"
-              "from lib import warehouse\n"
-              "wh = warehouse.Warehouse(sys.argv[1])\n"
-              "def hang():\n    print('written', flush=True); time.sleep(60)\n"
-              "wh.write_snapshot({'t': pa.table({'x': list(range(100000))})}, _before_switch=hang)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script, str(folder)], stdout=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parent.parent)
+    script = (
+        "import sys, time, pyarrow as pa\n"
+        "from lib import warehouse\n"
+        "wh = warehouse.Warehouse(sys.argv[1])\n"
+        "def hang():\n    print('written', flush=True); time.sleep(60)\n"
+        "wh.write_snapshot({'t': pa.table({'x': list(range(100000))})}, _before_switch=hang)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(folder)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert proc.stdout.readline().strip() == "written"
     staging = list((folder / "snapshots").glob(".*.tmp"))
     assert len(staging) == 1
@@ -273,6 +290,11 @@ def test_a_killed_refreshs_staging_file_goes_at_the_next_start(tmp_path):
     assert staging[0].exists()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    fresh = subprocess.run([sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).current())",
-                            str(folder)], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, check=True)
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).current())", str(folder)],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert fresh.stdout.strip() == "None" and not staging[0].exists()

@@ -1,4 +1,5 @@
 """Loading, validating and saving a workspace folder."""
+
 from __future__ import annotations
 
 from pathlib import Path

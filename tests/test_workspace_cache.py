@@ -6,6 +6,7 @@ config repo in another process (as a second app process or the CLI would), and
 check this process sees the change on its next call: edits, new drafts, and,
 above all, access changes.
 """
+
 from __future__ import annotations
 
 import copy
@@ -59,8 +60,7 @@ elif action == "redescribe-draft":  # sam changes his unpublished workspace's de
 
 def in_other_process(repo: ConfigRepo, *args: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", OTHER_PROCESS, str(repo.path), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run([sys.executable, "-c", OTHER_PROCESS, str(repo.path), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
 
 

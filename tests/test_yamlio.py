@@ -1,6 +1,7 @@
 """YAML in and out of workspace files (lib/yamlio.py): positions of every node, refusals with their line and
 kind, and the canonical writer. Whole hostile files through the CLI are in tests/test_hostile_files.py;
 random input is in tests/test_fuzz.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -59,10 +60,18 @@ def test_line_of_a_key_differs_from_its_value_when_the_value_is_a_block():
     assert doc.line_of(("a",)) == 2  # the mapping value starts on the next line
 
 
-@pytest.mark.parametrize("text,value", [
-    ("a: =\n", "="), ("a: ~\n", None), ("a: 0x1F\n", 31), ("a: 1e3\n", "1e3"), ("a: yes\n", True),
-    ("a: !!str 12\n", "12"), ("a: !!int '7'\n", 7),
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("a: =\n", "="),
+        ("a: ~\n", None),
+        ("a: 0x1F\n", 31),
+        ("a: 1e3\n", "1e3"),
+        ("a: yes\n", True),
+        ("a: !!str 12\n", "12"),
+        ("a: !!int '7'\n", 7),
+    ],
+)
 def test_scalars_resolve_as_the_safe_loader_resolves_them(text, value):
     assert parse(text).data == {"a": value} == yaml.safe_load(text.replace("=", "'='"))
 
@@ -70,18 +79,21 @@ def test_scalars_resolve_as_the_safe_loader_resolves_them(text, value):
 # --------------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("text,kind,line", [
-    ("a: 1\nb: &x 2\nc: *x\n", "anchor", 2),  # refused where the anchor is, before any alias is read
-    ("a: 1\nb: [1,\n  *x]\n", "alias", 3),
-    ("base: {x: 1}\nother:\n  <<: {x: 2}\n  y: 3\n", "merge", 3),
-    ("a: 1\nb: !!python/object:os.system {}\n", "tag", 2),
-    ("a:\n  - !custom 1\n", "tag", 2),
-    ("a: 1\n? [x, y]\n: 2\n", "key", 2),
-    ("a: 1\nb: 2\na: 3\n", "syntax", 3),  # a duplicate key
-    ("a: 1\n---\nb: 2\n", "syntax", 2),  # a second document
-    ("a: [1, 2\nb: 3\n", "syntax", 2),
-    ("a: 1\nb: \x07\n", "syntax", 2),  # a control character
-])
+@pytest.mark.parametrize(
+    "text,kind,line",
+    [
+        ("a: 1\nb: &x 2\nc: *x\n", "anchor", 2),  # refused where the anchor is, before any alias is read
+        ("a: 1\nb: [1,\n  *x]\n", "alias", 3),
+        ("base: {x: 1}\nother:\n  <<: {x: 2}\n  y: 3\n", "merge", 3),
+        ("a: 1\nb: !!python/object:os.system {}\n", "tag", 2),
+        ("a:\n  - !custom 1\n", "tag", 2),
+        ("a: 1\n? [x, y]\n: 2\n", "key", 2),
+        ("a: 1\nb: 2\na: 3\n", "syntax", 3),  # a duplicate key
+        ("a: 1\n---\nb: 2\n", "syntax", 2),  # a second document
+        ("a: [1, 2\nb: 3\n", "syntax", 2),
+        ("a: 1\nb: \x07\n", "syntax", 2),  # a control character
+    ],
+)
 def test_each_refusal_has_its_kind_and_line(text, kind, line):
     with pytest.raises(YamlSyntaxError) as refused:
         parse(text)
@@ -180,6 +192,5 @@ def test_a_long_line_is_never_wrapped():
 
 
 def test_order_keys_follows_refs_and_the_branches_of_all_of():
-    root = {"allOf": [{"properties": {"b": {}}}, {"$ref": "#/$defs/x"}], "properties": {"c": {}},
-            "$defs": {"x": {"properties": {"a": {}}}}}
+    root = {"allOf": [{"properties": {"b": {}}}, {"$ref": "#/$defs/x"}], "properties": {"c": {}}, "$defs": {"x": {"properties": {"a": {}}}}}
     assert list(order_keys({"a": 1, "b": 2, "c": 3, "d": 4}, root, root)) == ["c", "b", "a", "d"]

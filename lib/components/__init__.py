@@ -14,6 +14,7 @@ its `$defs` entry), and give the Dashboard page a drawing function for it
 (`app_pages/dashboard_view.py`). tests/test_components.py fails until the
 registry and the schema agree.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -16,6 +16,7 @@ spec (a dict from dashboard.yaml) or its rendered `Component`:
 Nothing here imports Streamlit; heavy libraries (Altair, pandas) are imported
 by the kinds that draw with them, when they draw.
 """
+
 from __future__ import annotations
 
 import html
@@ -81,8 +82,9 @@ class RenderContext:
 
     def run(self, sql: str, max_rows: int | None = None) -> QueryResult:
         """One query of the component, its parameters bound, through the cache."""
-        return self.cache.run(self.version, self.tables, sql, params_for(sql, self.params),
-                              max_rows=self.max_rows if max_rows is None else max_rows, timeout_s=self.timeout_s)
+        return self.cache.run(
+            self.version, self.tables, sql, params_for(sql, self.params), max_rows=self.max_rows if max_rows is None else max_rows, timeout_s=self.timeout_s
+        )
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ query, so the built chart is kept per (component spec, query result, theme):
 a rerun whose query came from the cache gets the same chart and Vega-Lite
 dict back without building or validating them again.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -97,8 +98,7 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult) -> tuple[Any,
     channels: dict[str, Any] = {}
     for name, ch in encoding.items():
         if name == "tooltip":
-            channels["tooltip"] = [alt.Tooltip(result_column(result, t["field"]), **{k: t[k] for k in ("type", "title", "format") if t.get(k)})
-                                   for t in ch]
+            channels["tooltip"] = [alt.Tooltip(result_column(result, t["field"]), **{k: t[k] for k in ("type", "title", "format") if t.get(k)}) for t in ch]
             continue
         field_name = result_column(result, ch["field"])
         if name == "color" and ch.get("thresholds"):
@@ -133,10 +133,13 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult) -> tuple[Any,
     if mark == "arc":
         mark_kwargs["innerRadius"] = 40
     chart = getattr(alt.Chart(frame), f"mark_{mark}")(**mark_kwargs).encode(**channels)
-    chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200,
-                             description=summary(spec, frame, channels))
-    chart = chart.configure(background=theme["background"], font=theme.get("font", "sans-serif")).configure_view(stroke=None).configure_axis(
-        labelColor=theme["text"], titleColor=theme["text"]).configure_legend(labelColor=theme["text"], titleColor=theme["text"])
+    chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200, description=summary(spec, frame, channels))
+    chart = (
+        chart.configure(background=theme["background"], font=theme.get("font", "sans-serif"))
+        .configure_view(stroke=None)
+        .configure_axis(labelColor=theme["text"], titleColor=theme["text"])
+        .configure_legend(labelColor=theme["text"], titleColor=theme["text"])
+    )
     try:
         return chart, chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
     except alt.utils.schemapi.SchemaValidationError as exc:  # pyright: ignore[reportAttributeAccessIssue]  # altair's utils/theme names clash in its stubs
@@ -183,8 +186,11 @@ def fields(spec: Spec, columns: list[str]) -> list[FieldRef]:
 
 def prose(spec: Spec) -> list[tuple[tuple, str]]:
     """Axis and legend titles (a tooltip's titles included)."""
-    return [(("encoding", channel, "title"), ch.get("title", ""))
-            for channel, node in (spec.get("encoding") or {}).items() for ch in (node if isinstance(node, list) else [node])]
+    return [
+        (("encoding", channel, "title"), ch.get("title", ""))
+        for channel, node in (spec.get("encoding") or {}).items()
+        for ch in (node if isinstance(node, list) else [node])
+    ]
 
 
 def rule_values(spec: Spec) -> list[float]:
@@ -238,5 +244,14 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
-KIND = ComponentKind(NAME, render, to_html, fields=fields, prose=prose, rule_values=rule_values,
-                     threshold_places=threshold_places, color_channel=color_channel, data_places=data_places)
+KIND = ComponentKind(
+    NAME,
+    render,
+    to_html,
+    fields=fields,
+    prose=prose,
+    rule_values=rule_values,
+    threshold_places=threshold_places,
+    color_channel=color_channel,
+    data_places=data_places,
+)

@@ -4,6 +4,7 @@ Spec: `query` (one row), `value_column` (else the column named `value`, else
 the first), `compare_column` with `delta: absolute | relative | none`,
 `format` and `thresholds: [{op, value, color}]`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -70,8 +71,10 @@ def render(comp: Component, ctx: RenderContext) -> None:
 
 
 def fields(spec: Spec, columns: list[str]) -> list[FieldRef]:
-    return [FieldRef(value_column(spec, columns), ("value_column" if spec.get("value_column") else "query",), "kpi", "value column"),
-            FieldRef(spec.get("compare_column"), ("compare_column",), "kpi", "compare column")]
+    return [
+        FieldRef(value_column(spec, columns), ("value_column" if spec.get("value_column") else "query",), "kpi", "value column"),
+        FieldRef(spec.get("compare_column"), ("compare_column",), "kpi", "compare column"),
+    ]
 
 
 def rule_values(spec: Spec) -> list[float]:

@@ -5,6 +5,7 @@ Spec: `query`, `max_rows` (at most the output constraints' rows per query),
 threshold gets its colour and the threshold's shape, and the legend says what
 each shape means.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -102,8 +103,7 @@ def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
         cells = []
         for label, value in zip(frame.columns, values):
             background = comp.cell_colors.get((position, label))
-            style = (f' style="background: {background}; color: {readable_text_on(background)}"'
-                     if background and COLOR_RE.match(background) else "")
+            style = f' style="background: {background}; color: {readable_text_on(background)}"' if background and COLOR_RE.match(background) else ""
             cells.append(f"<td{_number_class(label, numeric)}{style}>{escape(value)}</td>")
         body_rows.append("<tr>" + "".join(cells) + "</tr>")
     notes = ""
@@ -111,16 +111,18 @@ def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
         notes = '<p class="note">No rows.</p>'
     elif comp.result is not None and comp.result.truncated:
         notes = f'<p class="note">Showing the first {len(body_rows):,} rows.</p>'
-    return (f'<div class="table-scroll"><table><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body_rows)}</tbody></table></div>{notes}')
+    return f'<div class="table-scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body_rows)}</tbody></table></div>{notes}'
 
 
 def _numeric_labels(comp: Component) -> set[str]:
     """Labels of the table's number columns, right-aligned. Frame columns follow the query's columns in order."""
     if comp.result is None:
         return set()
-    return {label for label, field in zip(comp.frame.columns, comp.result.table.schema)
-            if pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)}
+    return {
+        label
+        for label, field in zip(comp.frame.columns, comp.result.table.schema)
+        if pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)
+    }
 
 
 def _number_class(label: str, numeric: set[str]) -> str:

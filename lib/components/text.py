@@ -5,6 +5,7 @@ Spec: `markdown` with `{{query.column}}` or `{{query.column|format}}`, and
 deliberately limited converter (paragraphs, headings, lists, emphasis, links);
 everything else is escaped text.
 """
+
 from __future__ import annotations
 
 import re
@@ -114,7 +115,7 @@ def _inline(text: str) -> str:
     """Escape the text, then add emphasis and links; a link with another scheme stays plain text."""
     out, position = [], 0
     for link in LINK_RE.finditer(text):
-        out.append(_emphasis(escape(text[position:link.start()])))
+        out.append(_emphasis(escape(text[position : link.start()])))
         label, url = _emphasis(escape(link.group(1))), link.group(2)
         out.append(f'<a href="{escape(url)}">{label}</a>' if SAFE_URL_RE.match(url) else escape(link.group(0)))
         position = link.end()

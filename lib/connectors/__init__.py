@@ -12,6 +12,7 @@ in schemas/sources.schema.json (the `type` enum of `$defs/source`, and its
 settings as `$defs/<type>`); tests/test_schemas.py checks that the registry and
 the schema name the same types, in the same order.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """What every connector shares: the fetch context, the error type, and JSON records to Arrow."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ types come from the source. Paths resolve inside the workspace folder, the
 uploads folder (`upload:NAME`), or a folder listed in DASHMEM_DATA_DIRS; any
 other path is refused, so a workspace cannot read arbitrary server files.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -115,8 +116,10 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
             raise SourceError(source["name"], exc.message(source["path"], _why_not_single_byte(exc.path))) from None
         where = f"byte {exc.offset:,}, on line {exc.line:,}, is not valid UTF-8"
     table = _fetch(source, ctx, fallback)
-    note = (f"{source['path']} is not UTF-8 ({where}): read it as {FALLBACK_NAMES[fallback]}; "
-            f"set `encoding: {DECLARED[fallback]}` on the source to say so and silence this note")
+    note = (
+        f"{source['path']} is not UTF-8 ({where}): read it as {FALLBACK_NAMES[fallback]}; "
+        f"set `encoding: {DECLARED[fallback]}` on the source to say so and silence this note"
+    )
     return table.replace_schema_metadata({**(table.schema.metadata or {}), ENCODING_KEY: fallback.encode(), NOTE_KEY: note.encode()})
 
 
@@ -149,8 +152,10 @@ class _NotUtf8(Exception):
         self.offset, self.line = _first_invalid_utf8(path)
 
     def message(self, shown: str, why: str) -> str:
-        return (f"{shown} is not UTF-8 text: byte {self.offset:,} (line {self.line:,}) is not valid UTF-8, and {why}; "
-                "set `encoding` on the source (latin-1 or utf-16), or save the file as UTF-8")
+        return (
+            f"{shown} is not UTF-8 text: byte {self.offset:,} (line {self.line:,}) is not valid UTF-8, and {why}; "
+            "set `encoding` on the source (latin-1 or utf-16), or save the file as UTF-8"
+        )
 
 
 @contextlib.contextmanager
@@ -171,7 +176,7 @@ def _first_invalid_utf8(path: Path, chunk: int = 8 << 20) -> tuple[int, int]:
     with _mapped(path) as data:
         position = 0
         while position < len(data):
-            piece = data[position:position + chunk]
+            piece = data[position : position + chunk]
             final = position + len(piece) >= len(data)
             try:
                 _, used = codecs.utf_8_decode(piece, "strict", final)
@@ -181,7 +186,7 @@ def _first_invalid_utf8(path: Path, chunk: int = 8 << 20) -> tuple[int, int]:
             if used == 0:  # pragma: no cover - an incomplete sequence at the very end is an error when final
                 break
             position += used
-        return len(data), data[:len(data)].count(b"\n") + 1  # only pyarrow's own check failed
+        return len(data), data[: len(data)].count(b"\n") + 1  # only pyarrow's own check failed
 
 
 _UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
@@ -202,8 +207,7 @@ def _single_byte_encoding(path: Path) -> str | None:
 def _why_not_single_byte(path: Path) -> str:
     with _mapped(path) as data:
         if (mixed := _UTF8_SEQUENCE.search(data)) is not None:
-            return (f"the file also holds UTF-8 text (at byte {mixed.start():,}): it mixes encodings, "
-                    "so no single one reads it right")
+            return f"the file also holds UTF-8 text (at byte {mixed.start():,}): it mixes encodings, so no single one reads it right"
         control = _NOT_SINGLE_BYTE_TEXT.search(data)
         return f"it does not read as Latin-1 text either (byte {control.start() if control else 0:,} is a control byte)"
 
@@ -230,8 +234,9 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
     parse_options = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=has_quotes)
 
     def read(column_types: dict[str, pa.DataType]) -> pa.Table:
-        options = dict(read_options=read_options, parse_options=parse_options,
-                       convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True))
+        options = dict(
+            read_options=read_options, parse_options=parse_options, convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True)
+        )
         if not _stream(size):
             return pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
         # The streaming reader holds one block at a time besides the result,

@@ -5,6 +5,7 @@ folder, so relative script paths work, with `env` secrets in its environment)
 or reached at a streamable-HTTP `url` (with `secret_headers`). `timeout_s`
 bounds the whole fetch: start, handshake, call and shutdown of the server.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -111,8 +112,10 @@ def allowed_command(command: list[str]) -> bool:
 def _stdio_parameters(source: dict, ctx: FetchContext) -> StdioServerParameters:
     name = source.get("name", "?")
     if not allowed_command(list(source["command"])):
-        raise ctx.error(name, f"the command {source['command'][0]!r} is not allowed on this server; "
-                              "an operator lists the MCP servers sources may start in DASHMEM_MCP_COMMANDS")
+        raise ctx.error(
+            name,
+            f"the command {source['command'][0]!r} is not allowed on this server; an operator lists the MCP servers sources may start in DASHMEM_MCP_COMMANDS",
+        )
     env = {"PATH": _server_path()}
     env.update({var: ctx.secret(name, ref) for var, ref in (source.get("env") or {}).items()})
     program, *args = source["command"]

@@ -5,6 +5,7 @@ Secret header values are resolved at fetch time and sent only to the origin
 that leads elsewhere is followed without them, so a token never reaches a
 host it was not meant for.
 """
+
 from __future__ import annotations
 
 import json
@@ -167,9 +168,7 @@ class _Api:
             try:
                 return response.json(), response.url
             except ValueError as exc:
-                raise self.ctx.error(
-                    self.name, f"response is not valid JSON: {exc} (from {shown}, starting {_excerpt(response)!r})"
-                ) from None
+                raise self.ctx.error(self.name, f"response is not valid JSON: {exc} (from {shown}, starting {_excerpt(response)!r})") from None
         raise self.ctx.error(self.name, failure)
 
     def records_in(self, payload: Any, answered_url: httpx.URL) -> list:

@@ -4,6 +4,7 @@ The URL in sources.yaml never holds the password: it is resolved from its
 secret reference at fetch time and set on the parsed URL object, so it exists
 only inside the engine and never in a string that could be shown or logged.
 """
+
 from __future__ import annotations
 
 import json
@@ -245,7 +246,7 @@ class _Column:
                 array = _text_chunk(values)
         offset = 0
         for chunk in array.chunks if isinstance(array, pa.ChunkedArray) else [array]:  # chunked: over 2 GB of text
-            self._remember_changes(chunk, values[offset:offset + len(chunk)] if offset or len(chunk) < len(values) else values)
+            self._remember_changes(chunk, values[offset : offset + len(chunk)] if offset or len(chunk) < len(values) else values)
             self.chunks.append(chunk)
             offset += len(chunk)
 
@@ -292,8 +293,7 @@ def _common_type(types: list[pa.DataType]) -> pa.DataType | None:
 
 def _may_hold_converted(arrow_type: pa.DataType) -> bool:
     """Arrow inferred a type that values in CONVERTED give (decimals, dicts, lists): convert them instead."""
-    return (pa.types.is_decimal(arrow_type) or pa.types.is_struct(arrow_type)
-            or pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+    return pa.types.is_decimal(arrow_type) or pa.types.is_struct(arrow_type) or pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)
 
 
 def _friendly_values(values: Sequence, kinds: set) -> list:
@@ -332,4 +332,3 @@ def _driver_message(exc: SQLAlchemyError) -> str:
 
 def _shown(url: URL) -> str:
     return url.render_as_string(hide_password=True)
-
