@@ -27,6 +27,14 @@ def _commands():
             yield name
 
 
+def test_the_code_map_names_every_module():
+    """A newcomer finds each module of lib/ (and the pages' helpers) in the README's code map."""
+    code_map = README.split("## Code map", 1)[1].split("\n## ", 1)[0]
+    modules = [p for p in sorted((ROOT / "lib").rglob("*.py")) if p.name not in ("__init__.py", "__main__.py")]
+    missing = [str(p.relative_to(ROOT)) for p in modules if f"`{p.name}`" not in code_map and f"{p.name}`" not in code_map]
+    assert not missing, f"modules the README's code map does not name: {missing}"
+
+
 def test_every_cli_command_is_in_the_readme():
     table = README.split("## The command line", 1)[1].split("##", 1)[0]
     missing = [c for c in _commands() if f"| `{c} " not in table]
