@@ -302,9 +302,7 @@ def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table 
 def _check_cursor(source: dict[str, Any], table: pa.Table) -> None:
     cursor = (source.get("incremental") or {}).get("cursor")
     if cursor and source.get("type") == "sql" and cursor not in table.column_names:
-        raise SourceError(
-            source["name"], f"incremental.cursor {cursor!r} is not a column of the table (columns: {', '.join(table.column_names)})"
-        )
+        raise SourceError(source["name"], f"incremental.cursor {cursor!r} is not a column of the table (columns: {', '.join(table.column_names)})")
 
 
 def fetch_candidate(ws_path: Path) -> tuple[dict[str, pa.Table], list[SourceReport]]:

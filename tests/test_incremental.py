@@ -193,4 +193,3 @@ def test_incremental_is_refused_on_csv_query_and_live_sources():
     assert any(e.field == "sources[0].incremental" for e in _errors(csv))  # a CSV is re-read whole
     assert _errors(SOURCES.replace("table: events", "query: SELECT * FROM events"))
     assert _errors(SOURCES + "    mode: live\n")
-
