@@ -286,17 +286,34 @@ def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table 
     last = pc.max(old.column(cursor)).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # kernels made at import: no stubs
     if last is None:
         return None
-    new = _normalise(sql_source.fetch_after(source, ctx, last), source)
+    new = sql_source.fetch_after(source, ctx, last)  # not normalised: a batch of NULLs stays null-typed, not text
     if new.column_names != old.column_names:
         return None
     if new.schema != old.schema:
+        pinned = source.get("columns") or {}  # pinned types are the served ones: the cast below applies them
+        if not all(n.name in pinned or _same_kind(n.type, o.type) for n, o in zip(new.schema, old.schema)):
+            return None  # a column changed type: load everything and let the compatibility check judge
         try:
-            new = new.cast(old.schema)  # an empty batch is typed null; text may be dictionary-encoded in the snapshot
+            new = new.cast(old.schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return None  # the types changed: load everything and let the compatibility check judge
+            return None
     entry.appended = new.num_rows
     entry.message = f"incremental: {new.num_rows:,} new row(s) past {cursor} = {last!s} appended"
     return pa.concat_tables([old, new])
+
+
+def _same_kind(new: pa.DataType, old: pa.DataType) -> bool:
+    """Whether new rows of type `new` are the served column's values, only typed by a smaller batch.
+
+    A batch of NULLs only is typed null, whole numbers beside the served fractions are int64, and
+    served text may be dictionary-encoded. Anything else (text where numbers were) is a change of
+    type, which casting would hide from the compatibility check.
+    """
+    if new == old or pa.types.is_null(new):
+        return True
+    if pa.types.is_dictionary(old):
+        return new == old.value_type
+    return pa.types.is_integer(new) and pa.types.is_floating(old)
 
 
 def _check_cursor(source: dict[str, Any], table: pa.Table) -> None:

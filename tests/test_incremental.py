@@ -193,3 +193,20 @@ def test_incremental_is_refused_on_csv_query_and_live_sources():
     assert any(e.field == "sources[0].incremental" for e in _errors(csv))  # a CSV is re-read whole
     assert _errors(SOURCES.replace("table: events", "query: SELECT * FROM events"))
     assert _errors(SOURCES + "    mode: live\n")
+
+
+def test_new_rows_of_another_type_force_a_full_load_that_the_check_judges(tmp_path):
+    """SQLite lets a column hold text where numbers were: casting the new rows would hide it, so everything is loaded."""
+    folder = tmp_path / "ws"
+    _workspace(folder, {"name": "events", "type": "sql", "url": "sqlite:///events.db", "table": "events", "incremental": {"cursor": "id"}})
+    backend = Backend("sqlite", folder, "events")
+    backend.run("CREATE TABLE events (id INTEGER, qty)", "INSERT INTO events VALUES (1, 10), (2, 20)")
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    backend.run("UPDATE events SET qty = 'n/a' WHERE id = 1", "INSERT INTO events VALUES (3, '30')")
+    report = refresh(folder, wh, user=OPERATOR)
+    entry = report.sources[0]
+    assert entry.appended is None  # not appended: a full load
+    assert entry.status == "incompatible" and entry.changed and entry.changed[0]["column"] == "qty"
+    assert wh.tables()["events"].column("qty").to_pylist() == [10, 20]
+    backend.engine.dispose()
