@@ -42,6 +42,22 @@ ROWS_PER_BATCH = 10_000
 
 
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
+    """The whole query result or table."""
+    return _fetch(source, ctx, after=None)
+
+
+def fetch_after(source: dict, ctx: FetchContext, last) -> pa.Table:
+    """Only the table's rows whose `incremental.cursor` column is past `last` (incremental refresh).
+
+    `last` goes to the database as a bind parameter, never as text in the SQL; rows whose cursor
+    is NULL never compare greater, so they arrive only with a full load.
+    """
+    if not source.get("table") or not (source.get("incremental") or {}).get("cursor"):
+        raise ctx.error(source["name"], "incremental refresh needs `table` and `incremental.cursor`")
+    return _fetch(source, ctx, after=last)
+
+
+def _fetch(source: dict, ctx: FetchContext, after) -> pa.Table:
     name = source["name"]
     url = _engine_url(source, ctx)
     engine = _create_engine(name, url, ctx)
@@ -53,7 +69,7 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
         # Nothing is ever committed: closing the connection rolls back whatever a query changed
         # inside the driver's transaction (DDL on SQLite and MySQL commits itself, beyond our reach).
         with connection:
-            return _read(source, connection, ctx)
+            return _read(source, connection, ctx, after)
     finally:
         engine.dispose()
 
@@ -109,15 +125,20 @@ def _create_engine(name: str, url: URL, ctx: FetchContext) -> sa.Engine:
         ) from None
 
 
-def _read(source: dict, connection: sa.Connection, ctx: FetchContext) -> pa.Table:
+def _read(source: dict, connection: sa.Connection, ctx: FetchContext, after=None) -> pa.Table:
     name = source["name"]
     statement, failure = _statement(source, connection.dialect, ctx)
-    # The query runs exactly as written: no bind-parameter parsing, so `:x` or `%` mean what they mean in SQL.
-    options: dict = {"no_parameters": True}
+    options: dict = {}
     if _streams(source, connection.dialect):
         options["stream_results"] = True
     try:
-        result = connection.execution_options(**options).exec_driver_sql(statement)
+        if after is None:
+            # The query runs exactly as written: no bind-parameter parsing, so `:x` or `%` mean what they mean in SQL.
+            result = connection.execution_options(no_parameters=True, **options).exec_driver_sql(statement)
+        else:
+            cursor = connection.dialect.identifier_preparer.quote(source["incremental"]["cursor"])
+            past = sa.text(f"{statement} WHERE {cursor} > :last").bindparams(sa.bindparam("last", after))
+            result = connection.execution_options(**options).execute(past)
         if not result.returns_rows:
             raise ctx.error(name, "the query returns no rows; write a SELECT")
         names = list(result.keys())
