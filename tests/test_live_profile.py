@@ -188,3 +188,42 @@ def test_a_missing_table_is_a_clear_error(pg, tmp_path):
     with pytest.raises(LiveProfileError, match="gone: cannot profile the live table") as caught:
         profile.build({"gone": stand_in}, [source], workspace_path=tmp_path)
     assert isinstance(caught.value, DashmemError)
+
+
+def test_cli_profile_of_a_live_workspace_is_computed_in_the_database(pg, tmp_path):
+    """`python -m lib profile --write` in one process, profile.yaml read in another: the live table's real figures."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+    from .test_live import _source, _workspace
+
+    name = _make(pg, 5_000)
+    try:
+        folder = _workspace(tmp_path, _source(name), "live-profile")
+        done = subprocess.run([sys.executable, "-m", "lib", "profile", str(folder), "--write"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "table gates (5000 rows)" in done.stdout
+        read = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys, json; from lib import workspace; ws, _ = workspace.load(sys.argv[1]); print(json.dumps(ws.get('profile')))",
+                str(folder),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert read.returncode == 0, read.stderr
+    finally:
+        _drop(pg, name)
+    import json
+
+    (table,) = json.loads(read.stdout)["tables"]
+    by_name = {c["name"]: c for c in table["columns"]}
+    assert table["rows"] == 5_000 and "approximate" not in table
+    assert by_name["id"]["min"] == 1 and by_name["id"]["max"] == 5_000 and by_name["id"]["distinct"] == 5_000
+    assert by_name["maybe"]["null_share"] == 0.1
+    assert by_name["grade"]["top"][0] == {"value": "grade_19", "count": 468}  # 39 of every 400 rows (g % 400 in 361..399), 12 cycles
