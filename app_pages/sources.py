@@ -118,8 +118,8 @@ if st.button("Update the profile from the current data", help="Loads your draft'
             status.update(label="Could not load the data", state="error")
             st.error("\n\n".join(r.message for r in failed))
         else:
-            prof = profile.build(tables, sources)
             with ui.user_errors("Could not save the profile"):
+                prof = profile.build(tables, sources, workspace_path=path)  # a live source is profiled in its database, which may fail
                 ctx.repo.save(ctx.user, ctx.slug, {"profile": prof}, "Update the data profile")
                 status.update(label="Profile saved to your draft", state="complete")
 if not prof:

@@ -23,6 +23,7 @@ import math
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import pyarrow as pa
@@ -403,13 +404,20 @@ def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]]
     return sorted(found, key=lambda r: (r["left"], r["right"]))
 
 
-def build(tables: Mapping[str, pa.Table], sources: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
-    """profile.yaml content for a workspace's tables."""
+def build(tables: Mapping[str, pa.Table], sources: Iterable[dict[str, Any]] = (), workspace_path: os.PathLike | None = None) -> dict[str, Any]:
+    """profile.yaml content for a workspace's tables; a live source's table is profiled in its database
+    (its snapshot table is an empty stand-in), see lib/live_profile.py."""
     by_name = {s["name"]: s for s in sources}
-    profiles = [
-        profile_table(name, tables[name], source=name if name in by_name else None, sample_values=by_name.get(name, {}).get("sample_values", True))
-        for name in sorted(tables)
-    ]
+
+    def one(name: str) -> dict[str, Any]:
+        source = by_name.get(name, {})
+        if source.get("type") == "sql" and source.get("mode") == "live":
+            from .live_profile import profile_live_table
+
+            return profile_live_table(name, source, tables[name], workspace_path=Path(workspace_path) if workspace_path else None)
+        return profile_table(name, tables[name], source=name if name in by_name else None, sample_values=source.get("sample_values", True))
+
+    profiles = [one(name) for name in sorted(tables)]
     out: dict[str, Any] = {"tables": profiles}
     rels = relationships(tables, profiles) if len(tables) > 1 else []
     if rels:
