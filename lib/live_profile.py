@@ -32,7 +32,19 @@ import pyarrow as pa
 
 from . import coltypes
 from .errors import DashmemError
-from .profile import CATEGORICAL_MAX_DISTINCT, EXACT_QUANTILE_MAX_ROWS, QUANTILE_SAMPLE_ROWS, QUANTILES, RARE_K, SCAN_MAX_COLUMNS, TOP_K, _role, _round, _scalar
+from .profile import (
+    CATEGORICAL_MAX_DISTINCT,
+    EXACT_QUANTILE_MAX_ROWS,
+    QUANTILE_SAMPLE_ROWS,
+    QUANTILES,
+    RARE_K,
+    SCAN_MAX_COLUMNS,
+    TOP_K,
+    _role,
+    _round,
+    _scalar,
+    summary_fields,
+)
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -124,14 +136,7 @@ def _profile(connection: sa.Connection, name: str, source: Mapping[str, Any], ty
         entry: dict[str, Any] = {"name": col, "type": kind, "role": _role(col, kind, s, rows)}
         entry["null_share"] = _round(1 - s["nonnull"] / rows) if rows else 0
         entry["distinct"] = s["distinct"]
-        if family[col] in ("number", "time") and s.get("min") is not None:
-            entry["min"], entry["max"] = _scalar(_plain(s["min"])), _scalar(_plain(s["max"]))
-        if family[col] == "number" and s.get("mean") is not None:
-            entry["mean"] = _round(float(s["mean"]))
-            if s.get("std") is not None:
-                entry["std"] = _round(float(s["std"]))
-            if s.get("quantiles"):
-                entry["quantiles"] = {k: _round(float(v)) for k, v in zip(QUANTILES, s["quantiles"]) if v is not None}
+        entry.update(summary_fields(family[col], s, scalar=lambda v: _scalar(_plain(v))))
         if col in counts:
             distinct, head, tail = counts[col]
             few = distinct <= TOP_K + RARE_K

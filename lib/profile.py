@@ -84,16 +84,7 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
         entry: dict[str, Any] = {"name": col, "type": kind, "role": _role(col, kind, s, rows)}
         entry["null_share"] = _round(1 - s["nonnull"] / rows) if rows else 0
         entry["distinct"] = s["distinct"]
-        fam = coltypes.family(kind)
-        if fam in ("number", "time"):
-            if s.get("min") is not None:
-                entry["min"], entry["max"] = _scalar(s["min"]), _scalar(s["max"])
-        if fam == "number" and s.get("mean") is not None:
-            entry["mean"] = _round(float(s["mean"]))
-            if s.get("std") is not None:
-                entry["std"] = _round(float(s["std"]))
-            if s.get("quantiles"):
-                entry["quantiles"] = {k: _round(float(v)) for k, v in zip(QUANTILES, s["quantiles"]) if v is not None}
+        entry.update(summary_fields(coltypes.family(kind), s))
         if col in counts:
             found = counts[col]
             entry["distinct"] = found.distinct
@@ -111,6 +102,20 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
         columns.append(entry)
     head_fields = {"name": name, "source": source} if source else {"name": name}
     return {**head_fields, "rows": rows, "columns": columns}
+
+
+def summary_fields(family: str, s: Mapping[str, Any], scalar: Any = _scalar) -> dict[str, Any]:
+    """A column's range (numbers and times) and mean, std and quantiles (numbers), rounded, from its statistics `s`."""
+    out: dict[str, Any] = {}
+    if family in ("number", "time") and s.get("min") is not None:
+        out["min"], out["max"] = scalar(s["min"]), scalar(s["max"])
+    if family == "number" and s.get("mean") is not None:
+        out["mean"] = _round(float(s["mean"]))
+        if s.get("std") is not None:
+            out["std"] = _round(float(s["std"]))
+        if s.get("quantiles"):
+            out["quantiles"] = {k: _round(float(v)) for k, v in zip(QUANTILES, s["quantiles"]) if v is not None}
+    return out
 
 
 class _Counts(NamedTuple):

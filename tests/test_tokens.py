@@ -23,7 +23,7 @@ import pytest
 
 from bench import tokens as bench_tokens
 from bench.common import PUBLIC
-from lib import compose, profile, secrets, tokens, workspace
+from lib import compose, profile, tokens, workspace
 from lib.connectors import FetchContext, fetch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,21 +32,10 @@ BUDGETED = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "nyc311_
 
 
 @pytest.fixture
-def secret_store(monkeypatch):
+def secret_store(streamlit_secrets, monkeypatch):
     """No API key anywhere: not in the environment, and a dict in place of Streamlit's secrets file."""
-    store: dict = {}
-
-    def lookup(dotted: str):
-        node = store
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
-
-    monkeypatch.setattr(secrets, "_streamlit_secret", lookup)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    return store
+    return streamlit_secrets
 
 
 @pytest.fixture
