@@ -11,10 +11,12 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -186,3 +188,39 @@ def import_each_alone(modules: list[str]) -> None:
         if proc.returncode != 0:
             failed[module] = stderr.strip().splitlines()[-1:]
     assert not failed, f"these modules do not import on their own: {failed}"
+
+
+# --------------------------------------------------------------------------- the local database servers (SQL sources)
+
+SERVERS = {
+    "postgresql": ("PostgreSQL", 5432, "postgresql+psycopg2://postgres@127.0.0.1:5432/test"),
+    "mariadb": ("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test"),
+}
+
+
+def server_engine(kind: str) -> sa.Engine:
+    """An admin engine for a server, or a skip saying why the server cannot be used."""
+    label, port, url = SERVERS[kind]
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 5})
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except Exception as exc:  # any reason at all means: not usable here
+        pytest.skip(f"{label} not reachable on 127.0.0.1:{port}: {exc}")
+    return engine
+
+
+@contextmanager
+def statements_sent():
+    """Every statement any SQLAlchemy engine sends, with its parameters."""
+    sent: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        sent.append((statement, parameters))
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)

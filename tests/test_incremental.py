@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,7 @@ from lib.refresh import refresh
 from lib.warehouse import Warehouse
 from lib.yamlio import parse
 
-from .conftest import ROOT, WORKSPACES
-from .test_sql_source import server_engine
+from .conftest import ROOT, WORKSPACES, server_engine, statements_sent
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -74,20 +72,6 @@ def db(request, tmp_path):
     )
     yield backend
     backend.drop()
-
-
-@contextmanager
-def statements_sent():
-    sent: list[tuple[str, object]] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        sent.append((statement, parameters))
-
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
 
 
 def _params(parameters) -> list:

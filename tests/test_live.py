@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from lib.refresh import refresh
 from lib.render import QueryCache, render
 from lib.warehouse import QueryError, QueryRefused, Warehouse
 
-from .conftest import ROOT, WORKSPACES
+from .conftest import ROOT, WORKSPACES, server_engine, statements_sent
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 MARIADB_URL = "mysql://root@127.0.0.1:3306/test"
@@ -37,21 +35,10 @@ SITES = ["Brno", "Lyon", "Porto", "Gdansk", "Leeds", "Turin"]
 CHOSEN = {"site": ["Brno", "Lyon"]}
 
 
-def _engine_or_skip(label: str, port: int, url: str) -> sa.Engine:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        engine = sa.create_engine(url, connect_args={"connect_timeout": 5})
-        with engine.connect() as connection:
-            connection.execute(sa.text("SELECT 1"))
-    except Exception as exc:  # any reason at all means: not usable here
-        pytest.skip(f"{label} not reachable on 127.0.0.1:{port}: {exc}")
-    return engine
-
-
 @pytest.fixture(scope="module")
 def pg_table():
     """A generated `gates`-shaped table of ROWS rows in PostgreSQL; dropped afterwards."""
-    engine = _engine_or_skip("PostgreSQL", 5432, "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+    engine = server_engine("postgresql")
     name = f"dm_live_{uuid.uuid4().hex[:10]}"
     sites = ",".join(f"'{s}'" for s in SITES)
     with engine.begin() as connection:
@@ -108,21 +95,6 @@ def _same(live_rows: dict, snapshot_rows: dict) -> None:
                     assert x == pytest.approx(y, rel=1e-9), key
                 else:
                     assert str(x) == str(y), key
-
-
-@contextmanager
-def statements_sent():
-    """Every statement any SQLAlchemy engine sends, with its parameters."""
-    sent: list[tuple[str, object]] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        sent.append((statement, parameters))
-
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
 
 
 def _snapshot_tables(source: dict, tmp_path: Path) -> dict:
@@ -374,7 +346,7 @@ def test_refresh_reads_the_catalogue_and_catches_a_dropped_column(pg_table, tmp_
 
 @pytest.fixture(scope="module")
 def mariadb_table():
-    engine = _engine_or_skip("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test")
+    engine = server_engine("mariadb")
     name = f"dm_live_{uuid.uuid4().hex[:10]}"
     with engine.begin() as connection:
         connection.exec_driver_sql(f"CREATE TABLE {name} (day DATE, site VARCHAR(20), gate VARCHAR(20), target BIGINT, actual BIGINT)")

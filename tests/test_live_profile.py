@@ -23,7 +23,8 @@ from lib.connectors.base import FetchContext
 from lib.live_profile import LiveProfileError
 from lib.schemas import _validator
 
-from .test_live import MARIADB_URL, PG_URL, _engine_or_skip
+from .conftest import server_engine
+from .test_live import MARIADB_URL, PG_URL
 
 DISTINCT_TOLERANCE = 0.10  # relative: the snapshot's distinct count is DuckDB's HyperLogLog estimate (5.4% off here at 250k)
 QUANTILE_TOLERANCE = 0.02  # of the column's range: quantiles of a sample against quantiles of a sample
@@ -120,14 +121,14 @@ def _compare(pushed: dict, local: dict) -> None:
 
 @pytest.fixture(scope="module")
 def pg():
-    engine = _engine_or_skip("PostgreSQL", 5432, "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+    engine = server_engine("postgresql")
     yield engine
     engine.dispose()
 
 
 @pytest.fixture(scope="module")
 def mariadb():
-    engine = _engine_or_skip("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test")
+    engine = server_engine("mariadb")
     yield engine
     engine.dispose()
 

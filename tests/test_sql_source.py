@@ -23,28 +23,13 @@ import sqlalchemy as sa
 from lib.connectors import fetch, sql_source
 from lib.connectors.base import FetchContext, SourceError
 
-SERVERS = {
-    "postgresql": ("PostgreSQL", 5432, "postgresql+psycopg2://postgres@127.0.0.1:5432/test"),
-    "mariadb": ("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test"),
-}
+from .conftest import SERVERS, server_engine
+
 BACKENDS = ["sqlite", *SERVERS]
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
-
-
-def server_engine(kind: str) -> sa.Engine:
-    """An admin engine for a server, or a skip saying why the server cannot be used."""
-    label, port, url = SERVERS[kind]
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        engine = sa.create_engine(url, connect_args={"connect_timeout": 5})
-        with engine.connect() as connection:
-            connection.execute(sa.text("SELECT 1"))
-    except Exception as exc:  # any reason at all means: not usable here
-        pytest.skip(f"{label} not reachable on 127.0.0.1:{port}: {exc}")
-    return engine
 
 
 @pytest.fixture(scope="session")
