@@ -14,15 +14,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import coltypes
+from . import colroles, coltypes
 from .components import chart, kpi, table, text
 from .errors import DashmemError
 from .warehouse import quote_ident
 
 MAX_KPIS = 3
 MAX_BREAKDOWNS = 2
-AVERAGED = re.compile(r"(rate|ratio|share|pct|percent|attainment|score|age|price|avg|mean|margin|discount|latitude|longitude|temperature)", re.I)
-PREFERRED = re.compile(r"(sales|revenue|amount|value|profit|quantity|qty|actual|total|cost|volume|count|gdp)", re.I)
+# How each grain's period reads, in KPI titles, chart axes, tooltips and the insight alike (strftime and
+# d3-time-format agree on these; lib/formats.py adds d3's %q, the quarter).
+PERIOD_FORMATS = {"hour": "%d %b %Y %H:00", "day": "%d %b %Y", "week": "week of %d %b %Y", "month": "%B %Y", "quarter": "%Y-Q%q", "year": "%Y"}
+_SQL_AGGREGATES = {colroles.SUM: "sum", colroles.MEAN: "avg", colroles.MEDIAN: "median"}
+_TITLE_WORDS = {colroles.SUM: "Total", colroles.MEAN: "Average", colroles.MEDIAN: "Median"}
 
 
 class NothingToDraft(DashmemError, ValueError):
@@ -48,8 +51,9 @@ def main_table(profile: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def pick_measures(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """Up to MAX_KPIS measures, additive ones (totals) first, each column in table order."""
     measures = [c for c in table["columns"] if c.get("role") == "measure" and (c.get("null_share") or 0) < 0.5]
-    return sorted(measures, key=lambda c: (not PREFERRED.search(c["name"]), bool(AVERAGED.search(c["name"])), table["columns"].index(c)))[:MAX_KPIS]
+    return sorted(measures, key=lambda c: (not _meaning(table, c).additive, table["columns"].index(c)))[:MAX_KPIS]
 
 
 def pick_time(table: dict[str, Any]) -> dict[str, Any] | None:
@@ -62,8 +66,14 @@ def pick_categories(table: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(cats, key=lambda c: (abs((c.get("distinct") or 0) - 8), table["columns"].index(c)))[:MAX_BREAKDOWNS]
 
 
-def _aggregate(measure: dict[str, Any]) -> str:
-    return "avg" if AVERAGED.search(measure["name"]) else "sum"
+def _meaning(table: Mapping[str, Any], column: Mapping[str, Any]) -> colroles.Meaning:
+    return colroles.of_profile_column(column, int(table.get("rows") or 0))
+
+
+def _aggregate(table: Mapping[str, Any], measure: dict[str, Any], live: bool = False) -> str:
+    """The SQL aggregate of a measure: sum, avg or median (avg on a live table: MariaDB has no median aggregate)."""
+    aggregate = _meaning(table, measure).aggregate or colroles.MEAN
+    return "avg" if live and aggregate == colroles.MEDIAN else _SQL_AGGREGATES[aggregate]
 
 
 def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -94,6 +104,7 @@ class _Plan:
     rules: list[dict[str, Any]]  # the machine checks of task.yaml's rules
     per_row: int
     where_sql: str = ""  # the filters' WHERE clause, shared by every query
+    live: bool = False  # the table is queried in its source database, not in a snapshot
 
     @property
     def name(self) -> str:
@@ -106,7 +117,16 @@ class _Plan:
 
     @property
     def lead_expr(self) -> str:
-        return f"{_aggregate(self.lead)}({quote_ident(self.lead['name'])})" if self.lead else "count(*)"
+        return self.expr(self.lead) if self.lead else "count(*)"
+
+    def expr(self, measure: dict[str, Any]) -> str:
+        """SQL for a measure over a group: summed if it adds up, else averaged (or its median)."""
+        return f"{_aggregate(self.table, measure, self.live)}({quote_ident(measure['name'])})"
+
+    def measure_title(self, measure: dict[str, Any]) -> str:
+        """'Total sales', 'Average miles per gallon', 'Median price'."""
+        aggregate = _meaning(self.table, measure).aggregate or colroles.MEAN
+        return f"{_TITLE_WORDS[aggregate]} {_label(measure['name']).lower()}"
 
     @property
     def lead_alias(self) -> str:
@@ -114,18 +134,19 @@ class _Plan:
 
     @property
     def lead_title(self) -> str:
-        return _label(self.lead["name"]) if self.lead else "Records"
+        return self.measure_title(self.lead) if self.lead else "Records"
 
     def fmt_for(self, measure: dict[str, Any] | None) -> str:
         formats = self.formats
         if measure is None:
             return formats.get("default", ",.0f")
-        if AVERAGED.search(measure["name"]) and (measure.get("max") or 0) <= 1.5 and (measure.get("min") or 0) >= 0:
+        additive = _meaning(self.table, measure).additive
+        if not additive and (measure.get("max") or 0) <= 1.5 and (measure.get("min") or 0) >= 0:  # a share
             return formats.get("percent", ".1%")
         if max(abs(measure.get("max") or 0), abs(measure.get("min") or 0)) >= 1e7:
             currency = formats.get("currency") or ""
             return currency if "$" in currency else ".3s"  # 1.23G reads better than 1,234,567,890
-        return formats.get("default", ",.1f" if _aggregate(measure) == "avg" else ",.0f")
+        return formats.get("default", ",.0f" if additive else ",.1f")
 
 
 def draft(files: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,12 +225,11 @@ def _kpis(plan: _Plan) -> list[dict[str, Any]]:
     source = f"FROM {quote_ident(plan.name)}{plan.where_sql}"
     kpis = [kpi.new("kpi_records", "Records", f"SELECT count(*) AS value {source}", format=",d")]
     for m in plan.measures:
-        agg = _aggregate(m)
         kpis.append(
             kpi.new(
                 f"kpi_{alias(m['name'])}"[:63],
-                f"{'Average' if agg == 'avg' else 'Total'} {_label(m['name']).lower()}",
-                f"SELECT {agg}({quote_ident(m['name'])}) AS value {source}",
+                plan.measure_title(m),
+                f"SELECT {plan.expr(m)} AS value {source}",
                 format=plan.fmt_for(m),
                 thresholds=_thresholds(plan.rules, m["name"]),
             )
@@ -222,17 +242,22 @@ def _trend(plan: _Plan) -> dict[str, Any] | None:
     time = plan.time
     if not time:
         return None
-    is_date = coltypes.family(time["type"]) == "time"
+    grain = _grain(time)
     lead_alias, lead_title, fmt = plan.lead_alias, plan.lead_title, plan.fmt_for(plan.lead)
+    x: dict[str, Any] = {"field": "period", "type": "ordinal", "title": _label(time["name"])}
+    period_tip: dict[str, Any] = {"field": "period", "title": _label(time["name"])}
+    if grain:  # a date truncated to a grain: labelled as that period ("December 2014", "2014-Q4")
+        x = {**x, "type": "temporal", "title": f"{_label(time['name'])} ({grain})", "format": PERIOD_FORMATS[grain]}
+        period_tip = {**period_tip, "type": "temporal", "format": PERIOD_FORMATS[grain]}
     return chart.new(
         "trend",
         f"{lead_title} over time",
         f"SELECT {_period(time)} AS period, {plan.lead_expr} AS {lead_alias} FROM {quote_ident(plan.name)}{plan.where_sql} GROUP BY 1 ORDER BY 1",
         "line",
         {
-            "x": {"field": "period", "type": "temporal" if is_date else "ordinal", "title": _label(time["name"])},
+            "x": x,
             "y": {"field": lead_alias, "type": "quantitative", "title": lead_title, "format": fmt},
-            "tooltip": [{"field": "period", "title": _label(time["name"])}, {"field": lead_alias, "title": lead_title, "format": fmt}],
+            "tooltip": [period_tip, {"field": lead_alias, "title": lead_title, "format": fmt}],
         },
     )
 
@@ -273,7 +298,7 @@ def _detail_table(plan: _Plan) -> dict[str, Any]:
     if group:
         select = ", ".join(
             [f"{quote_ident(group['name'])} AS {alias(group['name'])}"]
-            + [f"{_aggregate(m)}({quote_ident(m['name'])}) AS {alias(m['name'])}" for m in plan.measures]
+            + [f"{plan.expr(m)} AS {alias(m['name'])}" for m in plan.measures]
             + ["count(*) AS records"]
         )
         table_sql = f"SELECT {select} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 50"  # the first measure, or the record count
@@ -308,17 +333,26 @@ def _layout(plan: _Plan, kpis, trend, breakdowns, detail, insight) -> list[list[
     return rows
 
 
+def _grain(time: dict[str, Any] | None) -> str | None:
+    """The period a date column's trend is bucketed by, for a line of a readable length; None for a
+    numeric period (a year, a week number), which is its own period."""
+    if time is None or coltypes.family(time["type"]) != "time":
+        return None
+    span = _span_days(time)
+    if span is None:
+        return "month"
+    for grain, longer_than in (("year", 3650), ("quarter", 1826), ("month", 120), ("week", 28), ("day", 2)):
+        if span > longer_than:
+            return grain
+    return "hour"
+
+
 def _period(time: dict[str, Any] | None) -> str | None:
-    """SQL for the trend's period: the time column truncated to a grain that gives a readable line."""
+    """SQL for the trend's period: the time column truncated to its grain."""
     if time is None:
         return None
-    if coltypes.family(time["type"]) != "time":
-        return quote_ident(time["name"])  # a numeric year or week number is its own period
-    span = _span_days(time)
-    grain = "month" if span is None or span > 120 else "day" if span > 2 else "hour"
-    if span is not None and span > 3650:
-        grain = "year"
-    return f"date_trunc('{grain}', {quote_ident(time['name'])})"
+    grain = _grain(time)
+    return f"date_trunc('{grain}', {quote_ident(time['name'])})" if grain else quote_ident(time["name"])
 
 
 def _span_days(column: dict[str, Any]) -> int | None:
@@ -370,7 +404,8 @@ def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, 
             f"SELECT period, v AS {lead_alias}, (v - lag(v) OVER (ORDER BY period)) / nullif(abs(lag(v) OVER (ORDER BY period)), 0) AS change "
             f"FROM p ORDER BY period DESC LIMIT 1"
         )
-        shown_period = "{{latest.period|d}}" if numeric else "{{latest.period}}"
+        grain = _grain(time)
+        shown_period = f"{{{{latest.period|{PERIOD_FORMATS[grain]}}}}}" if grain and not numeric else "{{latest.period|d}}"
         lines.append(
             f"- Latest {_label(time['name']).lower()} ({shown_period}): {{{{latest.{lead_alias}|{fmt}}}}}, {{{{latest.change|+.1%}}}} on the one before."
         )

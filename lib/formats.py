@@ -28,11 +28,17 @@ def format_value(value, spec: str | None = None) -> str:
         return format_number(float(value) if isinstance(value, Decimal) else value, spec)
     if isinstance(value, dt.datetime):
         if spec and "%" in spec and not _SPEC.match(spec):
-            return value.strftime(spec)
+            return _strftime(value, spec)
         return value.date().isoformat() if value.time() == dt.time() else value.isoformat(sep=" ", timespec="minutes")
     if isinstance(value, dt.date):
-        return value.strftime(spec) if spec and "%" in spec and not _SPEC.match(spec) else value.isoformat()
+        return _strftime(value, spec) if spec and "%" in spec and not _SPEC.match(spec) else value.isoformat()
     return str(value)
+
+
+def _strftime(value: dt.date, spec: str) -> str:
+    """strftime with d3-time-format's %q (the quarter, 1-4), so a chart axis and a text show a period alike."""
+    quarter = str((value.month - 1) // 3 + 1)
+    return value.strftime(re.sub(r"%(.)", lambda m: quarter if m.group(1) == "q" else m.group(0), spec))
 
 
 def format_number(value: float, spec: str | None = None) -> str:

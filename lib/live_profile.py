@@ -40,9 +40,9 @@ from .profile import (
     RARE_K,
     SCAN_MAX_COLUMNS,
     TOP_K,
-    _role,
     _round,
     _scalar,
+    column_meaning,
     summary_fields,
 )
 
@@ -133,7 +133,7 @@ def _profile(connection: sa.Connection, name: str, source: Mapping[str, Any], ty
         s["nonnull"], s["distinct"] = int(s["nonnull"]), int(s["distinct"] or 0)
         if col in counts:
             s["distinct"] = counts[col][0]
-        entry: dict[str, Any] = {"name": col, "type": kind, "role": _role(col, kind, s, rows)}
+        entry: dict[str, Any] = {"name": col, "type": kind, **column_meaning(col, kind, s, rows)}
         entry["null_share"] = _round(1 - s["nonnull"] / rows) if rows else 0
         entry["distinct"] = s["distinct"]
         entry.update(summary_fields(family[col], s, scalar=lambda v: _scalar(_plain(v))))

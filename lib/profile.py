@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import coltypes, tokens
+from . import colroles, coltypes, tokens
 from .warehouse import describe, quote_ident, sandbox_cursor
 
 TOP_K = 5
@@ -81,7 +81,7 @@ def profile_table(name: str, table: pa.Table, *, source: str | None = None, samp
     columns = []
     for col, kind in types:
         s = stats[col]
-        entry: dict[str, Any] = {"name": col, "type": kind, "role": _role(col, kind, s, rows)}
+        entry: dict[str, Any] = {"name": col, "type": kind, **column_meaning(col, kind, s, rows)}
         entry["null_share"] = _round(1 - s["nonnull"] / rows) if rows else 0
         entry["distinct"] = s["distinct"]
         entry.update(summary_fields(coltypes.family(kind), s))
@@ -333,34 +333,13 @@ def _samples(column: pa.ChunkedArray | pa.Array | list[Any]) -> list[Any]:
     return [_scalar(v) if not isinstance(v, str) else v[:60] for v in seen]
 
 
-_ID_NAME = re.compile(r"(^id$|_id$|^id_|key$|code$|_no$|number$|^uuid)", re.IGNORECASE)
-# Numbers that label or locate rather than measure: summing them means nothing.
-_NOT_MEASURE = re.compile(r"(zip|postal|postcode|bbl|fips|phone|latitude|longitude|^lat$|^lon$|^lng$|coordinate|computed_region|_code$|^code$)", re.IGNORECASE)
-_TIME_NAME = re.compile(r"(^|[_\s])(year|yr|month|week|date|day|time)([_\s]|$)", re.IGNORECASE)
+_ID_NAME = re.compile(r"(^id$|_id$|^id_|key$|code$|_no$|number$|^uuid)", re.IGNORECASE)  # join-key candidates by name
 
 
-def _role(col: str, kind: str, s: dict[str, Any], rows: int) -> str:
-    fam = coltypes.family(kind)
-    nonnull = s.get("nonnull") or 0
-    distinct = s.get("distinct") or 0
-    if fam == "time":
-        return "time"
-    if fam == "number" and _TIME_NAME.search(col) and s.get("min") is not None and 1800 <= s["min"] and s["max"] <= 2200:
-        return "time"
-    unique = nonnull > 20 and distinct >= 0.95 * nonnull
-    if _ID_NAME.search(col) and (unique or fam == "text"):
-        return "identifier"
-    if fam == "number":
-        if _NOT_MEASURE.search(col) or (_ID_NAME.search(col) and kind.upper() in ("BIGINT", "INTEGER")):
-            return "identifier"
-        return "measure"
-    if fam == "boolean":
-        return "dimension"
-    if fam == "text":
-        if distinct <= max(50, rows // 20):
-            return "dimension"
-        return "identifier" if unique else "text"
-    return "text"
+def column_meaning(col: str, kind: str, s: dict[str, Any], rows: int) -> dict[str, Any]:
+    """A column's role, and for a measure how it adds up ("aggregate": sum, mean or median), from lib/colroles.py."""
+    meaning = colroles.classify(col, kind, s, rows)
+    return {"role": meaning.role, "aggregate": meaning.aggregate} if meaning.aggregate else {"role": meaning.role}
 
 
 def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]], min_overlap: float = 0.5) -> list[dict[str, Any]]:
@@ -595,7 +574,7 @@ def _render(profile: Mapping[str, Any], drops: Mapping[tuple[str, str], frozense
             drop = drops.get((table["name"], c["name"]), nothing)
             parts = [f"{c['name']} {c['type']}"]
             if "role" not in drop and c.get("role"):
-                parts[0] += f" {c['role']}"
+                parts[0] += f" {colroles.Meaning(c['role'], c.get('aggregate')).describe()}"
             if "null_share" not in drop and c.get("null_share"):
                 parts.append(f"null {c['null_share']:.0%}" if c["null_share"] >= 0.01 else "null <1%")
             if "distinct" not in drop and "distinct" in c:
