@@ -143,6 +143,9 @@ _INTENSIVE = {
     "satisfaction",
     "balance",
     "capacity",
+    "size",
+    "fare",
+    "fares",
 }
 _ADDITIVE = {
     "sales",
@@ -214,6 +217,8 @@ _ADDITIVE = {
     "pieces",
     "stock",
     "inventory",
+    "tip",
+    "tips",
 }
 # Units read from "(%)", "[°C]", "km/h": the same vocabulary, plus symbols.
 _INTENSIVE_UNITS = {"%", "°c", "°f", "c", "f", "degc", "degf", "celsius", "fahrenheit", "mph", "kmh", "km/h", "m/s", "rpm", "ppm", "bps"}
@@ -310,6 +315,8 @@ def _kind_from_values(duckdb_type: str, stats: Mapping[str, Any], whole: bool, l
         return MEAN
     if whole and 1900 <= low and high <= 2100:
         return "time"
+    if low >= 0 and high <= 1:
+        return MEAN  # a share, or a 0/1 flag whose mean is the share of rows that have it
     if whole and 0 < distinct <= CODE_MAX_DISTINCT and nonnull >= 3 * distinct and low >= 0:
         return "dimension"  # a few repeated whole numbers: categories written as codes
     if whole and nonnull > 20 and distinct >= nonnull * 0.999 and high - low + 1 <= nonnull * 1.001:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from lib import autodraft, checks, profile, workspace
 from lib.access import OPERATOR
+from lib.components import chart
 from lib.refresh import refresh
 from lib.render import QueryCache, render
 from lib.warehouse import Warehouse
@@ -47,6 +51,10 @@ def test_autodraft_passes_every_check(tmp_path, csv_name, dataset):
     assert rendered.errors == []
     assert "{{" not in rendered.component("insight").markdown
     assert [c.id for c in rendered.rows[0]] == [c["id"] for c in spec["components"] if c["type"] == "kpi"]
+    # Only additive measures are summed; identifiers, codes and years never are.
+    columns = {c["name"]: c for c in ws.data["profile"]["tables"][0]["columns"]}
+    summed = re.findall(r'sum\("([^"]+)"\)', " ".join(c.get("query", "") for c in spec["components"]))
+    assert all(columns[name].get("aggregate") == "sum" for name in summed), summed
 
 
 def test_autodraft_has_a_trend_and_breakdowns_where_the_data_allows(tmp_path, dataset):
@@ -83,3 +91,143 @@ def test_autodraft_without_a_profile_says_what_to_do(tmp_path):
     ws_files = workspace.blank("Empty", "alice", "2026-11-30")
     with pytest.raises(ValueError, match="connect a source and refresh"):
         autodraft.draft(ws_files)
+
+
+# The first rows of the UCI Auto MPG table (Quinlan 1993), with the names the issue's dashboard showed.
+CARS_HEADER = "Name,Miles per gallon,Cylinders,Displacement,Horsepower,Weight,Acceleration,Model year,Origin"
+CARS_ROWS = """chevrolet chevelle malibu,18,8,307,130,3504,12.0,70,1
+buick skylark 320,15,8,350,165,3693,11.5,70,1
+plymouth satellite,18,8,318,150,3436,11.0,70,1
+amc rebel sst,16,8,304,150,3433,12.0,70,1
+ford torino,17,8,302,140,3449,10.5,70,1
+ford galaxie 500,15,8,429,198,4341,10.0,70,1
+chevrolet impala,14,8,454,220,4354,9.0,70,1
+plymouth fury iii,14,8,440,215,4312,8.5,70,1
+pontiac catalina,14,8,455,225,4425,10.0,70,1
+amc ambassador dpl,15,8,390,190,3850,8.5,70,1
+toyota corona mark ii,24,4,113,95,2372,15.0,70,3
+plymouth duster,22,6,198,95,2833,15.5,70,1
+amc hornet,18,6,199,97,2774,15.5,70,1
+ford maverick,21,6,200,85,2587,16.0,70,1
+datsun pl510,27,4,97,88,2130,14.5,70,3
+volkswagen 1131 deluxe sedan,26,4,97,46,1835,20.5,70,2
+peugeot 504,25,4,110,87,2672,17.5,70,2
+audi 100 ls,24,4,107,90,2430,14.5,70,2
+saab 99e,25,4,104,95,2375,17.5,70,2
+bmw 2002,26,4,121,113,2234,12.5,70,2
+amc gremlin,21,6,199,90,2648,15.0,70,1
+ford f250,10,8,360,215,4615,14.0,70,1
+chevy c20,10,8,307,200,4376,15.0,70,1
+dodge d200,11,8,318,210,4382,13.5,70,1
+hi 1200d,9,8,304,193,4732,18.5,70,1
+datsun pl510,27,4,97,88,2130,14.5,71,3
+chevrolet vega 2300,28,4,140,90,2264,15.5,71,1
+toyota corona,25,4,113,95,2228,14.0,71,3
+amc gremlin,19,6,232,100,2634,13.0,71,1
+plymouth satellite custom,16,6,225,105,3439,15.5,71,1
+"""
+
+
+def cars_csv(tmp_path) -> Path:
+    path = tmp_path / "data" / "cars.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(CARS_HEADER + "\n" + CARS_ROWS, encoding="utf-8")
+    return path
+
+
+def test_a_cars_table_is_averaged_not_summed(tmp_path):
+    folder, wh = workspace_over(tmp_path, cars_csv(tmp_path))
+    ws, _ = workspace.load(folder)
+    spec = autodraft.draft(ws.data)
+    titles = [c["title"] for c in spec["components"]]
+    assert not [t for t in titles if t.startswith("Total")], titles
+    assert [c["title"] for c in spec["components"] if c["type"] == "kpi"] == [
+        "Records",
+        "Average miles per gallon",
+        "Average displacement",
+        "Average horsepower",
+    ]
+    queries = " ".join(c.get("query", "") for c in spec["components"])
+    assert "sum(" not in queries and 'avg("Miles per gallon")' in queries
+    assert not any(c["id"] in ("kpi_cylinders", "kpi_origin", "kpi_model_year") for c in spec["components"])  # codes and years
+    trend = next(c for c in spec["components"] if c["id"] == "trend")
+    assert '"Model year" AS period' in trend["query"]
+    ws.data["dashboard"] = spec
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    kpis = {c.id: c.display for c in render(ws.data, wh.tables(), wh.current().id, cache=QueryCache()).rows[0]}
+    mpg = [float(line.split(",")[1]) for line in CARS_ROWS.splitlines()]
+    assert kpis["kpi_miles_per_gallon"] == f"{sum(mpg) / len(mpg):,.1f}" != f"{sum(mpg):,.1f}"
+
+
+def test_a_profile_written_before_aggregates_were_recorded_still_drafts_averages(tmp_path):
+    """profile.yaml written by one process without `aggregate` (an older profile), drafted in another."""
+    csv = cars_csv(tmp_path)
+    folder = tmp_path / "cars"
+    env = {**os.environ, "DASHMEM_DATA_DIRS": str(csv.parent), "PYTHONPATH": str(Path(__file__).parents[1])}
+    write = f"""
+from pathlib import Path
+from lib import profile, workspace
+from lib.access import OPERATOR
+from lib.refresh import refresh
+from lib.warehouse import Warehouse
+folder = Path({str(folder)!r})
+workspace.save(folder, workspace.blank("Cars", "alice", "2026-11-30"))
+workspace.save(folder, {{"sources": {{"sources": [{{"name": "data", "type": "csv", "path": {str(csv)!r}}}]}}}})
+wh = Warehouse(Path({str(tmp_path / "cache")!r}))
+assert refresh(folder, wh, user=OPERATOR).ok
+built = profile.build(wh.tables())
+for table in built["tables"]:
+    for column in table["columns"]:
+        column.pop("aggregate", None)
+workspace.save(folder, {{"profile": built}})
+"""
+    draft = f"""
+from pathlib import Path
+from lib import autodraft, workspace
+folder = Path({str(folder)!r})
+ws, diags = workspace.load(folder)
+assert diags == [], diags
+workspace.save(folder, {{"dashboard": autodraft.draft(ws.data)}})
+"""
+    for script in (write, draft):
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert "aggregate" not in (folder / "profile.yaml").read_text(encoding="utf-8")
+    ws, diags = workspace.load(folder)
+    assert diags == []
+    kpis = [c for c in ws.data["dashboard"]["components"] if c["type"] == "kpi"]
+    assert [k["title"] for k in kpis][1:] == ["Average miles per gallon", "Average displacement", "Average horsepower"]
+
+
+def test_the_latest_month_reads_as_a_month_in_text_axis_and_tooltip(tmp_path, dataset):
+    folder, wh = workspace_over(tmp_path, dataset("global_superstore_sample1000.csv"))
+    ws, _ = workspace.load(folder)
+    ws.data["dashboard"] = spec = autodraft.draft(ws.data)
+    trend = next(c for c in spec["components"] if c["id"] == "trend")
+    assert "date_trunc('month'" in trend["query"]
+    assert trend["encoding"]["x"]["format"] == "%B %Y" and trend["encoding"]["tooltip"][0]["format"] == "%B %Y"
+    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert rendered.errors == []
+    latest = wh.tables()["data"].column("Order Date").to_pylist()
+    newest = max(d for d in latest if d is not None)
+    assert f"Latest order date ({newest:%B %Y})" in rendered.component("insight").markdown
+    vega = chart.vega_lite_spec(rendered.component("trend"))
+    assert vega["encoding"]["x"]["axis"]["format"] == "%B %Y"
+
+
+def test_a_six_year_series_is_drafted_by_quarter_labelled_2020_q4(tmp_path):
+    import datetime as dt
+
+    path = tmp_path / "data" / "orders.csv"
+    path.parent.mkdir(parents=True)
+    start = dt.date(2015, 1, 1)
+    lines = ["order_date,region,amount"] + [f"{start + dt.timedelta(days=7 * i)},{'NSEW'[i % 4]},{10 + i % 13}" for i in range(313)]  # to 2020-12-31
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    folder, wh = workspace_over(tmp_path, path)
+    ws, _ = workspace.load(folder)
+    ws.data["dashboard"] = spec = autodraft.draft(ws.data)
+    trend = next(c for c in spec["components"] if c["id"] == "trend")
+    assert "date_trunc('quarter'" in trend["query"] and trend["encoding"]["x"]["format"] == "%Y-Q%q"
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert "Latest order date (2020-Q4)" in rendered.component("insight").markdown
