@@ -71,9 +71,9 @@ def _meaning(table: Mapping[str, Any], column: Mapping[str, Any]) -> colroles.Me
 
 
 def _aggregate(table: Mapping[str, Any], measure: dict[str, Any], live: bool = False) -> str:
-    """The SQL aggregate of a measure: sum, avg or median (avg on a live table: MariaDB has no median aggregate)."""
+    """How a measure is aggregated: sum, mean or median, but the mean on a live table (MariaDB has no median aggregate)."""
     aggregate = _meaning(table, measure).aggregate or colroles.MEAN
-    return "avg" if live and aggregate == colroles.MEDIAN else _SQL_AGGREGATES[aggregate]
+    return colroles.MEAN if live and aggregate == colroles.MEDIAN else aggregate
 
 
 def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -121,12 +121,11 @@ class _Plan:
 
     def expr(self, measure: dict[str, Any]) -> str:
         """SQL for a measure over a group: summed if it adds up, else averaged (or its median)."""
-        return f"{_aggregate(self.table, measure, self.live)}({quote_ident(measure['name'])})"
+        return f"{_SQL_AGGREGATES[_aggregate(self.table, measure, self.live)]}({quote_ident(measure['name'])})"
 
     def measure_title(self, measure: dict[str, Any]) -> str:
         """'Total sales', 'Average miles per gallon', 'Median price'."""
-        aggregate = _meaning(self.table, measure).aggregate or colroles.MEAN
-        return f"{_TITLE_WORDS[aggregate]} {_label(measure['name']).lower()}"
+        return f"{_TITLE_WORDS[_aggregate(self.table, measure, self.live)]} {_label(measure['name']).lower()}"
 
     @property
     def lead_alias(self) -> str:
@@ -186,6 +185,7 @@ def _plan(files: Mapping[str, Any]) -> _Plan:
         formats=output.get("number_formats") or {},
         rules=[r["check"] for r in (files.get("task") or {}).get("rules") or [] if r.get("check")],
         per_row=int((output.get("layout") or {}).get("max_per_row", 4)),
+        live=any(s.get("name") == table.get("source") and s.get("mode") == "live" for s in (files.get("sources") or {}).get("sources") or []),
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lib import autodraft, checks, profile, workspace
+from lib import autodraft, checks, live, profile, workspace
 from lib.access import OPERATOR
 from lib.components import chart
 from lib.refresh import refresh
@@ -231,3 +231,61 @@ def test_a_six_year_series_is_drafted_by_quarter_labelled_2020_q4(tmp_path):
     assert checks.run(ws, wh.tables(), wh.current().id) == []
     rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
     assert "Latest order date (2020-Q4)" in rendered.component("insight").markdown
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
+def test_a_long_tailed_measure_of_a_live_table_is_drafted_as_a_mean_its_database_can_run(tmp_path, kind):
+    """Median is the right figure for a long tail, but MariaDB has no median aggregate: a live draft averages."""
+    import uuid
+
+    from .conftest import SERVERS, server_engine
+
+    engine = server_engine(kind)
+    name = f"dm_autodraft_{uuid.uuid4().hex[:10]}"
+    days = [1, 1, 2, 1, 3, 2, 1, 45, 60, 2, 1, 1, 90, 2, 3, 2] * 5
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"CREATE TABLE {name} (region VARCHAR(10), days_to_resolve INTEGER)")
+        connection.exec_driver_sql(f"INSERT INTO {name} VALUES " + ", ".join(f"('{'NSEW'[i % 4]}', {d})" for i, d in enumerate(days)))
+    try:
+        url = SERVERS[kind][2].replace("+psycopg2", "").replace("+pymysql", "")
+        folder = tmp_path / "tickets"
+        workspace.save(folder, workspace.blank("Tickets", "alice", "2026-11-30"))
+        workspace.save(folder, {"sources": {"sources": [{"name": "tickets", "type": "sql", "url": url, "table": name, "mode": "live", "cache_ttl_s": 0}]}})
+        wh = Warehouse(tmp_path / "cache")
+        assert refresh(folder, wh, user=OPERATOR).ok
+        ws, _ = workspace.load(folder)
+        built = profile.build(wh.tables(), ws.data["sources"]["sources"], workspace_path=folder)
+        column = next(c for c in built["tables"][0]["columns"] if c["name"] == "days_to_resolve")
+        assert column["aggregate"] == "median"
+        workspace.save(folder, {"profile": built})
+        ws, _ = workspace.load(folder)
+        spec = autodraft.draft(ws.data)
+        card = next(c for c in spec["components"] if c["id"] == "kpi_days_to_resolve")
+        assert card["title"] == "Average days to resolve" and 'avg("days_to_resolve")' in card["query"]
+        source = ws.data["sources"]["sources"][0]
+        unfiltered = card["query"].split(" WHERE ")[0]
+        assert live.run(source, unfiltered).rows == [(pytest.approx(sum(days) / len(days)),)]
+        if kind == "postgresql":  # the draft's multiselect filter (list_contains) does not run on MariaDB yet
+            ws.data["dashboard"] = spec
+            rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+            assert rendered.errors == []
+            assert rendered.component("kpi_days_to_resolve").display == f"{sum(days) / len(days):,.1f}"
+    finally:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        engine.dispose()
+
+
+def test_a_long_tailed_measure_of_a_snapshot_is_drafted_as_a_median(tmp_path):
+    path = tmp_path / "data" / "tickets.csv"
+    path.parent.mkdir(parents=True)
+    days = [1, 1, 2, 1, 3, 2, 1, 45, 60, 2, 1, 1, 90, 2, 3, 2] * 5
+    path.write_text("region,days_to_resolve\n" + "".join(f"{'NSEW'[i % 4]},{d}\n" for i, d in enumerate(days)), encoding="utf-8")
+    folder, wh = workspace_over(tmp_path, path)
+    ws, _ = workspace.load(folder)
+    ws.data["dashboard"] = spec = autodraft.draft(ws.data)
+    card = next(c for c in spec["components"] if c["id"] == "kpi_days_to_resolve")
+    assert card["title"] == "Median days to resolve" and 'median("days_to_resolve")' in card["query"]
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert rendered.component("kpi_days_to_resolve").display == "2.0"
