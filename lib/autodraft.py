@@ -24,6 +24,8 @@ MAX_BREAKDOWNS = 2
 # How each grain's period reads, in KPI titles, chart axes, tooltips and the insight alike (strftime and
 # d3-time-format agree on these; lib/formats.py adds d3's %q, the quarter).
 PERIOD_FORMATS = {"hour": "%d %b %Y %H:00", "day": "%d %b %Y", "week": "week of %d %b %Y", "month": "%B %Y", "quarter": "%Y-Q%q", "year": "%Y"}
+# What a draft leads with, among measures that add up: the outcome, not its inputs ("actual" before "target").
+LEADING_WORDS = {"sales", "revenue", "amount", "value", "profit", "quantity", "qty", "actual", "total", "cost", "volume", "count", "gdp"}
 _SQL_AGGREGATES = {colroles.SUM: "sum", colroles.MEAN: "avg", colroles.MEDIAN: "median"}
 _TITLE_WORDS = {colroles.SUM: "Total", colroles.MEAN: "Average", colroles.MEDIAN: "Median"}
 
@@ -51,9 +53,13 @@ def main_table(profile: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def pick_measures(table: dict[str, Any]) -> list[dict[str, Any]]:
-    """Up to MAX_KPIS measures, additive ones (totals) first, each column in table order."""
+    """Up to MAX_KPIS measures: additive ones (totals) first, those named as outcomes (LEADING_WORDS) first among them."""
     measures = [c for c in table["columns"] if c.get("role") == "measure" and (c.get("null_share") or 0) < 0.5]
-    return sorted(measures, key=lambda c: (not _meaning(table, c).additive, table["columns"].index(c)))[:MAX_KPIS]
+
+    def rank(c: dict[str, Any]) -> tuple[bool, bool, int]:
+        return not _meaning(table, c).additive, not set(colroles.words(c["name"])[0]) & LEADING_WORDS, table["columns"].index(c)
+
+    return sorted(measures, key=rank)[:MAX_KPIS]
 
 
 def pick_time(table: dict[str, Any]) -> dict[str, Any] | None:

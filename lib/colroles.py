@@ -91,6 +91,7 @@ _INTENSIVE_STRONG = {
     "proportion",
     "fraction",
     "margin",
+    "attainment",
 }
 # Said outright: a total or a count adds up ("total price", "number of orders", "discount amount").
 _ADDITIVE_STRONG = {"total", "sum", "count", "counts", "cnt", "amount", "amt", "qty", "quantity", "quantities"}
@@ -219,6 +220,12 @@ _ADDITIVE = {
     "inventory",
     "tip",
     "tips",
+    "actual",
+    "actuals",
+    "target",
+    "targets",
+    "forecast",
+    "planned",
 }
 # Units read from "(%)", "[°C]", "km/h": the same vocabulary, plus symbols.
 _INTENSIVE_UNITS = {"%", "°c", "°f", "c", "f", "degc", "degf", "celsius", "fahrenheit", "mph", "kmh", "km/h", "m/s", "rpm", "ppm", "bps"}

@@ -81,6 +81,7 @@ def test_autodraft_applies_the_workspace_rules(tmp_path):
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
     spec = autodraft.draft(ws.data)
+    assert [c["title"] for c in spec["components"] if c["type"] == "kpi"] == ["Records", "Total actual", "Total target", "Average attainment"]
     by_gate = next(c for c in spec["components"] if c["id"] == "by_gate")
     assert by_gate["encoding"]["color"]["scale"] == {"domain": ["Supply", "Orders", "Process"], "range": ["#1f77b4", "#ff7f0e", "#9467bd"]}
     ws.data["dashboard"] = spec
