@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import schema_form, state, ui
-from lib import coltypes, profile, schemas, settings, workspace
+from lib import colroles, coltypes, profile, schemas, settings, workspace
 from lib.connectors import REGISTRY, FetchContext, fetch
 from lib.connectors.csv_source import store_upload
 from lib.warehouse import QueryError, Warehouse
@@ -171,7 +171,7 @@ for table in prof.get("tables") or []:
     for c in table["columns"]:
         label, chart_col = st.columns([1, 3], vertical_alignment="center")
         null_share = c.get("null_share") or 0
-        label.markdown(f"**{c['name']}**  \n`{c['type']}`" + (f" · {c['role']}" if c.get("role") else ""))
+        label.markdown(f"**{c['name']}**  \n`{c['type']}`" + (f" · {colroles.Meaning(c['role'], c.get('aggregate')).describe()}" if c.get("role") else ""))
         label.progress(
             min(max(1 - null_share, 0.0), 1.0),
             text=f"{(1 - null_share):.0%} filled" + (f" · {c['distinct']:,} distinct" if c.get("distinct") is not None else ""),
