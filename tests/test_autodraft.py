@@ -290,3 +290,34 @@ def test_a_long_tailed_measure_of_a_snapshot_is_drafted_as_a_median(tmp_path):
     assert checks.run(ws, wh.tables(), wh.current().id) == []
     rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
     assert rendered.component("kpi_days_to_resolve").display == "2.0"
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "grain", "latest"),
+    [
+        ("2000-01-01", "2014-12-31", "year", "2014"),
+        ("2014-01-01", "2014-12-31", "month", "December 2014"),
+        ("2014-11-01", "2014-12-31", "week", "week of 29 Dec 2014"),
+        ("2014-12-20", "2014-12-31", "day", "31 Dec 2014"),
+    ],
+)
+def test_each_grain_labels_its_latest_period_the_same_in_text_and_axis(tmp_path, first, last, grain, latest):
+    import datetime as dt
+
+    low, high = dt.date.fromisoformat(first), dt.date.fromisoformat(last)
+    step = max(1, (high - low).days // 200)
+    days = [low + dt.timedelta(days=i) for i in range(0, (high - low).days + 1, step)]
+    if days[-1] != high:
+        days.append(high)
+    path = tmp_path / "data" / "sales.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text("sold_on,region,amount\n" + "".join(f"{d},{'NSEW'[i % 4]},{5 + i % 7}\n" for i, d in enumerate(days)), encoding="utf-8")
+    folder, wh = workspace_over(tmp_path, path)
+    ws, _ = workspace.load(folder)
+    ws.data["dashboard"] = spec = autodraft.draft(ws.data)
+    trend = next(c for c in spec["components"] if c["id"] == "trend")
+    assert f"date_trunc('{grain}'" in trend["query"] and trend["encoding"]["x"]["title"] == f"Sold on ({grain})"
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert f"Latest sold on ({latest})" in rendered.component("insight").markdown
+    assert chart.vega_lite_spec(rendered.component("trend"))["encoding"]["x"]["axis"]["format"] == trend["encoding"]["x"]["format"]
