@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from . import access, coltypes, settings, workspace
+from . import access, change_marker, coltypes, settings, workspace
 from .access import User
 from .connectors import FetchContext, SourceError, fetch
 from .connectors.csv_source import fetch_note
@@ -188,7 +188,11 @@ def refresh(
     if not fetched and candidate.keys() == old_tables.keys():
         report.seconds = time.perf_counter() - started
         return report
-    if current and candidate.keys() == old_tables.keys() and all(compact_strings(fetched[n]).equals(old_tables[n]) for n in fetched):
+    if (
+        current
+        and candidate.keys() == old_tables.keys()
+        and all(compact_strings(fetched[n]).equals(old_tables[n]) and change_marker.same(fetched[n], old_tables[n]) for n in fetched)
+    ):
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
         return _finish(report, warehouse, started, progress, "The data has not changed")
@@ -254,6 +258,8 @@ def fetch_all(
                 entry.message = fetch_note(raw) or ""  # how the source was read, e.g. a fallback encoding
                 if is_live(source):
                     entry.message = "live: columns checked in the database's catalogue; no rows copied, queries run there"
+                    if source.get("change_marker"):
+                        raw = _with_marker(source, ctx, raw, (previous or {}).get(name), entry)
                 table = _normalise(raw, source)
                 _check_cursor(source, table)
         except SourceError as exc:
@@ -266,6 +272,15 @@ def fetch_all(
         entry.seconds = time.perf_counter() - t0
         entries.append(entry)
     return fetched, entries
+
+
+def _with_marker(source: dict[str, Any], ctx: FetchContext, table: pa.Table, served: pa.Table | None, entry: SourceReport) -> pa.Table:
+    """The live stand-in carrying its change marker's value now; the report says whether it moved."""
+    value = change_marker.evaluate(source, ctx)
+    was = change_marker.recorded(served)
+    moved = "unchanged" if value == was else (f"was {was}" if was is not None else "first reading")
+    entry.message += f"; change marker {change_marker.describe(source)} = {value} ({moved})"
+    return change_marker.attach(table, value)
 
 
 def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table | None, entry: SourceReport) -> pa.Table | None:
@@ -342,7 +357,7 @@ def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
             fields.append(pa.field(f.name, pa.string()))
         else:
             fields.append(f)
-    target = pa.schema(fields)
+    target = pa.schema(fields, metadata=table.schema.metadata)  # the metadata carries a live source's change marker
     if target == table.schema:
         return table
     try:
