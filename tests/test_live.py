@@ -449,3 +449,66 @@ def test_the_models_run_sql_reads_a_live_table_in_its_database(pg_table, tmp_pat
     answer = box.execute("run_sql", {"sql": "SELECT count(*) AS n FROM gates"})
     assert not answer.is_error, answer.content
     assert f"{ROWS}" in answer.content.replace(",", "")
+
+
+# --------------------------------------------------------------------------- multiselect filters where there are no arrays
+
+MULTISELECT = {
+    "filters": [{"id": "site", "type": "multiselect", "options_query": "SELECT DISTINCT site FROM gates ORDER BY 1"}],
+    "components": [
+        {"id": "units", "type": "kpi", "query": "SELECT sum(actual) AS value FROM gates WHERE ($site IS NULL OR list_contains($site, site))"},
+        {
+            "id": "by_site",
+            "type": "table",
+            "query": "SELECT site, count(*) AS n FROM gates WHERE $site IS NULL OR list_contains($site, site) GROUP BY site ORDER BY site",
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("chosen", [{"site": ["Lyon", "Brno"]}, {"site": ["Porto"]}, {}, {"site": ["x' OR 1=1 --"]}])
+def test_mariadb_multiselect_filter_equals_snapshot_with_one_parameter_per_value(mariadb_table, tmp_path, chosen):
+    _, table = mariadb_table
+    source = _source(table, url=MARIADB_URL, cache_ttl_s=0)
+    snapshot = render(
+        {"dashboard": MULTISELECT, "sources": {"sources": [{**source, "mode": "snapshot"}]}},
+        _snapshot_tables(source, tmp_path),
+        "v1",
+        chosen,
+        cache=QueryCache(),
+    )
+    with statements_sent() as sent:
+        rendered = render({"dashboard": MULTISELECT, "sources": {"sources": [source]}}, _live_tables(source, tmp_path), "v1", chosen, cache=QueryCache())
+    _same(_results(rendered), _results(snapshot))
+    assert rendered.component("units").value is not None or chosen.get("site") == ["x' OR 1=1 --"]
+    queries = [(s, p) for s, p in sent if table in s and "count(*)" in s.lower()]
+    assert queries
+    for statement, parameters in queries:
+        assert "list_contains" not in statement.lower() and "array_contains" not in statement.lower()
+        for value in chosen.get("site") or []:
+            assert value not in statement  # each value a bind parameter
+            assert value in list(parameters.values() if isinstance(parameters, dict) else parameters)
+
+
+def test_transpiled_multiselect_for_mysql_and_sqlite_has_a_placeholder_per_value():
+    source = {"name": "gates", "table": "gates"}
+    sql = "SELECT count(*) AS n FROM gates WHERE ($site IS NULL OR list_contains($site, site))"
+    text, names = live.transpile(sql, source, "mysql", "pyformat", 10, {"site": ["a", "b", "c"]})
+    assert "IN (%(site__dm0)s, %(site__dm1)s, %(site__dm2)s)" in text and names == ["site", "site__dm0", "site__dm1", "site__dm2"]
+    text, names = live.transpile(sql, source, "sqlite", "qmark", 10, {"site": None})
+    assert "CONTAINS" not in text.upper() and names == ["site"]
+    assert live.bindable({"site": ["a", "b"]}, "mysql") == {"site": '["a", "b"]', "site__dm0": "a", "site__dm1": "b"}
+    assert live.bindable({"site": ["a", "b"]}, "postgres") == {"site": ["a", "b"]}  # PostgreSQL takes the array as it is
+
+
+def test_sqlite_multiselect_filter_runs(tmp_path):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1), ("south", 2), ("east", 4)])
+    source = {"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0}
+    sql = "SELECT coalesce(sum(sales), 0) AS n FROM orders WHERE ($r IS NULL OR list_contains($r, region))"
+    assert live.run(source, sql, {"r": ["north", "east"]}, workspace_path=tmp_path).rows == [(5,)]
+    assert live.run(source, sql, {"r": None}, workspace_path=tmp_path).rows == [(7,)]
+    assert live.run(source, sql, {"r": []}, workspace_path=tmp_path).rows == [(0,)]
