@@ -170,7 +170,7 @@ if states:
                     picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{filt.id}")
                     chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
-rendered = render(ws.data, tables, version, chosen)
+rendered = render(ws.data, tables, version, chosen, workspace_path=ws.path)
 dashboard_view.show(rendered)
 
 with st.expander("About this view"):

@@ -512,3 +512,40 @@ def test_sqlite_multiselect_filter_runs(tmp_path):
     assert live.run(source, sql, {"r": ["north", "east"]}, workspace_path=tmp_path).rows == [(5,)]
     assert live.run(source, sql, {"r": None}, workspace_path=tmp_path).rows == [(7,)]
     assert live.run(source, sql, {"r": []}, workspace_path=tmp_path).rows == [(0,)]
+
+
+# --------------------------------------------------------------------------- a relative SQLite path, across processes
+
+
+def test_a_relative_sqlite_live_source_refreshes_in_one_process_and_renders_in_another(tmp_path):
+    """`sqlite:///local.db` is in the workspace folder wherever the renderer runs from (not its working directory)."""
+    import os
+    import sqlite3
+
+    folder = tmp_path / "ws"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    (folder / "profile.yaml").unlink()
+    with sqlite3.connect(folder / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1200), ("south", 3400)])
+    ws, _ = workspace.load(folder)
+    ws.data["sources"] = {"sources": [{"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live"}]}
+    ws.data["dashboard"] = {
+        "title": "Orders",
+        "components": [{"id": "total", "type": "kpi", "title": "Total sales", "query": "SELECT sum(sales) AS value FROM orders", "format": ",.0f"}],
+        "layout": [["total"]],
+    }
+    workspace.save(folder, ws.data)
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lib", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    refreshed = cli("refresh", str(folder), "--json")
+    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+    exported = cli("export", str(folder), "--html", str(tmp_path / "out.html"))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert "4,600" in (tmp_path / "out.html").read_text(encoding="utf-8")
+    checked = cli("check", str(folder), "--json")  # the checks render the dashboard too
+    assert '"check.data_not_run"' not in checked.stdout and "not found" not in checked.stdout, checked.stdout
