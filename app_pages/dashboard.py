@@ -35,8 +35,15 @@ if dashboard and dashboard.get("description"):
     head.caption(dashboard["description"])
 snapshot = wh.current()
 refresh_col, export_col = actions.columns(2)
-if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch"):
-    st.session_state[state.REFRESH_REPORT] = ui.run_refresh(path, wh, "Refreshing the data…", ctx.user)
+clicked = refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch")
+incremental = any(s.get("incremental") for s in (ws.get("sources") or {}).get("sources") or [])
+full = (
+    incremental
+    and ctx.can("full_reload")
+    and refresh_col.checkbox("Full reload", key=f"full_reload_{ctx.slug}", help="Load incremental sources whole, to pick up rows updated or deleted in place")
+)
+if clicked:
+    st.session_state[state.REFRESH_REPORT] = ui.run_refresh(path, wh, "Refreshing the data…", ctx.user, full=bool(full))
     snapshot = wh.current()
 if snapshot:
     created = dt.datetime.fromisoformat(snapshot.created)

@@ -142,17 +142,20 @@ def refresh(
     user: User,
     uploads_dir: Path | None = None,
     progress: Progress | None = None,
+    full: bool = False,
     _before_switch: Callable[[], None] | None = None,
 ) -> RefreshReport:
     """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit.
 
     `user` needs the right to refresh in the workspace (`access.OPERATOR` for
-    the command line and cron); a refused user changes nothing.
+    the command line and cron); a refused user changes nothing. `full` loads
+    incremental sources whole (rows updated or deleted in place included),
+    which needs the steward's right `full_reload`.
     """
     started = time.perf_counter()
     progress = progress or (lambda fraction, message: None)
     ws, diagnostics = workspace.load(ws_path, readonly=True)
-    access.require(user, "refresh", ws.get("workspace") or {}, Path(ws_path).name)
+    access.require(user, "full_reload" if full else "refresh", ws.get("workspace") or {}, Path(ws_path).name)
     report = RefreshReport(workspace=Path(ws_path).name)
     sources = (ws.get("sources") or {}).get("sources") or []
     if workspace.has_errors([d for d in diagnostics if d.file and d.file.endswith(workspace.FILES["sources"])]):
@@ -168,7 +171,7 @@ def refresh(
         served={name: table.schema for name, table in old_tables.items()},
     )
 
-    fetched, report.sources = fetch_all(sources, ctx, current, progress, previous=old_tables)
+    fetched, report.sources = fetch_all(sources, ctx, current, progress, previous=old_tables, full=full)
 
     progress(0.9, "Checking compatibility…")
     new_types = describe(fetched) if fetched else {}
@@ -235,10 +238,11 @@ def fetch_all(
     current=None,
     progress: Progress | None = None,
     previous: dict[str, pa.Table] | None = None,
+    full: bool = False,
 ) -> tuple[dict[str, pa.Table], list[SourceReport]]:
     """Fetch every source; failures are reported per source, never raised.
 
-    With the `previous` tables (those served now), an incremental source fetches only its new rows.
+    With the `previous` tables (those served now), an incremental source fetches only its new rows, unless `full`.
     """
     progress = progress or (lambda fraction, message: None)
     fetched: dict[str, pa.Table] = {}
@@ -250,7 +254,7 @@ def fetch_all(
         entry.rows_before = current.tables[name]["rows"] if current and name in current.tables else None
         t0 = time.perf_counter()
         try:
-            grown = _fetch_incremental(source, ctx, (previous or {}).get(name), entry)
+            grown = None if full else _fetch_incremental(source, ctx, (previous or {}).get(name), entry)
             if grown is not None:
                 table = grown
             else:
@@ -262,6 +266,8 @@ def fetch_all(
                         raw = _with_marker(source, ctx, raw, (previous or {}).get(name), entry)
                 table = _normalise(raw, source)
                 _check_cursor(source, table)
+                if full and (source.get("incremental") or {}).get("cursor"):
+                    entry.message = "full reload (asked for): every row loaded again, rows updated or deleted in place included"
         except SourceError as exc:
             entry.status, entry.message = "failed", str(exc)
         except Exception as exc:  # a connector bug must not take the old data down with it
