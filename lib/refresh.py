@@ -304,10 +304,12 @@ def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table 
 
     from .connectors import sql_source
 
-    last = pc.max(old.column(cursor)).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # kernels made at import: no stubs
+    exact = sql_source.cursor_max(old, cursor)  # a decimal cursor, exact: its column holds doubles
+    last = exact if exact is not None else pc.max(old.column(cursor)).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # kernels made at import: no stubs
     if last is None:
         return None
     new = sql_source.fetch_after(source, ctx, last)  # not normalised: a batch of NULLs stays null-typed, not text
+    past = sql_source.cursor_max(new, cursor)
     if new.column_names != old.column_names:
         return None
     if new.schema != old.schema:
@@ -320,7 +322,8 @@ def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table 
             return None
     entry.appended = new.num_rows
     entry.message = f"incremental: {new.num_rows:,} new row(s) past {cursor} = {last!s} appended"
-    return pa.concat_tables([old, new])
+    grown = pa.concat_tables([old, new.replace_schema_metadata(old.schema.metadata)])
+    return sql_source.with_cursor_max(grown, cursor, past if past is not None else exact)
 
 
 def _same_kind(new: pa.DataType, old: pa.DataType) -> bool:

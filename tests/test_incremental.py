@@ -245,3 +245,36 @@ def test_full_reload_from_the_command_line(db, tmp_path):
     assert entry["appended"] is None and entry["rows_after"] == 3 and "full reload" in entry["message"]
     read = cli("query", str(db.folder), "SELECT kind FROM events WHERE id = 1", "--json")
     assert read.returncode == 0 and '"z"' in read.stdout, read.stdout + read.stderr
+
+
+# --------------------------------------------------------------------------- a NUMERIC cursor stays exact
+
+
+def test_a_numeric_cursor_past_2_53_is_bound_exactly_and_appends_no_row_twice(tmp_path):
+    from decimal import Decimal
+
+    folder = tmp_path / "ws"
+    table = f"dm_incr_{uuid.uuid4().hex[:10]}"
+    _workspace(folder, {"name": "events", "type": "sql", "url": PG_URL, "table": table, "incremental": {"cursor": "id"}})
+    backend = Backend("postgresql", folder, table)
+    big = 2**53 + 1  # a double holds 2**53 and 2**53 + 2, not this
+    try:
+        backend.run(f"CREATE TABLE {table} (id NUMERIC(30,0), kind VARCHAR(20))", f"INSERT INTO {table} VALUES ({2**53 - 1}, 'a'), ({big}, 'b')")
+        wh = Warehouse(tmp_path / "cache")
+        assert refresh(folder, wh, user=OPERATOR).ok
+        with statements_sent() as sent:
+            again = refresh(folder, wh, user=OPERATOR)
+        assert again.ok and again.sources[0].appended == 0, again.summary()  # not the row at 2**53 + 1 once more
+        assert again.unchanged and wh.tables()["events"].num_rows == 2
+        assert [_params(p) for s, p in sent if table in s] == [[Decimal(big)]]
+        assert f"id = {big}" in again.sources[0].message
+
+        backend.run(f"INSERT INTO {table} VALUES ({big + 2}, 'c'), ({10**29 + 7}, 'd')")
+        grown = refresh(folder, wh, user=OPERATOR)
+        assert grown.ok and grown.sources[0].appended == 2, grown.summary()
+        with statements_sent() as sent:
+            last = refresh(folder, wh, user=OPERATOR)
+        assert last.sources[0].appended == 0 and wh.tables()["events"].num_rows == 4
+        assert [_params(p) for s, p in sent if table in s] == [[Decimal(10**29 + 7)]]
+    finally:
+        backend.drop()
