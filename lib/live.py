@@ -42,8 +42,20 @@ if TYPE_CHECKING:
     from .connectors.base import FetchContext
 
 DEFAULT_TTL_S = 300
-# sqlglot's dialect for each SQLAlchemy backend tested here; others are tried under their own name.
-SQLGLOT_DIALECT = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
+# sqlglot's dialect for each SQLAlchemy backend (its `engine.dialect.name`); others are tried under their own name.
+# Tested against real servers: postgresql, mysql/mariadb, sqlite. The warehouses below are transpiled only (README, "Warehouses").
+SQLGLOT_DIALECT = {
+    "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "sqlite": "sqlite",
+    "trino": "trino",  # the `trino` package's dialect
+    "presto": "presto",
+    "hive": "spark",  # PyHive's `hive://`, which is how a Spark Thrift server is reached: it speaks Spark SQL
+    "databricks": "databricks",
+    "bigquery": "bigquery",  # sqlalchemy-bigquery
+    "snowflake": "snowflake",  # snowflake-sqlalchemy
+}
 
 
 def is_live(source: Mapping[str, Any]) -> bool:
@@ -111,8 +123,9 @@ def _parse(sql: str) -> exp.Expr:
 POSITIONAL = ("format", "qmark", "numeric")
 
 
-# Dialects without array values: a multiselect's `list_contains($x, col)` becomes `col IN (...)`, one parameter per value.
-NO_ARRAYS = frozenset({"mysql", "sqlite"})
+# Dialects where a list cannot be one bind parameter (no arrays, or a driver that binds a list as a tuple):
+# a multiselect's `list_contains($x, col)` becomes `col IN (...)`, one parameter per value.
+NO_ARRAYS = frozenset({"mysql", "sqlite", "spark", "databricks", "snowflake"})
 LIST_ITEM = "__dm"  # `$site`'s values travel as `site__dm0`, `site__dm1`, ... there
 
 
