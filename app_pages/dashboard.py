@@ -12,7 +12,8 @@ import streamlit as st
 from app_pages import dashboard_view, state, ui
 from lib import refresh as refreshing
 from lib import workspace
-from lib.render import filter_states, render
+from lib.live import router_for
+from lib.render import CACHE, filter_states, render
 from lib.warehouse import Warehouse
 
 ctx = ui.context("view")
@@ -155,7 +156,7 @@ with st.expander("Try it with your own data (this session only)"):
 
 # Filters bar
 chosen = {}
-states = filter_states(dashboard, tables, version)
+states = filter_states(dashboard, tables, version, router_for(ws.data, CACHE, ws.path))  # a live table's options come from its database
 if states:
     cols = st.columns(len(states))
     for col, filt in zip(cols, states):

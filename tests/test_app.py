@@ -526,3 +526,47 @@ def test_a_steward_can_ask_the_refresh_button_for_a_full_reload_and_a_viewer_can
     assert not at.exception, at.exception
     assert any("full reload" in str(df.value) for df in at.dataframe), [str(df.value) for df in at.dataframe]
     assert [e.label for e in at.expander if e.label.startswith("Refreshed: new data loaded")], [e.label for e in at.expander]
+
+
+def test_a_multiselect_over_a_live_table_offers_the_databases_values(env, monkeypatch):
+    """The filter's options query runs in the database, not on the live table's empty stand-in in the snapshot."""
+    import shutil
+    import sqlite3
+
+    from lib import workspace
+
+    templates = env / "templates"
+    folder = templates / "supply-chain-weekly"
+    shutil.copytree(ROOT / "workspaces" / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    (folder / "profile.yaml").unlink()
+    data = env / "data"
+    data.mkdir()
+    with sqlite3.connect(data / "orders.db") as connection:
+        connection.execute("CREATE TABLE orders (site TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("Brno", 5), ("Lyon", 7), ("Brno", 1)])
+    ws, _ = workspace.load(folder)
+    ws.data["sources"] = {"sources": [{"name": "orders", "type": "sql", "url": f"sqlite:///{data / 'orders.db'}", "table": "orders", "mode": "live"}]}
+    ws.data["dashboard"] = {
+        "title": "Orders",
+        "filters": [{"id": "site", "type": "multiselect", "label": "Sites", "options_query": "SELECT DISTINCT site FROM orders ORDER BY 1"}],
+        "components": [
+            {
+                "id": "total",
+                "type": "kpi",
+                "title": "Sales",
+                "query": "SELECT sum(sales) AS value FROM orders WHERE ($site IS NULL OR list_contains($site, site))",
+            }
+        ],
+        "layout": [["total"]],
+    }
+    workspace.save(folder, ws.data)
+    monkeypatch.setenv("DASHMEM_TEMPLATES", str(templates))
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(data))
+
+    at = signed_in("vera")
+    sites = next(m for m in at.multiselect if m.label == "Sites")
+    assert sites.options == ["Brno", "Lyon"]
+    sites.select("Lyon").run()
+    assert not at.exception, at.exception
+    assert [m.value for m in at.metric] == ["7"]
