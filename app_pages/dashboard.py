@@ -12,7 +12,8 @@ import streamlit as st
 from app_pages import dashboard_view, state, ui
 from lib import refresh as refreshing
 from lib import workspace
-from lib.render import filter_states, render
+from lib.live import router_for
+from lib.render import CACHE, filter_states, render
 from lib.warehouse import Warehouse
 
 ctx = ui.context("view")
@@ -35,8 +36,15 @@ if dashboard and dashboard.get("description"):
     head.caption(dashboard["description"])
 snapshot = wh.current()
 refresh_col, export_col = actions.columns(2)
-if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch"):
-    st.session_state[state.REFRESH_REPORT] = ui.run_refresh(path, wh, "Refreshing the data…", ctx.user)
+clicked = refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch")
+incremental = any(s.get("incremental") for s in (ws.get("sources") or {}).get("sources") or [])
+full = (
+    incremental
+    and ctx.can("full_reload")
+    and refresh_col.checkbox("Full reload", key=f"full_reload_{ctx.slug}", help="Load incremental sources whole, to pick up rows updated or deleted in place")
+)
+if clicked:
+    st.session_state[state.REFRESH_REPORT] = ui.run_refresh(path, wh, "Refreshing the data…", ctx.user, full=bool(full))
     snapshot = wh.current()
 if snapshot:
     created = dt.datetime.fromisoformat(snapshot.created)
@@ -148,7 +156,7 @@ with st.expander("Try it with your own data (this session only)"):
 
 # Filters bar
 chosen = {}
-states = filter_states(dashboard, tables, version)
+states = filter_states(dashboard, tables, version, router_for(ws.data, CACHE, ws.path))  # a live table's options come from its database
 if states:
     cols = st.columns(len(states))
     for col, filt in zip(cols, states):
@@ -170,7 +178,7 @@ if states:
                     picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{filt.id}")
                     chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
-rendered = render(ws.data, tables, version, chosen)
+rendered = render(ws.data, tables, version, chosen, workspace_path=ws.path)
 dashboard_view.show(rendered)
 
 with st.expander("About this view"):

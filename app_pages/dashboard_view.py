@@ -133,7 +133,7 @@ def preview(ws: workspace.Workspace, dashboard: dict[str, Any], tables: Mapping[
     ui.show_diagnostics(found)
     if tables is not None:
         with st.expander("Preview", expanded=True):
-            show(render(candidate.data, tables, f"preview:{version}"))
+            show(render(candidate.data, tables, f"preview:{version}", workspace_path=ws.path))
     return found
 
 

@@ -147,7 +147,7 @@ def context(action: str = "view") -> Context:
     return ctx
 
 
-def run_refresh(path: Path, wh: Warehouse, label: str, user: User) -> "RefreshReport":
+def run_refresh(path: Path, wh: Warehouse, label: str, user: User, full: bool = False) -> "RefreshReport":
     """A refresh with a progress bar inside a status box that ends saying how it went."""
     from lib.refresh import refresh
 
@@ -157,7 +157,7 @@ def run_refresh(path: Path, wh: Warehouse, label: str, user: User) -> "RefreshRe
         try:
             with box.status(label, expanded=True):
                 bar = st.progress(0.0)
-                report = refresh(path, wh, user=user, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+                report = refresh(path, wh, user=user, full=full, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
         finally:
             box.empty()
     if report is None:  # refused (a PermissionDenied) or failed; the message is shown

@@ -74,6 +74,7 @@ ACTIONS: dict[str, str] = {
     "revert": STEWARD,
     "propose": STEWARD,
     "pin_data": STEWARD,  # serve an earlier snapshot to everyone until the next refresh
+    "full_reload": STEWARD,  # reload incremental sources whole: the heavy read a cursor exists to avoid
     "publish": OWNER,  # stewards too when the workspace policy says so
     "reject": OWNER,
     "manage_access": OWNER,

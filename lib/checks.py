@@ -73,7 +73,7 @@ class CheckContext:
         if self._rendered is None:
             from .render import QueryCache, render  # only the data checks render; the static ones never load the renderer
 
-            self._rendered = render(self.ws.data, self.data_tables(), self.version or "check", cache=QueryCache())
+            self._rendered = render(self.ws.data, self.data_tables(), self.version or "check", cache=QueryCache(), workspace_path=self.ws.path)
         return self._rendered
 
     def bound(self, sql: str) -> list[tuple[str, str]] | QueryError:

@@ -294,7 +294,7 @@ def cmd_refresh(args) -> int:
     from .warehouse import Warehouse
 
     wh = Warehouse.for_workspace(Path(args.path))
-    report = refresh(Path(args.path), wh, user=OPERATOR)
+    report = refresh(Path(args.path), wh, user=OPERATOR, full=args.full)
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -425,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("refresh", help="reload every source; exits 1 if any failed or no longer fits")
     p.add_argument("path")
+    p.add_argument("--full", action="store_true", help="load incremental sources whole, not only the rows past their cursor")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_refresh)
 

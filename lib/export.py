@@ -227,7 +227,7 @@ def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
         snapshot = warehouse.current()
         if snapshot is None:
             raise ExportError(f"no data could be loaded for {ws_path.name}:\n{report.summary()}")
-    rendered = render(ws.data, warehouse.tables(snapshot), snapshot.id)
+    rendered = render(ws.data, warehouse.tables(snapshot), snapshot.id, workspace_path=ws.path)
     written: dict[str, Any] = {"html": None, "pngs": [], "data_version": snapshot.id, "errors": rendered.errors}
     if html_out is not None:
         write_atomically(Path(html_out), to_html(rendered).encode("utf-8"))

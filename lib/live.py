@@ -22,6 +22,7 @@ source is refused naming the tables: no engine can join across the two.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -41,8 +42,20 @@ if TYPE_CHECKING:
     from .connectors.base import FetchContext
 
 DEFAULT_TTL_S = 300
-# sqlglot's dialect for each SQLAlchemy backend tested here; others are tried under their own name.
-SQLGLOT_DIALECT = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
+# sqlglot's dialect for each SQLAlchemy backend (its `engine.dialect.name`); others are tried under their own name.
+# Tested against real servers: postgresql, mysql/mariadb, sqlite. The warehouses below are transpiled only (README, "Warehouses").
+SQLGLOT_DIALECT = {
+    "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "sqlite": "sqlite",
+    "trino": "trino",  # the `trino` package's dialect
+    "presto": "presto",
+    "hive": "spark",  # PyHive's `hive://`, which is how a Spark Thrift server is reached: it speaks Spark SQL
+    "databricks": "databricks",
+    "bigquery": "bigquery",  # sqlalchemy-bigquery
+    "snowflake": "snowflake",  # snowflake-sqlalchemy
+}
 
 
 def is_live(source: Mapping[str, Any]) -> bool:
@@ -110,9 +123,20 @@ def _parse(sql: str) -> exp.Expr:
 POSITIONAL = ("format", "qmark", "numeric")
 
 
-def transpile(sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str, max_rows: int) -> tuple[str, list[str]]:
+# Dialects where a list cannot be one bind parameter (no arrays, or a driver that binds a list as a tuple):
+# a multiselect's `list_contains($x, col)` becomes `col IN (...)`, one parameter per value.
+NO_ARRAYS = frozenset({"mysql", "sqlite", "spark", "databricks", "snowflake"})
+LIST_ITEM = "__dm"  # `$site`'s values travel as `site__dm0`, `site__dm1`, ... there
+
+
+def transpile(
+    sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str, max_rows: int, values: Mapping[str, Any] | None = None
+) -> tuple[str, list[str]]:
     """The DuckDB query as the database's SQL with the driver's placeholders, and the parameter
-    names in the order their placeholders appear (what a positional paramstyle binds by)."""
+    names in the order their placeholders appear (what a positional paramstyle binds by).
+
+    `values` are the parameters' values, needed only by dialects without arrays (NO_ARRAYS): there
+    `list_contains($x, col)` is written `col IN` one placeholder per value of `$x` (see `bindable`)."""
     from sqlglot import exp
 
     from .warehouse import QueryRefused
@@ -131,11 +155,12 @@ def transpile(sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str
         if not subquery.alias and isinstance(subquery.parent, (exp.From, exp.Join)):
             subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"dm_sub{n}")))  # DuckDB names them; PostgreSQL < 16 and MySQL insist
     tree = _capped(tree, max_rows + 1)  # one row more than shown tells that the result was cut
+    if dialect in NO_ARRAYS:
+        _lists_as_in(tree, values or {})
     # Placeholders become markers that cannot occur in SQL text by chance, then the driver's own placeholders.
     token = uuid.uuid4().hex[:12]
     for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
-        name = node.name or (node.this.name if isinstance(node.this, exp.Expr) else str(node.this))
-        node.replace(exp.column(f"dmp{token}_{name}"))
+        node.replace(exp.column(f"dmp{token}_{_param_name(node)}"))
     text = tree.sql(dialect=dialect)
     marker = re.compile(rf'[`"]?dmp{token}_([A-Za-z_][A-Za-z0-9_]*)[`"]?')
     names: list[str] = []
@@ -150,6 +175,47 @@ def transpile(sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str
         text = text.replace("%", "%%")
     text = marker.sub(placeholder, text)
     return text, names
+
+
+def _param_name(node: exp.Expr) -> str:
+    from sqlglot import exp
+
+    return node.name or (node.this.name if isinstance(node.this, exp.Expr) else str(node.this))
+
+
+def _lists_as_in(tree: exp.Expr, values: Mapping[str, Any]) -> None:
+    """`list_contains($x, col)` as `col IN ($x__dm0, ...)`: NULL for an unset `$x`, false for an empty one, as in DuckDB."""
+    from sqlglot import exp
+
+    for node in list(tree.find_all(exp.ArrayContains)):
+        if not isinstance(node.this, (exp.Placeholder, exp.Parameter)):
+            continue  # a literal list: the dialect's own function, or its error
+        name = _param_name(node.this)
+        items = _items(values.get(name))
+        if items is None:
+            node.replace(exp.Null())
+        elif not items:
+            node.replace(exp.false())
+        else:
+            node.replace(exp.In(this=node.expression, expressions=[exp.Placeholder(this=f"{name}{LIST_ITEM}{i}") for i in range(len(items))]))
+
+
+def _items(value: Any) -> list | None:
+    return None if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def bindable(values: Mapping[str, Any], dialect: str) -> dict[str, Any]:
+    """The parameters as the driver takes them: where a dialect has no arrays, each list's values as
+    their own parameters (see `_lists_as_in`), and the list itself, wherever else the query reads it
+    (`$x IS NULL`), as its JSON text, which is NULL exactly when the list is."""
+    if dialect not in NO_ARRAYS:
+        return dict(values)
+    out = dict(values)
+    for name, value in values.items():
+        if isinstance(value, (list, tuple)):
+            out[name] = json.dumps(list(value), default=str)
+            out.update({f"{name}{LIST_ITEM}{i}": item for i, item in enumerate(value)})
+    return out
 
 
 def _table_expression(table: str) -> exp.Table:
@@ -217,8 +283,9 @@ def run(
         raise QueryError(str(exc)) from None
     backend = engine.dialect.name
     paramstyle = engine.dialect.paramstyle
-    text, names_in_order = transpile(sql, source, SQLGLOT_DIALECT.get(backend, backend), paramstyle, max_rows)
-    values = dict(params or {})
+    dialect = SQLGLOT_DIALECT.get(backend, backend)
+    text, names_in_order = transpile(sql, source, dialect, paramstyle, max_rows, params)
+    values = bindable(params or {}, dialect)
     missing = sorted(set(names_in_order) - values.keys())
     if missing:
         raise QueryError(f"no value for parameter {', '.join('$' + m for m in missing)}")

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from . import access, coltypes, settings, workspace
+from . import access, change_marker, coltypes, settings, workspace
 from .access import User
 from .connectors import FetchContext, SourceError, fetch
 from .connectors.csv_source import fetch_note
@@ -142,17 +142,20 @@ def refresh(
     user: User,
     uploads_dir: Path | None = None,
     progress: Progress | None = None,
+    full: bool = False,
     _before_switch: Callable[[], None] | None = None,
 ) -> RefreshReport:
     """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit.
 
     `user` needs the right to refresh in the workspace (`access.OPERATOR` for
-    the command line and cron); a refused user changes nothing.
+    the command line and cron); a refused user changes nothing. `full` loads
+    incremental sources whole (rows updated or deleted in place included),
+    which needs the steward's right `full_reload`.
     """
     started = time.perf_counter()
     progress = progress or (lambda fraction, message: None)
     ws, diagnostics = workspace.load(ws_path, readonly=True)
-    access.require(user, "refresh", ws.get("workspace") or {}, Path(ws_path).name)
+    access.require(user, "full_reload" if full else "refresh", ws.get("workspace") or {}, Path(ws_path).name)
     report = RefreshReport(workspace=Path(ws_path).name)
     sources = (ws.get("sources") or {}).get("sources") or []
     if workspace.has_errors([d for d in diagnostics if d.file and d.file.endswith(workspace.FILES["sources"])]):
@@ -168,7 +171,7 @@ def refresh(
         served={name: table.schema for name, table in old_tables.items()},
     )
 
-    fetched, report.sources = fetch_all(sources, ctx, current, progress, previous=old_tables)
+    fetched, report.sources = fetch_all(sources, ctx, current, progress, previous=old_tables, full=full)
 
     progress(0.9, "Checking compatibility…")
     new_types = describe(fetched) if fetched else {}
@@ -188,7 +191,11 @@ def refresh(
     if not fetched and candidate.keys() == old_tables.keys():
         report.seconds = time.perf_counter() - started
         return report
-    if current and candidate.keys() == old_tables.keys() and all(compact_strings(fetched[n]).equals(old_tables[n]) for n in fetched):
+    if (
+        current
+        and candidate.keys() == old_tables.keys()
+        and all(compact_strings(fetched[n]).equals(old_tables[n]) and change_marker.same(fetched[n], old_tables[n]) for n in fetched)
+    ):
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
         return _finish(report, warehouse, started, progress, "The data has not changed")
@@ -231,10 +238,11 @@ def fetch_all(
     current=None,
     progress: Progress | None = None,
     previous: dict[str, pa.Table] | None = None,
+    full: bool = False,
 ) -> tuple[dict[str, pa.Table], list[SourceReport]]:
     """Fetch every source; failures are reported per source, never raised.
 
-    With the `previous` tables (those served now), an incremental source fetches only its new rows.
+    With the `previous` tables (those served now), an incremental source fetches only its new rows, unless `full`.
     """
     progress = progress or (lambda fraction, message: None)
     fetched: dict[str, pa.Table] = {}
@@ -246,7 +254,7 @@ def fetch_all(
         entry.rows_before = current.tables[name]["rows"] if current and name in current.tables else None
         t0 = time.perf_counter()
         try:
-            grown = _fetch_incremental(source, ctx, (previous or {}).get(name), entry)
+            grown = None if full else _fetch_incremental(source, ctx, (previous or {}).get(name), entry)
             if grown is not None:
                 table = grown
             else:
@@ -254,8 +262,12 @@ def fetch_all(
                 entry.message = fetch_note(raw) or ""  # how the source was read, e.g. a fallback encoding
                 if is_live(source):
                     entry.message = "live: columns checked in the database's catalogue; no rows copied, queries run there"
+                    if source.get("change_marker"):
+                        raw = _with_marker(source, ctx, raw, (previous or {}).get(name), entry)
                 table = _normalise(raw, source)
                 _check_cursor(source, table)
+                if full and (source.get("incremental") or {}).get("cursor"):
+                    entry.message = "full reload (asked for): every row loaded again, rows updated or deleted in place included"
         except SourceError as exc:
             entry.status, entry.message = "failed", str(exc)
         except Exception as exc:  # a connector bug must not take the old data down with it
@@ -266,6 +278,15 @@ def fetch_all(
         entry.seconds = time.perf_counter() - t0
         entries.append(entry)
     return fetched, entries
+
+
+def _with_marker(source: dict[str, Any], ctx: FetchContext, table: pa.Table, served: pa.Table | None, entry: SourceReport) -> pa.Table:
+    """The live stand-in carrying its change marker's value now; the report says whether it moved."""
+    value = change_marker.evaluate(source, ctx)
+    was = change_marker.recorded(served)
+    moved = "unchanged" if value == was else (f"was {was}" if was is not None else "first reading")
+    entry.message += f"; change marker {change_marker.describe(source)} = {value} ({moved})"
+    return change_marker.attach(table, value)
 
 
 def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table | None, entry: SourceReport) -> pa.Table | None:
@@ -283,10 +304,12 @@ def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table 
 
     from .connectors import sql_source
 
-    last = pc.max(old.column(cursor)).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # kernels made at import: no stubs
+    exact = sql_source.cursor_max(old, cursor)  # a decimal cursor, exact: its column holds doubles
+    last = exact if exact is not None else pc.max(old.column(cursor)).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # kernels made at import: no stubs
     if last is None:
         return None
     new = sql_source.fetch_after(source, ctx, last)  # not normalised: a batch of NULLs stays null-typed, not text
+    past = sql_source.cursor_max(new, cursor)
     if new.column_names != old.column_names:
         return None
     if new.schema != old.schema:
@@ -299,7 +322,8 @@ def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table 
             return None
     entry.appended = new.num_rows
     entry.message = f"incremental: {new.num_rows:,} new row(s) past {cursor} = {last!s} appended"
-    return pa.concat_tables([old, new])
+    grown = pa.concat_tables([old, new.replace_schema_metadata(old.schema.metadata)])
+    return sql_source.with_cursor_max(grown, cursor, past if past is not None else exact)
 
 
 def _same_kind(new: pa.DataType, old: pa.DataType) -> bool:
@@ -342,7 +366,7 @@ def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
             fields.append(pa.field(f.name, pa.string()))
         else:
             fields.append(f)
-    target = pa.schema(fields)
+    target = pa.schema(fields, metadata=table.schema.metadata)  # the metadata carries a live source's change marker
     if target == table.schema:
         return table
     try:

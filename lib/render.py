@@ -20,6 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -131,11 +132,20 @@ def filter_params(states: list[FilterState], chosen: Mapping[str, Any]) -> dict[
 
 
 def render(
-    files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, chosen_filters: Mapping[str, Any] | None = None, *, cache: QueryCache = CACHE
+    files: Mapping[str, Any],
+    tables: Mapping[str, pa.Table],
+    version: str,
+    chosen_filters: Mapping[str, Any] | None = None,
+    *,
+    cache: QueryCache = CACHE,
+    workspace_path: Path | None = None,
 ) -> Rendered:
-    """Render the dashboard in `files["dashboard"]` over `tables` (the data of `version`)."""
+    """Render the dashboard in `files["dashboard"]` over `tables` (the data of `version`).
+
+    `workspace_path` is the workspace's folder, which a live SQLite source's relative path is relative to.
+    """
     started = time.perf_counter()
-    queries = router_for(files, cache)  # live sources' queries run in their database (lib/live.py)
+    queries = router_for(files, cache, workspace_path)  # live sources' queries run in their database (lib/live.py)
     misses_before = queries.misses
     dashboard = files.get("dashboard") or {}
     output = files.get("output") or {}

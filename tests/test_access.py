@@ -28,8 +28,8 @@ NOBODY = User("nobody")
 # Who may do what, per role, with the default policy (stewards do not publish).
 MAY = {
     VIEWER: {"view", "refresh", "query"},
-    STEWARD: {"view", "refresh", "query", "edit", "save", "undo", "revert", "propose", "pin_data"},
-    OWNER: {"view", "refresh", "query", "edit", "save", "undo", "revert", "propose", "pin_data", "publish", "reject", "manage_access"},
+    STEWARD: {"view", "refresh", "query", "edit", "save", "undo", "revert", "propose", "pin_data", "full_reload"},
+    OWNER: {"view", "refresh", "query", "edit", "save", "undo", "revert", "propose", "pin_data", "full_reload", "publish", "reject", "manage_access"},
 }
 EVERY_ACTION = sorted(MAY[OWNER])
 

@@ -481,3 +481,92 @@ def test_messages_name_files_not_the_servers_folders(env):
     at = on_page(at, "app_pages/review.py")  # checks the draft's files where they are on the server
     shown = [e.value for e in at.error if "gatez" in e.value]
     assert shown and all(v.startswith("dashboard.yaml:") and "config-repo" not in v and "drafts" not in v for v in shown), shown
+
+
+def test_a_steward_can_ask_the_refresh_button_for_a_full_reload_and_a_viewer_cannot(env, monkeypatch):
+    """A workspace whose `gates` come incrementally from SQLite: the Full reload box is a steward's, and reloads whole."""
+    import csv
+    import shutil
+    import sqlite3
+
+    from lib import workspace
+
+    data = env / "data"
+    data.mkdir()
+    with open(ROOT / "workspaces" / "supply-chain-weekly" / "data" / "gates.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    database = data / "gates.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE gates (id INTEGER, day DATE, week TEXT, site TEXT, gate TEXT, target INTEGER, actual INTEGER, attainment REAL)")
+        connection.executemany(
+            "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(i, r["day"], r["week"], r["site"], r["gate"], int(r["target"]), int(r["actual"]), float(r["attainment"])) for i, r in enumerate(rows)],
+        )
+    templates = env / "templates"
+    shutil.copytree(ROOT / "workspaces" / "supply-chain-weekly", templates / "supply-chain-weekly")
+    shutil.rmtree(templates / "supply-chain-weekly" / "data")
+    (templates / "supply-chain-weekly" / "profile.yaml").unlink()
+    ws, _ = workspace.load(templates / "supply-chain-weekly")
+    ws.data["sources"] = {"sources": [{"name": "gates", "type": "sql", "url": f"sqlite:///{database}", "table": "gates", "incremental": {"cursor": "id"}}]}
+    workspace.save(templates / "supply-chain-weekly", ws.data)
+    monkeypatch.setenv("DASHMEM_TEMPLATES", str(templates))
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(data))
+
+    viewer = signed_in("vera")
+    assert not [c for c in viewer.checkbox if c.label == "Full reload"]
+
+    at = signed_in("sam")
+    with sqlite3.connect(database) as connection:
+        connection.execute("UPDATE gates SET actual = 0 WHERE id = 0")  # in place: an incremental refresh cannot see it
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    assert not at.exception, at.exception
+    assert any("incremental" in str(df.value) for df in at.dataframe)
+    next(c for c in at.checkbox if c.label == "Full reload").check().run()
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    assert not at.exception, at.exception
+    assert any("full reload" in str(df.value) for df in at.dataframe), [str(df.value) for df in at.dataframe]
+    assert [e.label for e in at.expander if e.label.startswith("Refreshed: new data loaded")], [e.label for e in at.expander]
+
+
+def test_a_multiselect_over_a_live_table_offers_the_databases_values(env, monkeypatch):
+    """The filter's options query runs in the database, not on the live table's empty stand-in in the snapshot."""
+    import shutil
+    import sqlite3
+
+    from lib import workspace
+
+    templates = env / "templates"
+    folder = templates / "supply-chain-weekly"
+    shutil.copytree(ROOT / "workspaces" / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    (folder / "profile.yaml").unlink()
+    data = env / "data"
+    data.mkdir()
+    with sqlite3.connect(data / "orders.db") as connection:
+        connection.execute("CREATE TABLE orders (site TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("Brno", 5), ("Lyon", 7), ("Brno", 1)])
+    ws, _ = workspace.load(folder)
+    ws.data["sources"] = {"sources": [{"name": "orders", "type": "sql", "url": f"sqlite:///{data / 'orders.db'}", "table": "orders", "mode": "live"}]}
+    ws.data["dashboard"] = {
+        "title": "Orders",
+        "filters": [{"id": "site", "type": "multiselect", "label": "Sites", "options_query": "SELECT DISTINCT site FROM orders ORDER BY 1"}],
+        "components": [
+            {
+                "id": "total",
+                "type": "kpi",
+                "title": "Sales",
+                "query": "SELECT sum(sales) AS value FROM orders WHERE ($site IS NULL OR list_contains($site, site))",
+            }
+        ],
+        "layout": [["total"]],
+    }
+    workspace.save(folder, ws.data)
+    monkeypatch.setenv("DASHMEM_TEMPLATES", str(templates))
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(data))
+
+    at = signed_in("vera")
+    sites = next(m for m in at.multiselect if m.label == "Sites")
+    assert sites.options == ["Brno", "Lyon"]
+    sites.select("Lyon").run()
+    assert not at.exception, at.exception
+    assert [m.value for m in at.metric] == ["7"]

@@ -194,3 +194,87 @@ def test_new_rows_of_another_type_force_a_full_load_that_the_check_judges(tmp_pa
     assert entry.status == "incompatible" and entry.changed and entry.changed[0]["column"] == "qty"
     assert wh.tables()["events"].column("qty").to_pylist() == [10, 20]
     backend.engine.dispose()
+
+
+# --------------------------------------------------------------------------- a full reload on demand
+
+
+def test_a_full_reload_sees_rows_updated_and_deleted_in_place(db, tmp_path):
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(db.folder, wh, user=OPERATOR).ok
+    db.run(f"UPDATE {db.table} SET amount = 99.5 WHERE id = 2", f"DELETE FROM {db.table} WHERE id = 3", f"INSERT INTO {db.table} VALUES (4, 'c', 4.5)")
+    appended = refresh(db.folder, wh, user=OPERATOR)  # incremental: only the new row, the old ones as they were
+    assert appended.sources[0].appended == 1
+    assert sorted(wh.tables()["events"].column("id").to_pylist()) == [1, 2, 3, 4]
+
+    with statements_sent() as sent:
+        full = refresh(db.folder, wh, user=OPERATOR, full=True)
+    assert full.ok and full.swapped, full.summary()
+    entry = full.sources[0]
+    assert entry.appended is None and "full reload" in entry.message
+    assert not any("WHERE" in s for s, _ in sent if db.table in s)  # the whole table, no cursor
+    table = wh.tables()["events"]
+    assert sorted(zip(table.column("id").to_pylist(), table.column("amount").to_pylist())) == [(1, 1.5), (2, 99.5), (4, 4.5)]
+
+
+def test_only_stewards_may_ask_for_a_full_reload(db, tmp_path):
+    from lib.access import User
+    from lib.errors import DashmemError
+
+    wh = Warehouse(tmp_path / "cache")
+    viewer = User("vera")
+    assert refresh(db.folder, wh, user=viewer).ok  # viewers refresh
+    served = wh.current().id
+    with pytest.raises(DashmemError, match="full"):
+        refresh(db.folder, wh, user=viewer, full=True)
+    assert wh.current().id == served
+    assert refresh(db.folder, wh, user=User("sam"), full=True).ok
+
+
+def test_full_reload_from_the_command_line(db, tmp_path):
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lib", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    assert cli("refresh", str(db.folder)).returncode == 0
+    db.run(f"UPDATE {db.table} SET kind = 'z' WHERE id = 1")
+    full = cli("refresh", str(db.folder), "--full", "--json")
+    assert full.returncode == 0, full.stdout + full.stderr
+    entry = json.loads(full.stdout)["sources"][0]
+    assert entry["appended"] is None and entry["rows_after"] == 3 and "full reload" in entry["message"]
+    read = cli("query", str(db.folder), "SELECT kind FROM events WHERE id = 1", "--json")
+    assert read.returncode == 0 and '"z"' in read.stdout, read.stdout + read.stderr
+
+
+# --------------------------------------------------------------------------- a NUMERIC cursor stays exact
+
+
+def test_a_numeric_cursor_past_2_53_is_bound_exactly_and_appends_no_row_twice(tmp_path):
+    from decimal import Decimal
+
+    folder = tmp_path / "ws"
+    table = f"dm_incr_{uuid.uuid4().hex[:10]}"
+    _workspace(folder, {"name": "events", "type": "sql", "url": PG_URL, "table": table, "incremental": {"cursor": "id"}})
+    backend = Backend("postgresql", folder, table)
+    big = 2**53 + 1  # a double holds 2**53 and 2**53 + 2, not this
+    try:
+        backend.run(f"CREATE TABLE {table} (id NUMERIC(30,0), kind VARCHAR(20))", f"INSERT INTO {table} VALUES ({2**53 - 1}, 'a'), ({big}, 'b')")
+        wh = Warehouse(tmp_path / "cache")
+        assert refresh(folder, wh, user=OPERATOR).ok
+        with statements_sent() as sent:
+            again = refresh(folder, wh, user=OPERATOR)
+        assert again.ok and again.sources[0].appended == 0, again.summary()  # not the row at 2**53 + 1 once more
+        assert again.unchanged and wh.tables()["events"].num_rows == 2
+        assert [_params(p) for s, p in sent if table in s] == [[Decimal(big)]]
+        assert f"id = {big}" in again.sources[0].message
+
+        backend.run(f"INSERT INTO {table} VALUES ({big + 2}, 'c'), ({10**29 + 7}, 'd')")
+        grown = refresh(folder, wh, user=OPERATOR)
+        assert grown.ok and grown.sources[0].appended == 2, grown.summary()
+        with statements_sent() as sent:
+            last = refresh(folder, wh, user=OPERATOR)
+        assert last.sources[0].appended == 0 and wh.tables()["events"].num_rows == 4
+        assert [_params(p) for s, p in sent if table in s] == [[Decimal(10**29 + 7)]]
+    finally:
+        backend.drop()

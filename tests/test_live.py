@@ -449,3 +449,131 @@ def test_the_models_run_sql_reads_a_live_table_in_its_database(pg_table, tmp_pat
     answer = box.execute("run_sql", {"sql": "SELECT count(*) AS n FROM gates"})
     assert not answer.is_error, answer.content
     assert f"{ROWS}" in answer.content.replace(",", "")
+
+
+# --------------------------------------------------------------------------- multiselect filters where there are no arrays
+
+MULTISELECT = {
+    "filters": [{"id": "site", "type": "multiselect", "options_query": "SELECT DISTINCT site FROM gates ORDER BY 1"}],
+    "components": [
+        {"id": "units", "type": "kpi", "query": "SELECT sum(actual) AS value FROM gates WHERE ($site IS NULL OR list_contains($site, site))"},
+        {
+            "id": "by_site",
+            "type": "table",
+            "query": "SELECT site, count(*) AS n FROM gates WHERE $site IS NULL OR list_contains($site, site) GROUP BY site ORDER BY site",
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("chosen", [{"site": ["Lyon", "Brno"]}, {"site": ["Porto"]}, {}, {"site": ["x' OR 1=1 --"]}])
+def test_mariadb_multiselect_filter_equals_snapshot_with_one_parameter_per_value(mariadb_table, tmp_path, chosen):
+    _, table = mariadb_table
+    source = _source(table, url=MARIADB_URL, cache_ttl_s=0)
+    snapshot = render(
+        {"dashboard": MULTISELECT, "sources": {"sources": [{**source, "mode": "snapshot"}]}},
+        _snapshot_tables(source, tmp_path),
+        "v1",
+        chosen,
+        cache=QueryCache(),
+    )
+    with statements_sent() as sent:
+        rendered = render({"dashboard": MULTISELECT, "sources": {"sources": [source]}}, _live_tables(source, tmp_path), "v1", chosen, cache=QueryCache())
+    _same(_results(rendered), _results(snapshot))
+    assert rendered.component("units").value is not None or chosen.get("site") == ["x' OR 1=1 --"]
+    queries = [(s, p) for s, p in sent if table in s and "count(*)" in s.lower()]
+    assert queries
+    for statement, parameters in queries:
+        assert "list_contains" not in statement.lower() and "array_contains" not in statement.lower()
+        for value in chosen.get("site") or []:
+            assert value not in statement  # each value a bind parameter
+            assert value in list(parameters.values() if isinstance(parameters, dict) else parameters)
+
+
+def test_transpiled_multiselect_for_mysql_and_sqlite_has_a_placeholder_per_value():
+    source = {"name": "gates", "table": "gates"}
+    sql = "SELECT count(*) AS n FROM gates WHERE ($site IS NULL OR list_contains($site, site))"
+    text, names = live.transpile(sql, source, "mysql", "pyformat", 10, {"site": ["a", "b", "c"]})
+    assert "IN (%(site__dm0)s, %(site__dm1)s, %(site__dm2)s)" in text and names == ["site", "site__dm0", "site__dm1", "site__dm2"]
+    text, names = live.transpile(sql, source, "sqlite", "qmark", 10, {"site": None})
+    assert "CONTAINS" not in text.upper() and names == ["site"]
+    assert live.bindable({"site": ["a", "b"]}, "mysql") == {"site": '["a", "b"]', "site__dm0": "a", "site__dm1": "b"}
+    assert live.bindable({"site": ["a", "b"]}, "postgres") == {"site": ["a", "b"]}  # PostgreSQL takes the array as it is
+
+
+def test_sqlite_multiselect_filter_runs(tmp_path):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1), ("south", 2), ("east", 4)])
+    source = {"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0}
+    sql = "SELECT coalesce(sum(sales), 0) AS n FROM orders WHERE ($r IS NULL OR list_contains($r, region))"
+    assert live.run(source, sql, {"r": ["north", "east"]}, workspace_path=tmp_path).rows == [(5,)]
+    assert live.run(source, sql, {"r": None}, workspace_path=tmp_path).rows == [(7,)]
+    assert live.run(source, sql, {"r": []}, workspace_path=tmp_path).rows == [(0,)]
+
+
+# --------------------------------------------------------------------------- a relative SQLite path, across processes
+
+
+def test_a_relative_sqlite_live_source_refreshes_in_one_process_and_renders_in_another(tmp_path):
+    """`sqlite:///local.db` is in the workspace folder wherever the renderer runs from (not its working directory)."""
+    import os
+    import sqlite3
+
+    folder = tmp_path / "ws"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    (folder / "profile.yaml").unlink()
+    with sqlite3.connect(folder / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1200), ("south", 3400)])
+    ws, _ = workspace.load(folder)
+    ws.data["sources"] = {"sources": [{"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live"}]}
+    ws.data["dashboard"] = {
+        "title": "Orders",
+        "components": [{"id": "total", "type": "kpi", "title": "Total sales", "query": "SELECT sum(sales) AS value FROM orders", "format": ",.0f"}],
+        "layout": [["total"]],
+    }
+    workspace.save(folder, ws.data)
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lib", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    refreshed = cli("refresh", str(folder), "--json")
+    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+    exported = cli("export", str(folder), "--html", str(tmp_path / "out.html"))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert "4,600" in (tmp_path / "out.html").read_text(encoding="utf-8")
+    checked = cli("check", str(folder), "--json")  # the checks render the dashboard too
+    assert '"check.data_not_run"' not in checked.stdout and "not found" not in checked.stdout, checked.stdout
+
+
+# --------------------------------------------------------------------------- warehouses: transpiled here, not run
+
+
+@pytest.mark.parametrize(
+    "backend, dialect, quote, contains",
+    [
+        ("trino", "trino", '"', "CONTAINS(:site, site)"),
+        ("presto", "presto", '"', "CONTAINS(:site, site)"),
+        ("hive", "spark", "`", "site IN (:site__dm0, :site__dm1)"),
+        ("databricks", "databricks", "`", "site IN (:site__dm0, :site__dm1)"),
+        ("bigquery", "bigquery", "`", "UNNEST(:site)"),
+        ("snowflake", "snowflake", '"', "site IN (:site__dm0, :site__dm1)"),
+    ],
+)
+def test_warehouse_backends_map_to_their_sqlglot_dialect_and_transpile(backend, dialect, quote, contains):
+    """A SQLAlchemy backend name finds its sqlglot dialect, and the demo's filtered query comes out in that dialect."""
+    import sqlglot
+
+    assert live.SQLGLOT_DIALECT[backend] == dialect
+    sql = "SELECT site, sum(actual) AS actual FROM gates WHERE ($site IS NULL OR list_contains($site, site)) AND day >= $day_from GROUP BY site ORDER BY 2 DESC"
+    text, names = live.transpile(sql, {"name": "gates", "table": "analytics.gates"}, dialect, "named", 100, {"site": ["Brno", "Lyon"], "day_from": None})
+    assert f"FROM {quote}analytics{quote}.{quote}gates{quote}" in text and "LIMIT 101" in text
+    assert contains in text and "list_contains" not in text.lower()
+    assert set(names) <= {"site", "site__dm0", "site__dm1", "day_from"} and "day_from" in names
+    parsed = sqlglot.parse_one(text, read=dialect)  # what came out is that dialect's SQL
+    assert {t.name for t in parsed.find_all(sqlglot.exp.Table) if t.name} >= {"gates"}

@@ -40,6 +40,11 @@ DEFAULT_DRIVER = {"postgresql": "psycopg2", "mysql": "pymysql", "mariadb": "pymy
 
 ROWS_PER_BATCH = 10_000
 
+# Schema metadata of an incremental table: its cursor's largest value exactly, when the column holds decimals.
+# Decimals are stored as doubles (dashboards aggregate), and a double past 2**53 is not the value the
+# database holds: bound as the last cursor it would fetch the row at the top again, or skip new ones.
+CURSOR_MAX_KEY = b"dashmem.cursor_max"
+
 
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     """The whole query result or table."""
@@ -146,9 +151,47 @@ def _read(source: dict, connection: sa.Connection, ctx: FetchContext, after=None
         if duplicates:
             result.close()  # reads the rest of a streamed result off the wire, as the driver wants before the next statement
             raise ctx.error(name, f"the result has more than one column named {', '.join(duplicates)}; give them distinct aliases")
-        return arrow_table(names, _batches(result))
+        cursor = (source.get("incremental") or {}).get("cursor")
+        if not source.get("table") or not isinstance(cursor, str) or cursor not in names:
+            return arrow_table(names, _batches(result))
+        top = _Largest(names.index(cursor))
+        return with_cursor_max(arrow_table(names, top.watch(_batches(result))), cursor, top.value)
     except SQLAlchemyError as exc:
         raise ctx.error(name, f"{failure}: {_driver_message(exc)}") from None
+
+
+class _Largest:
+    """The largest value of one column as the driver gave it (a Decimal stays exact), seen batch by batch."""
+
+    def __init__(self, index: int):
+        self.index, self.value = index, None
+
+    def watch(self, batches: Iterable[Sequence[Sequence]]) -> Iterator[Sequence[Sequence]]:
+        for batch in batches:
+            try:
+                values = [row[self.index] for row in batch if row[self.index] is not None]
+                if values:
+                    self.value = max(values) if self.value is None else max(self.value, *values)
+            except TypeError:  # values that do not compare (SQLite mixes types): the Arrow column decides
+                self.value = None
+            yield batch
+
+
+def with_cursor_max(table: pa.Table, cursor: str, value) -> pa.Table:
+    """The table recording `value` as its cursor's exact largest value, if it is a decimal (see CURSOR_MAX_KEY)."""
+    metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != CURSOR_MAX_KEY}
+    if isinstance(value, Decimal):
+        metadata[CURSOR_MAX_KEY] = json.dumps({"column": cursor, "max": str(value)}).encode()
+    return table.replace_schema_metadata(metadata or None)
+
+
+def cursor_max(table: pa.Table, cursor: str) -> Decimal | None:
+    """The exact largest cursor value a table recorded, None when it recorded none for this column."""
+    raw = (table.schema.metadata or {}).get(CURSOR_MAX_KEY)
+    if raw is None:
+        return None
+    recorded = json.loads(raw)
+    return Decimal(recorded["max"]) if recorded.get("column") == cursor else None
 
 
 def _batches(result: sa.CursorResult) -> Iterator[Sequence[sa.Row]]:
