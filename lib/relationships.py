@@ -10,10 +10,11 @@ sample, probed by every row), never a `SELECT DISTINCT` of both sides.
 
 Value containment alone is evidence only where accidents are rare. Small
 integers (quantities, ranks, day numbers) fall inside any id range, so an
-integer pair needs enough distinct values and a many side that spans most of
-the one side's range; two unique dense sequences (row numbers) are not a key
-pair on values alone. Dates, times, years, booleans, floats and columns with a
-handful of values are never keys on values alone; a one side must be (nearly)
+integer pair needs enough distinct values and a many side that reaches near
+both ends of the one side's range; two unique dense sequences (row numbers), or a short
+sequence 1..N, are not a key pair on values alone (ids 1..100 hold every age).
+Dates, times, years, booleans, floats and columns with a handful of values
+are never keys on values alone; a one side must be (nearly)
 unique, so many-to-many pairs are not proposed.
 
 Stewards' decisions live in sources.yaml, which profile regeneration never
@@ -37,7 +38,8 @@ MIN_NAMED_CONTAINMENT = 0.5  # with matching names
 UNIQUE_SHARE = 0.95  # a one side's distinct values per non-null row (the distinct count is approximate)
 MIN_TEXT_DISTINCT = 3  # fewer distinct codes than this on either side match by accident
 MIN_INTEGER_DISTINCT = 20  # small integer sets (quantities, months, ranks) fall inside any id range
-MIN_RANGE_COVER = 0.5  # an integer many side spans at least this share of the one side's range
+MIN_DENSE_KEYS = 1_000  # a one side numbered 1..N with fewer keys holds any small count or score (hours per week, ages)
+END_SLACK = 0.1  # an integer many side reaches within this share of the range of both ends of the one side's
 MAX_KEY_LENGTH = 100  # longer text is prose, not a code
 _DATE_TEXT = re.compile(r"^\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T]\d{1,2}:\d{2}.*)?\s*$")
 
@@ -252,9 +254,13 @@ def _plausible(many: _Column, one: _Column, named: bool) -> bool:
         return False
     if many.min < one.min or many.max > one.max:
         return False
-    if (many.max - many.min) < MIN_RANGE_COVER * (one.max - one.min):
+    # Keys referencing a table spread over its whole id range; ages, scores and counts bunch in a part of it.
+    slack = END_SLACK * (one.max - one.min)
+    if many.min - one.min > slack or one.max - many.max > slack:
         return False
-    return not (many.dense and one.dense)  # two row-number columns: contained, and meaningless
+    if one.dense and (many.dense or one.distinct < MIN_DENSE_KEYS):
+        return False  # two row-number columns, or a short 1..N: contained, and meaningless
+    return True
 
 
 def candidates(tables: Mapping[str, pa.Table], profiles: Iterable[Mapping[str, Any]], skip: Iterable[tuple[str, str]] = ()) -> list[dict[str, Any]]:
