@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 SAMPLE_ROWS = 4_096  # rows of the many side whose distinct values are looked up
 MIN_CONTAINMENT = 0.9  # share of the sampled values found, on values alone
 MIN_NAMED_CONTAINMENT = 0.5  # with matching names
-UNIQUE_SHARE = 0.95  # a one side's distinct values per non-null row (the distinct count is approximate)
+UNIQUE_SHARE = 0.9  # a one side's distinct values per non-null row, by the profile's estimate (HyperLogLog: a few % off)...
+UNIQUE_SAMPLE_SHARE = 0.98  # ...and among its sampled rows, which is exact below SAMPLE_ROWS rows
 MIN_TEXT_DISTINCT = 3  # fewer distinct codes than this on either side match by accident
 MIN_INTEGER_DISTINCT = 20  # small integer sets (quantities, months, ranks) fall inside any id range
 MIN_DENSE_KEYS = 1_000  # a one side numbered 1..N with fewer keys holds any small count or score (hours per week, ages)
@@ -167,6 +168,7 @@ class _Column:
         self.role = profile.get("role")
         self.kind = _kind(values, self.role)
         self._sample: pa.Array | None = None
+        self._sampled = 0  # non-null rows in the sample
 
     @property
     def ref(self) -> str:
@@ -174,7 +176,9 @@ class _Column:
 
     @property
     def unique(self) -> bool:
-        return self.nonnull > 0 and self.distinct >= UNIQUE_SHARE * self.nonnull
+        if not (self.nonnull > 0 and self.distinct >= UNIQUE_SHARE * self.nonnull):
+            return False
+        return len(self.sample()) >= UNIQUE_SAMPLE_SHARE * self._sampled
 
     @property
     def dense(self) -> bool:
@@ -192,6 +196,7 @@ class _Column:
                 step = self.rows // SAMPLE_ROWS
                 values = values.take(pa.array(range(0, step * SAMPLE_ROWS, step)))
             values = _normal(values).drop_null()
+            self._sampled = len(values)
             values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
             self._sample = pc.unique(values)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
         return self._sample

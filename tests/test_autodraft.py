@@ -83,3 +83,43 @@ def test_autodraft_without_a_profile_says_what_to_do(tmp_path):
     ws_files = workspace.blank("Empty", "alice", "2026-11-30")
     with pytest.raises(ValueError, match="connect a source and refresh"):
         autodraft.draft(ws_files)
+
+
+def test_a_declared_join_offers_a_breakdown_by_the_joined_tables_category(tmp_path, dataset):
+    """orders.buyer -> clients.client declared: sales by clients.segment, equal to the sums computed directly."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    store = pacsv.read_csv(dataset("global_superstore_sample1000.csv"))
+    data = tmp_path / "data"
+    data.mkdir()
+    pacsv.write_csv(store.select(["Order Date", "Customer ID", "Sales"]).rename_columns(["day", "buyer", "sales"]), data / "orders.csv")
+    grouped = store.group_by("Customer ID", use_threads=False).aggregate([("Segment", "first")])
+    clients = pa.table({"client": grouped["Customer ID"], "segment": grouped["Segment_first"]})
+    pacsv.write_csv(clients, data / "clients.csv")
+    os.environ["DASHMEM_DATA_DIRS"] = str(data)
+    folder = tmp_path / "shop"
+    workspace.save(folder, workspace.blank("Shop", "alice", "2026-11-30"))
+    srcs = [{"name": n, "type": "csv", "path": str(data / f"{n}.csv")} for n in ("orders", "clients")]
+    workspace.save(folder, {"sources": {"sources": srcs, "relationships": [{"from": "orders.buyer", "to": "clients.client"}]}})
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(folder)
+    workspace.save(folder, {"profile": profile.build(wh.tables(), srcs, decided=ws.data["sources"])})
+    ws, _ = workspace.load(folder)
+    spec = autodraft.draft(ws.data)
+    workspace.save(folder, {"dashboard": spec})
+    ws, diags = workspace.load(folder)
+    assert diags == []
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    joined = next((c for c in spec["components"] if c["id"] == "by_clients_segment"), None)
+    assert joined, [c["id"] for c in spec["components"]]
+    assert any(joined["id"] in [cell if isinstance(cell, str) else cell["id"] for cell in row] for row in spec["layout"])
+    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert rendered.errors == []
+    shown = {r["segment"]: r["sales"] for r in rendered.component("by_clients_segment").result.table.to_pylist()}
+    by_client = dict(zip(clients["client"].to_pylist(), clients["segment"].to_pylist()))
+    expected: dict[str, float] = {}
+    for buyer, sales in zip(store["Customer ID"].to_pylist(), store["Sales"].to_pylist()):
+        expected[by_client[buyer]] = expected.get(by_client[buyer], 0.0) + sales
+    assert shown.keys() == expected.keys() and all(abs(shown[k] - expected[k]) < 1e-6 * abs(expected[k]) for k in expected)
