@@ -197,29 +197,33 @@ if rels or sources_doc.get("rejected_relationships"):
     )
 if st.session_state.get(state.RELATIONSHIP_DONE):
     st.success(st.session_state.pop(state.RELATIONSHIP_DONE))
-for i, rel in enumerate(rels):
+for rel in rels:
     left, right = rel["left"], rel["right"]
     about, first, second = st.columns([4, 1, 1], vertical_alignment="center")
     match = f"{rel['overlap']:.0%} of values match" if rel.get("overlap") is not None else ""
     if rel["evidence"] == "declared":
         about.markdown(f"`{left}` → `{right}` · **declared**" + (f" · {match}" if match else ""))
-        decision = ("Remove", relationships.forget, f"Remove the declared join {left} -> {right}") if first.button("Remove", key=f"rel_forget_{i}") else None
+        decision = (
+            ("Remove", relationships.forget, f"Remove the declared join {left} -> {right}")
+            if first.button("Remove", key=f"rel_forget:{left}:{right}")
+            else None
+        )
     else:
         about.markdown(f"`{left}` → `{right}` · candidate ({rel.get('evidence', 'values')}) · {match}")
         decision = (
             ("Confirm", relationships.confirm, f"Declare the join {left} -> {right}")
-            if first.button("Confirm", key=f"rel_confirm_{i}", type="primary")
+            if first.button("Confirm", key=f"rel_confirm:{left}:{right}", type="primary")
             else None
         )
-        if second.button("Reject", key=f"rel_reject_{i}"):
+        if second.button("Reject", key=f"rel_reject:{left}:{right}"):
             decision = ("Reject", relationships.reject, f"Reject the candidate join {left} -> {right}")
     if decision and save_decision(decision[1](sources_doc, left, right), decision[2]):
         st.session_state[state.RELATIONSHIP_DONE] = f"{decision[2]}: saved to your draft."
         st.rerun()
-for i, rel in enumerate(sources_doc.get("rejected_relationships") or []):
+for rel in sources_doc.get("rejected_relationships") or []:
     about, first = st.columns([5, 1], vertical_alignment="center")
     about.markdown(f"`{rel['from']}` → `{rel['to']}` · rejected")
-    if first.button("Propose again", key=f"rel_unreject_{i}") and save_decision(
+    if first.button("Propose again", key=f"rel_unreject:{rel['from']}:{rel['to']}") and save_decision(
         relationships.forget(sources_doc, rel["from"], rel["to"]), f"Propose the join {rel['from']} -> {rel['to']} again"
     ):
         st.rerun()
