@@ -273,26 +273,8 @@ def candidates(tables: Mapping[str, pa.Table], profiles: Iterable[Mapping[str, A
     (left, right) pairs not to propose (rejected or already declared), either way round."""
     import pyarrow.compute as pc
 
-    skip = set(skip)
-    columns = [
-        _Column(p["name"], c, tables[p["name"]].column(c["name"]), p["rows"])
-        for p in profiles
-        if p["name"] in tables and tables[p["name"]].num_rows
-        for c in p["columns"]
-        if c["name"] in tables[p["name"]].column_names
-    ]
-    columns = [c for c in columns if c.kind is not None]
     found = []
-    for one in columns:
-        pairs = []
-        for many in columns:
-            if many.table == one.table or (many.ref, one.ref) in skip or (one.ref, many.ref) in skip:
-                continue
-            named = names_match(many.table, many.name, one.table, one.name)
-            if _plausible(many, one, named):
-                pairs.append((many, named))
-        if not pairs:
-            continue
+    for one, pairs in _plausible_pairs(tables, profiles, set(skip)):
         # One pass over the one side answers every many side's sample: its rows probe a hash of all the samples.
         everything = pc.unique(_concat([many.sample() for many, _ in pairs]))  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
         hits = pc.index_in(_normal(one.values), value_set=everything)  # pyright: ignore[reportAttributeAccessIssue]
@@ -305,6 +287,37 @@ def candidates(tables: Mapping[str, pa.Table], profiles: Iterable[Mapping[str, A
             if share >= (MIN_NAMED_CONTAINMENT if named else MIN_CONTAINMENT) and (many.distinct > 1 or named):
                 found.append({"left": many.ref, "right": one.ref, "overlap": float(f"{share:.6g}"), "evidence": "name and values" if named else "values"})
     return sorted(found, key=lambda r: (r["left"], r["right"]))
+
+
+def pairs_to_check(tables: Mapping[str, pa.Table], profiles: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(many, one) of every pair whose values `candidates` looks up: what an exact check would have to compare."""
+    return [(many.ref, one.ref) for one, pairs in _plausible_pairs(tables, profiles, set()) for many, _ in pairs]
+
+
+def _plausible_pairs(
+    tables: Mapping[str, pa.Table], profiles: Iterable[Mapping[str, Any]], skip: set[tuple[str, str]]
+) -> list[tuple[_Column, list[tuple[_Column, bool]]]]:
+    """Per one side, the many sides worth a look (and whether their names match), by the profiles' figures."""
+    columns = [
+        _Column(p["name"], c, tables[p["name"]].column(c["name"]), p["rows"])
+        for p in profiles
+        if p["name"] in tables and tables[p["name"]].num_rows
+        for c in p["columns"]
+        if c["name"] in tables[p["name"]].column_names
+    ]
+    columns = [c for c in columns if c.kind is not None]
+    out = []
+    for one in columns:
+        pairs = []
+        for many in columns:
+            if many.table == one.table or (many.ref, one.ref) in skip or (one.ref, many.ref) in skip:
+                continue
+            named = names_match(many.table, many.name, one.table, one.name)
+            if _plausible(many, one, named):
+                pairs.append((many, named))
+        if pairs:
+            out.append((one, pairs))
+    return out
 
 
 def _concat(arrays: list) -> Any:
