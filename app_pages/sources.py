@@ -31,8 +31,11 @@ def save(content: list, message: str) -> bool:
     with ui.user_errors(
         "Could not save the sources", invalid="Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY."
     ) as caught:
-        # The declared and rejected joins stay as they are: only the connectors change here.
-        ctx.repo.save(ctx.user, ctx.slug, {"sources": {**sources_doc, "sources": content}}, message)
+        # The declared and rejected joins stay, but for those naming a table no source makes any more.
+        kept = {**sources_doc, "sources": content}
+        for gone in {s["name"] for s in sources} - {s["name"] for s in content}:
+            kept = relationships.without_table(kept, gone)
+        ctx.repo.save(ctx.user, ctx.slug, {"sources": kept}, message)
     return not caught.failed
 
 

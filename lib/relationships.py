@@ -84,6 +84,14 @@ def forget(sources: Mapping[str, Any], left: str, right: str) -> dict[str, Any]:
     return _tidy(_without(sources, left, right))
 
 
+def without_table(sources: Mapping[str, Any], table: str) -> dict[str, Any]:
+    """sources.yaml content without the decisions naming `table`: what removing its source leaves meaningful."""
+    out = dict(sources)
+    for key in ("relationships", "rejected_relationships"):
+        out[key] = [r for r in out.get(key) or [] if table not in (split(r["from"])[0], split(r["to"])[0])]
+    return _tidy(out)
+
+
 def _without(sources: Mapping[str, Any], left: str, right: str) -> dict[str, Any]:
     pair = {(left, right), (right, left)}
     out = dict(sources)

@@ -527,3 +527,30 @@ def test_a_steward_confirms_and_rejects_join_candidates_on_the_sources_page(env,
     # Saving a connector keeps the decisions.
     next(b for b in at.button if b.label == "Save").click().run()
     assert workspace.load(path)[0].data["sources"]["relationships"] == [{"from": "gates.site", "to": "sites.code"}]
+
+
+@JOURNEY
+def test_removing_a_source_drops_the_joins_that_name_its_table(env, monkeypatch):
+    from lib import workspace
+    from lib.access import User
+
+    extra = env / "extra"
+    extra.mkdir()
+    (extra / "sites.csv").write_text("code,country\nBrno,CZ\nLeipzig,DE\n")
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(extra))
+    at = signed_in("sam")
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    path = repo.draft(sam, "supply-chain-weekly").workspace_path
+    sources = workspace.load(path)[0].data["sources"]
+    with_sites = {
+        **sources,
+        "sources": sources["sources"] + [{"name": "sites", "type": "csv", "path": str(extra / "sites.csv")}],
+        "relationships": [{"from": "gates.site", "to": "sites.code"}],
+    }
+    repo.save(sam, "supply-chain-weekly", {"sources": with_sites}, "Add sites")
+    at = on_page(at, "app_pages/sources.py")
+    [remove] = [b for b in at.button if b.label == "Remove this source" and "edit_1" in b.form_id]
+    remove.click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert workspace.load(path)[0].data["sources"] == sources  # the source and the join naming it, gone together

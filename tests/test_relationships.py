@@ -118,6 +118,7 @@ def test_merged_lists_declared_first_and_leaves_out_rejected():
     sources = relationships.reject(relationships.confirm({"sources": []}, "a.x", "b.y"), "c.w", "a.z")  # rejected either way round
     assert relationships.merged(prof, sources) == [{"left": "a.x", "right": "b.y", "evidence": "declared", "overlap": 1.0}]
     assert relationships.forget(sources, "b.y", "a.x") == {"sources": [], "rejected_relationships": [{"from": "c.w", "to": "a.z"}]}
+    assert relationships.without_table(sources, "c") == {"sources": [], "relationships": [{"from": "a.x", "to": "b.y"}]}
     text = profile.text({**prof, "relationships": relationships.merged(prof, sources)})
     assert "a.x -> b.y (declared, 100% of values match)" in text and "c.w" not in text
 
