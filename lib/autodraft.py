@@ -273,9 +273,11 @@ def _joined_breakdown(plan: _Plan, files: Mapping[str, Any]) -> list[dict[str, A
     from . import relationships
 
     tables = {t["name"]: t for t in (files.get("profile") or {}).get("tables") or []}
+    # A query runs on the snapshots or on one live source's database, never across the two.
+    live = {s["name"] for s in (files.get("sources") or {}).get("sources") or [] if s.get("mode") == "live"}
     for rel in relationships.declared(files.get("sources")):
         (many, key), (one, one_key) = relationships.split(rel["from"]), relationships.split(rel["to"])
-        if many != plan.name or one not in tables or one == plan.name:
+        if many != plan.name or one not in tables or one == plan.name or {many, one} & live:
             continue
         dims = [c for c in pick_categories(tables[one]) if c["name"] != one_key]
         if not dims:

@@ -123,3 +123,29 @@ def test_a_declared_join_offers_a_breakdown_by_the_joined_tables_category(tmp_pa
     for buyer, sales in zip(store["Customer ID"].to_pylist(), store["Sales"].to_pylist()):
         expected[by_client[buyer]] = expected.get(by_client[buyer], 0.0) + sales
     assert shown.keys() == expected.keys() and all(abs(shown[k] - expected[k]) < 1e-6 * abs(expected[k]) for k in expected)
+
+
+def test_no_joined_breakdown_reaches_across_a_live_source():
+    """A query runs on the snapshots or on one live database: a join of a snapshot table with a live one cannot run."""
+    seg = {"name": "segment", "type": "VARCHAR", "role": "dimension", "distinct": 3, "null_share": 0}
+    prof = {
+        "tables": [
+            {"name": "clients", "rows": 600, "columns": [{"name": "client", "type": "VARCHAR", "role": "identifier", "distinct": 600}, seg]},
+            {
+                "name": "orders",
+                "rows": 1000,
+                "columns": [{"name": "buyer", "type": "VARCHAR", "role": "identifier"}, {"name": "sales", "type": "DOUBLE", "role": "measure"}],
+            },
+        ]
+    }
+    clients = {"name": "clients", "type": "sql", "url": "postgresql://reporting@db/sales", "table": "clients"}
+    files = {
+        "profile": prof,
+        "sources": {
+            "sources": [{"name": "orders", "type": "csv", "path": "o.csv"}, clients],
+            "relationships": [{"from": "orders.buyer", "to": "clients.client"}],
+        },
+    }
+    assert "by_clients_segment" in [c["id"] for c in autodraft.draft(files)["components"]]
+    files["sources"]["sources"][1] = {**clients, "mode": "live"}
+    assert "by_clients_segment" not in [c["id"] for c in autodraft.draft(files)["components"]]
