@@ -315,7 +315,7 @@ def _plausible_pairs(
     ]
     columns = [c for c in columns if c.kind is not None]
     out = []
-    for one in columns:
+    for one in [c for c in columns if c.unique]:
         pairs = []
         for many in columns:
             if many.table == one.table or (many.ref, one.ref) in skip or (one.ref, many.ref) in skip:
