@@ -206,22 +206,18 @@ for rel in rels:
     match = f"{rel['overlap']:.0%} of values match" if rel.get("overlap") is not None else ""
     if rel["evidence"] == "declared":
         about.markdown(f"`{left}` → `{right}` · **declared**" + (f" · {match}" if match else ""))
-        decision = (
-            ("Remove", relationships.forget, f"Remove the declared join {left} -> {right}")
-            if first.button("Remove", key=f"rel_forget:{left}:{right}")
-            else None
-        )
+        decision = (relationships.forget, f"Remove the declared join {left} -> {right}") if first.button("Remove", key=f"rel_forget:{left}:{right}") else None
     else:
         about.markdown(f"`{left}` → `{right}` · candidate ({rel.get('evidence', 'values')}) · {match}")
         decision = (
-            ("Confirm", relationships.confirm, f"Declare the join {left} -> {right}")
+            (relationships.confirm, f"Declare the join {left} -> {right}")
             if first.button("Confirm", key=f"rel_confirm:{left}:{right}", type="primary")
             else None
         )
         if second.button("Reject", key=f"rel_reject:{left}:{right}"):
-            decision = ("Reject", relationships.reject, f"Reject the candidate join {left} -> {right}")
-    if decision and save_decision(decision[1](sources_doc, left, right), decision[2]):
-        st.session_state[state.RELATIONSHIP_DONE] = f"{decision[2]}: saved to your draft."
+            decision = (relationships.reject, f"Reject the candidate join {left} -> {right}")
+    if decision and save_decision(decision[0](sources_doc, left, right), decision[1]):
+        st.session_state[state.RELATIONSHIP_DONE] = f"{decision[1]}: saved to your draft."
         st.rerun()
 for rel in sources_doc.get("rejected_relationships") or []:
     about, first = st.columns([5, 1], vertical_alignment="center")
