@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import schema_form, state, ui
-from lib import colroles, coltypes, profile, schemas, settings, workspace
+from lib import colroles, coltypes, profile, relationships, schemas, settings, workspace
 from lib.connectors import REGISTRY, FetchContext, fetch
 from lib.connectors.csv_source import store_upload
 from lib.warehouse import QueryError, Warehouse
@@ -21,7 +21,8 @@ st.title("Sources")
 path = ctx.draft_path()
 ws, diagnostics = workspace.load(path)
 ui.show_diagnostics(diagnostics)
-sources = list((ws.get("sources") or {}).get("sources") or [])
+sources_doc = dict(ws.get("sources") or {"sources": []})
+sources = list(sources_doc.get("sources") or [])
 root = schemas.load_schema("sources")
 uploads = settings.uploads_dir(ctx.slug)
 
@@ -30,7 +31,17 @@ def save(content: list, message: str) -> bool:
     with ui.user_errors(
         "Could not save the sources", invalid="Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY."
     ) as caught:
-        ctx.repo.save(ctx.user, ctx.slug, {"sources": {"sources": content}}, message)
+        # The declared and rejected joins stay, but for those naming a table no source makes any more.
+        kept = {**sources_doc, "sources": content}
+        for gone in {s["name"] for s in sources} - {s["name"] for s in content}:
+            kept = relationships.without_table(kept, gone)
+        ctx.repo.save(ctx.user, ctx.slug, {"sources": kept}, message)
+    return not caught.failed
+
+
+def save_decision(content: dict, message: str) -> bool:
+    with ui.user_errors("Could not save the relationship", invalid="Not saved: the relationship does not validate.") as caught:
+        ctx.repo.save(ctx.user, ctx.slug, {"sources": content}, message)
     return not caught.failed
 
 
@@ -119,7 +130,7 @@ if st.button("Update the profile from the current data", help="Loads your draft'
             st.error("\n\n".join(r.message for r in failed))
         else:
             with ui.user_errors("Could not save the profile"):
-                prof = profile.build(tables, sources, workspace_path=path)  # a live source is profiled in its database, which may fail
+                prof = profile.build(tables, sources, workspace_path=path, decided=sources_doc)  # a live source is profiled in its database, which may fail
                 ctx.repo.save(ctx.user, ctx.slug, {"profile": prof}, "Update the data profile")
                 status.update(label="Profile saved to your draft", state="complete")
 if not prof:
@@ -181,12 +192,42 @@ for table in prof.get("tables") or []:
             chart_col.altair_chart(chart, width="stretch")
         else:
             chart_col.caption(" · ".join(f"{k} {c[k]}" for k in ("min", "max") if c.get(k) is not None) or "no chart for this type")
-rels = prof.get("relationships") or []
-if rels:
+rels = relationships.merged(prof, sources_doc)
+if rels or sources_doc.get("rejected_relationships"):
     st.markdown("#### Relationships")
-    st.dataframe(pd.DataFrame(rels), hide_index=True, width="stretch")
+    st.caption(
+        "Confirm a candidate join to declare it (it survives every profile update and the model sees it as declared); reject one to stop it being proposed."
+    )
+if st.session_state.get(state.RELATIONSHIP_DONE):
+    st.success(st.session_state.pop(state.RELATIONSHIP_DONE))
+for rel in rels:
+    left, right = rel["left"], rel["right"]
+    about, first, second = st.columns([4, 1, 1], vertical_alignment="center")
+    match = f"{rel['overlap']:.0%} of values match" if rel.get("overlap") is not None else ""
+    if rel["evidence"] == "declared":
+        about.markdown(f"`{left}` → `{right}` · **declared**" + (f" · {match}" if match else ""))
+        decision = (relationships.forget, f"Remove the declared join {left} -> {right}") if first.button("Remove", key=f"rel_forget:{left}:{right}") else None
+    else:
+        about.markdown(f"`{left}` → `{right}` · candidate ({rel.get('evidence', 'values')}) · {match}")
+        decision = (
+            (relationships.confirm, f"Declare the join {left} -> {right}")
+            if first.button("Confirm", key=f"rel_confirm:{left}:{right}", type="primary")
+            else None
+        )
+        if second.button("Reject", key=f"rel_reject:{left}:{right}"):
+            decision = (relationships.reject, f"Reject the candidate join {left} -> {right}")
+    if decision and save_decision(decision[0](sources_doc, left, right), decision[1]):
+        st.session_state[state.RELATIONSHIP_DONE] = f"{decision[1]}: saved to your draft."
+        st.rerun()
+for rel in sources_doc.get("rejected_relationships") or []:
+    about, first = st.columns([5, 1], vertical_alignment="center")
+    about.markdown(f"`{rel['from']}` → `{rel['to']}` · rejected")
+    if first.button("Propose again", key=f"rel_unreject:{rel['from']}:{rel['to']}") and save_decision(
+        relationships.forget(sources_doc, rel["from"], rel["to"]), f"Propose the join {rel['from']} -> {rel['to']} again"
+    ):
+        st.rerun()
 with st.expander("What the model sees"):
-    text = profile.text(prof)
+    text = profile.text({**prof, "relationships": rels})
     from lib import tokens
 
     st.code(text)

@@ -43,6 +43,7 @@ def chat_prefill(slug: str) -> str:
 HISTORY_DONE = "history_done"  # set by History (revert, undo); popped and shown by History
 REVIEW_DONE = "review_done"  # set by Review (publish, reject, remote saved); popped and shown by Review
 SOURCES_DONE = "sources_done"  # set by Sources (a source added); popped and shown by Sources
+RELATIONSHIP_DONE = "relationship_done"  # set by Sources (a join confirmed, rejected or removed); popped and shown by Sources
 SPECS_SAVED = "specs_saved"  # set by Specs (a save); popped and shown by Specs
 WORKSPACES_DONE = "workspaces_done"  # set by Workspaces (created); popped and shown by Workspaces
 

@@ -93,7 +93,7 @@ def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> d
     if not data_profile:
         if not tables:
             raise NothingToDraft("no data loaded: add a source on the Sources page (or `python -m lib source add`) first")
-        data_profile = profile.build(tables, (files.get("sources") or {}).get("sources") or [])
+        data_profile = profile.build(tables, (files.get("sources") or {}).get("sources") or [], decided=files.get("sources"))
     return {"profile": data_profile, "dashboard": draft({**files, "profile": data_profile})}
 
 
@@ -161,6 +161,8 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
     kpis = _kpis(plan)
     trend = _trend(plan)
     breakdowns = _breakdowns(plan)
+    if len(breakdowns) < plan.per_row:
+        breakdowns += _joined_breakdown(plan, files)
     detail = _detail_table(plan)
     insight = _insight_text(plan)
     components = [*kpis, *([trend] if trend else []), *breakdowns, detail, insight]
@@ -295,6 +297,38 @@ def _breakdowns(plan: _Plan) -> list[dict[str, Any]]:
             )
         )
     return out
+
+
+def _joined_breakdown(plan: _Plan, files: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The lead measure by a category of a table that a declared join (sources.yaml) reaches from the main table."""
+    from . import relationships
+
+    tables = {t["name"]: t for t in (files.get("profile") or {}).get("tables") or []}
+    # A query runs on the snapshots or on one live source's database, never across the two.
+    live = {s["name"] for s in (files.get("sources") or {}).get("sources") or [] if s.get("mode") == "live"}
+    for rel in relationships.declared(files.get("sources")):
+        (many, key), (one, one_key) = relationships.split(rel["from"]), relationships.split(rel["to"])
+        if many != plan.name or one not in tables or one == plan.name or {many, one} & live:
+            continue
+        dims = [c for c in pick_categories(tables[one]) if c["name"] != one_key]
+        if not dims:
+            continue
+        dim, dim_alias, lead_alias = dims[0]["name"], alias(dims[0]["name"]), plan.lead_alias
+        # The main table's filters apply before the join; its columns are qualified, as both tables may share names.
+        lead = f"{_aggregate(plan.lead)}(m.{quote_ident(plan.lead['name'])})" if plan.lead else "count(*)"
+        title = f"{plan.lead_title} by {_label(one).lower()} {_label(dim).lower()}"
+        sql = (
+            f"SELECT d.{quote_ident(dim)} AS {dim_alias}, {lead} AS {lead_alias} "
+            f"FROM (SELECT * FROM {quote_ident(plan.name)}{plan.where_sql}) AS m JOIN {quote_ident(one)} AS d ON m.{quote_ident(key)} = d.{quote_ident(one_key)} "
+            f"GROUP BY 1 ORDER BY 2 DESC LIMIT 15"
+        )
+        encoding = {
+            "x": {"field": dim_alias, "type": "nominal", "title": _label(dim), "sort": "-y"},
+            "y": {"field": lead_alias, "type": "quantitative", "title": plan.lead_title, "format": plan.fmt_for(plan.lead)},
+            "color": {"field": dim_alias, "type": "nominal", "title": _label(dim)},
+        }
+        return [chart.new(f"by_{alias(one)}_{dim_alias}"[:63], title, sql, "bar", encoding)]
+    return []
 
 
 def _detail_table(plan: _Plan) -> dict[str, Any]:

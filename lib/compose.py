@@ -150,7 +150,7 @@ def compose(
         "task": _task_block(files),
         "sources": _section("Tool configurations (sources.yaml)", "sources", _without_secrets(files.get("sources")), "No sources are connected yet."),
         "output": _section("Output constraints (output.yaml)", "output", files.get("output"), "No output constraints are set."),
-        "profile": _profile_block(files.get("profile"), dashboard, profile_budget),
+        "profile": _profile_block(_with_decided_joins(files), dashboard, profile_budget),
     }
     system = [_text(parts[name]) for name in ("base", "task", "sources", "output")]
     system[0]["cache_control"] = dict(EPHEMERAL)
@@ -242,6 +242,16 @@ def _task_block(files: Mapping[str, Any]) -> str:
     if meta.get("description"):
         about += f"{meta['description']}\n"
     return about + "\n" + _section("Task specifications (task.yaml)", "task", files.get("task"), "No task rules yet.")
+
+
+def _with_decided_joins(files: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The profile with sources.yaml's declared joins (marked declared) and without the rejected candidates."""
+    from . import relationships
+
+    prof = files.get("profile")
+    if not prof or not prof.get("tables"):
+        return prof
+    return {**prof, "relationships": relationships.merged(prof, files.get("sources"))}
 
 
 def _profile_block(profile: Mapping[str, Any] | None, dashboard: Mapping[str, Any] | None, budget: int | None) -> str:

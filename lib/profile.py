@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import colroles, coltypes, tokens
+from . import colroles, coltypes, relationships, tokens
 from .warehouse import describe, quote_ident, sandbox_cursor
 
 TOP_K = 5
@@ -342,55 +342,17 @@ def column_meaning(col: str, kind: str, s: dict[str, Any], rows: int) -> dict[st
     return {"role": meaning.role, "aggregate": meaning.aggregate} if meaning.aggregate else {"role": meaning.role}
 
 
-def relationships(tables: Mapping[str, pa.Table], profiles: list[dict[str, Any]], min_overlap: float = 0.5) -> list[dict[str, Any]]:
-    """Candidate join keys: columns of different tables with matching names or key roles, and their value overlap."""
-
-    def norm(s: str) -> str:
-        return re.sub(r"[^a-z0-9]", "", s.lower())
-
-    columns = [(p["name"], c) for p in profiles for c in p["columns"] if c["role"] in ("identifier", "dimension") or _ID_NAME.search(c["name"])]
-    found = []
-    cursor = sandbox_cursor(tables)
-    try:
-        for lt, lc in columns:
-            for rt, rc in columns:
-                if lt == rt or coltypes.family(lc["type"]) != coltypes.family(rc["type"]):
-                    continue
-                singular = {norm(rt), norm(rt).removesuffix("s"), norm(rt).removesuffix("es")}
-                names_match = norm(lc["name"]) == norm(rc["name"]) or norm(lc["name"]) in {t + norm(rc["name"]) for t in singular}
-                # Value overlap alone is evidence only for text codes: small integer keys overlap by accident.
-                by_values = lc["role"] == rc["role"] == "identifier" and coltypes.family(lc["type"]) == "text"
-                if not names_match and not by_values:
-                    continue
-                # `right` should be the "one" side: its values are (nearly) unique. A one-to-one
-                # pair is reported once, with the tables in name order.
-                left_n, right_n = lc.get("distinct") or 0, rc.get("distinct") or 0
-                if right_n < left_n or (right_n == left_n and (rt, rc["name"]) < (lt, lc["name"])):
-                    continue
-                sql = (
-                    f"WITH l AS (SELECT DISTINCT {quote_ident(lc['name'])} AS v FROM {quote_ident(lt)} WHERE {quote_ident(lc['name'])} IS NOT NULL), "
-                    f"r AS (SELECT DISTINCT {quote_ident(rc['name'])} AS v FROM {quote_ident(rt)}) "
-                    f"SELECT count(*), count(r.v) FROM l LEFT JOIN r ON l.v = r.v"
-                )
-                total, matched = cursor.execute(sql).fetchall()[0]
-                overlap = matched / total if total else 0.0
-                if overlap >= min_overlap and total > 1:
-                    found.append(
-                        {
-                            "left": f"{lt}.{lc['name']}",
-                            "right": f"{rt}.{rc['name']}",
-                            "overlap": _round(overlap),
-                            "evidence": "name and values" if names_match else "values",
-                        }
-                    )
-    finally:
-        cursor.close()
-    return sorted(found, key=lambda r: (r["left"], r["right"]))
-
-
-def build(tables: Mapping[str, pa.Table], sources: Iterable[dict[str, Any]] = (), workspace_path: os.PathLike | None = None) -> dict[str, Any]:
+def build(
+    tables: Mapping[str, pa.Table],
+    sources: Iterable[dict[str, Any]] = (),
+    workspace_path: os.PathLike | None = None,
+    decided: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """profile.yaml content for a workspace's tables; a live source's table is profiled in its database
-    (its snapshot table is an empty stand-in), see lib/live_profile.py."""
+    (its snapshot table is an empty stand-in), see lib/live_profile.py.
+
+    `decided` is the sources.yaml document: the joins its stewards declared or rejected are not
+    proposed as candidates (declared ones stay in sources.yaml, which this never writes)."""
     by_name = {s["name"]: s for s in sources}
 
     def one(name: str) -> dict[str, Any]:
@@ -403,11 +365,15 @@ def build(tables: Mapping[str, pa.Table], sources: Iterable[dict[str, Any]] = ()
 
     profiles = [one(name) for name in sorted(tables)]
     out: dict[str, Any] = {"tables": profiles}
-    rels = relationships(tables, profiles) if len(tables) > 1 else []
+    rels = relationships.candidates(tables, profiles, skip=_decided_pairs(decided)) if len(tables) > 1 else []
     if rels:
         out["relationships"] = rels
     out["data_version"] = fingerprint(profiles)
     return out
+
+
+def _decided_pairs(sources: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    return relationships.rejected(sources) | {(r["from"], r["to"]) for r in relationships.declared(sources)}
 
 
 def histogram_sql(table: str, column: str, family: str, bins: int = 20) -> str:
@@ -561,6 +527,14 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _join_note(rel: Mapping[str, Any]) -> str:
+    """Why a join is listed: declared by a steward (see relationships.merged), or how well the values match."""
+    match = f"{rel['overlap']:.0%} of values match" if rel.get("overlap") is not None else ""
+    if rel.get("evidence") == "declared":
+        return "declared" + (f", {match}" if match else "")
+    return match
+
+
 def _render(profile: Mapping[str, Any], drops: Mapping[tuple[str, str], frozenset[str]], names_only: bool = False) -> str:
     """The profile text, without the detail `drops` names for each (table, column)."""
     lines = []
@@ -600,5 +574,5 @@ def _render(profile: Mapping[str, Any], drops: Mapping[tuple[str, str], frozense
     rels = profile.get("relationships") or []
     if rels:
         lines.append("joins")
-        lines.extend(f"  {r['left']} -> {r['right']} ({r['overlap']:.0%} of values match)" for r in rels)
+        lines.extend(f"  {r['left']} -> {r['right']} ({_join_note(r)})" for r in rels)
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any, Callable
 
-from . import schemas, secrets
+from . import relationships, schemas, secrets
 from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
 from .errors import DashmemError
 from .fsutil import atomic_write, write_temp
@@ -135,6 +135,10 @@ def load(path: Path, *, readonly: bool = False) -> tuple[Workspace, list[Diagnos
             ws.docs[kind] = doc
             ws.data[kind] = doc.data if readonly else copy.deepcopy(doc.data)  # callers edit and save their copy
         diagnostics.extend(file_diags)
+    if "sources" in ws.docs and ws.data.get("profile") and not any(d.file == _shown(path, FILES["sources"]) and d.level == ERROR for d in diagnostics):
+        # Across files: a declared join's columns, where the profile describes the table.
+        problems = relationships.reference_problems(ws.docs["sources"], ws.data["profile"], _shown(path, FILES["sources"]))
+        diagnostics.extend(d for d in problems if d.id == "relationship.unknown_column")
     return ws, diagnostics
 
 
@@ -278,10 +282,15 @@ def _no_literal_secrets(doc: Document, shown: str) -> list[Diagnostic]:
     return out
 
 
+def _relationship_tables(doc: Document, shown: str) -> list[Diagnostic]:
+    """Declared and rejected joins name tables that sources make (their columns are checked against the profile in `load`)."""
+    return relationships.reference_problems(doc, None, shown)
+
+
 SEMANTIC_CHECKS: dict[str, tuple[Callable[[Document, str], list[Diagnostic]], ...]] = {
     "workspace": (_access_has_owner,),
     "task": (_unique("rules", "id", "rule id"),),
-    "sources": (_unique("sources", "name", "source name"), _no_literal_secrets),
+    "sources": (_unique("sources", "name", "source name"), _no_literal_secrets, _relationship_tables),
     "profile": (_unique("tables", "name", "table"),),
     "dashboard": (_unique("components", "id", "component id"), _unique("filters", "id", "filter id"), _layout_references),
 }

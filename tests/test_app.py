@@ -570,3 +570,76 @@ def test_a_multiselect_over_a_live_table_offers_the_databases_values(env, monkey
     sites.select("Lyon").run()
     assert not at.exception, at.exception
     assert [m.value for m in at.metric] == ["7"]
+
+
+@JOURNEY
+def test_a_steward_confirms_and_rejects_join_candidates_on_the_sources_page(env, monkeypatch):
+    """Candidates from an updated profile; Confirm declares, Reject stops proposing; both outlive the next profile update."""
+    from lib import workspace
+    from lib.access import User
+
+    extra = env / "extra"
+    extra.mkdir()
+    (extra / "sites.csv").write_text("code,country\nBrno,CZ\nLeipzig,DE\nLyon,FR\nPorto,PT\nPoznan,PL\nRotterdam,NL\nGdansk,PL\n")
+    (extra / "teams.csv").write_text("team,lead\nSupply,ana\nOrders,ben\nProcess,cy\nInbound,dee\nOutbound,eve\nQuality,fay\n")
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(extra))
+    at = signed_in("sam")
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    path = repo.draft(sam, "supply-chain-weekly").workspace_path
+    sources = workspace.load(path)[0].data["sources"]
+    added = [{"name": n, "type": "csv", "path": str(extra / f"{n}.csv")} for n in ("sites", "teams")]
+    repo.save(sam, "supply-chain-weekly", {"sources": {**sources, "sources": sources["sources"] + added}}, "Add sites and teams")
+
+    def update_profile(at: AppTest) -> AppTest:
+        next(b for b in at.button if b.label == "Update the profile from the current data").click().run()
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        return at
+
+    at = update_profile(on_page(at, "app_pages/sources.py"))
+    found = {(r["left"], r["right"]) for r in workspace.load(path)[0].data["profile"]["relationships"]}
+    assert {("gates.site", "sites.code"), ("gates.gate", "teams.team")} <= found, found
+    at.button(key="rel_confirm:gates.site:sites.code").click().run()
+    assert any("Declare the join gates.site -> sites.code" in s.value for s in at.success)
+    at.button(key="rel_reject:gates.gate:teams.team").click().run()
+    saved = workspace.load(path)[0].data["sources"]
+    assert saved["relationships"] == [{"from": "gates.site", "to": "sites.code"}]
+    assert saved["rejected_relationships"] == [{"from": "gates.gate", "to": "teams.team"}]
+    assert [s["name"] for s in saved["sources"]] == ["gates", "sites", "teams"]  # the connectors untouched
+    # A new session updates the profile again: the decisions stand, and neither pair is proposed as a candidate.
+    at = update_profile(on_page(signed_in("sam"), "app_pages/sources.py"))
+    found = {(r["left"], r["right"]) for r in workspace.load(path)[0].data["profile"].get("relationships") or []}
+    assert not found & {("gates.site", "sites.code"), ("gates.gate", "teams.team")}
+    shown = " ".join(m.value for m in at.markdown)
+    assert "`gates.site` → `sites.code` · **declared**" in shown and "`gates.gate` → `teams.team` · rejected" in shown
+    assert not [b for b in at.button if b.key == "rel_confirm:gates.gate:teams.team"]
+    # Saving a connector keeps the decisions.
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert workspace.load(path)[0].data["sources"]["relationships"] == [{"from": "gates.site", "to": "sites.code"}]
+
+
+@JOURNEY
+def test_removing_a_source_drops_the_joins_that_name_its_table(env, monkeypatch):
+    from lib import workspace
+    from lib.access import User
+
+    extra = env / "extra"
+    extra.mkdir()
+    (extra / "sites.csv").write_text("code,country\nBrno,CZ\nLeipzig,DE\n")
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(extra))
+    at = signed_in("sam")
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    path = repo.draft(sam, "supply-chain-weekly").workspace_path
+    sources = workspace.load(path)[0].data["sources"]
+    with_sites = {
+        **sources,
+        "sources": sources["sources"] + [{"name": "sites", "type": "csv", "path": str(extra / "sites.csv")}],
+        "relationships": [{"from": "gates.site", "to": "sites.code"}],
+    }
+    repo.save(sam, "supply-chain-weekly", {"sources": with_sites}, "Add sites")
+    at = on_page(at, "app_pages/sources.py")
+    [remove] = [b for b in at.button if b.label == "Remove this source" and "edit_1" in b.form_id]
+    remove.click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert workspace.load(path)[0].data["sources"] == sources  # the source and the join naming it, gone together

@@ -321,3 +321,69 @@ def test_each_grain_labels_its_latest_period_the_same_in_text_and_axis(tmp_path,
     rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
     assert f"Latest sold on ({latest})" in rendered.component("insight").markdown
     assert chart.vega_lite_spec(rendered.component("trend"))["encoding"]["x"]["axis"]["format"] == trend["encoding"]["x"]["format"]
+
+
+def test_a_declared_join_offers_a_breakdown_by_the_joined_tables_category(tmp_path, dataset):
+    """orders.buyer -> clients.client declared: sales by clients.segment, equal to the sums computed directly."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    store = pacsv.read_csv(dataset("global_superstore_sample1000.csv"))
+    data = tmp_path / "data"
+    data.mkdir()
+    pacsv.write_csv(store.select(["Order Date", "Customer ID", "Sales"]).rename_columns(["day", "buyer", "sales"]), data / "orders.csv")
+    grouped = store.group_by("Customer ID", use_threads=False).aggregate([("Segment", "first")])
+    clients = pa.table({"client": grouped["Customer ID"], "segment": grouped["Segment_first"]})
+    pacsv.write_csv(clients, data / "clients.csv")
+    os.environ["DASHMEM_DATA_DIRS"] = str(data)
+    folder = tmp_path / "shop"
+    workspace.save(folder, workspace.blank("Shop", "alice", "2026-11-30"))
+    srcs = [{"name": n, "type": "csv", "path": str(data / f"{n}.csv")} for n in ("orders", "clients")]
+    workspace.save(folder, {"sources": {"sources": srcs, "relationships": [{"from": "orders.buyer", "to": "clients.client"}]}})
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(folder)
+    workspace.save(folder, {"profile": profile.build(wh.tables(), srcs, decided=ws.data["sources"])})
+    ws, _ = workspace.load(folder)
+    spec = autodraft.draft(ws.data)
+    workspace.save(folder, {"dashboard": spec})
+    ws, diags = workspace.load(folder)
+    assert diags == []
+    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    joined = next((c for c in spec["components"] if c["id"] == "by_clients_segment"), None)
+    assert joined, [c["id"] for c in spec["components"]]
+    assert any(joined["id"] in [cell if isinstance(cell, str) else cell["id"] for cell in row] for row in spec["layout"])
+    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert rendered.errors == []
+    shown = {r["segment"]: r["sales"] for r in rendered.component("by_clients_segment").result.table.to_pylist()}
+    by_client = dict(zip(clients["client"].to_pylist(), clients["segment"].to_pylist()))
+    expected: dict[str, float] = {}
+    for buyer, sales in zip(store["Customer ID"].to_pylist(), store["Sales"].to_pylist()):
+        expected[by_client[buyer]] = expected.get(by_client[buyer], 0.0) + sales
+    assert shown.keys() == expected.keys() and all(abs(shown[k] - expected[k]) < 1e-6 * abs(expected[k]) for k in expected)
+
+
+def test_no_joined_breakdown_reaches_across_a_live_source():
+    """A query runs on the snapshots or on one live database: a join of a snapshot table with a live one cannot run."""
+    seg = {"name": "segment", "type": "VARCHAR", "role": "dimension", "distinct": 3, "null_share": 0}
+    prof = {
+        "tables": [
+            {"name": "clients", "rows": 600, "columns": [{"name": "client", "type": "VARCHAR", "role": "identifier", "distinct": 600}, seg]},
+            {
+                "name": "orders",
+                "rows": 1000,
+                "columns": [{"name": "buyer", "type": "VARCHAR", "role": "identifier"}, {"name": "sales", "type": "DOUBLE", "role": "measure"}],
+            },
+        ]
+    }
+    clients = {"name": "clients", "type": "sql", "url": "postgresql://reporting@db/sales", "table": "clients"}
+    files = {
+        "profile": prof,
+        "sources": {
+            "sources": [{"name": "orders", "type": "csv", "path": "o.csv"}, clients],
+            "relationships": [{"from": "orders.buyer", "to": "clients.client"}],
+        },
+    }
+    assert "by_clients_segment" in [c["id"] for c in autodraft.draft(files)["components"]]
+    files["sources"]["sources"][1] = {**clients, "mode": "live"}
+    assert "by_clients_segment" not in [c["id"] for c in autodraft.draft(files)["components"]]

@@ -173,3 +173,23 @@ def test_compose_cli_refuses_a_workspace_that_does_not_validate(tmp_path):
     (folder / "workspace.yaml").write_text("name: [unclosed\n", encoding="utf-8")
     with pytest.raises(ValidationFailed):
         compose.compose_cli(folder, "hello")
+
+
+def test_the_profile_block_marks_declared_joins_and_leaves_out_rejected_candidates():
+    files = files_of("supply-chain-weekly")
+    files["profile"] = {
+        **files["profile"],
+        "relationships": [
+            {"left": "gates.site", "right": "sites.code", "overlap": 1.0, "evidence": "values"},
+            {"left": "gates.gate", "right": "doors.id", "overlap": 0.92, "evidence": "values"},
+            {"left": "gates.day", "right": "weeks.day", "overlap": 1.0, "evidence": "name and values"},
+        ],
+    }
+    files["sources"] = {
+        **files["sources"],
+        "relationships": [{"from": "gates.site", "to": "sites.code"}],
+        "rejected_relationships": [{"from": "gates.gate", "to": "doors.id"}],
+    }
+    text = compose.compose(files, "edit", "Attainment by region").request["messages"][0]["content"][0]["text"]
+    joins = text.split("\njoins\n")[1].splitlines()
+    assert joins == ["  gates.site -> sites.code (declared, 100% of values match)", "  gates.day -> weeks.day (100% of values match)"]
