@@ -315,7 +315,7 @@ def _joined_breakdown(plan: _Plan, files: Mapping[str, Any]) -> list[dict[str, A
             continue
         dim, dim_alias, lead_alias = dims[0]["name"], alias(dims[0]["name"]), plan.lead_alias
         # The main table's filters apply before the join; its columns are qualified, as both tables may share names.
-        lead = f"{_aggregate(plan.lead)}(m.{quote_ident(plan.lead['name'])})" if plan.lead else "count(*)"
+        lead = f"{_SQL_AGGREGATES[_aggregate(plan.table, plan.lead)]}(m.{quote_ident(plan.lead['name'])})" if plan.lead else "count(*)"
         title = f"{plan.lead_title} by {_label(one).lower()} {_label(dim).lower()}"
         sql = (
             f"SELECT d.{quote_ident(dim)} AS {dim_alias}, {lead} AS {lead_alias} "
