@@ -44,6 +44,7 @@ HISTORY_DONE = "history_done"  # set by History (revert, undo); popped and shown
 REVIEW_DONE = "review_done"  # set by Review (publish, reject, remote saved); popped and shown by Review
 SOURCES_DONE = "sources_done"  # set by Sources (a source added); popped and shown by Sources
 SPECS_SAVED = "specs_saved"  # set by Specs (a save); popped and shown by Specs
+PROFILE_UPDATED = "profile_updated"  # set by Dashboard (Update profile); popped and shown by Dashboard
 WORKSPACES_DONE = "workspaces_done"  # set by Workspaces (created); popped and shown by Workspaces
 
 # --- Review, Sources, Specs ------------------------------------------------------------------------------

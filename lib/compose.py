@@ -284,6 +284,11 @@ def profile_budget_of(files: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and value > 0 else schemas.default("workspace", "policy", "profile_budget")
 
 
+def budget_warnings(files: Mapping[str, Any], profile_budget: int | None = None) -> list[Diagnostic]:
+    """The warnings `compose` gives about the profile budget, without composing (the Chat page shows them up front)."""
+    return _budget_warnings(files.get("profile"), profile_budget if profile_budget is not None else profile_budget_of(files))
+
+
 def _budget_warnings(profile: Mapping[str, Any] | None, budget: int | None) -> list[Diagnostic]:
     """A warning when the budget cannot hold every table and column name: the model cannot query what it is not shown."""
     if budget is None or not profile or not profile.get("tables"):
