@@ -30,7 +30,10 @@ st.caption(
 if st.session_state.get(state.REVIEW_DONE):
     st.success(st.session_state.pop(state.REVIEW_DONE))
 # Rules due for review, as the person's draft has them (or the published ones, before a draft exists).
-ui.stale_rules_box(ctx, workspace.load(ctx.draft_path() if ctx.has_draft() else ctx.published_path)[0].data, "review", state.REVIEW_DONE)
+# Only for a published workspace: an owner reviewing someone's new one has no draft of it to confirm rules on.
+if ctx.is_published:
+    rules_at = ctx.draft_path() if ctx.has_draft() else ctx.repo.published_path(ctx.slug)
+    ui.stale_rules_box(ctx, workspace.load(rules_at)[0].data, "review", state.REVIEW_DONE)
 drafts = [d for d in ctx.repo.drafts(ctx.slug) if d["ahead"] > 0]
 mine = ctx.repo.branch_name(ctx.user, ctx.slug)
 if not drafts:
