@@ -12,6 +12,7 @@ import streamlit as st
 from app_pages import dashboard_view, state, ui
 from lib import autodraft, profile, settings, workspace
 from lib.agent import estimate_cost, files_to_save, run_session
+from lib.compose import budget_warnings
 from lib.model import AnthropicClient, api_key_available
 from lib.refresh import fetch_candidate
 from lib.warehouse import Warehouse
@@ -38,6 +39,8 @@ wh = Warehouse.for_workspace(path)
 first = ui.first_load(path, wh, ws, ctx.user)
 if first is not None and wh.current() is None:
     st.error("Could not load the data:\n\n" + first.summary())
+# Every session holds the profile to the workspace's budget; say so when that hides columns from Claude.
+ui.show_diagnostics(budget_warnings(ws.data))
 
 
 def save_outcome(files: dict, message: str) -> None:

@@ -121,6 +121,30 @@ if snapshot is not None and ctx.can("edit") and len(kept) > 1:
                 wh.switch_to(chosen_id, user=ctx.user, meta=ctx.meta)
                 st.rerun()
 
+if st.session_state.get(state.PROFILE_UPDATED):
+    st.success(st.session_state.pop(state.PROFILE_UPDATED))
+if snapshot is not None and ctx.can("edit") and ws.get("profile"):
+    # Stewards hear when the data served has moved away from what the model is told about it.
+    from lib import profile_drift
+
+    drifted = []
+    with ui.user_errors("Could not compare the data profile with the data"), st.spinner("Comparing the data profile with the data…"):
+        drifted = profile_drift.drift(ws.data, snapshot, wh.tables(snapshot))
+    if drifted:
+        with st.container(border=True):
+            st.warning(
+                "The data profile is out of date: Claude is told about the data as it was when it was profiled.\n"
+                + "\n".join(f"- {d.message}" for d in drifted[:8])
+                + (f"\n- and {len(drifted) - 8} more" if len(drifted) > 8 else "")
+            )
+            if st.button("Update profile", icon=":material/update:", help="Profiles the data served now and saves profile.yaml to your draft"):
+                with ui.user_errors("Could not update the profile"), st.spinner("Profiling the data…"):
+                    sha = profile_drift.update_in_draft(ctx.repo, ctx.user, ctx.slug, wh.tables(snapshot))
+                    st.session_state[state.PROFILE_UPDATED] = (
+                        f"Saved the new profile to your draft as {sha[:10]}; publish it on Review." if sha else "Your draft already has this profile."
+                    )
+                    st.rerun()
+
 if not dashboard:
     st.info("This workspace has no dashboard yet. Stewards can create one on the Chat page (with Claude, or the auto-draft without a key).")
     st.stop()

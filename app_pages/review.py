@@ -7,7 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages import state, ui
-from lib import checks
+from lib import checks, workspace
 from lib.configrepo import PublishConflict
 from lib.publish_rules import publish_button
 
@@ -29,6 +29,11 @@ st.caption(
 
 if st.session_state.get(state.REVIEW_DONE):
     st.success(st.session_state.pop(state.REVIEW_DONE))
+# Rules due for review, as the person's draft has them (or the published ones, before a draft exists).
+# Only for a published workspace: an owner reviewing someone's new one has no draft of it to confirm rules on.
+if ctx.is_published:
+    rules_at = ctx.draft_path() if ctx.has_draft() else ctx.repo.published_path(ctx.slug)
+    ui.stale_rules_box(ctx, workspace.load(rules_at)[0].data, "review", state.REVIEW_DONE)
 drafts = [d for d in ctx.repo.drafts(ctx.slug) if d["ahead"] > 0]
 mine = ctx.repo.branch_name(ctx.user, ctx.slug)
 if not drafts:

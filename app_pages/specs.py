@@ -44,6 +44,7 @@ task_tab, output_tab, dashboard_tab, yaml_tab = st.tabs(
 )
 
 with task_tab:
+    ui.stale_rules_box(ctx, ws.data, "specs", state.SPECS_SAVED)
     root = schemas.load_schema("task")
     rule_schema = root["$defs"]["rule"]
     task = ws.get("task") or {"rules": []}

@@ -45,6 +45,7 @@ REVIEW_DONE = "review_done"  # set by Review (publish, reject, remote saved); po
 SOURCES_DONE = "sources_done"  # set by Sources (a source added); popped and shown by Sources
 RELATIONSHIP_DONE = "relationship_done"  # set by Sources (a join confirmed, rejected or removed); popped and shown by Sources
 SPECS_SAVED = "specs_saved"  # set by Specs (a save); popped and shown by Specs
+PROFILE_UPDATED = "profile_updated"  # set by Dashboard (Update profile); popped and shown by Dashboard
 WORKSPACES_DONE = "workspaces_done"  # set by Workspaces (created); popped and shown by Workspaces
 
 # --- Review, Sources, Specs ------------------------------------------------------------------------------

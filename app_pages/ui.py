@@ -214,3 +214,32 @@ def show_diff(patches: list[Any]) -> None:
 
 def text_diff(old: str, new: str, name: str) -> str:
     return workspace.text_diff(old, new, f"a/{name}", f"b/{name}")
+
+
+def stale_rules_box(ctx: Context, files: dict[str, Any], key: str, done_key: str) -> None:
+    """Task rules due for review, each with a one-click "Still holds" that confirms it on the person's draft.
+
+    lib.rule_review decides which rules are stale and checks the steward role when saving;
+    the message of a confirmation goes to `done_key` for the page to show after the rerun.
+    """
+    from lib import rule_review
+
+    stale = rule_review.stale_rules(files)
+    if not stale:
+        return
+    rules = (files.get("task") or {}).get("rules") or []
+    with st.container(border=True):
+        st.warning(
+            f"{len(stale)} task rule(s) not confirmed for over {rule_review.review_days(files.get('workspace'))} days. "
+            "Claude is told they are unconfirmed. Do they still hold?"
+        )
+        for item in stale:
+            text_col, button_col = st.columns([5, 1], vertical_alignment="center")
+            text_col.markdown(f"`{item.id}` — {rules[item.index].get('text', '')}  \n*last confirmed {item.confirmed}, {item.days} days ago*")
+            if button_col.button("Still holds", key=f"{key}_holds_{item.id}", disabled=not ctx.can("save"), help="Sets last_confirmed to today on your draft"):
+                with user_errors("Could not confirm the rule"):
+                    sha = rule_review.confirm_in_draft(ctx.repo, ctx.user, ctx.slug, [item.id])
+                    st.session_state[done_key] = (
+                        f"Confirmed `{item.id}` on your draft as {sha[:10]}; publish it on Review." if sha else f"`{item.id}` was already confirmed today."
+                    )
+                    st.rerun()

@@ -98,7 +98,7 @@ def run_session(
     """
     access.require(user, "edit" if mode == "edit" else "query", files.get("workspace") or {}, slug)
     emit = on_event or (lambda kind, payload: None)
-    request = copy.deepcopy(compose(files, mode, message, model=model, profile_budget=profile_budget).request)
+    request = copy.deepcopy(compose(files, mode, message, model=model, profile_budget=profile_budget, today=today).request)
     conversation = request["messages"]
     toolbox = Toolbox(files, tables, version, mode, user.name, today or dt.date.today().isoformat())
     outcome = Outcome(mode=mode)

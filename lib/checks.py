@@ -522,7 +522,7 @@ def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "",
     return out
 
 
-def validate_workspace(path) -> list[Diagnostic]:
+def validate_workspace(path, *, today=None) -> list[Diagnostic]:
     """The one definition of "valid": what CI, `validate`, `check`, Review and every publish route use.
 
     Schema validation of every file, then all dashboard checks, the data checks
@@ -533,12 +533,16 @@ def validate_workspace(path) -> list[Diagnostic]:
     When the data cannot be loaded (a secret that is not set, a source that is
     unreachable), the data checks are not run and a warning says so and why;
     it is never a silent pass. Schema errors stop the dashboard checks (they
-    assume valid files); warnings do not.
+    assume valid files); warnings do not. Task rules not confirmed within the
+    workspace's review period (as of `today`) are warnings (lib/rule_review.py).
     """
+    from . import rule_review
     from .diagnostics import has_errors
     from .refresh import fetch_candidate
 
     ws, diagnostics = load_workspace(path)
+    if not has_errors(diagnostics):
+        diagnostics = diagnostics + rule_review.diagnostics(ws, today)
     if has_errors(diagnostics) or not ws.get("dashboard"):
         return diagnostics
     file = shown_file(path, "dashboard")

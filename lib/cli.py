@@ -150,6 +150,8 @@ def cmd_compose(args) -> int:
     composed = compose_workspace(args.path, args.message, args.mode)
     print(to_json(composed))
     print(summary(composed), file=sys.stderr)
+    for d in composed.diagnostics:
+        print(d.format(), file=sys.stderr)
     return 0
 
 

@@ -29,6 +29,8 @@ the cache still finds the earlier prefix by looking back from there.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass
@@ -36,8 +38,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import profile as profile_text
-from . import schemas, tokens, workspace
+from . import rule_review, schemas, tokens, workspace
 from .agent_tools import tool_schemas
+from .diagnostics import WARNING, Diagnostic
 from .settings import model_id
 
 MODES = ("edit", "query")
@@ -130,6 +133,8 @@ class Composed:
     mode: str
     request: dict[str, Any]  # exactly the Messages API request: model, max_tokens, system, tools, messages
     breakdown: dict[str, int]  # estimated tokens per part (lib.tokens.estimate)
+    profile_budget: int | None = None  # the budget the profile block was held to
+    diagnostics: tuple[Diagnostic, ...] = ()  # warnings about what the model gets (a budget too small for the names)
 
     @property
     def total_tokens(self) -> int:
@@ -137,20 +142,33 @@ class Composed:
 
 
 def compose(
-    files: Mapping[str, Any], mode: str, message: str, *, model: str | None = None, profile_budget: int | None = None, max_tokens: int = 4096
+    files: Mapping[str, Any],
+    mode: str,
+    message: str,
+    *,
+    model: str | None = None,
+    profile_budget: int | None = None,
+    max_tokens: int = 4096,
+    today: dt.date | str | None = None,
 ) -> Composed:
-    """The Messages API request for a session's first turn. Pure: same input, same bytes."""
+    """The Messages API request for a session's first turn. Pure: same input (and day), same bytes.
+
+    The profile is held to `profile_budget`, by default the workspace policy's
+    (`profile_budget_of`). `today` (default: the current day) decides which
+    task rules are marked unconfirmed (lib/rule_review.py).
+    """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
     if not isinstance(message, str) or not message.strip():
         raise ValueError("the message is empty")
     dashboard = files.get("dashboard")
+    budget = profile_budget if profile_budget is not None else profile_budget_of(files)
     parts = {
         "base": BASES[mode],
-        "task": _task_block(files),
+        "task": _task_block(files, today),
         "sources": _section("Tool configurations (sources.yaml)", "sources", _without_secrets(files.get("sources")), "No sources are connected yet."),
         "output": _section("Output constraints (output.yaml)", "output", files.get("output"), "No output constraints are set."),
-        "profile": _profile_block(_with_decided_joins(files), dashboard, profile_budget),
+        "profile": _profile_block(_with_decided_joins(files), dashboard, budget),
     }
     system = [_text(parts[name]) for name in ("base", "task", "sources", "output")]
     system[0]["cache_control"] = dict(EPHEMERAL)
@@ -177,7 +195,8 @@ def compose(
     breakdown.setdefault("dashboard", 0)
     breakdown["tools"] = tokens.estimate(json.dumps(tools, ensure_ascii=False))
     order = ("base", "task", "sources", "output", "profile", "dashboard", "message", "tools")
-    return Composed(mode, request, {name: breakdown[name] for name in order})
+    found = tuple(_budget_warnings(files.get("profile"), budget))
+    return Composed(mode, request, {name: breakdown[name] for name in order}, budget, found)
 
 
 def to_json(composed: Composed) -> str:
@@ -190,7 +209,10 @@ def to_json(composed: Composed) -> str:
 def summary(composed: Composed) -> str:
     """One line: estimated tokens per part, for stderr next to the JSON."""
     parts = ", ".join(f"{name} {count}" for name, count in composed.breakdown.items())
-    return f"{composed.mode} mode, {composed.request['model']}: ~{composed.total_tokens} tokens ({parts}; {tokens.ESTIMATE_METHOD})"
+    line = f"{composed.mode} mode, {composed.request['model']}: ~{composed.total_tokens} tokens ({parts}; {tokens.ESTIMATE_METHOD})"
+    if composed.profile_budget is not None:
+        line += f"; profile {composed.breakdown['profile']}/{composed.profile_budget} tokens of its budget"
+    return line
 
 
 def compose_workspace(path: str | Path, message: str, mode: str = "edit") -> Composed:
@@ -204,7 +226,12 @@ def compose_workspace(path: str | Path, message: str, mode: str = "edit") -> Com
     ws, diagnostics = workspace.load(Path(path))
     if has_errors(diagnostics):
         raise ValidationFailed(diagnostics)
-    return compose(ws.data, mode, message)
+    composed = compose(ws.data, mode, message)
+    # The warnings name the workspace's own file and line, as every diagnostic does.
+    doc = ws.docs.get("workspace")
+    line = doc.line_of(("policy", "profile_budget")) if doc is not None else None
+    located = tuple(dataclasses.replace(d, file=workspace.shown_file(Path(path), "workspace"), line=line) for d in composed.diagnostics)
+    return dataclasses.replace(composed, diagnostics=located)
 
 
 def compose_cli(path: str | Path, message: str, mode: str = "edit") -> str:
@@ -235,13 +262,57 @@ def _section(heading: str, kind: str, content: Any, empty: str) -> str:
     return f"# {heading}\n```yaml\n{_yaml(kind, content)}```\n"
 
 
-def _task_block(files: Mapping[str, Any]) -> str:
+def _task_block(files: Mapping[str, Any], today: dt.date | str | None) -> str:
     meta = files.get("workspace") or {}
     # Name and description say what the workspace is for; the access lists are not the model's business.
     about = f"Workspace: {meta.get('name', '(unnamed)')}\n"
     if meta.get("description"):
         about += f"{meta['description']}\n"
-    return about + "\n" + _section("Task specifications (task.yaml)", "task", files.get("task"), "No task rules yet.")
+    block = about + "\n" + _section("Task specifications (task.yaml)", "task", files.get("task"), "No task rules yet.")
+    stale = rule_review.stale_rules(files, today)
+    if stale:  # one line: the ids, not the rules again
+        block += (
+            f"Unconfirmed rules (no person has confirmed them for over {rule_review.review_days(meta)} days; follow them, "
+            f"and say so if the data seems to contradict one): {', '.join(s.id for s in stale)}\n"
+        )
+    return block
+
+
+def profile_budget_of(files: Mapping[str, Any]) -> int:
+    """The workspace policy's profile budget in tokens (policy.profile_budget, else the schema's default)."""
+    value = ((files.get("workspace") or {}).get("policy") or {}).get("profile_budget")
+    return value if isinstance(value, int) and value > 0 else schemas.default("workspace", "policy", "profile_budget")
+
+
+def budget_warnings(files: Mapping[str, Any], profile_budget: int | None = None) -> list[Diagnostic]:
+    """The warnings `compose` gives about the profile budget, without composing (the Chat page shows them up front)."""
+    return _budget_warnings(files.get("profile"), profile_budget if profile_budget is not None else profile_budget_of(files))
+
+
+def _budget_warnings(profile: Mapping[str, Any] | None, budget: int | None) -> list[Diagnostic]:
+    """A warning when the budget cannot hold every table and column name: the model cannot query what it is not shown."""
+    if budget is None or not profile or not profile.get("tables"):
+        return []
+    needed = tokens.estimate(_PROFILE_HEADING) + tokens.estimate(profile_text.names_text(profile))  # as _profile_block splits the budget
+    if budget >= needed:
+        return []
+    columns = sum(len(t["columns"]) for t in profile["tables"])
+    return [
+        Diagnostic(
+            "compose.profile_budget",
+            WARNING,
+            f"the profile budget of {budget} tokens is below the {needed} that the names of the {len(profile['tables'])} table(s) and "
+            f"{columns} column(s) need, so the model is not shown some of them and cannot query them; raise policy.profile_budget "
+            f"in workspace.yaml to at least {needed}",
+            workspace.FILES["workspace"],
+            None,
+            "policy.profile_budget",
+            f"at least {needed}",
+        )
+    ]
+
+
+_PROFILE_HEADING = "# Data profile (profile.yaml, compact; tables you can query)\n"
 
 
 def _with_decided_joins(files: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -258,7 +329,7 @@ def _profile_block(profile: Mapping[str, Any] | None, dashboard: Mapping[str, An
     if not profile or not profile.get("tables"):
         return "# Data profile\nNo data profile yet: the workspace has no loaded data (connect a source, refresh, then `python -m lib profile PATH --write`).\n"
     keep = referenced_columns(profile, dashboard)
-    heading = "# Data profile (profile.yaml, compact; tables you can query)\n"
+    heading = _PROFILE_HEADING
     if budget is not None:  # the budget is the whole block's, as the model is charged for it
         budget = max(0, budget - tokens.estimate(heading))
     return heading + profile_text.text(profile, budget, keep)

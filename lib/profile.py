@@ -460,6 +460,13 @@ def text(profile: Mapping[str, Any], budget: int | None = None, keep: Iterable[s
     return _fit_names(profile, keep, budget)
 
 
+def names_text(profile: Mapping[str, Any]) -> str:
+    """The shortest text `text` shows every table and column name in: a budget below its tokens leaves some out."""
+    every = frozenset(DROP_ORDER)
+    bare = _render(profile, {(t["name"], c["name"]): every for t in profile.get("tables", []) for c in t["columns"]})
+    return min(bare, _render(profile, {}, names_only=True), key=tokens.estimate)
+
+
 def _largest(fits, high: int) -> int | None:
     """The largest n in 0..high with fits(n), assuming fits is (nearly) monotone; None if not even fits(0)."""
     if not fits(0):

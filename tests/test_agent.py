@@ -464,3 +464,19 @@ def test_estimate_cost_uses_the_price_table():
     assert estimate_cost(spent, "claude-sonnet-5-5") == pytest.approx(2.00 + 1.00 + 0.40 + 1.00)
     assert estimate_cost(spent, "some-future-model") == estimate_cost(spent, "claude-sonnet-4-5")
     assert agent.PRICES_AS_OF == "2026-11-30"
+
+
+def test_a_session_holds_the_profile_to_the_workspace_budget_and_names_unconfirmed_rules_as_of_its_day(config_repo, tmp_path):
+    """What the Chat page runs: no budget passed, so the workspace policy's applies; `today` decides which rules are stale."""
+    folder = config_repo.published_path("supply-chain-weekly")
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    files = load(folder)
+    files["workspace"] = {**files["workspace"], "policy": {**files["workspace"]["policy"], "profile_budget": 60}}
+    scripted = ScriptedModel([reply(text_block("ok"))])
+    run_session(files, wh.tables(), wh.current().id, "query", "Which site?", scripted, user=VERA, slug="supply-chain-weekly", model=MODEL, today="2027-02-05")
+    request = scripted.requests[0]
+    assert "Unconfirmed rules" in request["system"][1]["text"] and "gate-colors-orders, gate-colors-process" in request["system"][1]["text"]
+    from lib import tokens
+
+    assert tokens.estimate(request["messages"][0]["content"][0]["text"]) <= 60

@@ -643,3 +643,66 @@ def test_removing_a_source_drops_the_joins_that_name_its_table(env, monkeypatch)
     remove.click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert workspace.load(path)[0].data["sources"] == sources  # the source and the join naming it, gone together
+
+
+# --------------------------------------------------------------------------- memory that ages, budgets in chat (issue #16)
+
+
+def test_a_stale_rule_is_flagged_on_specs_and_review_and_still_holds_confirms_it_on_the_draft(env):
+    from lib import workspace
+    from lib.access import User
+
+    at = signed_in("sam")
+    repo, sam = at.session_state["config_repo"], User("sam", app_role="steward")
+    task = workspace.load(repo.draft(sam, "supply-chain-weekly").workspace_path)[0].data["task"]
+    task["rules"][5]["created"] = "2024-01-08"  # week-label: written long ago, never confirmed
+    repo.save(sam, "supply-chain-weekly", {"task": task}, "an old rule")
+    for page in ("app_pages/review.py", "app_pages/specs.py"):
+        at = on_page(at, page)
+        assert any("1 task rule(s) not confirmed for over 90 days" in w.value for w in at.warning), page
+    next(b for b in at.button if b.label == "Still holds").click().run()
+    assert any("Confirmed `week-label` on your draft" in s.value for s in at.success), [e.value for e in at.error]
+    assert not any("not confirmed for over" in w.value for w in at.warning)
+    rules = workspace.load(repo.draft(sam, "supply-chain-weekly").workspace_path)[0].data["task"]["rules"]
+    assert rules[5]["last_confirmed"] == __import__("datetime").date.today().isoformat()
+
+
+def test_the_dashboard_tells_stewards_the_profile_is_out_of_date_and_updates_it_on_their_draft(env):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from lib import workspace
+    from lib.access import User
+
+    at = signed_in("sam")
+    draft = at.session_state["config_repo"].draft(User("sam", app_role="steward"), "supply-chain-weekly")
+    at = on_page(at, "app_pages/dashboard.py")
+    at.toggle[0].set_value(True).run()  # my draft, its data loaded as it is now
+    assert not any("profile is out of date" in w.value for w in at.warning)
+    data = draft.workspace_path / "data" / "gates.csv"  # a compatible refresh: one new column
+    table = pacsv.read_csv(data)
+    pacsv.write_csv(table.append_column("shift", pa.array(["day", "night"] * (table.num_rows // 2))), data)
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    [box] = [w.value for w in at.warning if "profile is out of date" in w.value]
+    assert "gates.shift (VARCHAR) is a new column" in box
+    next(b for b in at.button if b.label == "Update profile").click().run()
+    assert any("Saved the new profile to your draft" in s.value for s in at.success), [e.value for e in at.error]
+    assert not any("profile is out of date" in w.value for w in at.warning)
+    columns = workspace.load(draft.workspace_path)[0].data["profile"]["tables"][0]["columns"]
+    assert "shift" in [c["name"] for c in columns]
+    viewer = on_page(signed_in("vera"), "app_pages/dashboard.py")
+    assert not [b for b in viewer.button if b.label == "Update profile"]
+
+
+def test_chat_warns_when_the_workspace_budget_cannot_hold_the_column_names(env):
+    from lib import workspace
+    from lib.access import User
+
+    at = signed_in("olivia")
+    repo, olivia = at.session_state["config_repo"], User("olivia", app_role="owner")
+    meta = workspace.load(repo.draft(olivia, "supply-chain-weekly").workspace_path)[0].data["workspace"]
+    at = on_page(at, "app_pages/chat.py")
+    assert not any("policy.profile_budget" in w.value for w in at.warning)
+    repo.save(olivia, "supply-chain-weekly", {"workspace": {**meta, "policy": {**meta["policy"], "profile_budget": 50}}}, "a tight budget")
+    at = on_page(at, "app_pages/chat.py")
+    assert any("policy.profile_budget" in w.value and "budget of 50 tokens" in w.value for w in at.warning), [w.value for w in at.warning]

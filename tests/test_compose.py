@@ -193,3 +193,65 @@ def test_the_profile_block_marks_declared_joins_and_leaves_out_rejected_candidat
     text = compose.compose(files, "edit", "Attainment by region").request["messages"][0]["content"][0]["text"]
     joins = text.split("\njoins\n")[1].splitlines()
     assert joins == ["  gates.site -> sites.code (declared, 100% of values match)", "  gates.day -> weeks.day (100% of values match)"]
+
+
+# --------------------------------------------------------------------------- the workspace's profile budget
+
+
+@pytest.fixture
+def wide_workspace(ws_copy, dataset):
+    """The GDP demo with the 41-column NYC 311 sample's profile: a table whose full profile runs to thousands of tokens."""
+    import pyarrow.csv as pacsv
+
+    folder = ws_copy("gdp-explorer")
+    table = pacsv.read_csv(dataset("nyc311_sample5000.csv"))
+    workspace.save(folder, {"profile": profile.build({"requests": table})})
+    return folder
+
+
+def test_compose_always_applies_the_workspace_profile_budget(wide_workspace):
+    ws, _ = workspace.load(wide_workspace)
+    assert tokens.estimate(profile.text(ws.data["profile"])) > 1500  # unbudgeted, the table alone is over the default
+    composed = compose.compose(ws.data, "query", "How many requests per borough?")
+    assert composed.profile_budget == 1500 and 1000 < composed.breakdown["profile"] <= 1500
+    assert composed.diagnostics == ()
+    meta = {**ws.data["workspace"], "policy": {**ws.data["workspace"]["policy"], "profile_budget": 600}}
+    smaller = compose.compose({**ws.data, "workspace": meta}, "query", "How many requests per borough?")
+    assert smaller.profile_budget == 600 and smaller.breakdown["profile"] <= 600
+    assert compose.compose(ws.data, "query", "x", profile_budget=300).breakdown["profile"] <= 300  # a caller's budget wins
+
+
+def test_a_budget_below_what_the_names_need_warns_on_stderr_and_reports_used_over_budget(wide_workspace, tmp_path):
+    text = (wide_workspace / "workspace.yaml").read_text()
+    (wide_workspace / "workspace.yaml").write_text(
+        text.replace("  require_valid_to_publish: true\n", "  require_valid_to_publish: true\n  profile_budget: 200\n")
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "lib", "compose", str(wide_workspace), "--message", "Requests per borough"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)["messages"][0]["content"][0]["text"]
+    assert "more columns" in shown  # what the warning is about: columns the model is not shown
+    used = re.search(r"profile (\d+)/200 tokens", done.stderr)
+    assert used and int(used.group(1)) <= 200
+    warning = [line for line in done.stderr.splitlines() if "policy.profile_budget: warning:" in line]
+    assert len(warning) == 1 and "workspace.yaml:12:" in warning[0] and "41 column(s)" in warning[0]
+    needed = int(re.search(r"at least (\d+)", warning[0]).group(1))
+    ws, _ = workspace.load(wide_workspace)
+    enough = compose.compose(ws.data, "query", "x", profile_budget=needed)
+    assert enough.diagnostics == () and "more columns" not in enough.request["messages"][0]["content"][0]["text"]
+    assert compose.compose(ws.data, "query", "x", profile_budget=needed - 1).diagnostics[0].id == "compose.profile_budget"
+
+
+def test_the_profile_budget_is_schema_validated(ws_copy):
+    folder = ws_copy("gdp-explorer")
+    text = (folder / "workspace.yaml").read_text()
+    (folder / "workspace.yaml").write_text(text.replace("  require_valid_to_publish: true\n", "  require_valid_to_publish: true\n  profile_budget: 10\n"))
+    found = workspace.validate(folder)
+    assert [(d.level, d.field, d.line) for d in found] == [("error", "policy.profile_budget", 12)] and "50" in found[0].message
