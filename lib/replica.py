@@ -300,6 +300,11 @@ def push_main(cr: ConfigRepo, new: str, old: str) -> bool:
         return True
     if _rejected(proc):
         return False
+    # Refused on the remote's side: its ref update (a compare-and-swap there too) fails when another server's
+    # push got in between our lease check and it. Only origin's `main` having moved says it was that race.
+    fetch(cr)
+    if _tracking_sha(cr, MAIN) != old:
+        return False
     raise RemoteUnreachable(f"cannot push to the shared config repo ({remote_url(cr)}): {_first_line(proc)}")
 
 
@@ -373,6 +378,10 @@ def _rejected(proc) -> bool:
 
 
 def _first_line(failure) -> str:
+    """What git said went wrong, in one line: a push's refusal as it reported it, else its first error line."""
+    refused = [line.split("\t")[-1].strip() for line in (getattr(failure, "stdout", "") or "").splitlines() if line.startswith("!")]
+    if refused:
+        return refused[0]  # e.g. "[remote rejected] (pre-receive hook declined)"
     text = (getattr(failure, "stderr", "") or "").strip() or (getattr(failure, "stdout", "") or "").strip()
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("hint:")]
     return next((line for line in lines if line.startswith(("fatal:", "error:", "!"))), lines[0] if lines else "git failed")

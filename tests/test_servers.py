@@ -49,6 +49,11 @@ def edit_rule(user, slug, index, text):
 def rule(folder, index=0):
     return workspace.load(Path(folder))[0].data["task"]["rules"][index]["text"]
 
+"""
+
+# Both drivers then run what the test sends, one JSON line each, sending back its `result` variable.
+LOOP = r"""
+import json, sys, traceback
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     scope = {**globals(), "result": None}
@@ -117,9 +122,8 @@ class Server:
     def __init__(self, env: dict, preamble: str = DRIVER):
         self.env = env
         self.repo_path = Path(env["DASHMEM_CONFIG_REPO"])
-        self.proc = subprocess.Popen([sys.executable, "-c", preamble], env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if preamble is DRIVER:
-            assert self._read() == {"ready": True}
+        self.proc = subprocess.Popen([sys.executable, "-c", preamble + LOOP], env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._read() == {"ready": True}
 
     def _read(self) -> dict:
         assert self.proc.stdout is not None
@@ -398,6 +402,21 @@ def test_an_unreachable_remote_refuses_the_publish_keeps_the_draft_and_serves_on
     assert remote_main(remote) == sha
     b.run("repo.pull_if_due(0)")
     assert served_rule(b.repo_path, GDP) == "Written while the remote was away."
+
+
+def test_a_push_the_remote_refuses_for_another_reason_is_a_plain_message_and_publishes_nothing(servers, remote):
+    a, _ = servers
+    start = remote_main(remote)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'main is frozen for the audit' >&2\nexit 1\n", encoding="utf-8")
+    hook.chmod(0o755)
+    a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Refused by the remote.')")
+    answer = a.ask(f"repo.publish(OLIVIA, {GDP!r})")
+    assert answer["type"] == "RemoteUnreachable", answer
+    assert "cannot push to the shared config repo" in answer["error"] and "pre-receive hook declined" in answer["error"]
+    assert remote_main(remote) == start and a.run("result = repo.repo.commit(MAIN).hexsha") == start
+    assert a.run(f"result = rule(repo.draft(OLIVIA, {GDP!r}).workspace_path)") == "Refused by the remote."
+    assert served_rule(a.repo_path, GDP) != "Refused by the remote."
 
 
 def test_a_new_server_cannot_start_without_the_remote_and_says_so(tmp_path):
