@@ -71,6 +71,8 @@ def check_url(url: str) -> str:
         raise ConfigRepoError("give the remote as one URL or path, for example git@github.com:acme/dashboards-config.git")
     if re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@", url, re.IGNORECASE):
         raise ConfigRepoError("the URL holds a password; use an SSH key or a git credential helper on the server instead")
+    if not re.match(r"^[a-z][a-z0-9+.-]*://", url, re.IGNORECASE) and not re.match(r"^[^/]+:", url):
+        return str(Path(url).expanduser().resolve())  # a path: the same folder whatever folder git runs in
     return url
 
 

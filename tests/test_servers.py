@@ -478,3 +478,16 @@ def test_setting_the_remote_on_an_existing_server_shares_its_config_repo(tmp_pat
     other = base_env(tmp_path, "other", remote)
     assert "cloned" in cli(other, "sync").stdout
     assert served_rule(Path(other["DASHMEM_CONFIG_REPO"]), GDP) == "Published before sharing."
+
+
+def test_a_remote_given_as_a_relative_path_means_the_same_folder_wherever_git_runs(tmp_path, monkeypatch):
+    from lib.configrepo import ConfigRepoError
+    from lib.replica import check_url
+
+    monkeypatch.chdir(tmp_path)
+    assert check_url("shared/config.git") == str(tmp_path / "shared" / "config.git")
+    assert check_url("git@github.com:acme/config.git") == "git@github.com:acme/config.git"
+    assert check_url("ssh://git@git.example.com/acme/config.git") == "ssh://git@git.example.com/acme/config.git"
+    for bad in ("--upload-pack=touch x", "two words", "https://bot:secret@git.example.com/x.git"):
+        with pytest.raises(ConfigRepoError):
+            check_url(bad)
