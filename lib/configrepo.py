@@ -293,7 +293,7 @@ class ConfigRepo:
         self.drafts_root = self.path.parent / f"{self.path.name}.drafts"
         self._metas = _MetaCache()
         self.shared = replica.is_shared(self.path)  # a replica of a remote several app servers share (lib.replica)
-        self._next_pull = 0.0  # time.monotonic() from which `pull_if_due` fetches again
+        self._last_pull = -float("inf")  # time.monotonic() of this process's last pull (`pull_if_due`)
         self._pulling = threading.Lock()
         self.repaired: list[str] = self.repair()  # what opening found left behind and repaired
 

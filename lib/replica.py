@@ -164,16 +164,16 @@ def pull_if_due(cr: ConfigRepo, every_s: float) -> list[str]:
     lock, leaves the page to be served from what this server has (logged).
     """
     now = time.monotonic()
-    if now < cr._next_pull or not cr._pulling.acquire(blocking=False):
+    if now - cr._last_pull < every_s or not cr._pulling.acquire(blocking=False):
         return []
     try:
-        if now < cr._next_pull:
+        if now - cr._last_pull < every_s:  # another thread pulled meanwhile
             return []
-        cr._next_pull = now + every_s
+        last, cr._last_pull = cr._last_pull, now
         try:
             return pull(cr, wait=0)
         except Busy:
-            cr._next_pull = now  # a publish is under way here; it pulls itself, so try again on the next page run
+            cr._last_pull = last  # a publish is under way here; it pulls itself, so try again on the next page run
             return []
         except ConfigRepoError as exc:
             _log.warning("serving what this server has: %s", exc)

@@ -284,6 +284,10 @@ def test_the_pull_interval_limits_fetches_and_sync_pulls_on_demand(envs, remote,
         assert b.run(f"result = rule(repo.published_path({GDP!r}))") == "Second publish."
         assert b.run(f"result = repo.meta({GDP!r})['name']") == "GDP explorer"
         assert "up to date" in cli(b_env, "sync").stdout
+        # A shorter interval takes effect at once (the interval is counted from the last pull, not fixed then).
+        a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Third publish.'); repo.publish(OLIVIA, {GDP!r})")
+        assert any(line.startswith("main ") for line in b.run("result = repo.pull_if_due(0)"))
+        assert served_rule(b.repo_path, GDP) == "Third publish."
     finally:
         a.close()
         b.close()
