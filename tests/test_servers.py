@@ -495,3 +495,28 @@ def test_a_remote_given_as_a_relative_path_means_the_same_folder_wherever_git_ru
     for bad in ("--upload-pack=touch x", "two words", "https://bot:secret@git.example.com/x.git"):
         with pytest.raises(ConfigRepoError):
             check_url(bad)
+
+
+def test_a_publish_killed_while_its_push_is_on_the_way_is_finished_by_the_next_pull(servers, remote, tmp_path):
+    """Killed after the push left but before `main` moved here: the remote has the publish, this server's `main`
+    is the old commit (never half-way), and the next pull brings it up; the git push, which holds the lock it
+    inherited, finishes first."""
+    a, b = servers
+    start = remote_main(remote)
+    a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Published by a process that was killed.')")
+    gate_file = gate(remote, tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lib", "publish", str(a.repo_path / GDP), "--as", "olivia"], env=a.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    wait_for(lambda: any((tmp_path / "arrived").iterdir()), "the publish to push")
+    proc.kill()
+    proc.communicate(timeout=TIMEOUT_S)
+    assert a.run("result = repo.repo.commit(MAIN).hexsha") == start
+    gate_file.unlink()
+    out = cli(a.env, "sync").stdout  # waits for the lock the orphaned push still holds
+    assert remote_main(remote) != start and remote_rule(remote, GDP) == "Published by a process that was killed."
+    assert a.run("result = repo.repo.commit(MAIN).hexsha") == remote_main(remote), out
+    assert served_rule(a.repo_path, GDP) == "Published by a process that was killed."
+    assert a.run("result = repo.repo.git.status('--porcelain')") == ""
+    b.run("repo.pull_if_due(0)")
+    assert served_rule(b.repo_path, GDP) == "Published by a process that was killed."
