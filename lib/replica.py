@@ -244,6 +244,7 @@ def _follow_draft(cr: ConfigRepo, name: str, theirs: str) -> list[str]:
     ours = _branch(cr, name)
     if ours is None:
         cas_update_ref(cr.path, f"refs/heads/{name}", theirs, ABSENT, f"dashmem: pull {name} from {REMOTE}")
+        _check_out(cr, name)
         return [f"new draft {name}"]
     if is_ancestor(cr.path, ours, theirs):
         return _fast_forward_draft(cr, name, ours, theirs)
@@ -258,6 +259,23 @@ def drafts_only_here(cr: ConfigRepo, tracking: dict[str, str]) -> list[str]:
     from . import gitops
 
     return [name for name in gitops.branch_heads(cr._git_dir, "draft/") if name not in tracking and not _in_main(cr, name)]
+
+
+def _check_out(cr: ConfigRepo, name: str) -> None:
+    """Check a draft pulled from another server out here, as where it was made, so Review can run its checks."""
+    from . import drafts
+    from .gitops import forget_worktree
+
+    user, slug = drafts.parse_draft(name) or ("", "")
+    where = drafts.worktree(cr, user, slug)
+    try:
+        with cr._lock(timeout=0), cr._lock(Draft(user, slug, name, where), timeout=0):
+            if worktree_admin_dir(where) is None:
+                forget_worktree(cr.path, cr._git_dir, where)
+                where.parent.mkdir(parents=True, exist_ok=True)
+                _git(cr.path, "worktree", "add", "-q", str(where), name)
+    except Busy:
+        pass  # checked out when it is next opened
 
 
 def _fast_forward_draft(cr: ConfigRepo, name: str, ours: str, theirs: str) -> list[str]:

@@ -351,6 +351,8 @@ def test_a_draft_saved_on_one_server_is_shown_and_continued_on_the_other(servers
     a.run(f"edit_rule(SAM, {GDP!r}, 0, 'Started on server A.')")
     assert remote_rule(remote, GDP, f"draft/sam/{GDP}") == "Started on server A."  # pushed when saved
     b.run("repo.pull_if_due(0)")
+    # Checked out on B too, so an owner reviewing it there sees its checks (Review runs them on its folder).
+    assert b.run(f"result = [(d['branch'], d['workspace_path'].exists()) for d in repo.drafts({GDP!r})]") == [[f"draft/sam/{GDP}", True]]
     assert b.run(f"result = repo.has_draft(SAM, {GDP!r})")
     assert b.run(f"result = rule(repo.draft(SAM, {GDP!r}).workspace_path)") == "Started on server A."
     b.run(f"edit_rule(SAM, {GDP!r}, 1, 'Continued on server B.')")
