@@ -248,7 +248,7 @@ def publish_both_at_once(remote: Path, tmp: Path, a: dict, b: dict, users: tuple
 def test_a_publish_on_one_server_is_served_by_the_other_after_its_next_pull(servers, remote):
     a, b = servers
     start = remote_main(remote)
-    shown_before = b.run("result = repo.workspaces_for(VERA)[SCW]['name']".replace("SCW", repr(SCW)))
+    shown_before = b.run(f"result = repo.workspaces_for(VERA)[{SCW!r}]['name']")
     a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Published on server A.')")
     a.run(
         f"meta = copy.deepcopy(repo.meta({SCW!r})); meta['name'] = 'Supply chain (renamed on A)'; repo.save(OLIVIA, {SCW!r}, {{'workspace': meta}}, 'rename')"
