@@ -33,8 +33,8 @@ st.set_page_config(page_title="dashmem", page_icon=str(Path(__file__).with_name(
 
 
 @st.cache_resource(show_spinner="Opening the config repo…")
-def config_repo(path: str, templates: str) -> ConfigRepo:
-    return ConfigRepo.open_or_create(Path(path), Path(templates))
+def config_repo(path: str, templates: str, remote: str | None) -> ConfigRepo:
+    return ConfigRepo.open_or_create(Path(path), Path(templates), remote)
 
 
 def sign_in_page() -> None:
@@ -97,7 +97,13 @@ with ui.user_errors("Could not start the sign-in") as caught:  # an AuthConfigEr
 if caught.failed or credentials is None or cookie_key is None:
     st.stop()
 
-repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()))
+repo = None
+with ui.user_errors("Could not open the config repo") as caught:  # e.g. a shared remote that cannot be reached on first start
+    repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()), settings.get("DASHMEM_CONFIG_REMOTE"))
+    # Several app servers: what another one published is served from here after this pull (lib.replica).
+    repo.pull_if_due(settings.get("DASHMEM_CONFIG_PULL_SECONDS"))
+if caught.failed or repo is None:
+    st.stop()
 st.session_state[state.CONFIG_REPO] = repo
 
 USE_PAGES = [

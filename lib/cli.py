@@ -264,6 +264,27 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def cmd_sync(args) -> int:
+    """Pull the app's config repo from the remote several app servers share (DASHMEM_CONFIG_REMOTE)."""
+    from . import configrepo, replica
+
+    path, remote = settings.config_repo_path(), settings.get("DASHMEM_CONFIG_REMOTE")
+    if not (path / ".git").exists():
+        cloning = bool(remote) and replica.remote_main(replica.check_url(remote)) is not None
+        cr = configrepo.ConfigRepo.open_or_create(path, settings.templates_dir(), remote)
+        done = [f"cloned {path} from {remote}" if cloning else f"created {path} from the templates" + (f" and pushed it to {remote}" if remote else "")]
+    else:
+        cr = configrepo.ConfigRepo(path)
+        done = replica.attach(cr, replica.check_url(remote)) if remote else cr.pull()
+    if args.json:
+        _print_json({"ok": True, "repo": str(path), "main": cr.repo.commit(configrepo.MAIN).hexsha, "changed": done})
+        return 0
+    for line in done:
+        print(line)
+    print(f"{path}: {configrepo.MAIN} at {cr.repo.commit(configrepo.MAIN).hexsha[:10]}{'' if done else ', up to date'}")
+    return 0
+
+
 def cmd_source_add(args) -> int:
     import yaml
 
@@ -412,6 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as", dest="as_user", required=True, help="your user name; checked against the workspace's access list")
     p.add_argument("--branch", help="branch to publish (default: your own draft)")
     p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("sync", help="pull the app's config repo from the remote app servers share (DASHMEM_CONFIG_REMOTE)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sync)
 
     p = sub.add_parser("source", help="manage a workspace's sources")
     source_sub = p.add_subparsers(dest="source_command", required=True)

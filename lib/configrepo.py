@@ -265,6 +265,20 @@ def _entry(repo: git.Repo, tree_ish: str, path: str) -> str | None:
     return sha.decode("ascii") if isinstance(sha, bytes) else sha  # bytes at run time, whatever GitPython's stubs say
 
 
+def _create_from_templates(staging: Path, templates: Path) -> None:
+    """A new config repo in the empty folder `staging`: the schemas, the template workspaces and the CI workflow, committed."""
+    repo = git.Repo.init(staging, initial_branch=MAIN)
+    schemas_src = Path(workspace.schemas.SCHEMA_DIR)
+    shutil.copytree(schemas_src, staging / "schemas")
+    for ws_path in workspace.find_workspaces(templates):
+        workspace.copy_template(ws_path, staging / ws_path.name)
+    (staging / ci_workflow.PATH).parent.mkdir(parents=True)
+    (staging / ci_workflow.PATH).write_text(ci_workflow.WORKFLOW, encoding="utf-8")
+    repo.git.add("--all")
+    repo.git.commit("-q", "-m", message("Create config repo from templates", "create", "*"), env=actor_env(SYSTEM))
+    repo.close()
+
+
 class ConfigRepo:
     REPAIR_WAIT_S = 5.0  # opening waits this long for a live writer before leaving the repair to it
 
@@ -278,6 +292,9 @@ class ConfigRepo:
         self._common_git_dir = Path(self._local.repo.git_dir)
         self.drafts_root = self.path.parent / f"{self.path.name}.drafts"
         self._metas = _MetaCache()
+        self.shared = replica.is_shared(self.path)  # a replica of a remote several app servers share (lib.replica)
+        self._last_pull = -float("inf")  # time.monotonic() of this process's last pull (`pull_if_due`)
+        self._pulling = threading.Lock()
         self.repaired: list[str] = self.repair()  # what opening found left behind and repaired
 
     @property
@@ -292,33 +309,51 @@ class ConfigRepo:
     # ---- creation
 
     @classmethod
-    def open_or_create(cls, path: Path, templates: Path) -> "ConfigRepo":
-        """Open the config repo, creating it from the template workspaces on first run."""
+    def open_or_create(cls, path: Path, templates: Path, remote: str | None = None) -> "ConfigRepo":
+        """Open the config repo, creating it from the template workspaces on first run.
+
+        With `remote` (DASHMEM_CONFIG_REMOTE), the repo is a replica of that shared
+        remote: a first run clones it (or, when it is empty, creates the repo from
+        the templates and pushes it there), and a repo made before is attached to it.
+        """
         path = Path(path).resolve()
+        url = replica.check_url(remote) if remote else None
         if (path / ".git").exists():
-            return cls(path)
+            cr = cls(path)
+            if url:
+                try:
+                    replica.attach(cr, url)
+                except replica.RemoteUnreachable as exc:  # a restart during an outage serves what this server has
+                    _log.warning("opened the config repo at %s without pulling: %s", path, exc)
+            return cr
         if path.exists() and any(path.iterdir()):
             raise ConfigRepoError(f"{path} exists, is not empty and is not a git repository")
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         try:
-            repo = git.Repo.init(staging, initial_branch=MAIN)
-            schemas_src = Path(workspace.schemas.SCHEMA_DIR)
-            shutil.copytree(schemas_src, staging / "schemas")
-            for ws_path in workspace.find_workspaces(templates):
-                workspace.copy_template(ws_path, staging / ws_path.name)
-            (staging / ci_workflow.PATH).parent.mkdir(parents=True)
-            (staging / ci_workflow.PATH).write_text(ci_workflow.WORKFLOW, encoding="utf-8")
-            repo.git.add("--all")
-            repo.git.commit("-q", "-m", message("Create config repo from templates", "create", "*"), env=actor_env(SYSTEM))
-            repo.close()
+            if url and replica.remote_main(url) is not None:
+                replica.clone(url, staging)
+            else:
+                _create_from_templates(staging, templates)
+                if url and not replica.push_new(staging, url):  # another server created it meanwhile: take theirs
+                    shutil.rmtree(staging)
+                    staging.mkdir()
+                    replica.clone(url, staging)
+                elif url:
+                    replica.mark(staging, url)
             if path.exists():
                 path.rmdir()
             os.replace(staging, path)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return cls(path)
+        cr = cls(path)
+        if url:
+            try:
+                replica.pull(cr)  # the drafts (a clone brings `main` only)
+            except replica.RemoteUnreachable as exc:
+                _log.warning("opened the config repo at %s without its drafts: %s", path, exc)
+        return cr
 
     # ---- reading
 
@@ -410,6 +445,27 @@ class ConfigRepo:
     def diff(self, slug: str, a: str, b: str) -> list[FileDiff]:
         return diff(self.repo, workspace.check_slug(slug), a, b)
 
+    # ---- several app servers (lib.replica)
+
+    def pull(self, wait: float = 15.0) -> list[str]:
+        """Fetch from the shared remote and bring `main` and the drafts up to it; returns what changed.
+
+        Raises `replica.RemoteUnreachable` when the remote cannot be reached (nothing here changes).
+        """
+        if not self.shared:
+            raise ConfigRepoError(f"the config repo at {self.path} is not shared with other servers; set DASHMEM_CONFIG_REMOTE to share it")
+        return replica.pull(self, wait)
+
+    def pull_if_due(self, every_s: float) -> list[str]:
+        """`pull` before serving, at most every `every_s` seconds per process; never raises for an unreachable remote."""
+        return replica.pull_if_due(self, every_s) if self.shared else []
+
+    def _share(self, user: User, slug: str, sha: str | None) -> str | None:
+        """After a draft moved to `sha`: push it, so the other servers show it after their next pull."""
+        if self.shared and sha is not None:
+            replica.push_draft(self, self.branch_name(user, slug))
+        return sha
+
     # ---- drafts (lib.drafts)
 
     def branch_name(self, user: User, slug: str) -> str:
@@ -443,11 +499,11 @@ class ConfigRepo:
         Returns the commit sha, or None if the content equals what is saved.
         Raises `ValidationFailed` (nothing written) on invalid content.
         """
-        return drafts.save(self, user, slug, files, message)
+        return self._share(user, slug, drafts.save(self, user, slug, files, message))
 
     def revert(self, user: User, slug: str, version: str) -> str | None:
         """Restore the workspace to `version` on the user's draft, as a new commit."""
-        return drafts.revert(self, user, slug, version)
+        return self._share(user, slug, drafts.revert(self, user, slug, version))
 
     def undo_stack(self, user: User, slug: str) -> list[str]:
         """Shas of saved states on the draft, oldest first; the last is the current state."""
@@ -455,7 +511,9 @@ class ConfigRepo:
 
     def undo(self, user: User, slug: str) -> str:
         """Step the draft back to the previous saved state, as a new commit."""
-        return drafts.undo(self, user, slug)
+        sha = drafts.undo(self, user, slug)
+        self._share(user, slug, sha)
+        return sha
 
     def sync(self, user: User, slug: str, prefer: str | None = None) -> str | None:
         """Bring `main`'s published changes into the user's draft.
@@ -464,7 +522,7 @@ class ConfigRepo:
         draft's lines (`prefer="mine"`) or the published ones (`"published"`).
         Either way both versions stay in history.
         """
-        return drafts.sync(self, user, slug, prefer)
+        return self._share(user, slug, drafts.sync(self, user, slug, prefer))
 
     def reject(self, user: User, slug: str, branch: str) -> str:
         """An owner turns down a draft: it leaves the review list but is kept, renamed, never deleted."""
@@ -472,11 +530,13 @@ class ConfigRepo:
 
     def new_workspace(self, user: User, slug: str, name: str, template: str | None = None) -> Draft:
         """Create a workspace on the user's draft (from a template workspace or blank)."""
-        return drafts.new_workspace(self, user, slug, name, template)
+        draft = drafts.new_workspace(self, user, slug, name, template)
+        self._share(user, slug, draft.branch)
+        return draft
 
     def import_category(self, user: User, source: str, target: str, kind: str) -> str | None:
         """Copy one memory category (task, sources or output) of a published workspace into the user's draft of another."""
-        return drafts.import_category(self, user, source, target, kind)
+        return self._share(user, target, drafts.import_category(self, user, source, target, kind))
 
     # ---- publishing and proposing (lib.publish)
 
@@ -579,4 +639,4 @@ class ConfigRepo:
 
 
 # The implementation modules import the names above from here, so they are imported last.
-from . import drafts, publish  # noqa: E402
+from . import drafts, publish, replica  # noqa: E402

@@ -237,12 +237,22 @@ def reject(cr: ConfigRepo, user: User, slug: str, branch: str) -> str:
         raise ConfigRepoError(f"no draft {branch!r} of {slug}")
     owner = parsed[0]
     kept = f"rejected/{owner}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
+    sha = rev(cr.path, f"refs/heads/{branch}")
+    reject_here(cr, owner, slug, branch, kept)
+    if cr.shared:
+        from . import replica
+
+        replica.push_rejected(cr, branch, kept, sha)
+    return kept
+
+
+def reject_here(cr: ConfigRepo, owner: str, slug: str, branch: str, kept: str) -> None:
+    """Rename the draft `branch` to `kept` in this repo, removing its worktree (a reject, here or on another server)."""
     where = worktree(cr, owner, slug)
     with cr._lock(), cr._lock(Draft(owner, slug, branch, where)):
         if (where / ".git").exists():
             _git(cr.path, "worktree", "remove", "--force", str(where))
         _git(cr.path, "branch", "-m", branch, kept)
-    return kept
 
 
 def new_workspace(cr: ConfigRepo, user: User, slug: str, name: str, template: str | None = None) -> Draft:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import git
 
-from . import access, drafts, workspace
+from . import access, drafts, replica, workspace
 from .access import User
 from .configrepo import SCRATCH, ConfigRepoError, Draft, PublishConflict
 from .diagnostics import Diagnostic, ValidationFailed, has_errors
@@ -62,51 +61,75 @@ def publish_branch(cr: ConfigRepo, user: User, slug: str, branch: str, subject: 
 def merge_into_main(cr: ConfigRepo, user: User, slug: str, branch: str, subject: str, meta: dict[str, Any]) -> str:
     """Publish `branch` as a merge commit on `main`, crash-safely (see the module docstring).
 
-    The published checkout is written only here and in `repair`, always under the main lock.
+    The published checkout is written only here, in `repair` and in a pull, always under the main lock.
+    A replica of a shared remote (lib.replica) pushes the merge first and moves `main` here only once
+    the remote took it; when another server published meanwhile, it merges again on theirs and retries.
     """
     with cr._lock():
         cr._repair_served()  # leftovers of a publish killed in another process since this one opened
-        old = rev(cr.path, f"refs/heads/{MAIN}")
-        theirs = rev(cr.path, f"refs/heads/{branch}")
-        if is_ancestor(cr.path, theirs, old):
-            raise ConfigRepoError(f"nothing to publish: {branch} has no changes that are not on {MAIN}")
-        # Roles were checked for `slug` only, so publish nothing outside its folder.
-        outside = [p for p in _git(cr.path, "diff", "--name-only", f"{old}...{theirs}").stdout.splitlines() if not p.startswith(f"{slug}/")]
-        if outside:
-            raise ConfigRepoError(f"cannot publish {branch} as {slug}: it also changes {', '.join(outside)}; publish each workspace on its own")
-        tree, conflicts = merge_tree(cr.path, old, theirs)
-        if conflicts or not tree:
-            raise PublishConflict(slug, branch, conflicts)
-        try:
-            published_meta = cr.meta(slug, old)
-        except ConfigRepoError:
-            published_meta = {}  # a new workspace: its creator sets who may do what
-        if published_meta:
-            # However the change got onto the branch (save, revert, undo, a push), only owners change who may do what.
-            access.require_governance_unchanged_or_owner(user, published_meta, meta_in_tree(cr, tree, slug), slug)
-        require_valid = (meta.get("policy") or {}).get("require_valid_to_publish", True)
-        if require_valid:
-            diagnostics = validate_tree(cr, tree, slug)
-            if has_errors(diagnostics):
-                raise ValidationFailed(diagnostics)
-        new = commit_tree(cr.path, tree, [old, theirs], message(subject, "publish", slug), env=drafts.git_env(user))
-        # Compare-and-swap: `main` moves only from the commit this merge was made on.
-        try:
-            cas_update_ref(cr.path, f"refs/heads/{MAIN}", new, old, f"dashmem: publish {slug} from {branch}")
-        except git.GitCommandError as exc:
+        for _attempt in range(replica.PUBLISH_TRIES if cr.shared else 1):
+            if cr.shared:
+                replica.fetch(cr)  # unreachable: refused here, before anything moved (the draft is kept)
+                replica.follow_main(cr)
+            old = rev(cr.path, f"refs/heads/{MAIN}")
+            new = merge_commit(cr, user, slug, branch, subject, meta, old)
+            if cr.shared and not replica.push_main(cr, new, old):
+                continue  # another server published first: merge again on what it published
+            # Compare-and-swap: `main` moves only from the commit this merge was made on.
+            try:
+                cas_update_ref(cr.path, f"refs/heads/{MAIN}", new, old, f"dashmem: publish {slug} from {branch}")
+            except git.GitCommandError as exc:
+                if cr.shared:  # on the remote already: the next pull brings this server up to it
+                    _log.error("published %s as %s to the shared config repo, but %s here could not follow: %s", slug, new, MAIN, exc)
+                    break
+                raise ConfigRepoError(
+                    f"cannot publish {slug}: {MAIN} changed while publishing, outside this app ({exc.stderr.strip()}); nothing was published, publish again"
+                ) from None
+            # Only now bring the published checkout to the new `main` (`repair` finishes this if killed here).
+            try:
+                _git(cr.path, "reset", "--hard", "-q")
+            except git.GitCommandError as exc:  # published all the same: the next publish or opening finishes it
+                _log.error("published %s as %s, but the published checkout could not be updated: %s", slug, new, exc)
+            break
+        else:
             raise ConfigRepoError(
-                f"cannot publish {slug}: {MAIN} changed while publishing, outside this app ({exc.stderr.strip()}); nothing was published, publish again"
-            ) from None
-        # Only now bring the published checkout to the new `main` (`repair` finishes this if killed here).
-        try:
-            _git(cr.path, "reset", "--hard", "-q")
-        except git.GitCommandError as exc:  # published all the same: the next publish or opening finishes it
-            _log.error("published %s as %s, but the published checkout could not be updated: %s", slug, new, exc)
+                f"cannot publish {slug}: other servers published {replica.PUBLISH_TRIES} times while this one tried; "
+                "nothing was published and your draft is kept; publish again"
+            )
     # Bring the draft up to the published state so the next edit starts from it.
     owner = (drafts.parse_draft(branch) or (None,))[0]
     if owner:
         drafts.fast_forward(cr, Draft(owner, slug, branch, drafts.worktree(cr, owner, slug)), new)
+        if cr.shared:
+            replica.push_draft(cr, branch)
     return new
+
+
+def merge_commit(cr: ConfigRepo, user: User, slug: str, branch: str, subject: str, meta: dict[str, Any], old: str) -> str:
+    """The checked merge commit of `branch` into `old` (no branch moves); raises what refuses the publish."""
+    theirs = rev(cr.path, f"refs/heads/{branch}")
+    if is_ancestor(cr.path, theirs, old):
+        raise ConfigRepoError(f"nothing to publish: {branch} has no changes that are not on {MAIN}")
+    # Roles were checked for `slug` only, so publish nothing outside its folder.
+    outside = [p for p in _git(cr.path, "diff", "--name-only", f"{old}...{theirs}").stdout.splitlines() if not p.startswith(f"{slug}/")]
+    if outside:
+        raise ConfigRepoError(f"cannot publish {branch} as {slug}: it also changes {', '.join(outside)}; publish each workspace on its own")
+    tree, conflicts = merge_tree(cr.path, old, theirs)
+    if conflicts or not tree:
+        raise PublishConflict(slug, branch, conflicts)
+    try:
+        published_meta = cr.meta(slug, old)
+    except ConfigRepoError:
+        published_meta = {}  # a new workspace: its creator sets who may do what
+    if published_meta:
+        # However the change got onto the branch (save, revert, undo, a push), only owners change who may do what.
+        access.require_governance_unchanged_or_owner(user, published_meta, meta_in_tree(cr, tree, slug), slug)
+    require_valid = (meta.get("policy") or {}).get("require_valid_to_publish", True)
+    if require_valid:
+        diagnostics = validate_tree(cr, tree, slug)
+        if has_errors(diagnostics):
+            raise ValidationFailed(diagnostics)
+    return commit_tree(cr.path, tree, [old, theirs], message(subject, "publish", slug), env=drafts.git_env(user))
 
 
 def meta_in_tree(cr: ConfigRepo, tree: str, slug: str) -> dict[str, Any]:
@@ -157,11 +180,9 @@ def set_remote(cr: ConfigRepo, user: User, url: str, remote: str = "origin") -> 
     """Where proposals are pushed for pull requests (an app owner's setting). Credentials never go in
     the URL: use an SSH key or a git credential helper on the server."""
     access.require_app_role(user, access.OWNER, "set where proposals are pushed")
-    url = url.strip()
-    if not url or any(c.isspace() for c in url) or url.startswith("-"):
-        raise ConfigRepoError("give the remote as one URL or path, for example git@github.com:acme/dashboards-config.git")
-    if re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@", url, re.IGNORECASE):
-        raise ConfigRepoError("the URL holds a password; use an SSH key or a git credential helper on the server instead")
+    url = replica.check_url(url)
+    if cr.shared and remote == replica.REMOTE:
+        raise ConfigRepoError(f"this config repo is shared by several app servers through {remote}; DASHMEM_CONFIG_REMOTE sets it, and proposals go there")
     with cr._lock():
         if cr.has_remote(remote):
             cr.repo.git.remote("set-url", remote, url)

@@ -144,6 +144,26 @@ def _positive_int(text: str) -> int:
     return number
 
 
+def _seconds(text: str) -> int:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError(f"is {text!r}, which is not a whole number of seconds (0 or more)")
+    return number
+
+
+def _git_remote(text: str) -> str:
+    from .configrepo import ConfigRepoError
+    from .replica import check_url
+
+    try:
+        return check_url(text)
+    except ConfigRepoError as exc:
+        raise ValueError(f"is not usable: {exc}") from None
+
+
 MEMORY_UNITS = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "B": 1}
 
 
@@ -209,6 +229,29 @@ register(
         APP_AND_CLI,
         "a folder",
         "`.data/config-repo` in this checkout",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_CONFIG_REMOTE",
+        _git_remote,
+        None,
+        "a git remote (URL or path of a bare repo) several app servers share: DASHMEM_CONFIG_REPO becomes its replica, "
+        "pulled before serving and pushed to on publish (README: Several app servers)",
+        APP_AND_CLI,
+        "a git URL or path, without a password",
+        "none: the config repo is this server's own",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_CONFIG_PULL_SECONDS",
+        _seconds,
+        10,
+        "with DASHMEM_CONFIG_REMOTE, how often each app process fetches from it (at most once per this many seconds, "
+        "before a page run); `0` fetches before every page run",
+        APP,
+        "a whole number of seconds, at least 0",
     )
 )
 register(
