@@ -113,13 +113,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def mcp_http_url(tmp_path_factory):
-    """URL of the test MCP server (tests/mcp_server.py) over streamable HTTP on 127.0.0.1, one per test module."""
+@contextmanager
+def mcp_http_server(log_folder: Path, *options: str):
+    """tests/mcp_server.py over streamable HTTP on a free port of 127.0.0.1 (plus `options`); yields the port."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    log_path = log_folder / "server.log"
     with open(log_path, "wb") as log:
-        server = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port), *options], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -132,7 +132,7 @@ def mcp_http_url(tmp_path_factory):
                 if time.monotonic() > deadline:
                     pytest.fail(f"HTTP MCP server did not listen on port {port}: {log_path.read_text()}")
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield port
     finally:
         server.terminate()
         try:
@@ -140,6 +140,13 @@ def mcp_http_url(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(scope="module")
+def mcp_http_url(tmp_path_factory):
+    """URL of the test MCP server (tests/mcp_server.py) over streamable HTTP on 127.0.0.1, one per test module."""
+    with mcp_http_server(tmp_path_factory.mktemp("mcp-http")) as port:
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 class LocalHTTPServer:
