@@ -143,4 +143,4 @@ def test_a_bad_retry_setting_names_the_field_and_what_is_allowed(change, field, 
 def test_the_old_rest_retries_setting_points_at_retry():
     found = errors(SOURCES.replace("    retry: {attempts: 2}\n", "    retries: 2\n"))
     assert len(found) == 1 and found[0].field == "sources[1].retries"
-    assert "retry" in found[0].message
+    assert "did you mean 'retry'?" in found[0].message
