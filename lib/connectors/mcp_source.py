@@ -2,8 +2,10 @@
 
 The server is either started as a `command` speaking stdio (in the workspace
 folder, so relative script paths work, with `env` secrets in its environment)
-or reached at a streamable-HTTP `url` (with `secret_headers`). `timeout_s`
-bounds the whole fetch: start, handshake, call and shutdown of the server.
+or reached at a streamable-HTTP `url` (with `secret_headers`, and over HTTPS
+with a client certificate and CAs from `tls`, see tls.py). `timeout_s` bounds
+each attempt at the whole fetch: start, handshake, call and shutdown of the
+server; `retry` says how often to attempt it (policy.py).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def _attempt(source: dict, ctx: FetchContext, timeout_s: float, ssl_context: ssl
             transient = _transient(cause, source, timeout_s, server_stderr, statuses)
             if transient is not None:
                 raise transient from None
-            raise ctx.error(name, _explain(cause, source, ctx, timeout_s, server_stderr)) from None
+            raise ctx.error(name, _explain(cause, source, ctx)) from None
 
 
 def _run_blocking(async_fn, *args) -> Any:
@@ -316,8 +318,8 @@ def _tls_problem(error: ssl.SSLError | str, where: str, sent_certificate: bool) 
     return f"TLS with {where} failed: {shown}"
 
 
-def _explain(cause: BaseException, source: dict, ctx: FetchContext, timeout_s: float, server_stderr: IO[str]) -> str:
-    """A message for the person who configured the source, naming what to check."""
+def _explain(cause: BaseException, source: dict, ctx: FetchContext) -> str:
+    """A message for the person who configured the source, naming what to check (failures `_transient` let pass)."""
     command = source.get("command")
     where = _where(source)
     tls_error = _ssl_error(cause)
@@ -332,8 +334,6 @@ def _explain(cause: BaseException, source: dict, ctx: FetchContext, timeout_s: f
         return f"{where} did not complete the MCP handshake: {cause}{hint}"
     if isinstance(cause, httpx2.HTTPError):
         return f"cannot reach {where}: {cause or type(cause).__name__}"
-    if isinstance(cause, MCPError) and cause.code == types.CONNECTION_CLOSED and command:
-        return f"{where} exited or closed the connection before answering{_stderr_tail(server_stderr)}"
     if isinstance(cause, MCPError):
         return f"{_target(source)} failed: {cause.message}"
     return f"{where}: {type(cause).__name__}: {cause}"
