@@ -35,7 +35,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import profile as profile_text
 from . import rule_review, schemas, tokens, workspace
@@ -120,10 +120,8 @@ the question, say so.
 BASES = {"edit": BASE_EDIT, "query": BASE_QUERY}
 
 # Where a source may hold a secret reference: the values schemas/sources.schema.json marks `x-secret`,
-# a field itself (`password`) or every value of a mapping (`secret_headers`, `env`).
+# a field itself (`password`), a field of an object (`tls.client_key`) or every value of a mapping (`env`).
 _SECRET_FIELDS = schemas.secret_fields("sources", "source")
-_SECRET_KEYS = tuple(path[0] for path in _SECRET_FIELDS if len(path) == 1)
-_SECRET_MAPS = tuple(path[0] for path in _SECRET_FIELDS if path[1:] == (schemas.ANY_KEY,))
 
 
 @dataclass(frozen=True)
@@ -364,12 +362,20 @@ def _without_secrets(sources: Mapping[str, Any] | None) -> Any:
     for source in clean.get("sources") or []:
         if not isinstance(source, dict):
             continue
-        for key in _SECRET_KEYS:
-            if key in source and not is_reference(source[key]):
-                source[key] = "<hidden>"
-        for key in _SECRET_MAPS:
-            if isinstance(source.get(key), dict):
-                source[key] = {k: v if is_reference(v) else "<hidden>" for k, v in source[key].items()}
+        for path in _SECRET_FIELDS:
+            _hide_literals(source, path, is_reference)
         if isinstance(source.get("url"), str):
             source["url"] = redact_url(source["url"], "<hidden>")
     return clean
+
+
+def _hide_literals(node: Any, path: tuple[str, ...], is_reference: Callable[[Any], bool]) -> None:
+    """Every value at `path` inside `node` (`*` for any key) that is not a reference becomes <hidden>, in place."""
+    if not isinstance(node, dict):
+        return
+    head, rest = path[0], path[1:]
+    for key in list(node) if head == schemas.ANY_KEY else [head] if head in node else []:
+        if rest:
+            _hide_literals(node[key], rest, is_reference)
+        elif not is_reference(node[key]):
+            node[key] = "<hidden>"

@@ -33,7 +33,10 @@ User-facing (subclass DashmemError):
 Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
 `connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught
 inside their module, which turns them into a `SourceError` with a message for
-the person; they never reach a page or the CLI. Python's own errors (OSError,
+the person; they never reach a page or the CLI. `connectors.policy.Transient`
+(a failure worth another attempt) is raised by the sql, rest and mcp connectors
+and caught by the retry policy they run under, which turns the last one into a
+`SourceError`. Python's own errors (OSError,
 KeyError, a bug's TypeError, ...) are not DashmemError either: their text is
 not written for a person, so a page or the CLI shows the generic message.
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import socket
+import ssl
 from typing import Any, Iterable
 
 import anyio
@@ -334,14 +335,17 @@ def http_transport() -> httpx.HTTPTransport:
     return transport
 
 
-def async_http_transport() -> httpx2.AsyncHTTPTransport:
-    """The same for httpx2's AsyncClient, which the MCP SDK's streamable HTTP client takes."""
+def async_http_transport(ssl_context: ssl.SSLContext | None = None) -> httpx2.AsyncHTTPTransport:
+    """The same for httpx2's AsyncClient, which the MCP SDK's streamable HTTP client takes.
+
+    `ssl_context` replaces the default one (a client certificate, private CAs: lib/connectors/tls.py).
+    """
     transport = httpx2.AsyncHTTPTransport()
     _replace_pool(
         transport,
         httpcore2.AsyncConnectionPool,
         httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
+            ssl_context=ssl_context or httpx2.create_ssl_context(),
             network_backend=_GuardedAsyncBackend(),
             **POOL_LIMITS,
         ),

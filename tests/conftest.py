@@ -113,13 +113,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def mcp_http_url(tmp_path_factory):
-    """URL of the test MCP server (tests/mcp_server.py) over streamable HTTP on 127.0.0.1, one per test module."""
+@contextmanager
+def mcp_http_server(log_folder: Path, *options: str):
+    """tests/mcp_server.py over streamable HTTP on a free port of 127.0.0.1 (plus `options`); yields the port."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    log_path = log_folder / "server.log"
     with open(log_path, "wb") as log:
-        server = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port), *options], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -132,7 +132,7 @@ def mcp_http_url(tmp_path_factory):
                 if time.monotonic() > deadline:
                     pytest.fail(f"HTTP MCP server did not listen on port {port}: {log_path.read_text()}")
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield port
     finally:
         server.terminate()
         try:
@@ -140,6 +140,13 @@ def mcp_http_url(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(scope="module")
+def mcp_http_url(tmp_path_factory):
+    """URL of the test MCP server (tests/mcp_server.py) over streamable HTTP on 127.0.0.1, one per test module."""
+    with mcp_http_server(tmp_path_factory.mktemp("mcp-http")) as port:
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 class LocalHTTPServer:
@@ -224,3 +231,91 @@ def statements_sent():
         yield sent
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+
+
+# --------------------------------------------------------------------------- a misbehaving network in front of a real server
+
+
+class FlakyProxy:
+    """A TCP proxy on 127.0.0.1 in front of a real server that misbehaves for its first `failures` connections.
+
+    `mode` says how: "reset" accepts and resets the connection at once (a server restarting, a load balancer
+    without a backend), "silent" accepts and never sends a byte (a hung server), "http503" answers
+    `HTTP/1.1 503` and closes (a gateway whose backend is down). Later connections are forwarded both ways.
+    `target` may be None for a server that is never there: every connection misbehaves.
+    """
+
+    def __init__(self, target: tuple[str, int] | None, failures: int = 0, mode: str = "reset"):
+        assert mode in ("reset", "silent", "http503")
+        self.target, self.failures, self.mode = target, failures, mode
+        self.connections = 0  # connections accepted so far, misbehaved ones included
+        self.held: list[socket.socket] = []  # everything to close on stop
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # the listener was closed by stop()
+                return
+            self.connections += 1
+            self.held.append(client)
+            if self.target is None or self.connections <= self.failures:
+                self._misbehave(client)
+            else:
+                threading.Thread(target=self._forward, args=(client,), daemon=True).start()
+
+    def _misbehave(self, client: socket.socket) -> None:
+        if self.mode == "reset":
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # linger 0: RST
+            client.close()
+        elif self.mode == "http503":
+            try:
+                client.recv(65536)
+                body = b"backend is restarting"
+                client.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                    % (len(body), body)
+                )
+            except OSError:
+                pass
+            client.close()
+        # "silent": kept open, unanswered, until stop()
+
+    def _forward(self, client: socket.socket) -> None:
+        assert self.target is not None
+        try:
+            upstream = socket.create_connection(self.target, timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        self.held.append(upstream)
+
+        def pump(source: socket.socket, sink: socket.socket) -> None:
+            try:
+                while data := source.recv(65536):
+                    sink.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for end in (source, sink):
+                    try:
+                        end.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+        pump(client, upstream)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+        for held in self.held:
+            try:
+                held.close()
+            except OSError:
+                pass

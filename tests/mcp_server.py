@@ -2,6 +2,8 @@
 
     python tests/mcp_server.py              # stdio (how a `command` source starts it)
     python tests/mcp_server.py --http PORT  # streamable HTTP on 127.0.0.1:PORT, endpoint /mcp
+    python tests/mcp_server.py --http PORT --tls DIR  # the same over HTTPS, requiring a client certificate
+    python tests/mcp_server.py --crash-first-start    # stdio; the first start in a folder exits at once
 
 Its data is fixed so tests can assert exact values; each tool exercises one
 path of the connector (rows, failures, slowness, an environment secret).
@@ -12,6 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
+import sys
+from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -79,11 +84,35 @@ def all_stock() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT instead of stdio")
+    parser.add_argument(
+        "--tls", type=Path, metavar="DIR", help="with --http: serve HTTPS with DIR/server.pem, requiring a client certificate signed by DIR/client-ca.pem"
+    )
+    parser.add_argument("--crash-first-start", action="store_true", help="exit at once the first time it starts in this working folder")
+    parser.add_argument("--count-starts", action="store_true", help="append a line to starts.log in the working folder on each start")
     args = parser.parse_args()
+    if args.count_starts:
+        with open("starts.log", "a") as log:
+            log.write("started\n")
+    if args.crash_first_start and not os.path.exists("crashed-once"):
+        Path("crashed-once").touch()
+        sys.exit("inventory database not reachable yet")
     if args.http is None:
         server.run()
-    else:
+    elif args.tls is None:
         server.run("streamable-http", host="127.0.0.1", port=args.http)
+    else:
+        import uvicorn
+
+        uvicorn.run(
+            server.streamable_http_app(host="127.0.0.1"),
+            host="127.0.0.1",
+            port=args.http,
+            log_level="warning",
+            ssl_certfile=str(args.tls / "server.pem"),
+            ssl_keyfile=str(args.tls / "server.pem"),
+            ssl_ca_certs=str(args.tls / "client-ca.pem"),
+            ssl_cert_reqs=ssl.CERT_REQUIRED,
+        )
 
 
 if __name__ == "__main__":

@@ -132,11 +132,19 @@ def test_literal_secrets_never_reach_the_prompt():
             {"name": "db", "type": "sql", "url": "postgresql://reporter:hunter2-pw@db.local/sales", "password": "hunter2-pw", "table": "orders"},
             {"name": "api", "type": "rest", "url": "https://api.example.com/x", "secret_headers": {"Authorization": "Bearer tok-123"}},
             {"name": "ok", "type": "sql", "url": "postgresql://reporter@db.local/sales", "password": "env:DB_PASSWORD", "table": "t"},
+            # A key pasted into a nested secret field (`tls.client_key`), beside a reference that stays.
+            {
+                "name": "mcp",
+                "type": "mcp",
+                "url": "https://m/mcp",
+                "tool": "t",
+                "tls": {"client_cert": "secrets:mcp.cert", "client_key": "-----BEGIN KEY-----pem-456"},
+            },
         ]
     }
     text = json.dumps(compose.compose(files, "edit", "x").request)
-    assert "hunter2-pw" not in text and "tok-123" not in text
-    assert "env:DB_PASSWORD" in text and "<hidden>" in text
+    assert "hunter2-pw" not in text and "tok-123" not in text and "pem-456" not in text
+    assert "env:DB_PASSWORD" in text and "secrets:mcp.cert" in text and "<hidden>" in text
 
 
 def test_invalid_mode_or_empty_message_is_refused():

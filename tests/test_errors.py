@@ -53,7 +53,12 @@ FAMILIES = [
 ]
 
 # Raised and caught inside their own module, which turns them into a SourceError; never shown as they are.
-INTERNAL = {"lib.connectors.csv_source._NotUtf8", "lib.connectors.mcp_source.NotRows", "lib.connectors.mcp_source.NoHandshake"}
+INTERNAL = {
+    "lib.connectors.csv_source._NotUtf8",
+    "lib.connectors.mcp_source.NotRows",
+    "lib.connectors.mcp_source.NoHandshake",
+    "lib.connectors.policy.Transient",
+}
 
 
 @pytest.mark.parametrize("family, other, instance", FAMILIES, ids=[f[0].__name__ for f in FAMILIES])

@@ -17,7 +17,7 @@ from lib.connectors.base import FetchContext, SourceError
 from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
 from .conftest import MCP_SERVER as SERVER
-from .conftest import free_port
+from .conftest import FlakyProxy, free_port, mcp_http_server
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +41,9 @@ INVENTORY_TOKEN = "open-sesame-4711"
 def allowed_commands(monkeypatch):
     """The operator's allow-list of stdio servers, as a deployment would set it."""
     monkeypatch.setenv("DASHMEM_MCP_COMMANDS", f"{sys.executable} servers/inventory.py; no-such-mcp-server-binary; {sys.executable} -c")
+
+
+QUICK = {"attempts": 3, "backoff_s": 0.05, "max_backoff_s": 0.1}  # the waits of the retry tests, kept short
 
 
 def test_a_command_the_operator_did_not_allow_never_runs(ctx, tmp_path, monkeypatch):
@@ -169,8 +172,8 @@ def test_tool_answering_prose_is_not_rows(ctx):
 def test_slow_tool_times_out_and_leaves_no_server_running(ctx):
     started = time.monotonic()
 
-    with pytest.raises(SourceError, match="timed out after 1 s"):
-        mcp_source.fetch(stdio_source(tool="slow_tool", arguments={"seconds": 30}, timeout_s=1), ctx)
+    with pytest.raises(SourceError, match=r"timed out after 1 attempt \(1 s each; raise timeout_s if the tool is just slow\)"):
+        mcp_source.fetch(stdio_source(tool="slow_tool", arguments={"seconds": 30}, timeout_s=1, retry={"attempts": 1}), ctx)
 
     assert time.monotonic() - started < 8
     assert processes_in(ctx.workspace_path) == []
@@ -184,9 +187,9 @@ def test_missing_command_is_reported(ctx):
 
 
 def test_server_exiting_at_once_is_explained_with_its_stderr(ctx):
-    source = stdio_source(tool="list_stock", command=[sys.executable, "-c", "import sys; sys.exit('no database configured')"])
+    source = stdio_source(tool="list_stock", command=[sys.executable, "-c", "import sys; sys.exit('no database configured')"], retry=QUICK)
 
-    with pytest.raises(SourceError, match="exited or closed the connection before answering.*no database configured"):
+    with pytest.raises(SourceError, match="exited or closed the connection before answering after 3 attempts; its last output: no database configured$"):
         mcp_source.fetch(source, ctx)
 
 
@@ -230,7 +233,7 @@ def test_unreachable_url_is_reported(ctx):
     url = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
 
     with pytest.raises(SourceError, match=f"cannot reach MCP server at {url}"):
-        mcp_source.fetch({"name": "stock", "type": "mcp", "url": url, "tool": "list_stock", "timeout_s": 5}, ctx)
+        mcp_source.fetch({"name": "stock", "type": "mcp", "url": url, "tool": "list_stock", "timeout_s": 5, "retry": QUICK}, ctx)
 
 
 @SERVER_STARTS
@@ -249,6 +252,147 @@ def test_fetch_works_from_a_plain_thread_and_from_inside_an_event_loop(mcp_http_
     asyncio.run(from_async_code())
 
     assert results == [3, 3]
+
+
+# --- retries --------------------------------------------------------------------------------------
+
+
+@SERVER_STARTS
+def test_a_stdio_server_that_dies_on_its_first_start_is_started_again(ctx):
+    source = stdio_source(tool="list_stock", arguments={"warehouse": "north"}, retry=QUICK)
+    source["command"] = [*source["command"], "--crash-first-start"]
+    assert mcp_source.fetch(source, ctx).num_rows == 3
+    assert (ctx.workspace_path / "crashed-once").exists()
+
+
+@SERVER_STARTS
+def test_a_tools_own_failure_is_not_retried(ctx):
+    source = stdio_source(tool="failing_tool", retry=QUICK)
+    source["command"] = [*source["command"], "--count-starts"]
+    with pytest.raises(SourceError, match="inventory database is offline"):
+        mcp_source.fetch(source, ctx)
+    assert (ctx.workspace_path / "starts.log").read_text().count("started") == 1
+
+
+@SERVER_STARTS
+@pytest.mark.parametrize("mode", ["reset", "http503"])
+def test_an_http_server_behind_a_failing_gateway_is_reached_on_a_later_attempt(mcp_http_url, ctx, mode):
+    port = int(mcp_http_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = FlakyProxy(("127.0.0.1", port), failures=1, mode=mode)
+    try:
+        source = {"name": "stock", "type": "mcp", "url": f"http://127.0.0.1:{proxy.port}/mcp", "tool": "list_stock", "arguments": {"warehouse": "south"}}
+        table = mcp_source.fetch({**source, "retry": QUICK}, ctx)
+    finally:
+        proxy.stop()
+    assert table.column("sku").to_pylist() == ["BOLT-M8", "HINGE-40"] and proxy.connections > 1
+
+
+def test_an_http_503_is_named_when_the_attempts_run_out(ctx):
+    proxy = FlakyProxy(None, failures=99, mode="http503")
+    try:
+        with pytest.raises(SourceError, match=rf"HTTP 503 from MCP server at http://127.0.0.1:{proxy.port}/mcp after 2 attempts"):
+            mcp_source.fetch(
+                {"name": "stock", "type": "mcp", "url": f"http://127.0.0.1:{proxy.port}/mcp", "tool": "t", "retry": {"attempts": 2, "backoff_s": 0}}, ctx
+            )
+    finally:
+        proxy.stop()
+
+
+def test_an_http_server_that_never_answers_times_out_on_every_attempt(ctx):
+    proxy = FlakyProxy(None, mode="silent")
+    url = f"http://127.0.0.1:{proxy.port}/mcp"
+    try:
+        with pytest.raises(SourceError, match=rf"MCP server at {url} timed out after 2 attempts \(1 s each"):
+            mcp_source.fetch({"name": "stock", "type": "mcp", "url": url, "tool": "t", "timeout_s": 1, "retry": {"attempts": 2, "backoff_s": 0}}, ctx)
+    finally:
+        proxy.stop()
+    assert proxy.connections >= 2
+
+
+# --- HTTPS with client certificates (mutual TLS) --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mtls(tmp_path_factory):
+    """The test MCP server over HTTPS requiring a client certificate signed by its client CA (certificates by trustme)."""
+    import trustme
+
+    folder = tmp_path_factory.mktemp("mcp-tls")
+    server_ca, client_ca, stranger_ca = trustme.CA(), trustme.CA(), trustme.CA()
+    server_ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(folder / "server.pem"))
+    client_ca.cert_pem.write_to_path(str(folder / "client-ca.pem"))
+    client, stranger = client_ca.issue_cert("dashmem@example.com"), stranger_ca.issue_cert("dashmem@example.com")
+    with mcp_http_server(folder, "--tls", str(folder)) as port:
+        yield {
+            "url": f"https://127.0.0.1:{port}/mcp",
+            "ca": server_ca.cert_pem.bytes().decode(),
+            "cert": client.cert_chain_pems[0].bytes().decode(),
+            "key": client.private_key_pem.bytes().decode(),
+            "stranger_cert": stranger.cert_chain_pems[0].bytes().decode(),
+            "stranger_key": stranger.private_key_pem.bytes().decode(),
+        }
+
+
+TLS_REFS = {"client_cert": "env:DM_TEST_MCP_CERT", "client_key": "env:DM_TEST_MCP_KEY", "ca_bundle": "env:DM_TEST_MCP_CA"}
+
+
+def tls_source(mtls, monkeypatch, cert="cert", key="key", refs=TLS_REFS) -> dict:
+    monkeypatch.setenv("DM_TEST_MCP_CERT", mtls[cert])
+    monkeypatch.setenv("DM_TEST_MCP_KEY", mtls[key])
+    monkeypatch.setenv("DM_TEST_MCP_CA", mtls["ca"])
+    return {"name": "stock", "type": "mcp", "url": mtls["url"], "tool": "list_stock", "arguments": {"warehouse": "north"}, "tls": dict(refs), "retry": QUICK}
+
+
+@SERVER_STARTS
+def test_the_right_client_certificate_is_accepted_and_the_tools_table_loaded(mtls, ctx, monkeypatch):
+    table = fetch(tls_source(mtls, monkeypatch), ctx)
+    assert table.column("sku").to_pylist() == ["BOLT-M6", "NUT-M6", "WASHER-6"]
+
+
+@SERVER_STARTS
+def test_a_client_certificate_from_another_ca_is_refused_with_a_plain_message(mtls, ctx, monkeypatch):
+    with pytest.raises(SourceError) as caught:
+        fetch(tls_source(mtls, monkeypatch, cert="stranger_cert", key="stranger_key"), ctx)
+    message = str(caught.value)
+    assert message.startswith(f"source 'stock': MCP server at {mtls['url']} refused the TLS client certificate")
+    assert "attempt" not in message and "BEGIN" not in message and "Traceback" not in message  # not retried, no PEM, no traceback
+
+
+@SERVER_STARTS
+def test_no_client_certificate_is_refused_with_a_plain_message(mtls, ctx, monkeypatch):
+    with pytest.raises(SourceError) as caught:
+        fetch(tls_source(mtls, monkeypatch, refs={"ca_bundle": "env:DM_TEST_MCP_CA"}), ctx)
+    message = str(caught.value)
+    assert message.startswith(f"source 'stock': MCP server at {mtls['url']} requires a TLS client certificate")
+    assert "tls.client_cert" in message and "attempt" not in message
+
+
+@SERVER_STARTS
+def test_a_server_certificate_from_an_unknown_ca_is_not_trusted(mtls, ctx, monkeypatch):
+    source = tls_source(mtls, monkeypatch)
+    monkeypatch.setenv("DM_TEST_MCP_CA", mtls["stranger_cert"])  # a CA bundle that did not sign the server's certificate
+    with pytest.raises(SourceError, match=rf"MCP server at {mtls['url']}: its TLS certificate is not trusted .*tls.ca_bundle"):
+        fetch(source, ctx)
+
+
+def test_tls_material_that_is_not_pem_is_named_without_echo(ctx, monkeypatch):
+    monkeypatch.setenv("DM_TEST_MCP_CERT", "not-a-certificate-4711")
+    monkeypatch.setenv("DM_TEST_MCP_KEY", "not-a-key-4711")
+    monkeypatch.setenv("DM_TEST_MCP_CA", "not-a-ca-4711")
+    source = {"name": "stock", "type": "mcp", "url": "https://127.0.0.1:1/mcp", "tool": "t", "tls": dict(TLS_REFS)}
+    with pytest.raises(SourceError, match="tls.ca_bundle .*PEM") as caught:
+        fetch(source, ctx)
+    assert "4711" not in str(caught.value)
+    monkeypatch.delenv("DM_TEST_MCP_CA")
+    with pytest.raises(SourceError, match="tls.client_cert and tls.client_key .*PEM") as caught:
+        fetch({**source, "tls": {k: v for k, v in TLS_REFS.items() if k != "ca_bundle"}}, ctx)
+    assert "4711" not in str(caught.value)
+
+
+def test_tls_settings_need_an_https_url(ctx):
+    source = {"name": "stock", "type": "mcp", "url": "http://127.0.0.1:1/mcp", "tool": "t", "tls": dict(TLS_REFS)}
+    with pytest.raises(SourceError, match="tls needs an https:// url"):
+        fetch(source, ctx)
 
 
 # --- result shapes -------------------------------------------------------------------------------

@@ -169,7 +169,7 @@ def server():
 
 
 def rest(url: str, **settings) -> dict:
-    return {"name": "meta", "type": "rest", "url": url, "retries": 0, "timeout_s": 5, **settings}
+    return {"name": "meta", "type": "rest", "url": url, "retry": {"attempts": 1}, "timeout_s": 5, **settings}
 
 
 def mcp(url: str, **settings) -> dict:

@@ -205,7 +205,14 @@ def api(tmp_path, monkeypatch):
     workspace.save(folder, workspace.blank("API", "alice", "2026-11-30"))
     sources = {
         "sources": [
-            {"name": "stock", "type": "rest", "url": f"http://127.0.0.1:{server.server_port}/stock", "records_path": "items", "timeout_s": 0.3, "retries": 1}
+            {
+                "name": "stock",
+                "type": "rest",
+                "url": f"http://127.0.0.1:{server.server_port}/stock",
+                "records_path": "items",
+                "timeout_s": 0.3,
+                "retry": {"attempts": 2, "backoff_s": 0},
+            }
         ]
     }
     workspace.save(folder, {"sources": sources})

@@ -611,7 +611,12 @@ def test_prompt_summary_names_only_allowed_values():
 
 
 def test_secret_fields_are_found_by_the_schemas_keyword():
-    assert schemas.secret_fields("sources", "source") == (("password",), ("secret_headers", "*"), ("env", "*"))
+    assert schemas.secret_fields("sources", "source") == (
+        ("password",),
+        ("secret_headers", "*"),
+        ("env", "*"),
+        *(("tls", field) for field in ("client_cert", "client_key", "client_key_password", "ca_bundle")),
+    )
     assert all(not schemas.secret_fields(kind) for kind in schemas.FILES if kind != "sources")
     # Only the keyword marks a secret: a field holding a reference is the secret_ref definition.
     root = schemas.load_schema("sources")
@@ -636,23 +641,34 @@ def test_every_secret_field_takes_only_a_reference():
 def test_the_prompt_hides_a_literal_in_every_secret_field():
     from lib import compose
 
+    source: dict = {"name": "s", "type": "mcp"}
     for path in schemas.secret_fields("sources", "source"):
-        assert len(path) == 1 or path[1:] == (schemas.ANY_KEY,), f"compose hides fields or mapping values only: {path}"
-    source = {"name": "s", "type": "mcp"}
-    for path in schemas.secret_fields("sources", "source"):
-        source[path[0]] = "hunter2" if len(path) == 1 else {"KEY": "hunter2", "REF": "env:OK"}
+        node = source
+        for key in path[:-1]:  # fields of objects (`tls.client_key`) at any depth
+            node = node.setdefault("KEY" if key == schemas.ANY_KEY else key, {})
+        if path[-1] == schemas.ANY_KEY:
+            node.update({"KEY": "hunter2", "REF": "env:OK"})
+        else:
+            node[path[-1]] = "hunter2"
     shown = json.dumps(compose._without_secrets({"sources": [source]}))
     assert "hunter2" not in shown and "env:OK" in shown
 
 
 @pytest.mark.parametrize("path", schemas.secret_fields("sources", "source"), ids="/".join)
 def test_a_literal_in_any_secret_field_is_refused_without_echo(path):
-    source = {"name": "s", "type": {"password": "sql", "secret_headers": "rest", "env": "mcp"}[path[0]]}
+    source = {"name": "s", "type": {"password": "sql", "secret_headers": "rest", "env": "mcp", "tls": "mcp"}[path[0]]}
     source.update(
-        {"sql": {"url": "sqlite:///x.db", "table": "t"}, "rest": {"url": "https://example.com"}, "mcp": {"command": ["x"], "tool": "t"}}[source["type"]]
+        {"sql": {"url": "sqlite:///x.db", "table": "t"}, "rest": {"url": "https://example.com"}, "mcp": {"url": "https://example.com/mcp", "tool": "t"}}[
+            source["type"]
+        ]
     )
     # A name that does not say "credential": only the schema's keyword tells that the value is secret.
-    source[path[0]] = "hunter2secret" if len(path) == 1 else {"REGION": "hunter2secret"}
+    if len(path) == 1:
+        source[path[0]] = "hunter2secret"
+    elif path[1] == schemas.ANY_KEY:
+        source[path[0]] = {"REGION": "hunter2secret"}
+    else:
+        source[path[0]] = {path[1]: "hunter2secret"}
     errs = errors_for("sources", json.dumps({"sources": [source]}))
     assert errs and not any("hunter2secret" in e.format() for e in errs)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import socket
 import sqlite3
 import time
 import uuid
@@ -23,7 +22,7 @@ import sqlalchemy as sa
 from lib.connectors import fetch, sql_source
 from lib.connectors.base import FetchContext, SourceError
 
-from .conftest import SERVERS, server_engine
+from .conftest import SERVERS, FlakyProxy, server_engine
 
 BACKENDS = ["sqlite", *SERVERS]
 
@@ -428,18 +427,82 @@ def test_unreachable_server_fails_fast_without_the_password(kind, tmp_path, monk
     assert "not-for-your-eyes" not in message and "refused" in message.lower()
 
 
-def test_a_server_that_never_answers_hits_the_connect_timeout(tmp_path, monkeypatch):
-    """A port that accepts the TCP connection but never speaks: the driver must give up after the connect timeout."""
-    monkeypatch.setattr(sql_source, "CONNECT_TIMEOUT_S", 2)  # libpq's smallest timeout
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        port = silent.getsockname()[1]
-        source = {"name": "orders", "type": "sql", "url": f"postgresql://postgres@127.0.0.1:{port}/test", "query": "SELECT 1"}
-        started = time.monotonic()
-        with pytest.raises(SourceError, match="cannot connect to .*timeout expired"):
+SILENT_URL = {"postgresql": "postgresql://postgres@127.0.0.1:{port}/test", "mariadb": "mysql+pymysql://root@127.0.0.1:{port}/test"}
+TIMED_OUT = {"postgresql": "timeout expired", "mariadb": "timed out"}
+
+
+@pytest.mark.parametrize("kind", list(SILENT_URL))
+def test_a_server_that_never_answers_times_out_on_every_attempt(kind, tmp_path):
+    """A port that accepts the TCP connection but never speaks: each attempt gives up after `timeout_s`.
+
+    PyMySQL's connect timeout covers only the TCP connect; without a read timeout it waited for the
+    server's greeting for ever."""
+    proxy = FlakyProxy(None, mode="silent")
+    try:
+        source = {
+            "name": "orders",
+            "type": "sql",
+            "url": SILENT_URL[kind].format(port=proxy.port),
+            "query": "SELECT 1",
+            "timeout_s": 2,  # libpq's smallest timeout
+            "retry": {"attempts": 2, "backoff_s": 0},
+        }
+        with pytest.raises(SourceError, match=rf"^source 'orders': cannot connect to .* after 2 attempts: .*{TIMED_OUT[kind]}"):
             fetch(source, FetchContext(workspace_path=tmp_path))
-        assert time.monotonic() - started < 6
+    finally:
+        proxy.stop()
+    assert proxy.connections == 2
+
+
+def test_the_timeout_bounds_connecting_not_a_long_query(mariadb_engine, tmp_path):
+    """The read timeout that bounds PyMySQL's greeting is lifted once connected: a query may take longer."""
+    source = {"name": "orders", "type": "sql", "url": SERVERS["mariadb"][2], "query": "SELECT SLEEP(3) AS slept", "timeout_s": 1, "retry": {"attempts": 1}}
+    assert fetch(source, FetchContext(workspace_path=tmp_path)).to_pylist() == [{"slept": 0}]
+
+
+# --- the retry policy against a network that drops connections -----------------------------------------
+
+QUICK = {"attempts": 3, "backoff_s": 0.05, "max_backoff_s": 0.1}
+
+
+def through(proxy: FlakyProxy, url: str) -> str:
+    """`url` with its port replaced by the proxy's."""
+    return sa.make_url(url).set(port=proxy.port).render_as_string(hide_password=False)
+
+
+def test_connections_dropped_at_first_are_retried_until_one_gets_through(server_db):
+    table = server_db.new_table("id INTEGER", "(1)", "(2)")
+    proxy = FlakyProxy(("127.0.0.1", SERVERS[server_db.kind][1]), failures=2, mode="reset")
+    try:
+        result = fetch(server_db.source(url=through(proxy, server_db.source_url), table=table, retry=QUICK), server_db.ctx)
+    finally:
+        proxy.stop()
+    assert result.column("id").to_pylist() == [1, 2] and proxy.connections == 3
+
+
+def test_a_sql_error_is_not_retried(server_db):
+    proxy = FlakyProxy(("127.0.0.1", SERVERS[server_db.kind][1]))
+    try:
+        with pytest.raises(SourceError, match="query failed: "):
+            fetch(server_db.source(url=through(proxy, server_db.source_url), query="SELEC 1", retry=QUICK), server_db.ctx)
+    finally:
+        proxy.stop()
+    assert proxy.connections == 1
+
+
+def test_a_wrong_password_is_not_retried(password_user, monkeypatch):
+    database, url, table, variable = password_user
+    monkeypatch.setenv(variable, "Wr0ng-" + uuid.uuid4().hex)
+    proxy = FlakyProxy(("127.0.0.1", SERVERS[database.kind][1]))
+    try:
+        fetch(database.source(url=through(proxy, url), table=table, password=f"env:{variable}", retry=QUICK), database.ctx)
+    except SourceError as exc:
+        message = str(exc)
+    else:
+        pytest.skip(f"{database.kind} on 127.0.0.1 accepts any password (trust authentication)")
+    finally:
+        proxy.stop()
+    assert "after" not in message and proxy.connections == 1
 
 
 def test_missing_driver_says_so_and_suggests_an_installed_one(tmp_path):

@@ -2,8 +2,10 @@
 
 The server is either started as a `command` speaking stdio (in the workspace
 folder, so relative script paths work, with `env` secrets in its environment)
-or reached at a streamable-HTTP `url` (with `secret_headers`). `timeout_s`
-bounds the whole fetch: start, handshake, call and shutdown of the server.
+or reached at a streamable-HTTP `url` (with `secret_headers`, and over HTTPS
+with a client certificate and CAs from `tls`, see tls.py). `timeout_s` bounds
+each attempt at the whole fetch: start, handshake, call and shutdown of the
+server; `retry` says how often to attempt it (policy.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import base64
 import json
 import os
+import ssl
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -25,12 +28,20 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .. import netguard, settings
+from . import tls
 from .base import FetchContext, SourceError, records_to_table
+from .policy import RetryPolicy, Transient
 
 DEFAULT_TIMEOUT_S = 30
 
 # Keys under which a tool commonly wraps its rows in an object (MCPServer uses "result").
 ROW_KEYS = ("result", "rows", "data", "items", "records")
+
+# Answers of an HTTP server (or a gateway before it) that say "not now" rather than "not this".
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
+# The TLS alerts a server sends when it will not take the client's certificate.
+CLIENT_CERT_REFUSED = ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "ACCESS_DENIED", "CERTIFICATE_REVOKED", "CERTIFICATE_EXPIRED")
 
 # How much of the server's stderr to quote when it dies; the end holds the traceback.
 STDERR_TAIL_CHARS = 1500
@@ -46,12 +57,25 @@ class NoHandshake(RuntimeError):
 
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     name = source.get("name", "?")
-    timeout_s = float(source.get("timeout_s", DEFAULT_TIMEOUT_S))
+    policy = RetryPolicy.of(source, DEFAULT_TIMEOUT_S)
+    ssl_context = None
+    if source.get("tls"):
+        if source.get("command") or not str(source.get("url", "")).startswith("https://"):
+            raise ctx.error(name, "tls needs an https:// url (a client certificate is for a server reached over HTTPS)")
+        ssl_context = tls.client_context(name, source["tls"], ctx)
+    # Each attempt is a whole session: start or connect, handshake, call, shutdown. A tool an MCP source
+    # calls only reads (as a source should), so calling it again after a lost answer does no harm.
+    return records_to_table(policy.run(lambda: _attempt(source, ctx, policy.timeout_s, ssl_context), name, ctx))
+
+
+def _attempt(source: dict, ctx: FetchContext, timeout_s: float, ssl_context: ssl.SSLContext | None) -> list:
+    name = source.get("name", "?")
+    statuses: list[int] = []  # HTTP status of every answer: the SDK turns an HTTP error into an anonymous one
     # The server's stderr goes to a file, not the app's console, so a server
     # that dies can be explained with its own last words.
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as server_stderr:
         try:
-            records = _run_blocking(_fetch_records, source, ctx, timeout_s, server_stderr)
+            return _run_blocking(_fetch_records, source, ctx, timeout_s, server_stderr, ssl_context, statuses)
         except SourceError:
             raise
         except BaseException as exc:  # anyio raises a BaseExceptionGroup when a cancellation is among the failures
@@ -62,8 +86,14 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
                 raise ctx.error(name, str(cause)) from None
             if isinstance(cause, KeyboardInterrupt | SystemExit):
                 raise
-            raise ctx.error(name, _explain(cause, source, ctx, timeout_s, server_stderr)) from None
-    return records_to_table(records)
+            if isinstance(cause, httpx2.TransportError) and _ssl_error(cause) is None and str(source.get("url", "")).startswith("https://"):
+                refused = tls.refusal(source["url"], ssl_context or httpx2.create_ssl_context(), min(timeout_s, 10))
+                if refused is not None:  # a TLS refusal that reached the HTTP client as a lost connection
+                    raise ctx.error(name, _tls_problem(refused, _where(source), ssl_context is not None and bool(source["tls"].get("client_cert")))) from None
+            transient = _transient(cause, source, timeout_s, server_stderr, statuses)
+            if transient is not None:
+                raise transient from None
+            raise ctx.error(name, _explain(cause, source, ctx)) from None
 
 
 def _run_blocking(async_fn, *args) -> Any:
@@ -81,7 +111,9 @@ def _run_blocking(async_fn, *args) -> Any:
         return pool.submit(anyio.run, async_fn, *args).result()
 
 
-async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, server_stderr: TextIO) -> list:
+async def _fetch_records(
+    source: dict, ctx: FetchContext, timeout_s: float, server_stderr: TextIO, ssl_context: ssl.SSLContext | None, statuses: list[int]
+) -> list:
     name = source.get("name", "?")
     with anyio.fail_after(timeout_s):
         if source.get("command"):
@@ -91,8 +123,13 @@ async def _fetch_records(source: dict, ctx: FetchContext, timeout_s: float, serv
         headers = {header: ctx.secret(name, ref) for header, ref in (source.get("secret_headers") or {}).items()}
         # Every connection the SDK opens (POSTs, the GET stream, redirects it follows) goes only to
         # addresses checked by lib/netguard.py; it raises netguard.Refused for anything else.
-        transport = netguard.async_http_transport()
-        async with httpx2.AsyncClient(headers=headers, timeout=timeout_s, transport=transport) as http_client:
+        transport = netguard.async_http_transport(ssl_context)
+
+        async def note_status(response: httpx2.Response) -> None:
+            statuses.append(response.status_code)
+
+        hooks = {"response": [note_status]}
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout_s, transport=transport, event_hooks=hooks) as http_client:
             async with streamable_http_client(source["url"], http_client=http_client) as (read_stream, write_stream):
                 return await _query(ClientSession(read_stream, write_stream), source, ctx)
 
@@ -231,12 +268,63 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _explain(cause: BaseException, source: dict, ctx: FetchContext, timeout_s: float, server_stderr: IO[str]) -> str:
-    """A message for the person who configured the source, naming what to check."""
+def _where(source: dict) -> str:
     command = source.get("command")
-    where = f"MCP server command {command}" if command else f"MCP server at {source.get('url')}"
+    return f"MCP server command {command}" if command else f"MCP server at {source.get('url')}"
+
+
+def _transient(cause: BaseException, source: dict, timeout_s: float, server_stderr: IO[str], statuses: list[int]) -> Transient | None:
+    """The failure as one worth another attempt, or None: a timeout, a connection refused or lost, an
+    HTTP 429/502/503/504, a stdio server that exited before answering. TLS refusals are not."""
+    where = _where(source)
+    retry_status = [status for status in statuses if status in RETRYABLE_STATUS]
+    if retry_status:
+        return Transient(f"HTTP {retry_status[-1]} from {where}")
     if isinstance(cause, TimeoutError):
-        return f"{where} timed out after {timeout_s:g} s (raise timeout_s if the tool is just slow)"
+        return Transient(f"{where} timed out", f" ({timeout_s:g} s each; raise timeout_s if the tool is just slow)")
+    if _ssl_error(cause) is not None:
+        return None
+    if isinstance(cause, httpx2.TransportError):
+        return Transient(f"cannot reach {where}", f": {cause or type(cause).__name__}")
+    if isinstance(cause, MCPError) and cause.code == types.CONNECTION_CLOSED and source.get("command"):
+        return Transient(f"{where} exited or closed the connection before answering", _stderr_tail(server_stderr))
+    return None
+
+
+def _ssl_error(exc: BaseException | None) -> ssl.SSLError | None:
+    """The TLS failure behind an HTTP client's error, if that is what it was."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ssl.SSLError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _tls_problem(error: ssl.SSLError | str, where: str, sent_certificate: bool) -> str:
+    """What a TLS failure means for the person configuring the source: trust, or the client certificate."""
+    if isinstance(error, str):  # the server hung up on the handshake's heels, naming nothing
+        if sent_certificate:
+            return f"{where} refused the TLS client certificate ({error}); check that tls.client_cert is signed by a CA the server trusts"
+        return f"{where} requires a TLS client certificate ({error}); set tls.client_cert and tls.client_key"
+    reason = (error.reason or "").upper() if isinstance(error.reason, str) else ""
+    shown = error.verify_message if isinstance(error, ssl.SSLCertVerificationError) else (error.reason or str(error))
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"{where}: its TLS certificate is not trusted ({shown}); set tls.ca_bundle to the CA that signed it"
+    if "CERTIFICATE_REQUIRED" in reason:
+        return f"{where} requires a TLS client certificate; set tls.client_cert and tls.client_key"
+    if any(alert in reason for alert in CLIENT_CERT_REFUSED):
+        return f"{where} refused the TLS client certificate ({shown}); check that tls.client_cert is signed by a CA the server trusts"
+    return f"TLS with {where} failed: {shown}"
+
+
+def _explain(cause: BaseException, source: dict, ctx: FetchContext) -> str:
+    """A message for the person who configured the source, naming what to check (failures `_transient` let pass)."""
+    command = source.get("command")
+    where = _where(source)
+    tls_error = _ssl_error(cause)
+    if tls_error is not None:
+        return _tls_problem(tls_error, where, bool((source.get("tls") or {}).get("client_cert")))
     if isinstance(cause, NotRows):
         return f"{_target(source)} did not return JSON rows: {cause}"
     if isinstance(cause, OSError) and command:
@@ -246,8 +334,6 @@ def _explain(cause: BaseException, source: dict, ctx: FetchContext, timeout_s: f
         return f"{where} did not complete the MCP handshake: {cause}{hint}"
     if isinstance(cause, httpx2.HTTPError):
         return f"cannot reach {where}: {cause or type(cause).__name__}"
-    if isinstance(cause, MCPError) and cause.code == types.CONNECTION_CLOSED and command:
-        return f"{where} exited or closed the connection before answering{_stderr_tail(server_stderr)}"
     if isinstance(cause, MCPError):
         return f"{_target(source)} failed: {cause.message}"
     return f"{where}: {type(cause).__name__}: {cause}"

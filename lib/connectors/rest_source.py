@@ -9,7 +9,6 @@ host it was not meant for.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Iterator
 
 import httpx
@@ -18,12 +17,14 @@ import pyarrow as pa
 from .. import netguard
 from ..secrets import is_reference
 from .base import FetchContext, dig, records_to_table
+from .policy import RetryPolicy, Transient
 
 DEFAULT_TIMEOUT_S = 30
-DEFAULT_RETRIES = 3
 DEFAULT_MAX_PAGES = 100
-BACKOFF_BASE_S = 0.2  # waits 0.2, 0.4, 0.8 ... seconds between attempts
-BACKOFF_CAP_S = 5.0
+
+# Answers that say "not now" rather than "not this": too many requests, and a gateway whose backend
+# is down, overloaded or slow. A 500 is the server failing at this very request; it fails at once.
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
 # The settings each pagination style cannot do without.
 PAGINATION_NEEDS = {
@@ -74,7 +75,7 @@ def _client(source: dict, ctx: FetchContext) -> httpx.Client:
 
     return httpx.Client(
         headers={**(source.get("headers") or {}), **secret_headers},
-        timeout=source.get("timeout_s", DEFAULT_TIMEOUT_S),
+        timeout=RetryPolicy.of(source, DEFAULT_TIMEOUT_S).timeout_s,
         follow_redirects=True,
         event_hooks={"request": [keep_secrets_home]},  # runs for every request, redirects included
         # Every connection (first request, redirect hops, next pages) goes only to addresses checked
@@ -125,7 +126,7 @@ def _pages(api: _Api, source: dict, paging: dict) -> Iterator[list]:
 
 
 class _Api:
-    """One source's requests: retries with backoff, and errors worded for people."""
+    """One source's requests: retried as its policy says (lib/connectors/policy.py), errors worded for people."""
 
     def __init__(self, client: httpx.Client, source: dict, ctx: FetchContext):
         self.client = client
@@ -134,42 +135,35 @@ class _Api:
         self.method = source.get("method", "GET")
         self.body = source.get("body") if self.method == "POST" else None
         self.records_path = source.get("records_path") or ""
-        self.timeout_s = source.get("timeout_s", DEFAULT_TIMEOUT_S)
-        self.attempts = 1 + source.get("retries", DEFAULT_RETRIES)
+        self.policy = RetryPolicy.of(source, DEFAULT_TIMEOUT_S)
 
     def get_json(self, url: httpx.URL, params: dict) -> tuple[Any, httpx.URL]:
         """The parsed JSON answer and the URL that gave it (after redirects).
 
         `params` are merged into the url's own query string here: httpx's `params=` would replace it.
         """
+        return self.policy.run(lambda: self._attempt(url, params), self.name, self.ctx)
+
+    def _attempt(self, url: httpx.URL, params: dict) -> tuple[Any, httpx.URL]:
         shown = _shown(url)
-        tries = f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"
-        failure = f"no request was made to {shown}"  # only if attempts were under one
-        for attempt in range(1, self.attempts + 1):
-            if attempt > 1:
-                time.sleep(min(BACKOFF_BASE_S * 2 ** (attempt - 2), BACKOFF_CAP_S))
-            try:
-                response = self.client.request(self.method, url.copy_merge_params(params), json=self.body)
-            except netguard.Refused as exc:  # where this source may not go: no use retrying
-                raise self.ctx.error(self.name, str(exc)) from None
-            except httpx.TimeoutException:
-                failure = f"request to {shown} timed out after {tries} ({self.timeout_s:g} s each)"
-                continue
-            except httpx.TransportError as exc:  # refused, reset, DNS: maybe passing
-                failure = f"cannot reach {shown} after {tries}: {exc}"
-                continue
-            except httpx.RequestError as exc:  # too many redirects, undecodable body: no use retrying
-                raise self.ctx.error(self.name, f"request to {shown} failed: {exc}") from None
-            if response.status_code >= 500:
-                failure = f"HTTP {response.status_code} from {shown} after {tries}: {_excerpt(response)}"
-                continue
-            if response.is_error:  # 4xx: the request itself is wrong, retrying cannot help
-                raise self.ctx.error(self.name, f"HTTP {response.status_code} from {shown}: {_excerpt(response)}")
-            try:
-                return response.json(), response.url
-            except ValueError as exc:
-                raise self.ctx.error(self.name, f"response is not valid JSON: {exc} (from {shown}, starting {_excerpt(response)!r})") from None
-        raise self.ctx.error(self.name, failure)
+        try:
+            response = self.client.request(self.method, url.copy_merge_params(params), json=self.body)
+        except netguard.Refused as exc:  # where this source may not go: no use retrying
+            raise self.ctx.error(self.name, str(exc)) from None
+        except httpx.TimeoutException:
+            raise Transient(f"request to {shown} timed out", f" ({self.policy.timeout_s:g} s each)") from None
+        except httpx.TransportError as exc:  # refused, reset, DNS: maybe passing
+            raise Transient(f"cannot reach {shown}", f": {exc}") from None
+        except httpx.RequestError as exc:  # too many redirects, undecodable body: no use retrying
+            raise self.ctx.error(self.name, f"request to {shown} failed: {exc}") from None
+        if response.status_code in RETRYABLE_STATUS:
+            raise Transient(f"HTTP {response.status_code} from {shown}", f": {_excerpt(response)}", _retry_after_s(response))
+        if response.is_error:  # the request itself is wrong, or the server fails at it: retrying cannot help
+            raise self.ctx.error(self.name, f"HTTP {response.status_code} from {shown}: {_excerpt(response)}")
+        try:
+            return response.json(), response.url
+        except ValueError as exc:
+            raise self.ctx.error(self.name, f"response is not valid JSON: {exc} (from {shown}, starting {_excerpt(response)!r})") from None
 
     def records_in(self, payload: Any, answered_url: httpx.URL) -> list:
         records = dig(payload, self.records_path)
@@ -186,6 +180,14 @@ class _Api:
 def _shown(url: httpx.URL) -> str:
     """The URL without query string or credentials: either may hold something that must not be shown."""
     return str(url.copy_with(query=None, fragment=None, userinfo=b""))
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    """The seconds a Retry-After header asks for (the HTTP-date form is left to the backoff)."""
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "")))
+    except ValueError:
+        return None
 
 
 def _excerpt(response: httpx.Response) -> str:

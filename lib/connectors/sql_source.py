@@ -8,19 +8,23 @@ only inside the engine and never in a string that could be shown or logged.
 from __future__ import annotations
 
 import json
+import math
 from decimal import Decimal
 from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from ..secrets import is_reference
 from .base import FetchContext, _as_text, confined_path, to_arrow_column
+from .policy import RetryPolicy, Transient
 
-# Long enough for a slow VPN, short enough that an unreachable server fails in seconds.
-CONNECT_TIMEOUT_S = 10
+# The time limit of each connection attempt (`timeout_s`): long enough for a slow VPN, short
+# enough that an unreachable server fails in seconds.
+DEFAULT_TIMEOUT_S = 10
 
 # The keyword each driver takes for its connect timeout; drivers not listed keep their own default.
 CONNECT_TIMEOUT_ARG = {
@@ -44,6 +48,29 @@ ROWS_PER_BATCH = 10_000
 # Decimals are stored as doubles (dashboards aggregate), and a double past 2**53 is not the value the
 # database holds: bound as the last cursor it would fetch the row at the top again, or skip new ones.
 CURSOR_MAX_KEY = b"dashmem.cursor_max"
+# What says the connection failed, not the request, so that another attempt may pass (see `_transient`).
+# MySQL/MariaDB client and server codes: cannot connect (2002, 2003), server gone or connection lost
+# (2006, 2013, 2055), too many connections (1040), lock wait timeout and deadlock (1205, 1213).
+MYSQL_TRANSIENT_CODES = frozenset({2002, 2003, 2006, 2013, 2055, 1040, 1205, 1213})
+# PostgreSQL SQLSTATEs: connection exceptions (class 08), the server shutting down or starting up
+# (57P01-57P03), too many connections (53300), serialization failure and deadlock (40001, 40P01).
+POSTGRES_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+# libpq reports a failed connection without a SQLSTATE; these are its words for the network's failures
+# (a wrong password or database, "password authentication failed", "does not exist", is not among them).
+POSTGRES_TRANSIENT_WORDS = (
+    "connection refused",
+    "connection reset",
+    "timeout expired",
+    "server closed the connection unexpectedly",
+    "could not receive data from server",
+    "could not send data to server",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "too many clients",
+    "no route to host",
+    "network is unreachable",
+    "ssl syscall error",
+)
 
 
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
@@ -65,23 +92,57 @@ def fetch_after(source: dict, ctx: FetchContext, last) -> pa.Table:
 def _fetch(source: dict, ctx: FetchContext, after) -> pa.Table:
     name = source["name"]
     url = _engine_url(source, ctx)
-    engine = _create_engine(name, url, ctx)
+    policy = RetryPolicy.of(source, DEFAULT_TIMEOUT_S)
+    engine = _create_engine(name, url, ctx, policy.timeout_s)
     try:
-        try:
-            connection = engine.connect()
-        except SQLAlchemyError as exc:
-            raise ctx.error(name, f"cannot connect to {_shown(url)}: {_driver_message(exc)}") from None
-        # Nothing is ever committed: closing the connection rolls back whatever a query changed
-        # inside the driver's transaction (DDL on SQLite and MySQL commits itself, beyond our reach).
-        with connection:
-            return _read(source, connection, ctx, after)
+        # A lost connection retries the whole read: nothing was kept of it, and nothing is ever written.
+        return policy.run(lambda: _attempt(source, engine, url, ctx, after), name, ctx)
     finally:
         engine.dispose()
 
 
+def _attempt(source: dict, engine: sa.Engine, url: URL, ctx: FetchContext, after) -> pa.Table:
+    try:
+        connection = engine.connect()
+    except SQLAlchemyError as exc:
+        if _transient(exc):
+            raise Transient(f"cannot connect to {_shown(url)}", f": {_driver_message(exc)}") from None
+        raise ctx.error(source["name"], f"cannot connect to {_shown(url)}: {_driver_message(exc)}") from None
+    # Nothing is ever committed: closing the connection rolls back whatever a query changed
+    # inside the driver's transaction (DDL on SQLite and MySQL commits itself, beyond our reach).
+    with connection:
+        return _read(source, connection, ctx, after)
+
+
+def _transient(exc: SQLAlchemyError) -> bool:
+    """Whether the connection failed (refused, reset, timed out, lost, the server restarting or full)
+    rather than the request (a SQL error, a wrong password, a missing database or table)."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:  # the dialect's own verdict: a disconnect
+        return True
+    original = getattr(exc, "orig", None)
+    if isinstance(original, OSError):  # the network itself, below the driver
+        return True
+    args = getattr(original, "args", ())
+    if args and isinstance(args[0], int):  # MySQL drivers: (code, text)
+        return args[0] in MYSQL_TRANSIENT_CODES
+    state = getattr(original, "pgcode", None) or getattr(original, "sqlstate", None)  # psycopg2, psycopg 3
+    if state:
+        return str(state).startswith(POSTGRES_TRANSIENT_STATES)
+    if _backend_of(exc) == "postgresql":
+        text = str(original).lower()
+        return any(words in text for words in POSTGRES_TRANSIENT_WORDS)
+    return False
+
+
+def _backend_of(exc: SQLAlchemyError) -> str:
+    """The database family an error came from, by its driver's module."""
+    module = type(getattr(exc, "orig", None)).__module__ or ""
+    return "postgresql" if module.startswith(("psycopg", "pg8000", "asyncpg")) else module.split(".")[0]
+
+
 def engine_for(source: dict, ctx: FetchContext) -> sa.Engine:
     """An engine for the source, its password resolved from its reference (live sources query through it)."""
-    return _create_engine(source["name"], _engine_url(source, ctx), ctx)
+    return _create_engine(source["name"], _engine_url(source, ctx), ctx, RetryPolicy.of(source, DEFAULT_TIMEOUT_S).timeout_s)
 
 
 def _engine_url(source: dict, ctx: FetchContext) -> URL:
@@ -115,11 +176,19 @@ def _sqlite_in_workspace(name: str, url: URL, ctx: FetchContext) -> URL:
     return url.set(database=str(path))
 
 
-def _create_engine(name: str, url: URL, ctx: FetchContext) -> sa.Engine:
+def _create_engine(name: str, url: URL, ctx: FetchContext, timeout_s: float) -> sa.Engine:
     try:
         timeout_arg = CONNECT_TIMEOUT_ARG.get(url.get_driver_name())
-        connect_args = {timeout_arg: CONNECT_TIMEOUT_S} if timeout_arg else {}
-        return sa.create_engine(url, connect_args=connect_args)
+        # Whole seconds: libpq takes no fraction (and counts under 2 as 2).
+        connect_args = {timeout_arg: math.ceil(timeout_s)} if timeout_arg else {}
+        if url.get_driver_name() == "pymysql":
+            # PyMySQL's connect timeout covers the TCP connect only; a server that accepts and never
+            # sends its greeting is bounded by the read timeout, lifted again once connected.
+            connect_args["read_timeout"] = math.ceil(timeout_s)
+        engine = sa.create_engine(url, connect_args=connect_args)
+        if "read_timeout" in connect_args:
+            event.listen(engine, "connect", _lift_read_timeout)
+        return engine
     except NoSuchModuleError:
         raise ctx.error(name, f"no SQLAlchemy dialect for {url.drivername!r}; check the start of the url") from None
     except ImportError as exc:
@@ -128,6 +197,13 @@ def _create_engine(name: str, url: URL, ctx: FetchContext) -> sa.Engine:
             f"the database driver for {url.drivername!r} is not installed ({exc}); "
             "name an installed driver in the url, e.g. postgresql+psycopg2:// or mysql+pymysql://",
         ) from None
+
+
+def _lift_read_timeout(dbapi_connection, _record) -> None:
+    """A PyMySQL connection, once connected, waits for its queries as long as they take (`timeout_s`
+    bounds connecting; a live query has the database's own time limit). PyMySQL has no public setter:
+    it applies `_read_timeout` to the socket before each read."""
+    dbapi_connection._read_timeout = None
 
 
 def _read(source: dict, connection: sa.Connection, ctx: FetchContext, after=None) -> pa.Table:
@@ -157,6 +233,8 @@ def _read(source: dict, connection: sa.Connection, ctx: FetchContext, after=None
         top = _Largest(names.index(cursor))
         return with_cursor_max(arrow_table(names, top.watch(_batches(result))), cursor, top.value)
     except SQLAlchemyError as exc:
+        if _transient(exc):
+            raise Transient(failure, f": {_driver_message(exc)}") from None
         raise ctx.error(name, f"{failure}: {_driver_message(exc)}") from None
 
 
