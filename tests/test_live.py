@@ -577,3 +577,49 @@ def test_warehouse_backends_map_to_their_sqlglot_dialect_and_transpile(backend, 
     assert set(names) <= {"site", "site__dm0", "site__dm1", "day_from"} and "day_from" in names
     parsed = sqlglot.parse_one(text, read=dialect)  # what came out is that dialect's SQL
     assert {t.name for t in parsed.find_all(sqlglot.exp.Table) if t.name} >= {"gates"}
+
+
+# --------------------------------------------------------------------------- checks and CI on a live source
+
+
+def test_validate_binds_a_live_tables_queries_in_its_database_and_says_when_it_could_not(tmp_path, pg_table):
+    """CI's `validate` on a live workspace: a wrong column is an error found against the database's catalogue, a right
+    query runs there, and an unreachable database is "data checks not run", never a silent pass."""
+    import os
+
+    _, table = pg_table
+    folder = tmp_path / "ws"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    (folder / "profile.yaml").unlink()
+    ws, _ = workspace.load(folder)
+    ws.data["dashboard"] = {
+        "title": "Gates",
+        "components": [
+            {"id": "total", "type": "kpi", "title": "Actual", "query": "SELECT sum(actual) AS value FROM gates", "format": ",.0f"},
+            {"id": "wrong", "type": "kpi", "title": "Volume", "query": "SELECT sum(volume) AS value FROM gates", "format": ",.0f"},
+        ],
+        "layout": [["total", "wrong"]],
+    }
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def validate(url: str) -> dict:
+        ws.data["sources"] = {"sources": [{"name": "gates", "type": "sql", "url": url, "table": table, "mode": "live", "timeout_s": 3}]}
+        workspace.save(folder, ws.data)
+        done = subprocess.run([sys.executable, "-m", "lib", "validate", str(folder), "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        assert "Traceback" not in done.stderr, done.stderr
+        return {"rc": done.returncode, "found": json.loads(done.stdout)}
+
+    def flat(report: dict) -> list[dict]:
+        [entry] = report["found"]["workspaces"]
+        return entry["diagnostics"]
+
+    reachable = validate(PG_URL)
+    errors = [d for d in flat(reachable) if d["level"] == "error"]
+    assert reachable["rc"] == 1 and len(errors) == 1 and "volume" in errors[0]["message"] and errors[0]["line"], errors
+    assert not [d for d in flat(reachable) if d["id"] == "check.data_not_run"]
+
+    unreachable = validate("postgresql://postgres@127.0.0.1:1/test")
+    notes = [d for d in flat(unreachable) if d["id"] == "check.data_not_run"]
+    assert len(notes) == 1 and notes[0]["message"].startswith("data checks not run: "), flat(unreachable)
+    assert not [d for d in flat(unreachable) if d["level"] == "error"] and unreachable["rc"] == 0
