@@ -52,6 +52,9 @@ _log = logging.getLogger(__name__)
 REMOTE = "origin"
 CONFIG_KEY = "dashmem.shared"  # in the repo's git config: the remote this repo is a replica of
 PUBLISH_TRIES = 5  # pushes a publish tries while other servers keep publishing first
+# A remote that accepts the connection and then stalls must not hold a page run (and the lock) for ever:
+# git gives up on HTTP(S) after STALL_S seconds without a byte, and on SSH after as long without an answer.
+STALL_S = 30
 ABSENT = "0" * 40  # the old value that means "the ref must not exist yet"
 FETCH_REFSPECS = (
     f"+refs/heads/{MAIN}:refs/remotes/{REMOTE}/{MAIN}",
@@ -87,7 +90,7 @@ def is_shared(path: Path) -> bool:
 def remote_main(url: str) -> str | None:
     """The commit `main` is at in the remote, or None when the remote has no `main` yet (a new, empty repo)."""
     try:
-        out = _git(Path.cwd(), "ls-remote", "--heads", "--", url, f"refs/heads/{MAIN}").stdout
+        out = _network(Path.cwd(), "ls-remote", "--heads", "--", url, f"refs/heads/{MAIN}").stdout
     except git.GitCommandError as exc:
         raise RemoteUnreachable(f"cannot reach the shared config repo {url}: {_first_line(exc)}") from None
     return out.split()[0] if out.strip() else None
@@ -96,7 +99,7 @@ def remote_main(url: str) -> str | None:
 def clone(url: str, target: Path) -> None:
     """Clone the shared remote's `main` into `target` (a new folder) and mark it a replica."""
     try:
-        _git(target.parent, "clone", "-q", "--origin", REMOTE, "--branch", MAIN, "--", url, str(target))
+        _network(target.parent, "clone", "-q", "--origin", REMOTE, "--branch", MAIN, "--", url, str(target))
     except git.GitCommandError as exc:
         raise RemoteUnreachable(f"cannot clone the shared config repo {url}: {_first_line(exc)}") from None
     mark(target, url)
@@ -111,7 +114,7 @@ def mark(path: Path, url: str) -> None:
 
 def push_new(path: Path, url: str) -> bool:
     """Push a just-created repo's `main` to an empty remote; False when another server created it first."""
-    proc = _git(path, "push", "-q", "--porcelain", f"--force-with-lease=refs/heads/{MAIN}:", "--", url, f"refs/heads/{MAIN}:refs/heads/{MAIN}", ok=(0, 1))
+    proc = _network(path, "push", "-q", "--porcelain", f"--force-with-lease=refs/heads/{MAIN}:", "--", url, f"refs/heads/{MAIN}:refs/heads/{MAIN}", ok=(0, 1))
     if proc.returncode == 0:
         return True
     if _rejected(proc):
@@ -139,7 +142,7 @@ def attach(cr: ConfigRepo, url: str) -> list[str]:
 def fetch(cr: ConfigRepo) -> None:
     """Fetch `main`, the drafts and the rejected drafts from origin (pruning those origin no longer has)."""
     try:
-        _git(cr.path, "fetch", "-q", "--prune", "--no-tags", REMOTE, *FETCH_REFSPECS)
+        _network(cr.path, "fetch", "-q", "--prune", "--no-tags", REMOTE, *FETCH_REFSPECS)
     except git.GitCommandError as exc:
         raise RemoteUnreachable(f"cannot reach the shared config repo ({remote_url(cr)}): {_first_line(exc)}") from None
 
@@ -306,7 +309,7 @@ def push_main(cr: ConfigRepo, new: str, old: str) -> bool:
     `--force-with-lease` with the expected commit is a compare-and-swap on the
     remote: it refuses unless `main` there is still `old`, atomically.
     """
-    proc = _git(
+    proc = _network(
         cr.path,
         "push",
         "-q",
@@ -334,7 +337,7 @@ def push_draft(cr: ConfigRepo, branch: str) -> bool:
     Best effort: the draft is saved here whatever happens, and the next pull
     pushes it again; returns whether origin has it now.
     """
-    proc = _git(cr.path, "push", "-q", "--porcelain", REMOTE, f"refs/heads/{branch}:refs/heads/{branch}", ok=(0, 1, 128))
+    proc = _network(cr.path, "push", "-q", "--porcelain", REMOTE, f"refs/heads/{branch}:refs/heads/{branch}", ok=(0, 1, 128))
     if proc.returncode != 0:
         _log.warning("the draft %s is saved on this server only for now: %s", branch, _first_line(proc))
         return False
@@ -344,7 +347,7 @@ def push_draft(cr: ConfigRepo, branch: str) -> bool:
 
 def push_rejected(cr: ConfigRepo, branch: str, kept: str, sha: str) -> None:
     """Share an owner's reject: origin keeps the draft as `kept` and drops `branch`, in one atomic push."""
-    proc = _git(
+    proc = _network(
         cr.path,
         "push",
         "-q",
@@ -361,6 +364,20 @@ def push_rejected(cr: ConfigRepo, branch: str, kept: str, sha: str) -> None:
 
 
 # --------------------------------------------------------------------------- small helpers
+
+
+def _network(cwd: Path, *args: str, ok: tuple[int, ...] = (0,)):
+    """A git command that talks to the remote, bounded when the remote stalls (see STALL_S).
+
+    An operator's own GIT_SSH_COMMAND (or GIT_SSH) is kept; ours only adds timeouts to plain ssh.
+    """
+    import os
+
+    env = {}
+    if not (os.environ.get("GIT_SSH_COMMAND") or os.environ.get("GIT_SSH")):
+        env["GIT_SSH_COMMAND"] = f"ssh -o BatchMode=yes -o ConnectTimeout={STALL_S} -o ServerAliveInterval={STALL_S} -o ServerAliveCountMax=1"
+    guard = ("-c", "http.lowSpeedLimit=1", "-c", f"http.lowSpeedTime={STALL_S}")
+    return _git(cwd, *guard, *args, env=env, ok=ok)
 
 
 def remote_url(cr: ConfigRepo) -> str:

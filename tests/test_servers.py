@@ -433,6 +433,36 @@ def test_a_new_server_cannot_start_without_the_remote_and_says_so(tmp_path):
     assert list((tmp_path / "c").glob(".config-repo.*")) == []
 
 
+def test_a_remote_that_accepts_and_then_stalls_is_given_up_on_not_waited_for(monkeypatch):
+    """A hung git host must not hold a page run, and the lock it pulls under, for ever (found in review: no timeout)."""
+    import threading
+
+    from lib import replica
+
+    from .conftest import FlakyProxy
+
+    monkeypatch.setattr(replica, "STALL_S", 2)
+    hung = FlakyProxy(None, mode="silent")
+    outcome: list[BaseException | None] = []
+
+    def ask() -> None:
+        try:
+            replica.remote_main(f"http://127.0.0.1:{hung.port}/config.git")
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001  # handed to the test's thread
+            outcome.append(exc)
+
+    try:
+        worker = threading.Thread(target=ask, daemon=True)
+        worker.start()
+        worker.join(120)  # a hang detector, not a timing figure: without the guard this never returns
+        assert not worker.is_alive(), "git waited on a stalled remote"
+    finally:
+        hung.stop()
+    [error] = outcome
+    assert isinstance(error, replica.RemoteUnreachable) and "cannot reach the shared config repo" in str(error)
+
+
 def test_a_remote_url_with_a_password_is_refused_naming_the_setting(tmp_path):
     env = base_env(tmp_path, "c", tmp_path / "x.git")
     env["DASHMEM_CONFIG_REMOTE"] = "https://bot:hunter2@git.example.com/acme/config.git"
