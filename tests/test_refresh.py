@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import http.server
 import json
 import shutil
@@ -560,3 +561,79 @@ def test_a_latin1_file_says_how_it_was_read_in_the_refresh_report(tmp_path):
     [source] = report.sources
     assert "encoding" in source.message.lower() and "latin-1" in source.message
     assert wh.query("SELECT town FROM towns ORDER BY town").rows == [("Köln",), ("Zürich",)]
+
+
+# ------------------------------------------------------------------ placeholders for missing values in files
+
+
+def _prices_workspace(tmp_path, **settings):
+    folder = tmp_path / "prices"
+    subprocess.run(
+        [sys.executable, "-m", "lib", "new", str(folder)], cwd=ROOT, check=True, capture_output=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    )
+    (folder / "data").mkdir()
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,1.5,2026-01-05\npear,2.25,2026-01-06\nplum,0.75,2026-01-07\n")
+    workspace.save(folder, {"sources": {"sources": [{"name": "prices", "type": "csv", "path": "data/prices.csv", **settings}]}})
+    return folder
+
+
+def _cli_refresh(folder, cache) -> subprocess.CompletedProcess:
+    env = {"DASHMEM_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "lib", "refresh", str(folder)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+
+
+@FRESH_PROCESS
+def test_a_placeholder_that_turns_numbers_to_text_names_the_null_values_fix_across_processes(tmp_path):
+    folder, cache = _prices_workspace(tmp_path), tmp_path / "cache"
+    assert _cli_refresh(folder, cache).returncode == 0
+    # Next week's export writes '-' for prices not yet known, and 'tbd' for one sale date
+    # ('n/a' there would be read as missing: numbers and dates know Arrow's own placeholders).
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,-,2026-01-12\npear,2.5,tbd\nplum,-,n/a\nfig,3,2026-01-15\nkiwi,-,2026-01-16\n")
+    blocked = _cli_refresh(folder, cache)
+    assert blocked.returncode == 1 and "Traceback" not in blocked.stdout + blocked.stderr
+    assert "column price became text only because of the value '-' (3 rows), the rest are numbers" in blocked.stdout
+    assert "add null_values: ['-'] to the source" in blocked.stdout
+    assert "column sold became text only because of the values 'n/a' (1 row), 'tbd' (1 row), the rest are dates" in blocked.stdout
+    assert "kept the previous data" in blocked.stdout
+    # Following the hint: the steward adds the setting, and a fresh process loads the file with the old types.
+    source = {"name": "prices", "type": "csv", "path": "data/prices.csv", "null_values": ["-", "n/a", "tbd"]}
+    workspace.save(folder, {"sources": {"sources": [source]}})
+    fixed = _cli_refresh(folder, cache)
+    assert fixed.returncode == 0, fixed.stdout
+    [folder_cache] = cache.iterdir()  # the one workspace's cache folder, as the CLI named it
+    wh = Warehouse(folder_cache)
+    assert wh.query("SELECT item, price, sold FROM prices ORDER BY item").rows[:2] == [
+        ("apple", None, dt.date(2026, 1, 12)),
+        ("fig", 3.0, dt.date(2026, 1, 15)),
+    ]
+
+
+def test_text_that_is_really_text_gets_no_null_values_hint(tmp_path):
+    folder = _prices_workspace(tmp_path)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,cheap,2026-01-12\npear,dear,2026-01-13\n")
+    report = refresh(folder, wh, user=OPERATOR)
+    [source] = report.sources
+    assert source.status == "incompatible" and source.changed[0]["column"] == "price"
+    assert "null_values" not in source.message and "hint" not in source.changed[0]
+
+
+def test_a_pinned_column_holding_a_placeholder_names_the_column_value_and_fix(tmp_path):
+    folder = _prices_workspace(tmp_path, columns={"price": "DOUBLE"}, null_values=["n/a"])
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,?,2026-01-12\npear,2,2026-01-13\n")
+    [source] = refresh(folder, wh, user=OPERATOR).sources
+    assert source.status == "failed"
+    assert "column 'price' is typed double, but holds '?'; if '?' means a missing value, add null_values: ['n/a', '?'] to the source" in source.message
+
+
+def test_a_viewers_own_file_is_told_the_null_values_fix_too():
+    from lib.refresh import read_own_csv
+
+    table, problems = read_own_csv(b"item,price\napple,-\npear,2\n", "prices", {"item": "VARCHAR", "price": "DOUBLE"})
+    assert table is None
+    assert problems == [
+        "column 'price' is VARCHAR, was DOUBLE (column price became text only because of the value '-' (1 row), the rest are numbers; if it means a missing value, add null_values: ['-'] to the source)"
+    ]

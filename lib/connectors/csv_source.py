@@ -276,7 +276,28 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
             message = f"not {encoding} text ({message})"
         if "column" in message.lower() and "expected" in message.lower():
             message = f"malformed row: {message}"
+        if (bad := _CONVERSION_ERROR.search(message)) is not None:
+            message = _conversion_hint(bad, _columns(header, delimiter, has_header), source) or message
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
+
+
+_CONVERSION_ERROR = re.compile(r"In CSV column #(?P<index>\d+): (Row #\d+: )?CSV conversion error to (?P<kind>\w+): invalid value '(?P<value>.*)'$")
+
+
+def _conversion_hint(bad: re.Match, columns: list[str], source: dict) -> str | None:
+    """A pinned (or served) column holding a value that is no such type: which column and value,
+    and, when the value looks like a placeholder for a missing one, the setting that reads it so."""
+    index, value = int(bad["index"]), bad["value"]
+    column = columns[index] if index < len(columns) else f"#{index}"
+    message = f"column {column!r} is typed {bad['kind']}, but holds {value!r}"
+    if (value.strip() and not any(ch.isalnum() for ch in value)) or value.strip().lower() in _PLACEHOLDER_WORDS:
+        wanted = list(dict.fromkeys([*(source.get("null_values") or []), value]))
+        message += f"; if {value!r} means a missing value, add null_values: {wanted!r} to the source"
+    return message
+
+
+# Words that stand for a missing value (besides values with no letter or digit at all, such as '-' or '?').
+_PLACEHOLDER_WORDS = {"na", "n/a", "n.a.", "none", "null", "nil", "missing", "unknown", "tbd", "tba", "pending", "#n/a", "#na", "#value!", "#ref!", "#div/0!"}
 
 
 def _empty_text_as_null(table: pa.Table) -> pa.Table:
@@ -303,6 +324,12 @@ class NumberFormat:
         if thousands is not None:
             t, d = re.escape(thousands), re.escape(decimal)
             self.pattern = rf"^[+-]?(\d{{1,3}}({t}\d{{3}})+|\d+)({d}\d+)?$"
+
+    def reads(self, text: str) -> bool:
+        """Whether `text` is a number written this way (a sign, digits, the decimal mark, groups if there is a separator)."""
+        if self.thousands is not None:
+            return re.match(self.pattern, text) is not None
+        return re.match(rf"^[+-]?(\d+({re.escape(self.decimal)}\d*)?|{re.escape(self.decimal)}\d+)([eE][+-]?\d+)?$", text) is not None
 
     @classmethod
     def of(cls, source: dict) -> NumberFormat:
@@ -458,6 +485,14 @@ def _to_dates(column: pa.ChunkedArray, fmt: str) -> pa.ChunkedArray | None:
     if "%H" not in fmt and "%I" not in fmt:
         values = values.cast(pa.date32())  # a day, not a moment
     return values
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$")
+
+
+def looks_like_date(text: str) -> bool:
+    """Whether `text` is a date the reader would parse (ISO 8601 or one of DATE_FORMATS)."""
+    return _ISO_DATE.match(text) is not None or any(pattern.match(text) for pattern, _ in DATE_FORMATS)
 
 
 def _date_field(name: str, kind: pa.DataType, fmt: str) -> pa.Field:
