@@ -451,19 +451,26 @@ def compatibility(recorded: dict[str, str], table: pa.Table, name: str = "data",
     return problems
 
 
-def read_own_csv(content: bytes, name: str, recorded: dict[str, str]) -> tuple[pa.Table | None, list[str]]:
-    """A viewer's own CSV to look at in place of table `name` (this session only, never stored),
-    and why it cannot stand in for the data with the `recorded` columns (empty when it can)."""
+def read_own_file(content: bytes, file_name: str, name: str, recorded: dict[str, str]) -> tuple[pa.Table | None, list[str]]:
+    """A viewer's own CSV, Excel or Parquet file (by its name's ending) to look at in place of table
+    `name` (this session only, never stored), and why it cannot stand in for the data with the
+    `recorded` columns (empty when it can)."""
     import tempfile
 
+    from .connectors import REGISTRY, file_type
+
+    kind = file_type(file_name)
+    if kind is None:
+        endings = ", ".join(f".{e}" for c in REGISTRY.values() for e in c.extensions)
+        return None, [f"{Path(file_name).name!r} is not a file dashmem reads; it reads {endings}"]
     with tempfile.TemporaryDirectory() as tmp:
-        file = Path(tmp) / "upload.csv"
+        file = Path(tmp) / f"upload.{REGISTRY[kind].extensions[0]}"
         file.write_bytes(content)
-        source = {"name": name, "type": "csv", "path": str(file)}
+        source = {"name": name, "type": kind, "path": str(file)}
         try:
-            table = fetch(source, FetchContext(workspace_path=Path(tmp)))
+            table = _normalise(fetch(source, FetchContext(workspace_path=Path(tmp))), source)
         except SourceError as exc:
-            return None, [str(exc)]
+            return None, [str(exc).replace(str(file), Path(file_name).name)]
     problems = compatibility(recorded, table, name, source)
     return (None if problems else table), problems
 

@@ -413,16 +413,49 @@ def test_a_file_with_a_repeated_column_name_refreshes(tmp_path):
 
 
 def test_a_viewers_own_csv_is_read_and_checked_and_never_stored(supply):
-    from lib.refresh import read_own_csv
+    from lib.refresh import read_own_file
 
     folder, wh = supply
     recorded = wh.current().columns("gates")
     own = (folder / "data" / "next_week" / "gates.csv").read_bytes()
-    table, problems = read_own_csv(own, "gates", recorded)
+    table, problems = read_own_file(own, "own.csv", "gates", recorded)
     assert problems == [] and table.num_rows == own.count(b"\n") - 1
     renamed = own.replace(b"target", b"target_units", 1)
-    assert read_own_csv(renamed, "gates", recorded) == (None, ["missing column 'target' (renamed to 'target_units'?)"])
-    assert read_own_csv(b"a,b\n1,2,3\n4\n", "gates", recorded)[1][0].startswith("source 'gates': cannot parse")
+    assert read_own_file(renamed, "own.csv", "gates", recorded) == (None, ["missing column 'target' (renamed to 'target_units'?)"])
+    assert read_own_file(b"a,b\n1,2,3\n4\n", "own.csv", "gates", recorded)[1][0].startswith("source 'gates': cannot parse")
+
+
+def test_a_viewers_own_xlsx_and_parquet_files_stand_in_for_the_data(supply, tmp_path):
+    import io
+
+    import openpyxl
+    import pyarrow.parquet as pq
+
+    from lib.refresh import read_own_file
+
+    folder, wh = supply
+    recorded = wh.current().columns("gates")
+    rows = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
+    book = openpyxl.Workbook()
+    book.active.append(rows.column_names)
+    for row in rows.to_pylist():
+        book.active.append(list(row.values()))
+    xlsx = io.BytesIO()
+    book.save(xlsx)
+    table, problems = read_own_file(xlsx.getvalue(), "My gates.XLSX", "gates", recorded)
+    assert problems == [] and table.num_rows == rows.num_rows
+    parquet = io.BytesIO()
+    pq.write_table(rows, parquet)
+    table, problems = read_own_file(parquet.getvalue(), "gates.parquet", "gates", recorded)
+    assert problems == [] and table.num_rows == rows.num_rows
+    # A damaged workbook is named by the viewer's file name, never the temporary copy's path.
+    table, problems = read_own_file(xlsx.getvalue()[:500], "My gates.xlsx", "gates", recorded)
+    assert table is None and problems[0].startswith("source 'gates': My gates.xlsx is not a readable .xlsx workbook")
+    assert "/tmp" not in problems[0]
+    assert read_own_file(b"x", "gates.xls", "gates", recorded) == (
+        None,
+        ["'gates.xls' is not a file dashmem reads; it reads .csv, .tsv, .txt, .xlsx, .parquet"],
+    )
 
 
 def test_an_upload_is_kept_by_its_content(tmp_path):
@@ -630,9 +663,9 @@ def test_a_pinned_column_holding_a_placeholder_names_the_column_value_and_fix(tm
 
 
 def test_a_viewers_own_file_is_told_the_null_values_fix_too():
-    from lib.refresh import read_own_csv
+    from lib.refresh import read_own_file
 
-    table, problems = read_own_csv(b"item,price\napple,-\npear,2\n", "prices", {"item": "VARCHAR", "price": "DOUBLE"})
+    table, problems = read_own_file(b"item,price\napple,-\npear,2\n", "own.csv", "prices", {"item": "VARCHAR", "price": "DOUBLE"})
     assert table is None
     assert problems == [
         "column 'price' is VARCHAR, was DOUBLE (column price became text only because of the value '-' (1 row), the rest are numbers; if it means a missing value, add null_values: ['-'] to the source)"

@@ -54,7 +54,7 @@ def resolve_path(source: dict, ctx: FetchContext) -> Path:
 
 
 def store_upload(folder: Path, file_name: str, content: bytes) -> str:
-    """Keep an uploaded CSV in a workspace's uploads folder; returns the `path` a source reads it by.
+    """Keep an uploaded file (CSV, Excel, Parquet) in a workspace's uploads folder; returns the `path` a source reads it by.
 
     Named by its content, so an upload never replaces a file a published source already reads.
     """
@@ -306,9 +306,10 @@ def _empty_text_as_null(table: pa.Table) -> pa.Table:
     for i, field in enumerate(table.schema):
         if pa.types.is_string(field.type):
             column = table.column(i)
-            empty = pc.equal(pc.binary_length(column), 0)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+            # No Python scalar here: converting one imports pandas, which a refresh otherwise never loads.
+            empty = pc.invert(pc.binary_length(column).cast(pa.bool_()))  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
             if pc.any(empty).as_py():  # pyright: ignore[reportAttributeAccessIssue]
-                table = table.set_column(i, field, pc.if_else(empty, pa.scalar(None, field.type), column))  # pyright: ignore[reportAttributeAccessIssue]
+                table = table.set_column(i, field, pc.if_else(empty, pa.nulls(len(column), field.type), column))  # pyright: ignore[reportAttributeAccessIssue]
     return table
 
 
