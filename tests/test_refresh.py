@@ -670,3 +670,30 @@ def test_a_viewers_own_file_is_told_the_null_values_fix_too():
     assert problems == [
         "column 'price' is VARCHAR, was DOUBLE (column price became text only because of the value '-' (1 row), the rest are numbers; if it means a missing value, add null_values: ['-'] to the source)"
     ]
+
+
+@FRESH_PROCESS
+def test_an_excel_source_refreshes_across_processes_and_names_its_placeholders(tmp_path):
+    import openpyxl
+
+    def save_sheet(rows):
+        book = openpyxl.Workbook()
+        book.active.title = "Prices"
+        for row in rows:
+            book.active.append(row)
+        book.save(folder / "data" / "prices.xlsx")
+
+    folder, cache = _prices_workspace(tmp_path), tmp_path / "cache"
+    save_sheet([["item", "price"], ["apple", 1.5], ["pear", 2]])
+    source = {"name": "prices", "type": "excel", "path": "data/prices.xlsx", "sheet": "Prices"}
+    workspace.save(folder, {"sources": {"sources": [source]}})
+    first = _cli_refresh(folder, cache)
+    assert first.returncode == 0 and "prices               ok" in first.stdout, first.stdout
+    save_sheet([["item", "price"], ["apple", "-"], ["pear", 2.5], ["fig", "-"]])
+    blocked = _cli_refresh(folder, cache)
+    assert blocked.returncode == 1
+    assert "column price became text only because of the value '-' (2 rows), the rest are numbers" in blocked.stdout
+    workspace.save(folder, {"sources": {"sources": [{**source, "null_values": ["-"]}]}})
+    assert _cli_refresh(folder, cache).returncode == 0
+    [folder_cache] = cache.iterdir()
+    assert Warehouse(folder_cache).query("SELECT item, price FROM prices ORDER BY item").rows == [("apple", None), ("fig", None), ("pear", 2.5)]
