@@ -351,6 +351,9 @@ class NumberFormat:
             if not pa.types.is_string(field.type) or (field.name in pinned and not self.converts(pinned[field.name])):
                 continue
             column = table.column(i)
+            first = _first_text(column, 64)
+            if field.name not in pinned and (first is None or re.match(self.pattern, first) is None):
+                continue  # most text columns are not numbers: their first value says so before a scan
             fits = pc.match_substring_regex(column, self.pattern)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
             if fits.null_count != len(column) and not pc.all(fits).as_py():  # pyright: ignore[reportAttributeAccessIssue]
                 if field.name in pinned:
