@@ -12,6 +12,7 @@ import streamlit as st
 from app_pages import dashboard_view, state, ui
 from lib import refresh as refreshing
 from lib import workspace
+from lib.connectors import FILE_TYPES, REGISTRY
 from lib.live import router_for
 from lib.render import CACHE, filter_states, render
 from lib.warehouse import Warehouse
@@ -155,16 +156,16 @@ if snapshot is None:
 tables = dict(wh.tables(snapshot))  # the tables of the snapshot the caption and cache key name
 version = snapshot.id
 
-# A viewer may look at the dashboard over their own, schema-compatible CSV, for this session only.
+# A viewer may look at the dashboard over their own, schema-compatible file, for this session only.
 with st.expander("Try it with your own data (this session only)"):
     sources = [s["name"] for s in (ws.get("sources") or {}).get("sources") or [] if s["name"] in snapshot.tables]
     target = st.selectbox("Replace the data of", sources, key="swap_target") if sources else None
-    upload = st.file_uploader("CSV file", type=["csv"], key="swap_file")
+    upload = st.file_uploader("CSV, Excel (.xlsx) or Parquet file", type=[e for k in FILE_TYPES for e in REGISTRY[k].extensions], key="swap_file")
     swaps = st.session_state.setdefault(state.SWAPS, {})
     if upload is not None and target:
         digest = hashlib.sha256(upload.getvalue()).hexdigest()[:12]
         if swaps.get((ctx.slug, target), (None,))[0] != digest:
-            table, problems = refreshing.read_own_csv(upload.getvalue(), target, snapshot.columns(target))
+            table, problems = refreshing.read_own_file(upload.getvalue(), upload.name, target, snapshot.columns(target))
             if problems:
                 st.error("This file does not fit the dashboard: " + "; ".join(problems))
             else:

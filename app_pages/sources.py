@@ -11,7 +11,7 @@ import streamlit as st
 
 from app_pages import schema_form, state, ui
 from lib import colroles, coltypes, profile, relationships, schemas, settings, workspace
-from lib.connectors import REGISTRY, FetchContext, fetch
+from lib.connectors import FILE_TYPES, REGISTRY, FetchContext, fetch
 from lib.connectors.csv_source import store_upload
 from lib.warehouse import QueryError, Warehouse
 from lib.yamlio import declared_properties
@@ -89,8 +89,9 @@ if st.session_state.get(state.SOURCES_DONE):
 # A fresh form after each addition, so the last upload and name do not linger in it.
 with st.form(f"add_source_{st.session_state.setdefault(state.ADD_SOURCE_FORM, 0)}"):
     name = st.text_input("Table name", placeholder="orders", help=root["$defs"]["source"]["properties"]["name"]["description"])
-    upload = st.file_uploader("CSV file", type=["csv", "tsv", "txt"]) if kind == "csv" else None
-    settings_for_type = schema_form.fields(root, root["$defs"][kind], {}, f"new_{kind}", skip=("path",) if kind == "csv" else ())
+    is_file = kind in FILE_TYPES
+    upload = st.file_uploader(REGISTRY[kind].label, type=list(REGISTRY[kind].extensions)) if is_file else None
+    settings_for_type = schema_form.fields(root, root["$defs"][kind], {}, f"new_{kind}", skip=("path",) if is_file else ())
     common = schema_form.fields(
         root, {"properties": {k: v for k, v in root["$defs"]["source"]["properties"].items() if k in ("description", "sample_values")}}, {}, "new_common"
     )
@@ -99,10 +100,11 @@ with st.form(f"add_source_{st.session_state.setdefault(state.ADD_SOURCE_FORM, 0)
     add = c2.form_submit_button("Add to my draft", type="primary")
 if test or add:
     new = {"name": name.strip(), "type": kind, **common, **settings_for_type}
-    if kind == "csv" and upload is not None:
+    if is_file and upload is not None:
         new["path"] = store_upload(uploads, upload.name, upload.getvalue())
-    if kind == "csv" and "path" not in new:
-        st.error("Upload a CSV file.")
+    if is_file and "path" not in new:
+        endings = ", ".join("." + e for e in REGISTRY[kind].extensions)
+        st.error(f"Upload a file ({endings}).")
     elif test:
         preview(new)
     elif any(s["name"] == new["name"] for s in sources):

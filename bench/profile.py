@@ -14,7 +14,7 @@ The statistics are the same set: per column the non-null count and distinct
 count; for numbers min/max, mean, std and the 5%/25%/50%/75%/95% quantiles;
 for times min/max; for text and booleans the value counts (top values, the
 rest, rare values). Ours approximates two of them where pandas is exact:
-distinct counts of non-categorical columns (HyperLogLog) and quantiles
+distinct counts of non-categorical columns above 100k rows (HyperLogLog) and quantiles
 above 200k rows (an evenly spaced 100k-row sample). Ours also renders the
 profile (roles, samples, rounding); pandas only computes.
 
@@ -261,7 +261,7 @@ def main(argv=None) -> None:
         "text dictionary-encoded from 100k rows up, as `lib profile` reads it; pandas the DataFrame read_csv made);\n"
         "(b): CSV file -> profile (ours includes that dictionary encoding). Same statistics: counts, distinct counts, min/max, mean, std, 5 quantiles, value\n"
         "counts of text/boolean columns. Ours is approximate where pandas is exact: distinct counts of non-categorical\n"
-        "columns (HyperLogLog) and quantiles above 200k rows (a 100k-row evenly spaced sample); ours also renders the\n"
+        "columns above 100k rows (HyperLogLog) and quantiles above 200k rows (a 100k-row evenly spaced sample); ours also renders the\n"
         "profile. The machine is shared (2 cores, loaded by other jobs): absolute seconds are noisy, read the ratios."
     )
 

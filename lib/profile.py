@@ -1,10 +1,11 @@
 """Data profiles: the "data schemas" memory, computed in DuckDB and Arrow in batches of columns.
 
 Numbers, times and text that is nearly all distinct get aggregate queries
-over a bounded batch of columns (distinct count by HyperLogLog, min/max,
-mean, std, quantiles). Text and boolean columns that repeat values are
-counted by Arrow, one hash pass each (top values, the rest, rare values),
-their distinct count DuckDB's HyperLogLog over the distinct values. Memory
+over a bounded batch of columns (distinct count, exact up to
+EXACT_DISTINCT_MAX_ROWS rows and by HyperLogLog beyond, min/max, mean, std,
+quantiles). Text and boolean columns that repeat values are counted by
+Arrow, one hash pass each (top values, the rest, rare values, and the exact
+distinct count). Memory
 is bounded by one batch, so it stays flat as tables widen (see `_scan`).
 Samples come from the first rows, which costs no scan. Nothing is loaded
 into pandas.
@@ -36,6 +37,10 @@ TOP_K = 5
 RARE_K = 3
 SAMPLES_K = 3
 CATEGORICAL_MAX_DISTINCT = 10_000  # above this, value counts are not worth a scan
+# Up to this many rows, distinct counts are exact; beyond, HyperLogLog estimates them. Exact counts
+# (DuckDB's count(DISTINCT) or Arrow's count_distinct) measured ~20x HyperLogLog's time at 1M rows,
+# which made the 1M x 44 profile step 2x slower (bench.profile): cheap only on smaller tables.
+EXACT_DISTINCT_MAX_ROWS = 100_000
 EXACT_QUANTILE_MAX_ROWS = 200_000  # beyond this, quantiles come from an evenly spaced sample
 QUANTILE_SAMPLE_ROWS = 100_000  # of about this many rows
 QUANTILES = {"p05": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
@@ -151,11 +156,9 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
 
     - Text and boolean columns that Arrow can count and that repeat values
       (an evenly spaced sample of ROUTE_SAMPLE_ROWS rows is at most 90%
-      distinct) are counted by Arrow, one column per thread; their approximate
-      distinct count is DuckDB's HyperLogLog over the distinct values, which
-      equals the HyperLogLog over all rows (it ignores repeats). One hash pass
-      over the column gives both.
-    - Every other column is aggregated by DuckDB (approximate distinct count,
+      distinct) are counted by Arrow, one column per thread; the value counts
+      give their exact distinct count too.
+    - Every other column is aggregated by DuckDB (distinct count, exact up to EXACT_DISTINCT_MAX_ROWS rows,
       min/max, mean, std, quantiles) in queries over at most SCAN_MAX_COLUMNS
       columns and SCAN_VALUES_PER_QUERY values held for exact quantiles.
     - A column of the second kind that turns out categorical is then counted
@@ -182,19 +185,19 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
             counted.append(col)
         else:
             aggregated.append((col, kind))
-    counts = _count_values(cursor, table, counted, limit, stats)
+    counts = _count_values(table, counted, limit, stats)
     _aggregate(cursor, name, table, aggregated, stats, family)
     later = [col for col, kind in aggregated if sample_values and family[kind] in ("text", "boolean") and 0 < stats[col]["distinct"] <= limit]
-    counts.update(_count_values(cursor, table, [col for col in later if _countable(table.column(col))], limit, {}))
+    counts.update(_count_values(table, [col for col in later if _countable(table.column(col))], limit, {}))
     for col in later:
         if col not in counts:
             counts[col] = _duckdb_value_counts(cursor, name, col)
     return stats, counts
 
 
-def _count_values(cursor, table: pa.Table, columns: list[str], limit: int, stats: dict[str, dict[str, Any]]) -> dict[str, _Counts]:
-    """Value counts of Arrow-countable columns whose approximate distinct count is at most `limit`;
-    sets stats[col]["distinct"] (the approximate count) of those in `stats`.
+def _count_values(table: pa.Table, columns: list[str], limit: int, stats: dict[str, dict[str, Any]]) -> dict[str, _Counts]:
+    """Value counts of Arrow-countable columns whose distinct count is at most `limit`;
+    sets stats[col]["distinct"] of those in `stats`.
 
     Distinct values are held for a few columns at a time, at most about COUNT_HELD_VALUES.
     """
@@ -204,8 +207,9 @@ def _count_values(cursor, table: pa.Table, columns: list[str], limit: int, stats
     pending: list[tuple[str, pa.Table]] = []
 
     def flush() -> None:
-        distinct = _approx_distinct(cursor, [values["v"] for _, values in pending])
-        for (col, values), n in zip(pending, distinct):
+        # Exact at any size: the value counts hold each distinct value once.
+        for col, values in pending:
+            n = values.num_rows
             if col in stats:
                 stats[col]["distinct"] = n
             if 0 < n <= limit:
@@ -235,24 +239,6 @@ def _value_counts(column: pa.ChunkedArray) -> pa.Table:
     return values.filter(pc.is_valid(values["v"])) if values["v"].null_count else values  # pyright: ignore[reportAttributeAccessIssue]
 
 
-def _approx_distinct(cursor, columns: list[pa.ChunkedArray]) -> list[int]:
-    """DuckDB's approx_count_distinct of each array: one query per Arrow type."""
-    out = [0] * len(columns)
-    by_type: dict[pa.DataType, list[int]] = {}
-    for i, values in enumerate(columns):
-        by_type.setdefault(values.type, []).append(i)
-    for members in by_type.values():
-        values = pa.chunked_array([chunk for i in members for chunk in columns[i].chunks], columns[members[0]].type)
-        ids = pa.chunked_array([pa.repeat(pa.scalar(i, pa.int32()), len(columns[i])) for i in members], pa.int32())
-        cursor.register("__distinct_values", pa.table({"i": ids, "v": values}))
-        try:
-            for i, n in cursor.execute("SELECT i, approx_count_distinct(v) FROM __distinct_values GROUP BY i").fetchall():
-                out[i] = int(n)
-        finally:
-            cursor.unregister("__distinct_values")
-    return out
-
-
 def _arrow_counts(values: pa.Table) -> _Counts:
     # Arrow orders strings by their UTF-8 bytes, which is Python's order of str; False before True.
     head = pc.select_k_unstable(values, TOP_K + RARE_K, [("n", "descending"), ("v", "ascending")])  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
@@ -273,7 +259,7 @@ def _duckdb_value_counts(cursor, name: str, col: str) -> _Counts:
 
 
 def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]], stats: dict[str, dict[str, Any]], family: Mapping[str, str]) -> None:
-    """Approximate distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
+    """Distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
     Exact quantiles need a sort per column, which dominated the profile of
     large tables; above EXACT_QUANTILE_MAX_ROWS they come from an evenly
@@ -289,9 +275,9 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
         for col, kind in batch:
             fam = family[kind]
             q = quote_ident(col)
-            # count(DISTINCT) costs a hash table per column and measured 30x slower
-            # than HyperLogLog here; categorical columns get exact counts from their value counts.
-            parts = {"distinct": f"approx_count_distinct({q})"}
+            # count(DISTINCT) costs a hash table per column, ~20x HyperLogLog's time on large
+            # tables; on small ones it is cheap, and HyperLogLog's error showed: 121 distinct in 120 rows.
+            parts = {"distinct": f"count(DISTINCT {q})" if rows <= EXACT_DISTINCT_MAX_ROWS else f"approx_count_distinct({q})"}
             if fam in ("number", "time"):
                 parts["min"], parts["max"] = f"min({q})", f"max({q})"
             if fam == "number":
@@ -305,6 +291,8 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
         row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0]
         for (col, key), value in zip(layout, row):
             stats[col][key] = value
+        for col, _ in batch:  # an estimate may overshoot; never more distinct values than values
+            stats[col]["distinct"] = min(stats[col]["distinct"], stats[col]["nonnull"])
     if not exact and numbers:
         step = max(1, rows // QUANTILE_SAMPLE_ROWS)
         positions = pa.array(range(0, rows, step))

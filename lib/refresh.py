@@ -112,6 +112,8 @@ class RefreshReport:
                 lines.append(f"{'':<20} missing column {col!r}{hint}")
             for ch in s.changed:
                 lines.append(f"{'':<20} column {ch['column']!r} changed type {ch['was']} -> {ch['now']}")
+                if ch.get("hint"):
+                    lines.append(f"{'':<20}   {ch['hint']}")
         lines.extend(f"dashboard: {e}" for e in self.dashboard_errors)
         if self.write_error:
             lines.append(self.write_error)
@@ -175,9 +177,11 @@ def refresh(
 
     progress(0.9, "Checking compatibility…")
     new_types = describe(fetched) if fetched else {}
+    by_name = {s["name"]: s for s in sources}
     for entry in report.sources:
         if entry.status == "ok" and entry.name in recorded:
             _compare(entry, recorded[entry.name], dict((c, t) for c, t in new_types[entry.name]))
+            _suggest_null_values(entry, by_name[entry.name], fetched[entry.name])
     configured = [s["name"] for s in sources]
     # Tables of sources that failed keep their last data; tables of removed sources go.
     candidate = {**{n: old_tables[n] for n in configured if n in old_tables}, **fetched}
@@ -412,28 +416,86 @@ def _compare(entry: SourceReport, old: dict[str, str], new: dict[str, str]) -> N
         entry.message = "; ".join(parts)
 
 
-def compatibility(recorded: dict[str, str], table: pa.Table, name: str = "data") -> list[str]:
-    """Why `table` cannot stand in for a table with the `recorded` columns; empty when it can."""
+def _suggest_null_values(entry: SourceReport, source: dict[str, Any], table: pa.Table) -> None:
+    """Say so when a number or date column of a file became text only because of a few placeholder
+    values (`-`, `n/a`): the fix is one setting, `null_values`, which the report then names."""
+    if not entry.changed or source.get("type") not in NULL_VALUES_TYPES:
+        return
+    hints = []
+    for change in entry.changed:
+        family = coltypes.family(change["was"])
+        if family not in ("number", "time") or change["column"] not in table.column_names:
+            continue
+        hint = null_values_hint(source, change["column"], table.column(change["column"]), family)
+        if hint:
+            change["hint"] = hint
+            hints.append(hint)
+    if hints:
+        entry.message = "; ".join([entry.message, *hints])
+
+
+NULL_VALUES_TYPES = ("csv", "excel")  # the sources with a `null_values` setting
+PLACEHOLDERS_MAX = 5  # more distinct values that are not numbers (or dates) are data, not placeholders
+
+
+def null_values_hint(source: dict[str, Any], column: str, values: pa.ChunkedArray, family: str) -> str | None:
+    """'column price became text only because of the values '-' (3 rows); add null_values: ['-'] to the source',
+    when every value of the text column but a few distinct ones reads as a number (or a date); else None."""
+    import pyarrow.compute as pc
+
+    from .connectors.csv_source import NumberFormat, looks_like_date
+
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        return None
+    counts = pc.value_counts(pc.drop_null(values))  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+    fmt = NumberFormat(source.get("decimal") or ".", source.get("thousands"))
+    fits = fmt.reads if family == "number" else looks_like_date
+    odd = [(v, n) for v, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()) if not fits(v.strip())]
+    if not odd or len(odd) > PLACEHOLDERS_MAX or len(odd) == len(counts):
+        return None
+    odd.sort(key=lambda vn: (-vn[1], vn[0]))
+    shown = ", ".join(f"{v!r} ({n:,} row{'s' if n != 1 else ''})" for v, n in odd)
+    wanted = list(dict.fromkeys([*(source.get("null_values") or []), *(v for v, _ in odd)]))
+    kind = "numbers" if family == "number" else "dates"
+    return (
+        f"column {column} became text only because of the value{'s' if len(odd) > 1 else ''} {shown}, the rest are {kind}; "
+        f"if {'they mean' if len(odd) > 1 else 'it means'} a missing value, add null_values: {wanted!r} to the source"
+    )
+
+
+def compatibility(recorded: dict[str, str], table: pa.Table, name: str = "data", source: dict[str, Any] | None = None) -> list[str]:
+    """Why `table` cannot stand in for a table with the `recorded` columns; empty when it can.
+    With the `source` that read it, a column turned text by placeholders names the setting that fixes it."""
     entry = SourceReport(name=name, type="")
     _compare(entry, recorded, dict((c, t) for c, t in describe({name: table})[name]))
+    if source is not None:
+        _suggest_null_values(entry, source, table)
     problems = [f"missing column {c!r}" + (f" (renamed to {entry.renames[c]!r}?)" if c in entry.renames else "") for c in entry.missing]
-    problems += [f"column {c['column']!r} is {c['now']}, was {c['was']}" for c in entry.changed]
+    problems += [f"column {c['column']!r} is {c['now']}, was {c['was']}" + (f" ({c['hint']})" if c.get("hint") else "") for c in entry.changed]
     return problems
 
 
-def read_own_csv(content: bytes, name: str, recorded: dict[str, str]) -> tuple[pa.Table | None, list[str]]:
-    """A viewer's own CSV to look at in place of table `name` (this session only, never stored),
-    and why it cannot stand in for the data with the `recorded` columns (empty when it can)."""
+def read_own_file(content: bytes, file_name: str, name: str, recorded: dict[str, str]) -> tuple[pa.Table | None, list[str]]:
+    """A viewer's own CSV, Excel or Parquet file (by its name's ending) to look at in place of table
+    `name` (this session only, never stored), and why it cannot stand in for the data with the
+    `recorded` columns (empty when it can)."""
     import tempfile
 
+    from .connectors import REGISTRY, file_type
+
+    kind = file_type(file_name)
+    if kind is None:
+        endings = ", ".join(f".{e}" for c in REGISTRY.values() for e in c.extensions)
+        return None, [f"{Path(file_name).name!r} is not a file dashmem reads; it reads {endings}"]
     with tempfile.TemporaryDirectory() as tmp:
-        file = Path(tmp) / "upload.csv"
+        file = Path(tmp) / f"upload.{REGISTRY[kind].extensions[0]}"
         file.write_bytes(content)
+        source = {"name": name, "type": kind, "path": str(file)}
         try:
-            table = fetch({"name": name, "type": "csv", "path": str(file)}, FetchContext(workspace_path=Path(tmp)))
+            table = _normalise(fetch(source, FetchContext(workspace_path=Path(tmp))), source)
         except SourceError as exc:
-            return None, [str(exc)]
-    problems = compatibility(recorded, table, name)
+            return None, [str(exc).replace(str(file), Path(file_name).name)]
+    problems = compatibility(recorded, table, name, source)
     return (None if problems else table), problems
 
 

@@ -306,7 +306,7 @@ register(
         "DASHMEM_DATA_DIRS",
         _folders,
         (),
-        "folders that CSV and SQLite sources may read besides their own workspace folder",
+        "folders that file sources (CSV, Excel, Parquet) and SQLite sources may read besides their own workspace folder",
         APP_AND_CLI,
         "folders separated by `:`",
         "none",
@@ -522,6 +522,6 @@ def sandbox_memory_limit() -> str:
 
 
 def uploads_dir(slug: str) -> Path:
-    """Files uploaded for a workspace's CSV sources (`upload:NAME`): per workspace, shared by
+    """Files uploaded for a workspace's file sources (`upload:NAME`): per workspace, shared by
     its published version and every draft, outside git."""
     return cache_dir() / "uploads" / slug

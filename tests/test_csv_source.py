@@ -201,3 +201,77 @@ def test_a_big_file_is_parsed_whole_when_memory_allows_and_streamed_when_it_is_s
 
 def test_available_memory_is_read_from_the_system():
     assert 0 < csv.available_memory() < 1 << 50
+
+
+# --------------------------------------------------------------------------- missing values and number formats
+
+
+def test_text_keeps_sentinels_as_written_while_numbers_treat_them_as_missing(ctx):
+    # "NA" is Namibia in a country column; in a number column it is a missing value.
+    table = read(ctx, "country,answer,sales\nNA,n/a,10\nDE,,NA\nFR,yes,12\n")
+    assert table.column("country").to_pylist() == ["NA", "DE", "FR"]
+    assert table.column("answer").to_pylist() == ["n/a", None, "yes"]  # an empty cell is still missing
+    assert table.column("sales").to_pylist() == [10, None, 12]
+
+
+def test_declared_null_values_are_missing_in_every_column_and_unlock_numbers(ctx):
+    text = "site,price,note\nBrno,-,n/a\nOlomouc,12.5,late\nZlin,#N/A,-\n"
+    assert pa.types.is_string(read(ctx, text).schema.field("price").type)  # '-' is no number to Arrow
+    table = read(ctx, text, null_values=["-", "n/a", "#N/A"])
+    assert table.column("price").to_pylist() == [None, 12.5, None]
+    assert table.column("note").to_pylist() == [None, "late", None]
+
+
+def test_declared_null_values_replace_the_default_sentinels(ctx):
+    table = read(ctx, "code,qty\nNA,1\nUS,-\n", null_values=["-"])
+    assert table.column("code").to_pylist() == ["NA", "US"]
+    assert table.column("qty").to_pylist() == [1, None]
+
+
+def test_european_numbers_with_thousands_dots_and_decimal_commas(ctx):
+    text = "region;amount;units;code\nnorth;1.234,56;1.200;007\nsouth;12,5;3;010\neast;-1.000.000,25;1.000.000;020\n"
+    table = read(ctx, text, thousands=".", decimal=",")
+    assert table.column("amount").to_pylist() == [1234.56, 12.5, -1000000.25]
+    assert table.column("units").type == pa.int64() and table.column("units").to_pylist() == [1200, 3, 1000000]
+    assert table.column("region").to_pylist() == ["north", "south", "east"]
+
+
+def test_us_thousands_commas_in_quoted_values(ctx):
+    table = read(ctx, 'item,revenue\nA,"1,234.50"\nB,"987"\nC,\n', thousands=",")
+    assert table.column("revenue").to_pylist() == [1234.5, 987.0, None]
+
+
+def test_a_column_with_one_value_that_is_not_a_grouped_number_stays_text(ctx):
+    table = read(ctx, "id;amount\n1;1.234,5\n2;about 3\n", thousands=".", decimal=",")
+    assert table.column("amount").to_pylist() == ["1.234,5", "about 3"]
+
+
+def test_a_decimal_comma_alone_is_read_by_the_parser(ctx):
+    table = read(ctx, "region;amount\nnorth;1,5\nsouth;2,25\n", decimal=",")
+    assert table.column("amount").to_pylist() == [1.5, 2.25]
+
+
+def test_a_pinned_number_column_with_thousands_converts_or_names_the_bad_value(ctx):
+    table = read(ctx, "k;v\na;1.234\nb;5\n", thousands=".", decimal=",", columns={"v": "DOUBLE"})
+    assert table.column("v").type == pa.float64() and table.column("v").to_pylist() == [1234.0, 5.0]
+    with pytest.raises(SourceError, match=r"column 'v' is pinned to a number type, but holds 'lots'"):
+        read(ctx, "k;v\na;1.234\nb;lots\n", thousands=".", decimal=",", columns={"v": "DOUBLE"})
+
+
+def test_the_same_mark_for_thousands_and_decimal_is_refused(ctx):
+    with pytest.raises(SourceError, match="thousands and decimal are both ','"):
+        read(ctx, "a\n1\n", thousands=",", decimal=",")
+
+
+def test_the_settings_are_validated_by_the_schema_naming_line_and_field():
+    from lib.schemas import validate_document
+    from lib.yamlio import parse
+
+    def errors(settings: str) -> list:
+        text = f"sources:\n  - name: f\n    type: csv\n    path: f.csv\n{settings}"
+        return [d for d in validate_document("sources", parse(text), "sources.yaml") if d.level == "error"]
+
+    assert errors("    null_values: ['-', n/a]\n    thousands: '.'\n    decimal: ','\n") == []
+    for bad, field in (("null_values: '-'", "null_values"), ("null_values: ['']", "null_values"), ("thousands: x", "thousands"), ("decimal: ';'", "decimal")):
+        found = errors(f"    {bad}\n")
+        assert found and found[0].line == 5 and field in (found[0].field or ""), (bad, found)

@@ -378,9 +378,9 @@ def test_a_utf16_file_with_a_byte_order_mark_is_read(tmp_path):
 
 
 def test_a_viewers_own_latin1_csv_reads_as_text():
-    from lib.refresh import read_own_csv
+    from lib.refresh import read_own_file
 
-    table, problems = read_own_csv(LATIN1_ROWS.encode("cp1252"), "cities", {"Stadt": "VARCHAR"})
+    table, problems = read_own_file(LATIN1_ROWS.encode("cp1252"), "own.csv", "cities", {"Stadt": "VARCHAR"})
     assert problems == [] and table.column("Stadt").to_pylist() == ["Köln", "Zürich", "München"]
 
 

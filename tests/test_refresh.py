@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import http.server
 import json
 import shutil
@@ -419,16 +420,49 @@ def test_a_file_with_a_repeated_column_name_refreshes(tmp_path):
 
 
 def test_a_viewers_own_csv_is_read_and_checked_and_never_stored(supply):
-    from lib.refresh import read_own_csv
+    from lib.refresh import read_own_file
 
     folder, wh = supply
     recorded = wh.current().columns("gates")
     own = (folder / "data" / "next_week" / "gates.csv").read_bytes()
-    table, problems = read_own_csv(own, "gates", recorded)
+    table, problems = read_own_file(own, "own.csv", "gates", recorded)
     assert problems == [] and table.num_rows == own.count(b"\n") - 1
     renamed = own.replace(b"target", b"target_units", 1)
-    assert read_own_csv(renamed, "gates", recorded) == (None, ["missing column 'target' (renamed to 'target_units'?)"])
-    assert read_own_csv(b"a,b\n1,2,3\n4\n", "gates", recorded)[1][0].startswith("source 'gates': cannot parse")
+    assert read_own_file(renamed, "own.csv", "gates", recorded) == (None, ["missing column 'target' (renamed to 'target_units'?)"])
+    assert read_own_file(b"a,b\n1,2,3\n4\n", "own.csv", "gates", recorded)[1][0].startswith("source 'gates': cannot parse")
+
+
+def test_a_viewers_own_xlsx_and_parquet_files_stand_in_for_the_data(supply, tmp_path):
+    import io
+
+    import openpyxl
+    import pyarrow.parquet as pq
+
+    from lib.refresh import read_own_file
+
+    folder, wh = supply
+    recorded = wh.current().columns("gates")
+    rows = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
+    book = openpyxl.Workbook()
+    book.active.append(rows.column_names)
+    for row in rows.to_pylist():
+        book.active.append(list(row.values()))
+    xlsx = io.BytesIO()
+    book.save(xlsx)
+    table, problems = read_own_file(xlsx.getvalue(), "My gates.XLSX", "gates", recorded)
+    assert problems == [] and table.num_rows == rows.num_rows
+    parquet = io.BytesIO()
+    pq.write_table(rows, parquet)
+    table, problems = read_own_file(parquet.getvalue(), "gates.parquet", "gates", recorded)
+    assert problems == [] and table.num_rows == rows.num_rows
+    # A damaged workbook is named by the viewer's file name, never the temporary copy's path.
+    table, problems = read_own_file(xlsx.getvalue()[:500], "My gates.xlsx", "gates", recorded)
+    assert table is None and problems[0].startswith("source 'gates': My gates.xlsx is not a readable .xlsx workbook")
+    assert "/tmp" not in problems[0]
+    assert read_own_file(b"x", "gates.xls", "gates", recorded) == (
+        None,
+        ["'gates.xls' is not a file dashmem reads; it reads .csv, .tsv, .txt, .xlsx, .parquet"],
+    )
 
 
 def test_an_upload_is_kept_by_its_content(tmp_path):
@@ -567,3 +601,106 @@ def test_a_latin1_file_says_how_it_was_read_in_the_refresh_report(tmp_path):
     [source] = report.sources
     assert "encoding" in source.message.lower() and "latin-1" in source.message
     assert wh.query("SELECT town FROM towns ORDER BY town").rows == [("Köln",), ("Zürich",)]
+
+
+# ------------------------------------------------------------------ placeholders for missing values in files
+
+
+def _prices_workspace(tmp_path, **settings):
+    folder = tmp_path / "prices"
+    subprocess.run(
+        [sys.executable, "-m", "lib", "new", str(folder)], cwd=ROOT, check=True, capture_output=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    )
+    (folder / "data").mkdir()
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,1.5,2026-01-05\npear,2.25,2026-01-06\nplum,0.75,2026-01-07\n")
+    workspace.save(folder, {"sources": {"sources": [{"name": "prices", "type": "csv", "path": "data/prices.csv", **settings}]}})
+    return folder
+
+
+def _cli_refresh(folder, cache) -> subprocess.CompletedProcess:
+    env = {"DASHMEM_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "lib", "refresh", str(folder)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+
+
+@FRESH_PROCESS
+def test_a_placeholder_that_turns_numbers_to_text_names_the_null_values_fix_across_processes(tmp_path):
+    folder, cache = _prices_workspace(tmp_path), tmp_path / "cache"
+    assert _cli_refresh(folder, cache).returncode == 0
+    # Next week's export writes '-' for prices not yet known, and 'tbd' for one sale date
+    # ('n/a' there would be read as missing: numbers and dates know Arrow's own placeholders).
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,-,2026-01-12\npear,2.5,tbd\nplum,-,n/a\nfig,3,2026-01-15\nkiwi,-,2026-01-16\n")
+    blocked = _cli_refresh(folder, cache)
+    assert blocked.returncode == 1 and "Traceback" not in blocked.stdout + blocked.stderr
+    assert "column price became text only because of the value '-' (3 rows), the rest are numbers" in blocked.stdout
+    assert "add null_values: ['-'] to the source" in blocked.stdout
+    assert "column sold became text only because of the values 'n/a' (1 row), 'tbd' (1 row), the rest are dates" in blocked.stdout
+    assert "kept the previous data" in blocked.stdout
+    # Following the hint: the steward adds the setting, and a fresh process loads the file with the old types.
+    source = {"name": "prices", "type": "csv", "path": "data/prices.csv", "null_values": ["-", "n/a", "tbd"]}
+    workspace.save(folder, {"sources": {"sources": [source]}})
+    fixed = _cli_refresh(folder, cache)
+    assert fixed.returncode == 0, fixed.stdout
+    [folder_cache] = cache.iterdir()  # the one workspace's cache folder, as the CLI named it
+    wh = Warehouse(folder_cache)
+    assert wh.query("SELECT item, price, sold FROM prices ORDER BY item").rows[:2] == [
+        ("apple", None, dt.date(2026, 1, 12)),
+        ("fig", 3.0, dt.date(2026, 1, 15)),
+    ]
+
+
+def test_text_that_is_really_text_gets_no_null_values_hint(tmp_path):
+    folder = _prices_workspace(tmp_path)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,cheap,2026-01-12\npear,dear,2026-01-13\n")
+    report = refresh(folder, wh, user=OPERATOR)
+    [source] = report.sources
+    assert source.status == "incompatible" and source.changed[0]["column"] == "price"
+    assert "null_values" not in source.message and "hint" not in source.changed[0]
+
+
+def test_a_pinned_column_holding_a_placeholder_names_the_column_value_and_fix(tmp_path):
+    folder = _prices_workspace(tmp_path, columns={"price": "DOUBLE"}, null_values=["n/a"])
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    (folder / "data" / "prices.csv").write_text("item,price,sold\napple,?,2026-01-12\npear,2,2026-01-13\n")
+    [source] = refresh(folder, wh, user=OPERATOR).sources
+    assert source.status == "failed"
+    assert "column 'price' is typed double, but holds '?'; if '?' means a missing value, add null_values: ['n/a', '?'] to the source" in source.message
+
+
+def test_a_viewers_own_file_is_told_the_null_values_fix_too():
+    from lib.refresh import read_own_file
+
+    table, problems = read_own_file(b"item,price\napple,-\npear,2\n", "own.csv", "prices", {"item": "VARCHAR", "price": "DOUBLE"})
+    assert table is None
+    assert problems == [
+        "column 'price' is VARCHAR, was DOUBLE (column price became text only because of the value '-' (1 row), the rest are numbers; if it means a missing value, add null_values: ['-'] to the source)"
+    ]
+
+
+@FRESH_PROCESS
+def test_an_excel_source_refreshes_across_processes_and_names_its_placeholders(tmp_path):
+    import openpyxl
+
+    def save_sheet(rows):
+        book = openpyxl.Workbook()
+        book.active.title = "Prices"
+        for row in rows:
+            book.active.append(row)
+        book.save(folder / "data" / "prices.xlsx")
+
+    folder, cache = _prices_workspace(tmp_path), tmp_path / "cache"
+    save_sheet([["item", "price"], ["apple", 1.5], ["pear", 2]])
+    source = {"name": "prices", "type": "excel", "path": "data/prices.xlsx", "sheet": "Prices"}
+    workspace.save(folder, {"sources": {"sources": [source]}})
+    first = _cli_refresh(folder, cache)
+    assert first.returncode == 0 and "prices               ok" in first.stdout, first.stdout
+    save_sheet([["item", "price"], ["apple", "-"], ["pear", 2.5], ["fig", "-"]])
+    blocked = _cli_refresh(folder, cache)
+    assert blocked.returncode == 1
+    assert "column price became text only because of the value '-' (2 rows), the rest are numbers" in blocked.stdout
+    workspace.save(folder, {"sources": {"sources": [{**source, "null_values": ["-"]}]}})
+    assert _cli_refresh(folder, cache).returncode == 0
+    [folder_cache] = cache.iterdir()
+    assert Warehouse(folder_cache).query("SELECT item, price FROM prices ORDER BY item").rows == [("apple", None), ("fig", None), ("pear", 2.5)]

@@ -242,7 +242,7 @@ def test_sources_sql_needs_exactly_one_of_query_or_table():
 def test_sources_unknown_type():
     err = only_error("sources", VALID_SOURCES.replace("type: mcp", "type: ftp"))
     assert (err.line, err.field) == (19, "sources[3].type")
-    assert "csv, sql, rest, mcp" in err.allowed
+    assert "csv, excel, parquet, sql, rest, mcp" in err.allowed
 
 
 # ------------------------------------------------------------------ output.yaml

@@ -25,15 +25,25 @@ from .base import FetchContext, SourceError, records_to_table
 class Connector:
     module: str  # module in this package that defines fetch(source, ctx)
     label: str  # what the app calls the type
+    extensions: tuple[str, ...] = ()  # a file source: the file name endings it reads (uploads are offered these)
 
 
 REGISTRY: dict[str, Connector] = {
-    "csv": Connector("csv_source", "CSV file"),
+    "csv": Connector("csv_source", "CSV file", ("csv", "tsv", "txt")),
+    "excel": Connector("excel_source", "Excel workbook", ("xlsx",)),
+    "parquet": Connector("parquet_source", "Parquet file", ("parquet",)),
     "sql": Connector("sql_source", "SQL database"),
     "rest": Connector("rest_source", "REST API"),
     "mcp": Connector("mcp_source", "MCP server"),
 }
 TYPES = tuple(REGISTRY)
+FILE_TYPES = tuple(kind for kind, c in REGISTRY.items() if c.extensions)
+
+
+def file_type(file_name: str) -> str | None:
+    """The file source type that reads a file of this name, by its ending; None if none does."""
+    ending = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
+    return next((kind for kind in FILE_TYPES if ending in REGISTRY[kind].extensions), None)
 
 
 def fetch(source: dict, ctx: FetchContext):
@@ -45,4 +55,4 @@ def fetch(source: dict, ctx: FetchContext):
     return module.fetch(source, ctx)
 
 
-__all__ = ["Connector", "FetchContext", "REGISTRY", "SourceError", "fetch", "records_to_table", "TYPES"]
+__all__ = ["Connector", "FetchContext", "FILE_TYPES", "REGISTRY", "SourceError", "fetch", "file_type", "records_to_table", "TYPES"]

@@ -54,7 +54,7 @@ def resolve_path(source: dict, ctx: FetchContext) -> Path:
 
 
 def store_upload(folder: Path, file_name: str, content: bytes) -> str:
-    """Keep an uploaded CSV in a workspace's uploads folder; returns the `path` a source reads it by.
+    """Keep an uploaded file (CSV, Excel, Parquet) in a workspace's uploads folder; returns the `path` a source reads it by.
 
     Named by its content, so an upload never replaces a file a published source already reads.
     """
@@ -233,25 +233,41 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
     # Quote-aware splitting costs 20-30 %; only a file with quotes can hold a newline in a value.
     parse_options = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=has_quotes)
 
+    numbers = NumberFormat.of(source)
+    null_values = source.get("null_values")
+    # Without `null_values`, Arrow's sentinels (NA, n/a, #N/A, ...) still mark missing numbers and dates,
+    # but text keeps them as written: "NA" may be Namibia, "n/a" an answer. Empty text is missing (below).
+    convert = dict(
+        strings_can_be_null=null_values is not None,
+        null_values=["", *null_values] if null_values is not None else pacsv.ConvertOptions().null_values,
+        decimal_point=numbers.decimal,
+    )
+    if numbers.thousands:  # grouped numbers are text to Arrow: read pinned numbers as text and convert them below
+        pinned = {col: pa.string() if numbers.converts(t) else t for col, t in pinned.items()}
+
     def read(column_types: dict[str, pa.DataType]) -> pa.Table:
-        options = dict(
-            read_options=read_options, parse_options=parse_options, convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True)
-        )
+        options = dict(read_options=read_options, parse_options=parse_options, convert_options=pacsv.ConvertOptions(column_types=column_types, **convert))
         if not _stream(size):
-            return pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
-        # The streaming reader holds one block at a time besides the result,
-        # which roughly halves peak memory on large files compared with read_csv.
-        reader = pacsv.open_csv(path, **options)
-        return pa.Table.from_batches(list(reader), schema=reader.schema)
+            table = pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
+        else:
+            # The streaming reader holds one block at a time besides the result,
+            # which roughly halves peak memory on large files compared with read_csv.
+            reader = pacsv.open_csv(path, **options)
+            table = pa.Table.from_batches(list(reader), schema=reader.schema)
+        return table if null_values is not None else _empty_text_as_null(table)
 
     utf8 = codecs.lookup(encoding).name == "utf-8"
     try:
-        if served is not None and _columns(header, delimiter, has_header) == served.names:
+        # Grouped numbers are converted after parsing, which the served types cannot say: such a file is read afresh.
+        if served is not None and not numbers.thousands and _columns(header, delimiter, has_header) == served.names:
             try:
                 return _text_columns(_read_as_served(read, served, pinned), path, utf8)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 pass  # a value no longer fits its column's type: the new file decides the types afresh
-        return _text_columns(parse_dates(read(pinned), skip=set(pinned)), path, utf8)
+        table = parse_dates(read(pinned), skip=set(pinned))
+        if numbers.thousands:
+            table = numbers.convert(name, table, {col: arrow_type(t) for col, t in (source.get("columns") or {}).items()})
+        return _text_columns(table, path, utf8)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError) as exc:  # UnicodeError: a UTF-16 file without its byte-order mark
         if utf8 and (isinstance(exc, UnicodeDecodeError) or "invalid utf8" in str(exc).lower()):
             raise _NotUtf8(path) from None
@@ -260,7 +276,100 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
             message = f"not {encoding} text ({message})"
         if "column" in message.lower() and "expected" in message.lower():
             message = f"malformed row: {message}"
+        if (bad := _CONVERSION_ERROR.search(message)) is not None:
+            message = _conversion_hint(bad, _columns(header, delimiter, has_header), source) or message
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
+
+
+_CONVERSION_ERROR = re.compile(r"In CSV column #(?P<index>\d+): (Row #\d+: )?CSV conversion error to (?P<kind>\w+): invalid value '(?P<value>.*)'$")
+
+
+def _conversion_hint(bad: re.Match, columns: list[str], source: dict) -> str | None:
+    """A pinned (or served) column holding a value that is no such type: which column and value,
+    and, when the value looks like a placeholder for a missing one, the setting that reads it so."""
+    index, value = int(bad["index"]), bad["value"]
+    column = columns[index] if index < len(columns) else f"#{index}"
+    message = f"column {column!r} is typed {bad['kind']}, but holds {value!r}"
+    if (value.strip() and not any(ch.isalnum() for ch in value)) or value.strip().lower() in _PLACEHOLDER_WORDS:
+        wanted = list(dict.fromkeys([*(source.get("null_values") or []), value]))
+        message += f"; if {value!r} means a missing value, add null_values: {wanted!r} to the source"
+    return message
+
+
+# Words that stand for a missing value (besides values with no letter or digit at all, such as '-' or '?').
+_PLACEHOLDER_WORDS = {"na", "n/a", "n.a.", "none", "null", "nil", "missing", "unknown", "tbd", "tba", "pending", "#n/a", "#na", "#value!", "#ref!", "#div/0!"}
+
+
+def _empty_text_as_null(table: pa.Table) -> pa.Table:
+    """Empty text values as missing ones, as they were before text kept Arrow's null sentinels:
+    an empty cell is missing whatever the column's type."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type):
+            column = table.column(i)
+            # No Python scalar here: converting one imports pandas, which a refresh otherwise never loads.
+            empty = pc.invert(pc.binary_length(column).cast(pa.bool_()))  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+            if pc.any(empty).as_py():  # pyright: ignore[reportAttributeAccessIssue]
+                table = table.set_column(i, field, pc.if_else(empty, pa.nulls(len(column), field.type), column))  # pyright: ignore[reportAttributeAccessIssue]
+    return table
+
+
+class NumberFormat:
+    """How a source writes numbers: its decimal mark and thousands separator (`1.234,56` in much of Europe).
+
+    Arrow reads a decimal comma itself; numbers with a thousands separator come out as
+    text, and a text column whose every value is such a number is converted here.
+    """
+
+    def __init__(self, decimal: str = ".", thousands: str | None = None):
+        self.decimal, self.thousands = decimal, thousands
+        if thousands is not None:
+            t, d = re.escape(thousands), re.escape(decimal)
+            self.pattern = rf"^[+-]?(\d{{1,3}}({t}\d{{3}})+|\d+)({d}\d+)?$"
+
+    def reads(self, text: str) -> bool:
+        """Whether `text` is a number written this way (a sign, digits, the decimal mark, groups if there is a separator)."""
+        if self.thousands is not None:
+            return re.match(self.pattern, text) is not None
+        return re.match(rf"^[+-]?(\d+({re.escape(self.decimal)}\d*)?|{re.escape(self.decimal)}\d+)([eE][+-]?\d+)?$", text) is not None
+
+    @classmethod
+    def of(cls, source: dict) -> NumberFormat:
+        decimal, thousands = source.get("decimal") or ".", source.get("thousands")
+        if thousands is not None and thousands == decimal:
+            raise SourceError(
+                source["name"], f"thousands and decimal are both {decimal!r}; a number needs two different marks (say thousands: '.' and decimal: ',')"
+            )
+        return cls(decimal, thousands)
+
+    @staticmethod
+    def converts(kind: pa.DataType) -> bool:
+        return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+
+    def convert(self, name: str, table: pa.Table, pinned: dict[str, pa.DataType]) -> pa.Table:
+        """Text columns that hold only numbers in this format, as numbers; a pinned number column that does not is an error."""
+        for i, field in enumerate(table.schema):
+            if not pa.types.is_string(field.type) or (field.name in pinned and not self.converts(pinned[field.name])):
+                continue
+            column = table.column(i)
+            first = _first_text(column, 64)
+            if field.name not in pinned and (first is None or re.match(self.pattern, first) is None):
+                continue  # most text columns are not numbers: their first value says so before a scan
+            fits = pc.match_substring_regex(column, self.pattern)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+            if fits.null_count != len(column) and not pc.all(fits).as_py():  # pyright: ignore[reportAttributeAccessIssue]
+                if field.name in pinned:
+                    bad = pc.filter(column, pc.invert(fits))[0].as_py()  # pyright: ignore[reportAttributeAccessIssue]
+                    raise SourceError(
+                        name,
+                        f"column {field.name!r} is pinned to a number type, but holds {bad!r}, which is not a number written with thousands {self.thousands!r} and decimal {self.decimal!r}",
+                    )
+                continue
+            plain = pc.replace_substring(column, self.thousands, "")  # pyright: ignore[reportAttributeAccessIssue]
+            if self.decimal != ".":
+                plain = pc.replace_substring(plain, self.decimal, ".")  # pyright: ignore[reportAttributeAccessIssue]
+            fractions = pc.any(pc.match_substring(plain, ".")).as_py()  # pyright: ignore[reportAttributeAccessIssue]
+            kind = pinned.get(field.name) or (pa.float64() if fractions else pa.int64())
+            table = table.set_column(i, pa.field(field.name, kind), plain.cast(kind))
+        return table
 
 
 def _text_columns(table: pa.Table, path: Path, utf8: bool) -> pa.Table:
@@ -380,6 +489,14 @@ def _to_dates(column: pa.ChunkedArray, fmt: str) -> pa.ChunkedArray | None:
     if "%H" not in fmt and "%I" not in fmt:
         values = values.cast(pa.date32())  # a day, not a moment
     return values
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$")
+
+
+def looks_like_date(text: str) -> bool:
+    """Whether `text` is a date the reader would parse (ISO 8601 or one of DATE_FORMATS)."""
+    return _ISO_DATE.match(text) is not None or any(pattern.match(text) for pattern, _ in DATE_FORMATS)
 
 
 def _date_field(name: str, kind: pa.DataType, fmt: str) -> pa.Field:
