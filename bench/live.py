@@ -20,7 +20,7 @@ cold: its engine, connection, snapshot files, and no result cached.
 Times are medians of --repeat runs, the three taking turns run by run. "peak MB" is the process's
 peak RSS: VmHWM, which is what ru_maxrss of the child reports minus what Linux carries across exec
 from the parent (see bench.sql). The snapshot side runs fewer times when one run is very slow; the
-output says so. `--big` (or DASHMEM_BENCH_BIG=1) adds 20M rows when the disk has room for it.
+output says so. `--big` adds 20M rows when the disk has room for it.
 The generated tables are dropped at the end, whatever happens.
 """
 
@@ -344,7 +344,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000000,5000000")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--big", action="store_true", help="add 20M rows (also DASHMEM_BENCH_BIG=1), if the disk has room")
+    parser.add_argument("--big", action="store_true", help="add 20M rows, if the disk has room")
     parser.add_argument("--child", choices=("live", "snapshot"), help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
@@ -356,7 +356,7 @@ def main() -> None:
         print(f"note: --repeat {args.repeat} is below the 5 runs the figures below should be medians of")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     notes = []
-    if args.big or os.environ.get("DASHMEM_BENCH_BIG") == "1":
+    if args.big:
         if disk_room() >= BIG_BYTES_NEEDED:
             sizes.append(BIG)
         else:
