@@ -341,3 +341,49 @@ def test_the_dashboard_shows_the_next_refresh_and_a_stale_badge_from_what_cron_r
     at.run()
     assert not at.exception and badges(at) == []
     assert captions(at) == [f"Refreshed every 1 h: next scheduled refresh at {(last + HOUR).astimezone():%Y-%m-%d %H:%M}"]
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_refresh_leaves_no_lock_and_no_half_snapshot(app_env):
+    from lib.warehouse import Warehouse
+
+    server = HeldServer()
+    try:
+        repo = make_config_repo(app_env, held_url=server.url)
+        first = subprocess.Popen(
+            [sys.executable, "-m", "lib", "refresh", "--all", str(repo)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        assert server.arrived.wait(TIMEOUT_S), "the run never reached the held source"
+        first.kill()  # cron's run killed (a reboot, an OOM kill) while it holds the lock
+        first.wait(TIMEOUT_S)
+        server.release.set()
+        after = lib_cli("refresh", "--all", str(repo))
+    finally:
+        server.release.set()
+        server.stop()
+    assert "is running" not in after.stderr
+    rows = table_lines(after.stdout)
+    assert rows["held-feed"][:2] == ["refreshed", str(len(ITEMS))]
+    assert len(Warehouse.for_workspace(repo / "held-feed").snapshots()) == 1
+
+
+def test_a_schedule_that_bypassed_validation_fails_its_workspace_alone_with_the_file_named(app_env):
+    import git
+
+    repo = make_config_repo(app_env)
+    meta = repo / "supply-chain-weekly" / "workspace.yaml"
+    meta.write_text(meta.read_text(encoding="utf-8") + "refresh:\n  every: 1 hour\n", encoding="utf-8")
+    checkout = git.Repo(repo)
+    checkout.git.commit(
+        "-qam",
+        "a hand edit straight onto main",
+        env={"GIT_AUTHOR_NAME": "ops", "GIT_AUTHOR_EMAIL": "ops@x", "GIT_COMMITTER_NAME": "ops", "GIT_COMMITTER_EMAIL": "ops@x"},
+    )
+    outcomes = {o.workspace: o for o in schedule.refresh_all(repo, due_only=True).outcomes}
+    assert outcomes["supply-chain-weekly"].status == "failed"
+    assert outcomes["supply-chain-weekly"].message.startswith("supply-chain-weekly/workspace.yaml: refresh.every: '1 hour' is not a refresh interval")
+    assert outcomes["gdp-explorer"].status == "refreshed"
