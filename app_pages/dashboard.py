@@ -11,7 +11,7 @@ import streamlit as st
 
 from app_pages import dashboard_view, state, ui
 from lib import refresh as refreshing
-from lib import workspace
+from lib import schedule, workspace
 from lib.connectors import FILE_TYPES, REGISTRY
 from lib.live import router_for
 from lib.render import CACHE, filter_states, render
@@ -58,6 +58,14 @@ if snapshot:
         + " · "
         + ", ".join(f"{n}: {t['rows']:,} rows" for n, t in snapshot.tables.items())
     )
+
+with ui.user_errors("Could not read the refresh schedule"):
+    # Judged on the last successful refresh any process recorded: cron's `refresh --all` as well as this page's button.
+    scheduled = schedule.status(ws.get("workspace"), wh.last_checked())
+    if scheduled.next_text():
+        actions.caption(scheduled.next_text())
+    if scheduled.stale_text():
+        actions.badge(scheduled.stale_text() or "", icon=":material/schedule:", color="orange")
 
 report: refreshing.RefreshReport | None = st.session_state.get(state.REFRESH_REPORT)
 if report and report.workspace == ctx.slug:

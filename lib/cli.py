@@ -316,6 +316,12 @@ def cmd_refresh(args) -> int:
     from .refresh import refresh
     from .warehouse import Warehouse
 
+    if args.all:
+        return _refresh_all(args)
+    if args.due:
+        return _fail(args, "--due applies to --all (a scheduled run over the config repo); give --all CONFIG_REPO")
+    if not args.path:
+        return _fail(args, "give the workspace folder to refresh, or --all CONFIG_REPO for every published workspace")
     wh = Warehouse.for_workspace(Path(args.path))
     report = refresh(Path(args.path), wh, user=OPERATOR, full=args.full)
     if args.json:
@@ -323,6 +329,20 @@ def cmd_refresh(args) -> int:
     else:
         print(report.summary())
     return 0 if report.ok else 1
+
+
+def _refresh_all(args) -> int:
+    """Every published workspace of the config repo (default: the app's), for cron and systemd timers."""
+    from .schedule import refresh_all
+
+    summary = refresh_all(Path(args.path) if args.path else settings.config_repo_path(), due_only=args.due)
+    if args.json:
+        _print_json(summary.to_dict())
+    else:
+        print(summary.table())
+    if summary.note:
+        print(f"note: {summary.note}", file=sys.stderr)
+    return 0 if summary.ok else 1
 
 
 def cmd_query(args) -> int:
@@ -450,8 +470,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yaml", help="settings as a YAML mapping, e.g. '{query: SELECT * FROM t, password: env:DB_PW}'")
     p.set_defaults(func=cmd_source_add)
 
-    p = sub.add_parser("refresh", help="reload every source; exits 1 if any failed or no longer fits")
-    p.add_argument("path")
+    p = sub.add_parser(
+        "refresh",
+        help="reload every source; exits 1 if any failed or no longer fits",
+        description="Refresh one workspace (PATH), or with --all every published workspace of a config repo, one at a "
+        "time; a second --all on the same repo while one runs exits at once.",
+    )
+    p.add_argument("path", nargs="?", help="the workspace folder; with --all, the config repo (default: the app's, DASHMEM_CONFIG_REPO)")
+    p.add_argument("--all", action="store_true", help="every published workspace of the config repo PATH; exits 1 if any failed")
+    p.add_argument("--due", action="store_true", help="with --all: only workspaces whose `refresh: {every: ...}` schedule is due")
     p.add_argument("--full", action="store_true", help="load incremental sources whole, not only the rows past their cursor")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_refresh)

@@ -29,6 +29,8 @@ User-facing (subclass DashmemError):
 | `ModelError` | model | Exception |
 | `ExportError` | export | RuntimeError |
 | `NothingToDraft` | autodraft | ValueError |
+| `ScheduleError` | schedule | ValueError |
+| `RefreshBusy` | schedule | RuntimeError |
 
 Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
 `connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught

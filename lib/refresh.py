@@ -11,6 +11,7 @@ probably renamed to.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import functools
 import hashlib
@@ -145,6 +146,7 @@ def refresh(
     uploads_dir: Path | None = None,
     progress: Progress | None = None,
     full: bool = False,
+    now: dt.datetime | None = None,
     _before_switch: Callable[[], None] | None = None,
 ) -> RefreshReport:
     """Fetch all sources of the workspace at `ws_path` and switch to them if they all fit.
@@ -152,7 +154,8 @@ def refresh(
     `user` needs the right to refresh in the workspace (`access.OPERATOR` for
     the command line and cron); a refused user changes nothing. `full` loads
     incremental sources whole (rows updated or deleted in place included),
-    which needs the steward's right `full_reload`.
+    which needs the steward's right `full_reload`. `now` is the time a
+    success is recorded at (the clock schedules are judged by; default: now).
     """
     started = time.perf_counter()
     progress = progress or (lambda fraction, message: None)
@@ -202,7 +205,7 @@ def refresh(
     ):
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
-        return _finish(report, warehouse, started, progress, "The data has not changed")
+        return _finish(report, warehouse, started, progress, "The data has not changed", now)
     progress(0.95, "Switching to the new data…")
     types = {name: current.tables[name]["columns"] for name in candidate if current and name in current.tables}
     types.update(new_types)
@@ -218,17 +221,17 @@ def refresh(
         progress(1.0, "Could not store the new data")
         return report
     report.swapped, report.snapshot = True, snapshot.id
-    return _finish(report, warehouse, started, progress, "Refreshed")
+    return _finish(report, warehouse, started, progress, "Refreshed", now)
 
 
-def _finish(report: RefreshReport, warehouse: Warehouse, started: float, progress: Progress, message: str) -> RefreshReport:
+def _finish(report: RefreshReport, warehouse: Warehouse, started: float, progress: Progress, message: str, now: dt.datetime | None = None) -> RefreshReport:
     """Record a successful check (the time a viewer sees, even when nothing changed) and
     say which snapshot is served now: a refresh in another process may have switched after ours."""
     served = warehouse.current()
     report.served = served.id if served else None
     if report.ok:
         try:
-            report.checked_at = warehouse.mark_checked()
+            report.checked_at = warehouse.mark_checked(now)
         except OSError:
             pass  # a full disk: the data is fine, only the check time is not recorded
     report.seconds = time.perf_counter() - started

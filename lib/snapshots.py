@@ -141,12 +141,14 @@ class Warehouse:
     def checked_file(self) -> Path:
         return self.folder / "CHECKED"
 
-    def mark_checked(self) -> str:
-        """Record that a refresh just found the sources fitting (changed or not); returns the time (ISO 8601, UTC)."""
-        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    def mark_checked(self, now: dt.datetime | None = None) -> str:
+        """Record that a refresh just found the sources fitting (changed or not); returns the time (ISO 8601, UTC).
+
+        `now` is the clock (tests move it; schedules are judged against this time)."""
+        stamp = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc).isoformat(timespec="seconds")
         self.folder.mkdir(parents=True, exist_ok=True)
-        replace_symlink(self.checked_file, now)
-        return now
+        replace_symlink(self.checked_file, stamp)
+        return stamp
 
     def last_checked(self) -> dt.datetime | None:
         """When a refresh last found the sources fitting, from any process; None if never."""

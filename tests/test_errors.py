@@ -23,6 +23,7 @@ from lib.export import ExportError
 from lib.model import ModelError
 from lib.netguard import Refused
 from lib.query_worker import WorkerError
+from lib.schedule import RefreshBusy, ScheduleError
 from lib.secrets import SecretMissing
 from lib.warehouse import QueryError, QueryRefused
 from lib.workspace import InvalidName, WorkspaceExists
@@ -50,6 +51,8 @@ FAMILIES = [
     (ModelError, Exception, ModelError("auth", "the API key was not accepted")),
     (ExportError, RuntimeError, ExportError("x has no dashboard.yaml to export")),
     (NothingToDraft, ValueError, NothingToDraft("no data profile yet: connect a source and refresh first")),
+    (ScheduleError, ValueError, ScheduleError("workspace.yaml: refresh.every: '1 hour' is not a refresh interval")),
+    (RefreshBusy, RuntimeError, RefreshBusy("another `refresh --all` of repo is running")),
 ]
 
 # Raised and caught inside their own module, which turns them into a SourceError; never shown as they are.
