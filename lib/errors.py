@@ -29,6 +29,7 @@ User-facing (subclass DashmemError):
 | `ModelError` | model | Exception |
 | `ExportError` | export | RuntimeError |
 | `NothingToDraft` | autodraft | ValueError |
+| `ExplainError` | explain | ValueError |
 
 Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
 `connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught

@@ -19,6 +19,7 @@ from lib.configrepo import Busy, ConfigRepoError, PublishConflict
 from lib.connectors.base import SourceError
 from lib.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed
 from lib.errors import DashmemError
+from lib.explain import ExplainError
 from lib.export import ExportError
 from lib.model import ModelError
 from lib.netguard import Refused
@@ -50,6 +51,7 @@ FAMILIES = [
     (ModelError, Exception, ModelError("auth", "the API key was not accepted")),
     (ExportError, RuntimeError, ExportError("x has no dashboard.yaml to export")),
     (NothingToDraft, ValueError, NothingToDraft("no data profile yet: connect a source and refresh first")),
+    (ExplainError, ValueError, ExplainError("no component 'x' in this dashboard; its components: a, b")),
 ]
 
 # Raised and caught inside their own module, which turns them into a SourceError; never shown as they are.
