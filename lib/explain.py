@@ -15,8 +15,8 @@ For one component of a dashboard, over the data a rendering uses, this says
 - a sample of the rows behind the value: `SELECT * FROM <table> WHERE <the
   query's own WHERE>` with the same parameters, only for a single-table query
   without joins, subqueries, CTEs or HAVING (otherwise "not derivable"). It runs
-  like every query does: in the sandbox, or read-only in a live source's
-  database (`lib.live.run_query`).
+  like every dashboard query does, through the render's cache and router: in the
+  sandbox, or read-only in a live source's database (`lib.live`).
 
 Nothing here writes anything; the page and `python -m lib explain` show it.
 """
@@ -195,8 +195,13 @@ def explain(
     chosen_filters: Mapping[str, Any] | None = None,
     *,
     workspace_path: Any = None,
+    version: str | None = None,
 ) -> Explanation:
-    """Explain component `component_id` of `files["dashboard"]` over `tables` (the data of `snapshot`)."""
+    """Explain component `component_id` of `files["dashboard"]` over `tables` (the data of `snapshot`).
+
+    `version` is the data version the query cache keys on, when `tables` are not exactly the
+    snapshot's (the Dashboard's own-CSV view); it defaults to the snapshot's id.
+    """
     from . import spec as specs
     from .live import live_sources, router_for
     from .render import CACHE, filter_params, filter_states
@@ -210,7 +215,7 @@ def explain(
     injection = (files.get("output") or {}).get("data_injection") or {}
     max_rows = int(injection.get("max_rows_per_query", 10_000))
     timeout_s = float(injection.get("query_timeout_s", 10))
-    version = snapshot.id if snapshot else "none"
+    version = version or (snapshot.id if snapshot else "none")
     queries_runner = router_for(files, CACHE, workspace_path)
     states = filter_states(dashboard, tables, version, queries_runner, timeout_s)
     all_params = filter_params(states, chosen_filters or {})
@@ -226,6 +231,8 @@ def explain(
     data: dict[str, Any] = {"live": live_read}
     if snapshot is not None and any(not s.live for s in sources):
         data.update(snapshot_id=snapshot.id, loaded=snapshot.created)
+        if version != snapshot.id:
+            data["replaced"] = version  # some table is a file of this session's, not the snapshot's
     columns = _columns_named(comp, named) | {c for q in explained for c in q.columns}
     chosen = {k: v for k, v in (chosen_filters or {}).items() if v not in (None, "", [], ())}
     return Explanation(
@@ -255,16 +262,16 @@ def _query(
     except QueryError as exc:
         q.error = str(exc)
         return q
-    _sample(q, files, tables, version, timeout_s)
+    _sample(q, runner, tables, version, timeout_s)
     return q
 
 
-def _sample(q: QueryExplained, files: Mapping[str, Any], tables: Mapping[str, Any], version: str, timeout_s: float) -> None:
+def _sample(q: QueryExplained, runner: Any, tables: Mapping[str, Any], version: str, timeout_s: float) -> None:
     """The rows behind a single-table query: its table, its WHERE and parameters; otherwise why not."""
     from sqlglot import exp
 
     from . import spec as specs
-    from .live import _parse, run_query
+    from .live import _parse
 
     tree = _parse(q.sql)
     if not isinstance(tree, exp.Select):
@@ -297,8 +304,9 @@ def _sample(q: QueryExplained, files: Mapping[str, Any], tables: Mapping[str, An
     q.sample_sql = sample_sql
     q.sample_params = specs.params_for(sample_sql, q.params)
     try:
-        rows = run_query(files, tables, version, sample_sql, q.sample_params, max_rows=SAMPLE_ROWS, timeout_s=timeout_s)
-        counted = run_query(files, tables, version, count_sql, specs.params_for(count_sql, q.params), max_rows=1, timeout_s=timeout_s)
+        # Through the render's cache and router: sandboxed, or read-only in a live source's database; cached per data version.
+        rows = runner.run(version, tables, sample_sql, q.sample_params, max_rows=SAMPLE_ROWS, timeout_s=timeout_s)
+        counted = runner.run(version, tables, count_sql, specs.params_for(count_sql, q.params), max_rows=1, timeout_s=timeout_s)
     except DashmemError as exc:
         q.sample_sql, q.sample_note = None, f"the sample query failed: {exc}"
         return
