@@ -22,6 +22,7 @@ from lib.render import CACHE, filter_states, render
 from lib.warehouse import Warehouse, run_query
 
 from .conftest import ROOT
+from .test_app import env  # noqa: F401 - the app's fixture: its own config repo and cache
 
 
 def loaded(folder: Path, cache: Path):
@@ -89,6 +90,18 @@ def test_no_filter_binds_null_and_covers_every_row(supply):
     rendered = render(ws.data, tables, snapshot.id, {}, workspace_path=folder).component("by_gate")
     assert rendered.result is not None and q.result_rows == rendered.result.table.slice(0, 5).to_pylist()
     assert {"gate-colors", "gate-colors-orders", "gate-colors-process", "attainment-green"} <= {r.id for r in e.rules}
+
+
+def test_own_file_in_place_of_a_table_is_explained_on_that_file_not_from_the_cache(supply):
+    """The Dashboard's "try it with your own data": the tables differ from the snapshot's under another version."""
+    folder, ws, snapshot, tables = supply
+    before = render(ws.data, tables, snapshot.id, {}, workspace_path=folder).component("kpi_volume").value  # now cached under the snapshot id
+    own = tables["gates"].slice(0, 3)
+    swapped = {**tables, "gates": own}
+    e = explain(ws.data, swapped, snapshot, "kpi_volume", {}, workspace_path=folder, version=f"{snapshot.id}+gates:own")
+    (q,) = e.queries
+    assert q.result_rows[0]["value"] == sum(own.column("actual").to_pylist()) != before
+    assert q.sample_matching == 3 and e.data["replaced"] == f"{snapshot.id}+gates:own"
 
 
 def test_a_query_over_a_subquery_has_no_rows_behind_it(supply):
@@ -243,3 +256,30 @@ def test_cli_errors_exit_1_in_one_line(ws_copy, tmp_path, args, message):
     assert proc.stderr.startswith("error: ") and message in proc.stderr and "Traceback" not in proc.stderr
     as_json = cli("explain", folder, *args, "--json", cache=tmp_path / "cache")
     assert as_json.returncode == 1 and json.loads(as_json.stdout)["ok"] is False and message in json.loads(as_json.stdout)["error"]
+
+
+# --------------------------------------------------------------------------- the Dashboard's popover
+
+
+def test_dashboard_popover_shows_the_sql_and_sources_only_when_opened(env):  # noqa: F811 - env is the app's fixture
+    from .test_app import signed_in
+
+    at = signed_in("vera")
+    assert not [c for c in at.code if "FROM gates" in c.value]  # closed popovers work nothing out
+    at.session_state["explain:supply-chain-weekly:kpi_attainment"] = True  # what opening it sets
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    spec = next(c for c in workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["dashboard"]["components"] if c["id"] == "kpi_attainment")
+    assert [c.value for c in at.code if c.language == "sql"][0] == spec["query"]
+    (sources,) = [d.value for d in at.dataframe if "location" in d.value.columns]
+    assert sources.to_dict("records") == [
+        {
+            "table": "gates",
+            "source": "gates",
+            "type": "csv",
+            "location": "file data/gates.csv",
+            "rows": len(csv_rows(ROOT / "workspaces" / "supply-chain-weekly" / "data" / "gates.csv")),
+        }
+    ]
+    assert any("snapshot" in c.value for c in at.caption)
+    assert any("attainment-weighted" in m.value for m in at.markdown)
