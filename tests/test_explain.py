@@ -9,10 +9,12 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 
 from lib import workspace
 from lib.access import OPERATOR
@@ -21,7 +23,7 @@ from lib.refresh import refresh
 from lib.render import CACHE, filter_states, render
 from lib.warehouse import Warehouse, run_query
 
-from .conftest import ROOT
+from .conftest import ROOT, SERVERS, server_engine, statements_sent
 from .test_app import env  # noqa: F401 - the app's fixture: its own config repo and cache
 
 
@@ -184,6 +186,37 @@ def test_a_live_sqlite_source_is_explained_from_its_database_with_the_url_redact
     assert e.data == {"live": ["orders"]}
     (source,) = e.sources
     assert source.live and source.rows is None and source.location == "sqlite:///local.db, table orders"
+
+
+@pytest.mark.parametrize("kind", sorted(SERVERS))
+def test_a_live_server_source_explains_a_multiselect_with_the_rows_read_read_only_from_it(kind, tmp_path):
+    """The sample query goes to the database like the component's own: transpiled, the list bound value by value."""
+    engine = server_engine(kind)
+    table = f"explain_{uuid.uuid4().hex[:10]}"
+    with engine.begin() as connection:
+        connection.execute(sa.text(f"CREATE TABLE {table} (site VARCHAR(20), actual INTEGER)"))
+        connection.execute(sa.text(f"INSERT INTO {table} VALUES ('Brno', 5), ('Porto', 7), ('Lyon', 11), ('Brno', 13)"))
+    try:
+        files = {
+            "sources": {"sources": [{"name": "gates", "type": "sql", "url": SERVERS[kind][2], "table": table, "mode": "live", "cache_ttl_s": 0}]},
+            "dashboard": {
+                "filters": [{"id": "site", "type": "multiselect", "options_query": "SELECT DISTINCT site FROM gates ORDER BY 1"}],
+                "components": [
+                    {"id": "k", "type": "kpi", "query": "SELECT sum(actual) AS value FROM gates WHERE ($site IS NULL OR list_contains($site, site))"}
+                ],
+            },
+        }
+        empty = {"gates": pa.table({"site": pa.array([], "string"), "actual": pa.array([], "int64")})}
+        with statements_sent() as sent:
+            e = explain(files, empty, None, "k", {"site": ["Brno", "Lyon"]}, workspace_path=tmp_path)
+        (q,) = e.queries
+        assert q.result_rows == [{"value": 29}] and q.sample_matching == 3
+        assert sorted(r["site"] for r in q.sample_rows) == ["Brno", "Brno", "Lyon"]
+        read = [text for text, _ in sent if table in text]
+        assert len(read) >= 3 and not [text for text in read if "Brno" in text]  # the values travel as parameters, never in the SQL text
+    finally:
+        with engine.begin() as connection:
+            connection.execute(sa.text(f"DROP TABLE {table}"))
 
 
 def test_source_locations_never_show_credentials():
