@@ -223,7 +223,7 @@ def explain(
 
     named: list[tuple[str, str]] = [("query", comp["query"])] if isinstance(comp.get("query"), str) else []
     named += list((comp.get("queries") or {}).items())
-    explained = [_query(name, sql, files, tables, version, specs.params_for(sql, all_params), queries_runner, max_rows, timeout_s) for name, sql in named]
+    explained = [_query(name, sql, tables, version, specs.params_for(sql, all_params), queries_runner, max_rows, timeout_s) for name, sql in named]
 
     read = sorted({t for q in explained for t in q.tables})
     sources = [_source(t, files, snapshot, live) for t in read]
@@ -248,7 +248,7 @@ def explain(
 
 
 def _query(
-    name: str, sql: str, files: Mapping[str, Any], tables: Mapping[str, Any], version: str, params: dict[str, Any], runner: Any, max_rows: int, timeout_s: float
+    name: str, sql: str, tables: Mapping[str, Any], version: str, params: dict[str, Any], runner: Any, max_rows: int, timeout_s: float
 ) -> QueryExplained:
     from .live import tables_named
     from .warehouse import QueryError
@@ -256,6 +256,9 @@ def _query(
     q = QueryExplained(name, sql, params, inline(sql, params), [], [], [])
     try:
         q.tables = sorted(tables_named(sql))
+    except QueryError:
+        pass  # sqlglot does not read every DuckDB syntax; the query still runs, its tables unnamed
+    try:
         result = runner.run(version, tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
         q.columns = list(result.columns)
         q.result_rows = result.table.slice(0, RESULT_ROWS).to_pylist()
@@ -273,28 +276,17 @@ def _sample(q: QueryExplained, runner: Any, tables: Mapping[str, Any], version: 
     from . import spec as specs
     from .live import _parse
 
-    tree = _parse(q.sql)
-    if not isinstance(tree, exp.Select):
-        q.sample_note = "the query is not one SELECT (a set operation)"
+    try:
+        tree = _parse(q.sql)
+    except DashmemError:
+        q.sample_note = "the query could not be read to derive them"
         return
-    source = tree.args.get("from_") or tree.args.get("from")
-    reason = (
-        "it has a WITH clause"
-        if tree.args.get("with_") or tree.args.get("with")
-        else "it joins tables"
-        if tree.args.get("joins")
-        else "it reads a subquery, not a table"
-        if source is None or not isinstance(source.this, exp.Table)
-        else "it filters groups (HAVING), so the rows behind each value differ"
-        if tree.args.get("having")
-        else "it has a subquery"
-        if any(True for _ in tree.find_all(exp.Subquery))
-        else ""
-    )
+    reason = _not_derivable(tree)
     if reason:
         q.sample_note = reason
         return
-    assert source is not None  # reason is set otherwise
+    source = tree.args.get("from_") or tree.args.get("from")
+    assert source is not None  # _not_derivable says so otherwise
     where = tree.args.get("where")
     base = exp.select("*").from_(source.this.copy())
     if where is not None:
@@ -312,6 +304,28 @@ def _sample(q: QueryExplained, runner: Any, tables: Mapping[str, Any], version: 
         return
     q.sample_rows = rows.table.to_pylist()
     q.sample_matching = int(counted.rows[0][0])
+
+
+def _not_derivable(tree: Any) -> str:
+    """Why one WHERE over one table does not describe the rows behind a query's values; "" when it does."""
+    from sqlglot import exp
+
+    if not isinstance(tree, exp.Select):
+        return "the query is not one SELECT (a set operation)"
+    source = tree.args.get("from_") or tree.args.get("from")
+    if tree.args.get("with_") or tree.args.get("with"):
+        return "it has a WITH clause"
+    if source is None:
+        return "it reads no table"
+    if tree.args.get("joins"):
+        return "it joins tables"
+    if not isinstance(source.this, exp.Table):
+        return "it reads a subquery, not a table"
+    if tree.args.get("having"):
+        return "it filters groups (HAVING), so the rows behind each value differ"
+    if any(True for _ in tree.find_all(exp.Subquery)):
+        return "it has a subquery"
+    return ""
 
 
 def _source(table: str, files: Mapping[str, Any], snapshot: Snapshot | None, live: Mapping[str, Any]) -> SourceInfo:

@@ -316,3 +316,21 @@ def test_dashboard_popover_shows_the_sql_and_sources_only_when_opened(env):  # n
     ]
     assert any("snapshot" in c.value for c in at.caption)
     assert any("attainment-weighted" in m.value for m in at.markdown)
+
+
+def test_a_constant_and_a_failing_query_are_explained_not_raised():
+    files = {
+        "dashboard": {
+            "components": [
+                {"id": "const", "type": "kpi", "query": "SELECT 42 AS value"},
+                {"id": "broken", "type": "kpi", "query": "SELECT sum(volume) AS value FROM gates"},
+            ]
+        }
+    }
+    tables = {"gates": pa.table({"actual": [1, 2]})}
+    const = explain(files, tables, None, "const", {})
+    assert const.queries[0].result_rows == [{"value": 42}] and const.queries[0].sample_note == "it reads no table" and const.sources == []
+    broken = explain(files, tables, None, "broken", {})
+    (q,) = broken.queries
+    assert q.error and "volume" in q.error and q.result_rows == [] and q.tables == ["gates"]
+    assert "error: " in broken.text() and [s.table for s in broken.sources] == ["gates"]
