@@ -48,7 +48,7 @@ def explanation(e: Explanation) -> None:
         loaded = dt.datetime.fromisoformat(data["loaded"]).astimezone()
         st.caption(f"Data: snapshot `{data['snapshot_id']}`, loaded {loaded:%Y-%m-%d %H:%M:%S}" + (" (with your own file)" if data.get("replaced") else ""))
     for name in data.get("live") or []:
-        st.caption(f"Data: **{name}** is live, read from its database when the query runs")
+        st.caption(f"Data: **{name}** is live, read from its database when the query runs (a result is reused for up to {data['live_cache_s'][name]} s)")
     st.dataframe(
         pd.DataFrame([{"table": s.table, "source": s.source, "type": s.type, "location": s.location, "rows": "live" if s.live else s.rows} for s in e.sources]),
         hide_index=True,

@@ -100,7 +100,7 @@ class Explanation:
         if data.get("snapshot_id"):
             lines.append(f"data: snapshot {data['snapshot_id']}, loaded {data['loaded']}")
         for name in data.get("live") or []:
-            lines.append(f"data: {name} is live, read from its database when the query runs")
+            lines.append(f"data: {name} is live, read from its database when the query runs (a result is reused for up to {data['live_cache_s'][name]} s)")
         lines.append("sources:")
         for s in self.sources:
             rows = "live" if s.live else f"{s.rows:,} rows" if s.rows is not None else "not in the snapshot"
@@ -203,7 +203,7 @@ def explain(
     snapshot's (the Dashboard's own-CSV view); it defaults to the snapshot's id.
     """
     from . import spec as specs
-    from .live import live_sources, router_for
+    from .live import DEFAULT_TTL_S, live_sources, router_for
     from .render import CACHE, filter_params, filter_states
 
     dashboard = files.get("dashboard") or {}
@@ -228,7 +228,10 @@ def explain(
     read = sorted({t for q in explained for t in q.tables})
     sources = [_source(t, files, snapshot, live) for t in read]
     live_read = sorted({s.source for s in sources if s.live and s.source})
-    data: dict[str, Any] = {"live": live_read}
+    # A live result is served from the cache for up to its source's TTL: "when fetched" is at most that old.
+    data: dict[str, Any] = (
+        {"live": live_read, "live_cache_s": {n: int(live[n].get("cache_ttl_s", DEFAULT_TTL_S)) for n in live_read}} if live_read else {"live": []}
+    )
     if snapshot is not None and any(not s.live for s in sources):
         data.update(snapshot_id=snapshot.id, loaded=snapshot.created)
         if version != snapshot.id:

@@ -183,7 +183,8 @@ def test_a_live_sqlite_source_is_explained_from_its_database_with_the_url_redact
     e = explain(files, tables, None, "total", {"region": "north"}, workspace_path=folder)
     (q,) = e.queries
     assert q.result_rows == [{"value": 1250}] and q.sample_matching == 2 and {r["region"] for r in q.sample_rows} == {"north"}
-    assert e.data == {"live": ["orders"]}
+    assert e.data == {"live": ["orders"], "live_cache_s": {"orders": 0}}
+    assert "orders is live, read from its database when the query runs" in e.text()
     (source,) = e.sources
     assert source.live and source.rows is None and source.location == "sqlite:///local.db, table orders"
 
