@@ -56,11 +56,11 @@ def explanation(e: Explanation) -> None:
     )
     for q in e.queries:
         st.markdown(f"Query `{q.name}`, as it runs (the values travel as parameters):")
-        st.code(q.sql.strip(), language="sql")
+        st.code(q.sql.strip(), language="sql", wrap_lines=True)
         st.caption("Parameters: " + (", ".join(f"${k} = {v!r}" for k, v in q.params.items()) or "none"))
         if q.params:
             st.markdown("With the values written in, for reading (never run like this):")
-            st.code(q.readable.strip(), language="sql")
+            st.code(q.readable.strip(), language="sql", wrap_lines=True)
         if q.error:
             st.error(q.error)
         elif q.sample_sql:
