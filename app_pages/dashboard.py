@@ -212,7 +212,19 @@ if states:
                     chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
 rendered = render(ws.data, tables, version, chosen, workspace_path=ws.path)
-dashboard_view.show(rendered)
+
+
+def explain_popover(comp) -> None:
+    """The component's "Explain" popover; the explanation is worked out only while it is open."""
+    popover = st.popover("Explain", icon=":material/info:", on_change="rerun", key=state.explain_popover(ctx.slug, comp.id), help="Where this comes from")
+    if popover.open:
+        with popover, ui.user_errors("Could not explain this"):
+            from lib.explain import explain
+
+            dashboard_view.explanation(explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version))
+
+
+dashboard_view.show(rendered, explain_popover)
 
 with st.expander("About this view"):
     loaded = dt.datetime.fromisoformat(snapshot.created).astimezone()

@@ -8,6 +8,7 @@ change looks like and what the checks say before it is saved.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Mapping
@@ -21,17 +22,56 @@ from lib import checks, workspace
 from lib.components import Component, chart, kpi, table, text
 from lib.components.base import COLOR_RE as COLOR
 from lib.diagnostics import ERROR, Diagnostic
+from lib.explain import Explanation
 from lib.formats import readable_text_on
 from lib.render import Rendered, render
 
 
-def show(rendered: Rendered) -> None:
-    """Every component of a rendered dashboard, row by row."""
+def show(rendered: Rendered, explain: Callable[[Component], None] | None = None) -> None:
+    """Every component of a rendered dashboard, row by row; `explain(comp)` draws its "Explain" popover."""
     for row in rendered.rows:
         columns = st.columns([c.width for c in row])
         for column, comp in zip(columns, row):
             with column.container(border=True):
                 _component(comp)
+                if explain is not None:
+                    explain(comp)
+
+
+def explanation(e: Explanation) -> None:
+    """Where a component's figures come from (lib.explain), drawn inside its popover."""
+    st.markdown(f"**Where {'these figures come' if e.type != 'kpi' else 'this number comes'} from**")
+    chosen = ", ".join(f"{k} = {v}" for k, v in e.filters.items())
+    st.caption(f"Filters: {chosen or 'none chosen (all rows)'}")
+    data = e.data
+    if data.get("snapshot_id"):
+        loaded = dt.datetime.fromisoformat(data["loaded"]).astimezone()
+        st.caption(f"Data: snapshot `{data['snapshot_id']}`, loaded {loaded:%Y-%m-%d %H:%M:%S}" + (" (with your own file)" if data.get("replaced") else ""))
+    for name in data.get("live") or []:
+        st.caption(f"Data: **{name}** is live, read from its database when the query runs (a result is reused for up to {data['live_cache_s'][name]} s)")
+    st.dataframe(
+        pd.DataFrame([{"table": s.table, "source": s.source, "type": s.type, "location": s.location, "rows": "live" if s.live else s.rows} for s in e.sources]),
+        hide_index=True,
+        width="stretch",
+    )
+    for q in e.queries:
+        st.markdown(f"Query `{q.name}`, as it runs (the values travel as parameters):")
+        st.code(q.sql.strip(), language="sql", wrap_lines=True)
+        st.caption("Parameters: " + (", ".join(f"${k} = {v!r}" for k, v in q.params.items()) or "none"))
+        if q.params:
+            st.markdown("With the values written in, for reading (never run like this):")
+            st.code(q.readable.strip(), language="sql", wrap_lines=True)
+        if q.error:
+            st.error(q.error)
+        elif q.sample_sql:
+            st.markdown(f"Rows behind it: {q.sample_matching:,} match; the first {len(q.sample_rows)}:")
+            st.dataframe(pd.DataFrame(q.sample_rows), hide_index=True, width="stretch")
+        else:
+            st.caption(f"Rows behind it: not derivable ({q.sample_note})")
+    if e.rules:
+        st.markdown("Task rules about it:\n" + "\n".join(f"- **{r.id}** ({r.why}): {r.text}" for r in e.rules))
+    else:
+        st.caption("No task rule is about it.")
 
 
 def _component(comp: Component) -> None:

@@ -53,6 +53,11 @@ CONFIRM_PUBLISH = "confirm_publish"  # the branch whose Publish was clicked and 
 ADD_SOURCE_FORM = "add_source_form"  # a counter in the add-source form's key, so each addition gets a fresh form: Sources
 
 
+def explain_popover(slug: str, component_id: str) -> str:
+    """Whether a component's "Explain" popover is open (Streamlit keeps it): Dashboard works out the explanation only then."""
+    return f"explain:{slug}:{component_id}"
+
+
 def sync_conflict(slug: str) -> str:
     """The message of an "Update from published" that conflicted, until the person picks a side: set by Review."""
     return f"sync_conflict:{slug}"

@@ -378,6 +378,26 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    """Where one component's figures come from: its bound SQL, sources, data, task rules and the rows behind it."""
+    from .explain import explain, parse_filters
+    from .render import filter_states
+
+    path = Path(args.path)
+    ws = _valid_workspace(path)
+    wh = _warehouse_with_data(path)
+    snapshot = wh.current()
+    tables = wh.tables(snapshot)
+    dashboard = ws.get("dashboard") or {}
+    chosen = parse_filters(dashboard, filter_states(dashboard, tables, snapshot.id if snapshot else "none"), args.filter or [])
+    explained = explain(ws.data, tables, snapshot, args.component, chosen, workspace_path=path)  # an ExplainError is printed as one line
+    if args.json:
+        _print_json({"ok": True, **explained.to_dict()})
+    else:
+        print(explained.text())
+    return 0
+
+
 def _fail(args, message: str) -> int:
     if getattr(args, "json", False):
         _print_json({"ok": False, "error": message})
@@ -489,6 +509,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rows", type=int, default=50)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("explain", help="where a component's figures come from: bound SQL, sources, data, rules, rows behind it")
+    p.add_argument("path")
+    p.add_argument("component", help="the component's id in dashboard.yaml")
+    p.add_argument("--filter", action="append", metavar="ID=VALUE", help="a filter choice; repeat for several values of a multiselect; LOW..HIGH for a range")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("profile", help="print the model-facing data profile and its token count")
     p.add_argument("path")

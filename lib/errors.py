@@ -31,6 +31,7 @@ User-facing (subclass DashmemError):
 | `NothingToDraft` | autodraft | ValueError |
 | `ScheduleError` | schedule | ValueError |
 | `RefreshBusy` | schedule | RuntimeError |
+| `ExplainError` | explain | ValueError |
 
 Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
 `connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught

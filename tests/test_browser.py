@@ -8,6 +8,7 @@ test-artifacts/.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -197,3 +198,15 @@ def test_nothing_is_fetched_from_outside_this_server(server, page):
     page.wait_for_timeout(1500)
     outside = sorted({u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss") and urlparse(u).hostname not in ("127.0.0.1", "localhost")})
     assert requested and not outside, outside
+
+
+def test_a_viewer_opens_explain_on_a_kpi_and_reads_its_sql_and_source(server, page):
+    url, _ = server
+    sign_in(page, url, "vera", "vera-demo")
+    choose_workspace(page, "Supply chain weekly")
+    kpi_value(page, "Attainment this week")
+    page.get_by_role("button", name=re.compile("Explain")).first.click()  # the first component's: Attainment this week
+    page.get_by_text("Where this number comes from").wait_for(timeout=30_000)
+    page.get_by_text("SELECT sum(actual) / sum(target) AS value FROM gates").first.wait_for(timeout=10_000)
+    page.get_by_text("file data/gates.csv").first.wait_for(state="attached", timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-dashboard-explain.png"), full_page=True)

@@ -19,6 +19,7 @@ from lib.configrepo import Busy, ConfigRepoError, PublishConflict
 from lib.connectors.base import SourceError
 from lib.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed
 from lib.errors import DashmemError
+from lib.explain import ExplainError
 from lib.export import ExportError
 from lib.model import ModelError
 from lib.netguard import Refused
@@ -53,6 +54,7 @@ FAMILIES = [
     (NothingToDraft, ValueError, NothingToDraft("no data profile yet: connect a source and refresh first")),
     (ScheduleError, ValueError, ScheduleError("workspace.yaml: refresh.every: '1 hour' is not a refresh interval")),
     (RefreshBusy, RuntimeError, RefreshBusy("another `refresh --all` of repo is running")),
+    (ExplainError, ValueError, ExplainError("no component 'x' in this dashboard; its components: a, b")),
 ]
 
 # Raised and caught inside their own module, which turns them into a SourceError; never shown as they are.
