@@ -77,7 +77,9 @@ from .history import (  # noqa: F401  (re-exported: the functions that work on a
     read_file,
     resolve,
     restore,
+    semantic_diff,
 )
+from .semantic_diff import Change
 
 UNDO_DEPTH = 10
 SCRATCH = "dashmem-scratch"  # in the git folder: where a publish checks the merged workspace
@@ -484,6 +486,10 @@ class ConfigRepo:
     def draft_diff(self, slug: str, branch: str) -> list[FileDiff]:
         """What a draft branch changes in the workspace since it left `main`."""
         return drafts.draft_diff(self, slug, branch)
+
+    def draft_changes(self, slug: str, branch: str) -> list[Change]:
+        """What a draft branch changes in the workspace's meaning since it left `main` (lib.semantic_diff)."""
+        return drafts.draft_changes(self, slug, branch)
 
     def draft(self, user: User, slug: str) -> Draft:
         """The user's draft of a workspace, created from `main` on first use."""
