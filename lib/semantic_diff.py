@@ -20,15 +20,16 @@ from typing import Any, Callable
 INFO = "info"
 ATTENTION = "attention"  # access, publishing policy, where data comes from: what a reviewer must not miss
 
-# Categories in the order a reviewer reads them: who may do what first, the figures' shape last.
+# Categories in the order a reviewer reads them: a file left out of the summary, then who may do what,
+# the figures' shape last.
 CATEGORY_TITLES = {
+    "file": "Files",
     "access": "Access",
     "task": "Task rules",
     "output": "Output constraints",
     "sources": "Sources",
     "dashboard": "Dashboard",
     "profile": "Data profile",
-    "file": "Files",
 }
 
 
