@@ -229,8 +229,8 @@ def show_changes(changes: list[Any]) -> None:
 
 
 def _md(text: str) -> str:
-    """Text from a workspace shown literally: no markdown, HTML or $-maths from a draft's author."""
-    return "".join("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>$~" else ch for ch in text)
+    """Text from a workspace shown literally: no markdown, HTML, $-maths or bare-URL links from a draft's author."""
+    return "".join("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>$~:" else ch for ch in text)
 
 
 def text_diff(old: str, new: str, name: str) -> str:

@@ -447,6 +447,10 @@ class ConfigRepo:
     def diff(self, slug: str, a: str, b: str) -> list[FileDiff]:
         return diff(self.repo, workspace.check_slug(slug), a, b)
 
+    def changes(self, slug: str, a: str, b: str) -> list[Change]:
+        """What changed in the workspace's meaning between two versions (lib.semantic_diff)."""
+        return semantic_diff(self.repo, workspace.check_slug(slug), a, b)
+
     # ---- several app servers (lib.replica)
 
     def pull(self, wait: float = 15.0) -> list[str]:
