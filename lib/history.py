@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import git
 
@@ -162,16 +162,17 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
     return sorted(out, key=lambda d: d.path)
 
 
-def workspace_at(repo: git.Repo, folder: str, version: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """One version's workspace files parsed (kind -> data), and the files it has that cannot be read (file -> why)."""
+def workspace_at(repo: git.Repo, folder: str, version: str, kinds: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """One version's workspace files parsed (kind -> data; only KINDS if given), and those that cannot be read (file -> why)."""
     from .yamlio import YamlSyntaxError, parse
 
-    commit = resolve(repo, version)
+    tree = resolve(repo, version).tree
     data: dict[str, Any] = {}
     problems: dict[str, str] = {}
-    for kind, filename in workspace.FILES.items():
+    for kind in workspace.FILES if kinds is None else kinds:
+        filename = workspace.FILES[kind]
         try:
-            raw = (commit.tree / f"{folder}/{filename}").data_stream.read()
+            raw = (tree / f"{folder}/{filename}").data_stream.read()
         except KeyError:
             continue  # absent in this version: an empty file to compare with
         try:
@@ -183,14 +184,24 @@ def workspace_at(repo: git.Repo, folder: str, version: str) -> tuple[dict[str, A
     return data, problems
 
 
+def _blob(tree: git.Tree, path: str) -> str | None:
+    try:
+        return (tree / path).hexsha
+    except KeyError:
+        return None
+
+
 def semantic_diff(repo: git.Repo, folder: str, a: str, b: str) -> list[Change]:
     """What changed in meaning in one folder's workspace between two versions (see lib.semantic_diff).
 
-    A file either version cannot parse is reported as unreadable and left out of both sides,
-    so it is not mistaken for one emptied or written from nothing.
+    Only files whose bytes differ are parsed (a draft rarely touches the large profile). A file
+    either version cannot parse is reported as unreadable and left out of both sides, so it is
+    not mistaken for one emptied or written from nothing.
     """
-    old, old_problems = workspace_at(repo, folder, a)
-    new, new_problems = workspace_at(repo, folder, b)
+    ta, tb = resolve(repo, a).tree, resolve(repo, b).tree
+    changed = [k for k, f in workspace.FILES.items() if _blob(ta, f"{folder}/{f}") != _blob(tb, f"{folder}/{f}")]
+    old, old_problems = workspace_at(repo, folder, a, changed)
+    new, new_problems = workspace_at(repo, folder, b, changed)
     broken = {**old_problems, **new_problems}
     for kind, filename in workspace.FILES.items():
         if filename in broken:
