@@ -34,6 +34,7 @@ left, right = st.columns(2)
 # Keyed by the list shown, so switching between published and my draft starts again from its two newest versions.
 older = left.selectbox("Compare", shas, index=min(1, len(shas) - 1), format_func=labels.__getitem__, key=f"diff_a:{ref}:{shas[0]}")
 newer = right.selectbox("with", shas, index=0, format_func=labels.__getitem__, key=f"diff_b:{ref}:{shas[0]}")
+ui.show_changes(ctx.repo.changes(ctx.slug, older, newer))
 ui.show_diff(ctx.repo.diff(ctx.slug, older, newer))
 
 if ctx.can("revert"):

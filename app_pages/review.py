@@ -45,6 +45,9 @@ for d in drafts:
     with st.container(border=True):
         st.subheader(f"{d['user']}'s draft" + (" (yours)" if own else ""))
         st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {ui.when(d['date'])}")
+        st.markdown("**What it changes**")
+        ui.show_changes(ctx.repo.draft_changes(ctx.slug, branch))
+        st.markdown("**The YAML, line by line**")
         ui.show_diff(ctx.repo.draft_diff(ctx.slug, branch))
         found = None
         if d["workspace_path"].exists():

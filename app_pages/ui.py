@@ -212,6 +212,27 @@ def show_diff(patches: list[Any]) -> None:
             st.code(patch.patch or "(binary or empty)", language="diff")
 
 
+def show_changes(changes: list[Any]) -> None:
+    """What a change means (lib.semantic_diff), by category; access and where data comes from as warnings."""
+    from lib.semantic_diff import ATTENTION, CATEGORY_TITLES
+
+    if not changes:
+        st.caption("No change in meaning (formatting or order only).")
+        return
+    attention = [c for c in changes if c.severity == ATTENTION]
+    if attention:
+        st.warning("Check these before publishing:\n" + "\n".join(f"- {_md(c.describe())}" for c in attention))
+    for category, title in CATEGORY_TITLES.items():
+        rest = [c for c in changes if c.category == category and c.severity != ATTENTION]
+        if rest:
+            st.markdown(f"**{title}**\n" + "\n".join(f"- {_md(c.describe())}" for c in rest))
+
+
+def _md(text: str) -> str:
+    """Text from a workspace shown literally: no markdown, HTML, $-maths or bare-URL links from a draft's author."""
+    return "".join("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>$~:" else ch for ch in text)
+
+
 def text_diff(old: str, new: str, name: str) -> str:
     return workspace.text_diff(old, new, f"a/{name}", f"b/{name}")
 

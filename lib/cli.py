@@ -226,6 +226,8 @@ def cmd_diff(args) -> int:
     diffs = configrepo.diff(repo, folder, args.a, args.b)
     if args.file:
         diffs = [d for d in diffs if d.path == args.file]
+    if args.semantic:
+        return _print_semantic(configrepo.semantic_diff(repo, folder, args.a, args.b), diffs, args)
     if args.json:
         _print_json([d.__dict__ for d in diffs])
         return 0
@@ -233,6 +235,26 @@ def cmd_diff(args) -> int:
         sys.stdout.write(d.patch if d.patch.endswith("\n") or not d.patch else d.patch + "\n")
     if not diffs:
         print("no differences")
+    return 0
+
+
+def _print_semantic(changes: list, diffs: list, args) -> int:
+    """The meaning of the changes first, then the per-file diff as the detail (`--file` narrows both)."""
+    from . import semantic_diff
+    from .schemas import FILES
+
+    if args.file:
+        kind = next((k for k, f in FILES.items() if f == args.file), None)
+        category = "access" if kind == "workspace" else kind
+        changes = [c for c in changes if c.category == category or (c.category == "file" and c.id == args.file)]
+    if args.json:
+        _print_json({"changes": [c.to_dict() for c in changes], "files": [d.__dict__ for d in diffs]})
+        return 0
+    print(semantic_diff.format_text(changes))
+    if diffs:
+        print()
+    for d in diffs:
+        sys.stdout.write(d.patch if d.patch.endswith("\n") or not d.patch else d.patch + "\n")
     return 0
 
 
@@ -459,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a", help="older version (commit, branch or tag)")
     p.add_argument("b", nargs="?", default="HEAD", help="newer version (default HEAD)")
     p.add_argument("--file", help="only this file, e.g. task.yaml")
+    p.add_argument("--semantic", action="store_true", help="what the changes mean (rules reworded, access granted, ...) before the per-file diff")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_diff)
 

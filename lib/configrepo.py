@@ -77,7 +77,9 @@ from .history import (  # noqa: F401  (re-exported: the functions that work on a
     read_file,
     resolve,
     restore,
+    semantic_diff,
 )
+from .semantic_diff import Change
 
 UNDO_DEPTH = 10
 SCRATCH = "dashmem-scratch"  # in the git folder: where a publish checks the merged workspace
@@ -445,6 +447,10 @@ class ConfigRepo:
     def diff(self, slug: str, a: str, b: str) -> list[FileDiff]:
         return diff(self.repo, workspace.check_slug(slug), a, b)
 
+    def changes(self, slug: str, a: str, b: str) -> list[Change]:
+        """What changed in the workspace's meaning between two versions (lib.semantic_diff)."""
+        return semantic_diff(self.repo, workspace.check_slug(slug), a, b)
+
     # ---- several app servers (lib.replica)
 
     def pull(self, wait: float = 15.0) -> list[str]:
@@ -484,6 +490,10 @@ class ConfigRepo:
     def draft_diff(self, slug: str, branch: str) -> list[FileDiff]:
         """What a draft branch changes in the workspace since it left `main`."""
         return drafts.draft_diff(self, slug, branch)
+
+    def draft_changes(self, slug: str, branch: str) -> list[Change]:
+        """What a draft branch changes in the workspace's meaning since it left `main` (lib.semantic_diff)."""
+        return drafts.draft_changes(self, slug, branch)
 
     def draft(self, user: User, slug: str) -> Draft:
         """The user's draft of a workspace, created from `main` on first use."""

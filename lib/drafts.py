@@ -31,7 +31,8 @@ from .access import User
 from .configrepo import UNDO_DEPTH, Busy, ConfigRepoError, Draft, PublishConflict
 from .diagnostics import ValidationFailed
 from .gitops import _git, actor_env, conflicted, forget_worktree, is_ancestor, keep_and_reset, rev, status, worktree_admin_dir
-from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, trailer
+from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, semantic_diff, trailer
+from .semantic_diff import Change
 
 if TYPE_CHECKING:
     from .configrepo import ConfigRepo
@@ -115,6 +116,11 @@ def list_drafts(cr: ConfigRepo, slug: str | None = None) -> list[dict[str, Any]]
 def draft_diff(cr: ConfigRepo, slug: str, branch: str) -> list[FileDiff]:
     """What a draft branch changes in the workspace since it left `main`."""
     return cr.diff(slug, cr.repo.merge_base(MAIN, branch)[0].hexsha, branch)
+
+
+def draft_changes(cr: ConfigRepo, slug: str, branch: str) -> list[Change]:
+    """What a draft branch changes in the workspace's meaning since it left `main` (lib.semantic_diff)."""
+    return semantic_diff(cr.repo, workspace.check_slug(slug), cr.repo.merge_base(MAIN, branch)[0].hexsha, branch)
 
 
 # --------------------------------------------------------------------------- writing a draft

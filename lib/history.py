@@ -12,11 +12,14 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterable
 
 import git
 
+from . import semantic_diff as semantic
 from . import workspace
 from .gitops import _git, actor_env
+from .semantic_diff import Change
 
 MAIN = "main"  # the published branch
 ACTION_TRAILER = "Dashmem-Action"
@@ -157,6 +160,56 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
         patch = workspace.text_diff(old, new, f"a/{name}@{ca.hexsha[:10]}", f"b/{name}@{cb.hexsha[:10]}")
         out.append(FileDiff(rel, status, patch))
     return sorted(out, key=lambda d: d.path)
+
+
+def workspace_at(repo: git.Repo, folder: str, version: str, kinds: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """One version's workspace files parsed (kind -> data; only KINDS if given), and those that cannot be read (file -> why)."""
+    from .yamlio import YamlSyntaxError, parse
+
+    tree = resolve(repo, version).tree
+    data: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    for kind in workspace.FILES if kinds is None else kinds:
+        filename = workspace.FILES[kind]
+        try:
+            raw = (tree / f"{folder}/{filename}").data_stream.read()
+        except KeyError:
+            continue  # absent in this version: an empty file to compare with
+        try:
+            data[kind] = parse(raw.decode("utf-8")).data
+        except UnicodeDecodeError as exc:
+            problems[filename] = f"not UTF-8 text (byte {exc.start})"
+        except YamlSyntaxError as exc:
+            problems[filename] = f"line {exc.line}: {exc}" if exc.line else str(exc)
+    return data, problems
+
+
+def _blob(tree: git.Tree, path: str) -> str | None:
+    try:
+        return (tree / path).hexsha
+    except KeyError:
+        return None
+
+
+def semantic_diff(repo: git.Repo, folder: str, a: str, b: str) -> list[Change]:
+    """What changed in meaning in one folder's workspace between two versions (see lib.semantic_diff).
+
+    Only files whose bytes differ are parsed (a draft rarely touches the large profile). A file
+    either version cannot parse is reported as unreadable and left out of both sides, so it is
+    not mistaken for one emptied or written from nothing.
+    """
+    ta, tb = resolve(repo, a).tree, resolve(repo, b).tree
+    changed = [k for k, f in workspace.FILES.items() if _blob(ta, f"{folder}/{f}") != _blob(tb, f"{folder}/{f}")]
+    old, old_problems = workspace_at(repo, folder, a, changed)
+    new, new_problems = workspace_at(repo, folder, b, changed)
+    broken = {**old_problems, **new_problems}
+    for kind, filename in workspace.FILES.items():
+        if filename in broken:
+            old.pop(kind, None)
+            new.pop(kind, None)
+    side = {f: "new" for f in new_problems} | {f: "old" for f in old_problems if f not in new_problems}
+    notes = [semantic.unreadable(f, f"in the {side[f]} version, {why}") for f, why in sorted(broken.items())]
+    return notes + semantic.changes(old, new)
 
 
 def commit_folder(repo: git.Repo, folder: str, author: git.Actor, subject: str, action: str) -> str | None:

@@ -118,6 +118,8 @@ def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
     at = on_page(at, "app_pages/history.py")
     at.radio[0].set_value("draft/sam/supply-chain-weekly").run()
     assert "Edit task rules" in at.dataframe[0].value["message"].tolist()
+    # The two newest versions are compared: the saved edit, said in words above its YAML diff.
+    assert any(m.value.startswith("**Task rules**") and "gate\\-colors reworded" in m.value for m in at.markdown), [m.value for m in at.markdown]
     next(b for b in at.button if b.label.startswith("Revert my draft")).click().run()
     assert any("Your draft now equals" in s.value for s in at.success)
 
@@ -706,3 +708,31 @@ def test_chat_warns_when_the_workspace_budget_cannot_hold_the_column_names(env):
     repo.save(olivia, "supply-chain-weekly", {"workspace": {**meta, "policy": {**meta["policy"], "profile_budget": 50}}}, "a tight budget")
     at = on_page(at, "app_pages/chat.py")
     assert any("policy.profile_budget" in w.value and "budget of 50 tokens" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+@JOURNEY
+def test_review_shows_what_a_draft_means_above_its_yaml_diff(env):
+    from lib import workspace
+    from lib.access import User
+
+    at = signed_in("olivia")
+    repo = at.session_state["config_repo"]
+    olivia = User("olivia", app_role="owner")
+    data = workspace.load(repo.draft(olivia, "supply-chain-weekly").workspace_path)[0].data
+    next(r for r in data["task"]["rules"] if r["id"] == "week-label")["text"] = "Label weeks as ISO 8601 weeks, see [ISO](http://evil.example)."
+    data["workspace"]["access"]["stewards"].append("mallory")
+    repo.save(olivia, "supply-chain-weekly", {"task": data["task"], "workspace": data["workspace"]}, "Let mallory edit")
+    at = on_page(at, "app_pages/review.py")
+
+    shown = [(e.type, getattr(e, "value", None) or getattr(e, "label", "")) for e in at.main if e.type in ("markdown", "warning", "code", "expander")]
+    texts = [str(v) for _, v in shown]
+    meaning = texts.index("**What it changes**")
+    yaml_at = texts.index("**The YAML, line by line**")
+    warning = next(i for i, t in enumerate(texts) if t.startswith("Check these before publishing"))
+    rule = next(i for i, t in enumerate(texts) if "week\\-label reworded" in t)
+    first_patch = next(i for i, (kind, _) in enumerate(shown) if kind == "code")
+    assert meaning < warning < yaml_at < first_patch and meaning < rule < yaml_at, shown
+    assert "mallory" in texts[warning] and "added to stewards" in texts[warning]
+    assert "ISO 8601 weeks" in texts[rule] and texts[rule].startswith("**Task rules**")
+    assert "\\[ISO\\]\\(http\\://evil\\.example\\)" in texts[rule]  # a draft's text is shown as written, never as a link
+    assert {e.label for e in at.expander} >= {"task.yaml (modified)", "workspace.yaml (modified)"}

@@ -146,6 +146,81 @@ def test_publish_a_branch_on_a_plain_checkout(plain_checkout):
     assert len(plain_checkout.head.commit.parents) == 2  # a merge: both histories kept
 
 
+# One process saves an owner's draft through the config repo, as the app does; others diff it as CI or a person would.
+_EDIT_DRAFT = """
+import sys
+from pathlib import Path
+from lib import workspace
+from lib.access import User
+from lib.configrepo import ConfigRepo
+
+repo = ConfigRepo.open_or_create(Path(sys.argv[1]), None)
+olivia = User("olivia", app_role="owner")
+data = workspace.load(repo.draft(olivia, "supply-chain-weekly").workspace_path)[0].data
+rule = next(r for r in data["task"]["rules"] if r["id"] == "week-label")
+rule["text"] = "Label weeks as ISO 8601 weeks (2026-W47)."
+rule["check"] = {"kind": "category_color", "field": "gate", "value": "Orders", "color": "#ff7f0e"}
+data["workspace"]["access"]["viewers"] = ["vera"]
+data["output"]["theme"]["primary"] = "#000000"
+by_site = next(c for c in data["dashboard"]["components"] if c["id"] == "by_site")
+by_site["query"] = by_site["query"].replace("ORDER BY attainment DESC", "ORDER BY attainment")
+print(repo.save(olivia, "supply-chain-weekly", {k: data[k] for k in ("task", "workspace", "output", "dashboard")}, "Tighten week labels"))
+"""
+
+
+@PROCESSES
+def test_diff_semantic_of_a_draft_saved_by_another_process(config_repo):
+    saved = subprocess.run(
+        [sys.executable, "-c", _EDIT_DRAFT, str(config_repo.path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert saved.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}\n", saved.stdout), saved.stdout + saved.stderr
+    draft = Path(f"{config_repo.path}.drafts") / "olivia" / "supply-chain-weekly" / "supply-chain-weekly"
+    assert draft.is_dir()
+
+    out = json.loads(run("diff", draft, "main", "--semantic", "--json", check_rc=0).stdout)
+    assert [(c["category"], c["kind"], c["id"], c["severity"]) for c in out["changes"]] == [
+        ("access", "granted", "viewers", "attention"),
+        ("access", "revoked", "viewers", "attention"),
+        ("task", "reworded", "week-label", "info"),
+        ("task", "check_added", "week-label", "info"),
+        ("output", "changed", "theme.primary", "info"),
+        ("dashboard", "requery", "by_site", "info"),
+    ]
+    assert sorted(f["path"] for f in out["files"]) == ["dashboard.yaml", "output.yaml", "task.yaml", "workspace.yaml"]
+
+    text = run("diff", draft, "main", "--semantic", check_rc=0).stdout
+    meaning, _, detail = text.partition("\n\n")
+    assert meaning.splitlines()[:3] == ["Access:", "  ! 'vera' added to viewers", "  ! '*' removed from viewers"]
+    assert "  - task rule week-label reworded: 'Label weeks as ISO weeks (2026-W47), not dates.' -> 'Label weeks as ISO 8601 weeks (2026-W47).'" in meaning
+    assert "  - output constraint theme.primary: '#1f77b4' -> '#000000'" in meaning
+    assert detail.startswith("--- a/supply-chain-weekly/dashboard.yaml@") and "+    text: Label weeks as ISO 8601 weeks (2026-W47)." in detail
+
+    only_task = json.loads(run("diff", draft, "main", "--semantic", "--json", "--file", "task.yaml", check_rc=0).stdout)
+    assert {c["category"] for c in only_task["changes"]} == {"task"} and [f["path"] for f in only_task["files"]] == ["task.yaml"]
+
+
+@PROCESSES
+def test_diff_semantic_names_a_file_it_cannot_read_and_still_reads_the_others(plain_checkout):
+    path = Path(plain_checkout.working_tree_dir) / "gdp-explorer"
+    first = plain_checkout.head.commit.hexsha
+    (path / "output.yaml").write_text("theme: {background: '#fff'\n")
+    _commit_edit(plain_checkout, "Help anyone compare")  # commits task.yaml; add output.yaml to the same commit
+    plain_checkout.index.add([str(path / "output.yaml")])
+    plain_checkout.index.commit("break output.yaml")
+    proc = run("diff", path, first, "--semantic", check_rc=0)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    lines = proc.stdout.split("\n\n")[0].splitlines()
+    assert lines[0] == "Files:"  # first: the summary below it is missing that file
+    assert any(line.startswith("  ! output.yaml could not be read") and "in the new version, line 2" in line for line in lines), lines
+    assert any(line.startswith("  - task goal changed:") for line in lines)
+    assert not any("output constraint" in line for line in lines)  # not read as emptied
+
+
 @PROCESSES
 def test_autodraft_json_prints_only_the_check_results_on_stdout(tmp_path):
     folder = tmp_path / "supply-chain-weekly"

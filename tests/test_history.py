@@ -19,6 +19,7 @@ from lib.configrepo import (
     ConfigRepo,
     ConfigRepoError,
 )
+from lib.yamlio import parse
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
@@ -197,3 +198,34 @@ def test_the_undo_stack_reads_only_back_to_where_undo_starts_afresh_and_says_the
         edit_rule(repo, SAM, GDP, 1, f"many {i}")
     assert repo.undo_stack(SAM, GDP) == _undo_stack_from_500_commits(repo, SAM, GDP)
     assert len(repo.undo_stack(SAM, GDP)) == UNDO_DEPTH + 1
+
+
+def _commit_files(repo, files: dict[str, str | None], subject: str) -> str:
+    """Write (or delete, for None) files in the published checkout and commit them on main, as a hand edit would."""
+    root = repo.path
+    for rel, text in files.items():
+        if text is None:
+            (root / rel).unlink()
+        else:
+            (root / rel).write_text(text)
+    repo.repo.git.add("-A", "--", *files)
+    repo.repo.git.commit("-m", subject, env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"})
+    return repo.repo.head.commit.hexsha
+
+
+def test_semantic_diff_between_versions_reads_only_the_files_that_changed(config_repo):
+    first = config_repo.repo.head.commit.hexsha
+    dash = (config_repo.path / "supply-chain-weekly" / "dashboard.yaml").read_text()
+    # A profile broken by a commit is named as unreadable; later, broken on both sides and unchanged, it is not part of the change.
+    _commit_files(config_repo, {"supply-chain-weekly/profile.yaml": "tables: [\n", "supply-chain-weekly/dashboard.yaml": None}, "break")
+    broken = config_repo.repo.head.commit.hexsha
+    found = config_repo.changes("supply-chain-weekly", first, broken)
+    assert {(c.category, c.kind) for c in found} >= {("file", "unreadable"), ("dashboard", "removed")}
+    assert [c.id for c in found if c.category == "file"] == ["profile.yaml"] and found[0].category == "file"
+    assert "in the new version, line 2" in found[0].new
+    assert {c.id for c in found if c.kind == "removed"} == {c["id"] for c in parse(dash).data["components"]}
+
+    _commit_files(config_repo, {"supply-chain-weekly/dashboard.yaml": dash}, "restore the dashboard")
+    found = config_repo.changes("supply-chain-weekly", broken, "HEAD")
+    assert {c.category for c in found} == {"dashboard"}  # the still-broken profile is not mentioned and "added" in {c.kind for c in found}
+    assert config_repo.changes("supply-chain-weekly", first, first) == []
