@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Container, Iterable
 
 import pyarrow as pa
 
@@ -114,6 +114,16 @@ def records_to_table(records: Iterable[dict]) -> pa.Table:
             columns.setdefault(key, None)
     arrays = {name: to_arrow_column([row.get(name) for row in rows]) for name in columns}
     return pa.table(arrays) if arrays else pa.table({})
+
+
+def unique_name(name: str, taken: Container[str]) -> str:
+    """`name`, or `name_2`, `name_3`... when a file repeats a column name (Arrow tables need distinct names)."""
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name}_{n}" in taken:
+        n += 1
+    return f"{name}_{n}"
 
 
 def to_arrow_column(values: list) -> pa.Array:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .base import FetchContext, SourceError, to_arrow_column
+from .base import FetchContext, SourceError, to_arrow_column, unique_name
 from .csv_source import resolve_path
 
 # 5M cells held as Python values is about 1 GB at its peak; a bigger sheet is better exported as CSV.
@@ -114,7 +114,7 @@ def _table(rows: list[tuple], source: dict) -> pa.Table:
         title = _name(header[i] if i < len(header) else None)
         if title is None and all(v is None for v in values):
             continue  # a formatted but unused column at the sheet's edge
-        names.append(_unique(title or f"column_{i + 1}", names))
+        names.append(unique_name(title or f"column_{i + 1}", names))
         arrays.append(_column(values))
     return pa.table(dict(zip(names, arrays)))
 
@@ -135,15 +135,6 @@ def _name(value: Any) -> str | None:
         value = value.date()
     text = str(value).strip()
     return text or None
-
-
-def _unique(name: str, taken: list[str]) -> str:
-    if name not in taken:
-        return name
-    n = 2
-    while f"{name}_{n}" in taken:
-        n += 1
-    return f"{name}_{n}"
 
 
 def _column(values: list[Any]) -> pa.Array:

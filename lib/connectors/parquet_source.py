@@ -13,7 +13,7 @@ import json
 
 import pyarrow as pa
 
-from .base import FetchContext, SourceError
+from .base import FetchContext, SourceError, unique_name
 from .csv_source import resolve_path
 
 
@@ -45,11 +45,11 @@ def flatten(name: str, shown: str, table: pa.Table) -> pa.Table:
                 add(f"{column_name}_{kind.field(i).name}", child)
         elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind) or pa.types.is_map(kind):
             text = [None if v is None else json.dumps(_plain(v), ensure_ascii=False, sort_keys=True, default=str) for v in values.to_pylist()]
-            columns[_unique(column_name, columns)] = pa.chunked_array([pa.array(text, pa.string())])
+            columns[unique_name(column_name, columns)] = pa.chunked_array([pa.array(text, pa.string())])
         elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
             raise SourceError(name, f"{shown}: column {column_name!r} holds binary data, which a dashboard cannot show; write the file without it")
         else:
-            columns[_unique(column_name, columns)] = values
+            columns[unique_name(column_name, columns)] = values
 
     for field, values in zip(table.schema, table.columns):
         add(field.name, values)
@@ -65,12 +65,3 @@ def _plain(value):
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
-
-
-def _unique(name: str, taken: dict) -> str:
-    if name not in taken:
-        return name
-    n = 2
-    while f"{name}_{n}" in taken:
-        n += 1
-    return f"{name}_{n}"
