@@ -131,7 +131,7 @@ if message:
         # Regenerate works on the new data, which the refresh did not switch to.
         with st.status("Fetching the new data…"):
             tables, _ = fetch_candidate(path)
-            files["profile"] = profile.build(tables, (ws.get("sources") or {}).get("sources") or [], workspace_path=path, decided=ws.get("sources"))
+            files["profile"] = profile.build_for(tables, ws.get("sources"), path)
             version = "candidate"
     with st.chat_message("assistant"):
         stream = st.empty()

@@ -132,7 +132,7 @@ if st.button("Update the profile from the current data", help="Loads your draft'
             st.error("\n\n".join(r.message for r in failed))
         else:
             with ui.user_errors("Could not save the profile"):
-                prof = profile.build(tables, sources, workspace_path=path, decided=sources_doc)  # a live source is profiled in its database, which may fail
+                prof = profile.build_for(tables, sources_doc, path)  # a live source is profiled in its database, which may fail
                 ctx.repo.save(ctx.user, ctx.slug, {"profile": prof}, "Update the data profile")
                 status.update(label="Profile saved to your draft", state="complete")
 if not prof:

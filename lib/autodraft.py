@@ -93,7 +93,7 @@ def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> d
     if not data_profile:
         if not tables:
             raise NothingToDraft("no data loaded: add a source on the Sources page (or `python -m lib source add`) first")
-        data_profile = profile.build(tables, (files.get("sources") or {}).get("sources") or [], decided=files.get("sources"))
+        data_profile = profile.build_for(tables, files.get("sources"))
     return {"profile": data_profile, "dashboard": draft({**files, "profile": data_profile})}
 
 

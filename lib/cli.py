@@ -389,7 +389,7 @@ def cmd_profile(args) -> int:
     ws_path = Path(args.path)
     ws = _valid_workspace(ws_path)
     wh = _warehouse_with_data(ws_path)
-    content = profile.build(wh.tables(), (ws.get("sources") or {}).get("sources") or [], workspace_path=ws_path, decided=ws.get("sources"))
+    content = profile.build_for(wh.tables(), ws.get("sources"), ws_path)
     if args.write:
         changed = workspace.save(ws_path, {"profile": content})
         print(f"{'wrote' if changed else 'unchanged:'} {ws_path / workspace.FILES['profile']}", file=sys.stderr)

@@ -360,6 +360,14 @@ def build(
     return out
 
 
+def build_for(tables: Mapping[str, pa.Table], sources_doc: Mapping[str, Any] | None, workspace_path: os.PathLike | None = None) -> dict[str, Any]:
+    """profile.yaml content for a workspace whose sources.yaml document is `sources_doc` (None when it has none).
+
+    The one way callers build a workspace's profile: the sources come from the document, and the joins
+    stewards declared or rejected there are not proposed again (see `build`)."""
+    return build(tables, list((sources_doc or {}).get("sources") or []), workspace_path, decided=sources_doc)
+
+
 def _decided_pairs(sources: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     return relationships.rejected(sources) | {(r["from"], r["to"]) for r in relationships.declared(sources)}
 

@@ -189,23 +189,15 @@ def served_drift(ws_path: Path) -> list[Drift]:
 # --------------------------------------------------------------------------- updating the profile
 
 
-def regenerated(tables: Mapping[str, pa.Table], sources_doc: Mapping[str, Any] | None, workspace_path: Path | None = None) -> dict[str, Any]:
-    """The profile of `tables`. The joins stewards declared or rejected live in sources.yaml (`sources_doc`), which this never
-    writes, so they outlive every regeneration; neither kind is proposed again as a candidate."""
-    from . import profile
-
-    sources = list((sources_doc or {}).get("sources") or [])
-    return profile.build(tables, sources, workspace_path, decided=sources_doc)
-
-
 def update_in_draft(repo: ConfigRepo, user: User, slug: str, tables: Mapping[str, pa.Table]) -> str | None:
     """Regenerate profile.yaml from `tables` (the data served) on the user's draft, as one commit; its sha, or None if unchanged.
 
     Opening and saving the draft check the steward role, so a viewer gets PermissionDenied and nothing is written.
     """
+    from . import profile
     from .workspace import load
 
     path = repo.draft(user, slug).workspace_path
     ws, _ = load(path)
-    new = regenerated(tables, ws.get("sources"), path)
+    new = profile.build_for(tables, ws.get("sources"), path)
     return repo.save(user, slug, {"profile": new}, "Update the data profile from the data served")

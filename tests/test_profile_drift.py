@@ -121,9 +121,9 @@ def test_a_compatible_refresh_in_one_process_marks_the_profile_out_of_date_in_an
 
     # Updating the profile (what the Dashboard page's button saves) makes it fit again, in any process.
     script = (
-        "import sys\nfrom pathlib import Path\nfrom lib import profile_drift, workspace\nfrom lib.warehouse import Warehouse\n"
+        "import sys\nfrom pathlib import Path\nfrom lib import profile, workspace\nfrom lib.warehouse import Warehouse\n"
         "path = Path(sys.argv[1]); ws, _ = workspace.load(path); wh = Warehouse.for_workspace(path)\n"
-        "new = profile_drift.regenerated(wh.tables(wh.current()), ws.data['sources'], path)\n"
+        "new = profile.build_for(wh.tables(wh.current()), ws.data['sources'], path)\n"
         "workspace.save(path, {'profile': new})\n"
     )
     run(["-c", script, str(folder)], env, tmp_path)
