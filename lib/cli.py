@@ -362,6 +362,8 @@ def _refresh_all(args) -> int:
         _print_json(summary.to_dict())
     else:
         print(summary.table())
+    for line in summary.pulled:
+        print(f"pulled: {line}", file=sys.stderr)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
     return 0 if summary.ok else 1

@@ -159,6 +159,7 @@ class RunSummary:
     repo: str
     outcomes: list[Outcome] = field(default_factory=list)
     note: str = ""  # why the app may not serve what this run loaded (another cache)
+    pulled: list[str] = field(default_factory=list)  # what the pull before the run brought from the shared remote, in words
 
     @property
     def failed(self) -> list[Outcome]:
@@ -169,7 +170,7 @@ class RunSummary:
         return not self.failed
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "repo": self.repo, "note": self.note, "workspaces": [asdict(o) for o in self.outcomes]}
+        return {"ok": self.ok, "repo": self.repo, "note": self.note, "pulled": self.pulled, "workspaces": [asdict(o) for o in self.outcomes]}
 
     def table(self) -> str:
         header = ("workspace", "status", "rows", "seconds", "message")
@@ -187,12 +188,22 @@ def refresh_all(repo_path: Path, *, due_only: bool = False, now: dt.datetime | N
     A workspace that fails is reported and the others are still refreshed. With
     `due_only`, a workspace whose schedule is not yet due is left alone. Raises
     RefreshBusy at once when another run holds the repo's lock.
+
+    A config repo several app servers share (lib.replica) is pulled first, so
+    the run refreshes what was published on any of them; when the remote cannot
+    be reached, it refreshes what this server has and says so in the note.
     """
-    from .configrepo import ConfigRepo
+    from .configrepo import ConfigRepo, ConfigRepoError
 
     repo = ConfigRepo(Path(repo_path))
     summary = RunSummary(repo=str(repo.path), note=cache_note(repo.path))
     with run_lock(repo.path):
+        if repo.shared:
+            try:
+                summary.pulled = repo.pull()
+            except ConfigRepoError as exc:
+                _log.warning("refresh --all without a pull: %s", exc)
+                summary.note = "; ".join(n for n in (summary.note, f"refreshed what this server has: {exc}") if n)
         for slug in repo.slugs():
             summary.outcomes.append(_refresh_one(repo.published_path(slug), due_only, now))
     return summary

@@ -552,3 +552,35 @@ def test_a_publish_killed_while_its_push_is_on_the_way_is_finished_by_the_next_p
     assert a.run("result = repo.repo.git.status('--porcelain')") == ""
     b.run("repo.pull_if_due(0)")
     assert served_rule(b.repo_path, GDP) == "Published by a process that was killed."
+
+
+# --------------------------------------------------------------------------- scheduled refresh on a replica
+
+
+def test_refresh_all_on_a_server_pulls_first_so_it_refreshes_what_another_server_published(envs, remote, tmp_path):
+    a_env, b_env = envs
+    b_env = {**b_env, "DASHMEM_CONFIG_PULL_SECONDS": "3600"}  # B's app would not pull for an hour
+    a = Server(a_env)
+    try:
+        a.run(
+            f"meta = copy.deepcopy(repo.meta({GDP!r})); meta['refresh'] = {{'every': '1h'}}; repo.save(OLIVIA, {GDP!r}, {{'workspace': meta}}, 'schedule'); "
+            f"repo.publish(OLIVIA, {GDP!r})"
+        )
+    finally:
+        a.close()
+    run = cli(b_env, "refresh", "--all", b_env["DASHMEM_CONFIG_REPO"], "--json")
+    by_name = {w["workspace"]: w for w in json.loads(run.stdout)["workspaces"]}
+    assert by_name[GDP]["status"] == "refreshed" and by_name[GDP]["next_due"]  # the schedule A published, seen on B
+    assert by_name[SCW]["next_due"] is None
+    assert any(line.startswith("main ") for line in json.loads(run.stdout)["pulled"])
+    assert "pulled: main " in run.stderr
+
+    # With the remote unreachable, the run refreshes what B has and says why it did not pull.
+    away = tmp_path / "shared-away.git"
+    remote.rename(away)
+    try:
+        run = cli(b_env, "refresh", "--all", b_env["DASHMEM_CONFIG_REPO"])
+    finally:
+        away.rename(remote)
+    assert "3 workspace(s)" not in run.stdout and "2 workspace(s): 0 refreshed, 2 unchanged" in run.stdout
+    assert "note: " in run.stderr and "refreshed what this server has" in run.stderr and "cannot reach the shared config repo" in run.stderr
