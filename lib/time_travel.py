@@ -124,13 +124,25 @@ class AsOf:
         served = f" Everyone else sees the data loaded {loaded_at(self.latest)}." if self.latest else ""
         return f"You are looking at the data as it was loaded {loaded_at(self.snapshot)}, not the latest; read-only, for you only.{served}"
 
-    def render(self, files: Mapping[str, Any], chosen_filters: Mapping[str, Any] | None = None, *, workspace_path: Path | None = None) -> Rendered:
-        """The dashboard over this snapshot's tables; a component reading a live source says there is no earlier data."""
+    def render(
+        self,
+        files: Mapping[str, Any],
+        chosen_filters: Mapping[str, Any] | None = None,
+        *,
+        workspace_path: Path | None = None,
+        tables: Mapping[str, pa.Table] | None = None,
+        version: str | None = None,
+    ) -> Rendered:
+        """The dashboard over this snapshot's tables; a component reading a live source says there is no earlier data.
+
+        `tables` and `version` stand in for the snapshot's when a viewer put a file of their own in place of a table.
+        """
         from .render import render
 
+        tables, version = (self.tables, self.version) if tables is None else (tables, version or self.version)
         if self.is_latest:  # the data everyone sees: live sources as usual
-            return render(files, self.tables, self.version, chosen_filters, workspace_path=workspace_path)
-        rendered = render(files, self.tables, self.version, chosen_filters, workspace_path=workspace_path, router=EarlierDataRouter(files))
+            return render(files, tables, version, chosen_filters, workspace_path=workspace_path)
+        rendered = render(files, tables, version, chosen_filters, workspace_path=workspace_path, router=EarlierDataRouter(files))
         for comp in rendered.components:
             if comp.error and NO_EARLIER_DATA in comp.error:
                 comp.error = comp.error[comp.error.index(NO_EARLIER_DATA) :]  # not "query failed": nothing is wrong
