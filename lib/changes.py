@@ -414,13 +414,17 @@ def _move(key: dict[str, str], label: str, before: Any, after: Any, fmt: str | N
     before_display, after_display = format_value(before, fmt), format_value(after, fmt)
     name = " ".join([*key.values(), label])
     if _same(before, after) or before_display == after_display:  # a change too small to show in the component's format is none
-        return Move(key, label, "unchanged", before, after, before_display, after_display, "", 0.0 if _numeric(after) else None, f"{name} unchanged at {after_display}")
+        return Move(
+            key, label, "unchanged", before, after, before_display, after_display, "", 0.0 if _numeric(after) else None, f"{name} unchanged at {after_display}"
+        )
     delta_display, relative = "", None
     if _numeric(before) and _numeric(after):
         delta_display = _signed(float(after) - float(before), fmt)
         relative = (float(after) - float(before)) / abs(float(before)) if float(before) else None
     detail = f" ({delta_display})" if delta_display else ""
-    return Move(key, label, "changed", before, after, before_display, after_display, delta_display, relative, f"{name} {before_display} {ARROW} {after_display}{detail}")
+    return Move(
+        key, label, "changed", before, after, before_display, after_display, delta_display, relative, f"{name} {before_display} {ARROW} {after_display}{detail}"
+    )
 
 
 def _same(a: Any, b: Any) -> bool:

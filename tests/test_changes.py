@@ -135,7 +135,10 @@ def test_two_refreshes_in_other_processes_give_each_kpi_its_previous_value_and_t
     scores = [abs(m.relative) for m in table.moves if m.relative is not None]
     assert scores == sorted(scores, reverse=True) and len(table.moves) <= 5
     brno = next(m for m in table.moves if m.key == {"Site": "Brno", "Gate": "Supply"} and m.measure == "Attainment")
-    assert brno.text == f"Brno Supply Attainment {format_value(old[('Brno', 'Supply')], '.1%')} → {format_value(new[('Brno', 'Supply')], '.1%')} ({brno.delta_display})"
+    assert (
+        brno.text
+        == f"Brno Supply Attainment {format_value(old[('Brno', 'Supply')], '.1%')} → {format_value(new[('Brno', 'Supply')], '.1%')} ({brno.delta_display})"
+    )
 
     # A chart by site: its measure compared per site, in the chart's own format (y: .0%).
     by_site = found.of("by_site")
