@@ -16,6 +16,8 @@ from lib.components import Component
 from lib.snapshots import Snapshot, Warehouse
 from lib.time_travel import AsOf, loaded_at, open_as_of
 
+SERVED = "served"  # the "Data as of" option meaning the data everyone is served, whichever load that is
+
 
 def data_as_of(ctx: ui.Context, wh: Warehouse, served: Snapshot) -> AsOf:
     """The "Data as of" choice (when more than one load is kept) and its banner; the data chosen, opened read-only.
@@ -26,22 +28,16 @@ def data_as_of(ctx: ui.Context, wh: Warehouse, served: Snapshot) -> AsOf:
     chosen_id = served.id
     if len(kept) > 1:
         newest = kept[0].id
-
-        def label(snapshot_id: str) -> str:
-            snapshot = next(s for s in kept if s.id == snapshot_id)
-            if snapshot_id == served.id:
-                return loaded_at(snapshot) + (" (latest)" if snapshot_id == newest else " (served to everyone)")
-            return loaded_at(snapshot)
-
-        ids = [s.id for s in kept]
-        chosen_id = st.selectbox(
+        times = {s.id: loaded_at(s) for s in kept}
+        # The first option is whatever is served, not its id: whoever has not chosen follows the next refresh.
+        choice = st.selectbox(
             "Data as of",
-            ids,
-            index=ids.index(served.id) if served.id in ids else 0,
-            format_func=label,
+            [SERVED] + [s.id for s in kept if s.id != served.id],
+            format_func=lambda i: f"{loaded_at(served)} ({'latest' if served.id == newest else 'served to everyone'})" if i == SERVED else times[i],
             key=f"as_of_{ctx.slug}",
             help="Look at the dashboard as it was at an earlier load. Read-only and for you only: nobody else's view changes.",
         )
+        chosen_id = served.id if choice in (None, SERVED) else choice
     as_of = None
     with ui.user_errors("Could not open that load"):
         as_of = open_as_of(wh, chosen_id, user=ctx.user, meta=ctx.meta, served=served)

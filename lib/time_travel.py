@@ -121,8 +121,8 @@ class AsOf:
         """What the page says above a dashboard shown as of an earlier load; "" on the latest."""
         if self.is_latest:
             return ""
-        served = f" Everyone else sees the data loaded {loaded_at(self.latest)}." if self.latest else ""
-        return f"You are looking at the data as it was loaded {loaded_at(self.snapshot)}, not the latest; read-only, for you only.{served}"
+        served = f" (loaded {loaded_at(self.latest)})" if self.latest else ""
+        return f"You are looking at the data loaded {loaded_at(self.snapshot)}, not what everyone sees{served}: read-only, for your session only."
 
     def render(
         self,

@@ -241,7 +241,7 @@ def test_time_travel_is_read_only_and_for_anyone_who_may_view(tmp_path):
 
     before = state()
     as_of = open_as_of(wh, older.id, user=VIEWER, meta=META)  # a viewer may not pin (switch_to), but may look back
-    assert not as_of.is_latest and as_of.latest == newest and "not the latest" in as_of.banner() and "for you only" in as_of.banner()
+    assert not as_of.is_latest and as_of.latest == newest and "not what everyone sees" in as_of.banner() and "for your session only" in as_of.banner()
     assert as_of.render(files, workspace_path=folder).component("target").value == 3000
     for write in (
         lambda: as_of.warehouse.write_snapshot({"targets": pa.table({"target": [1]})}),
@@ -297,10 +297,19 @@ def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_othe
     choice.set_value(first.id).run()
     assert not at.exception, [e.message for e in at.exception]
     assert {m.label: m.value for m in at.metric}["Attainment this week"] == format_value(first_value, ".1%")
-    assert any("not the latest" in w.value for w in at.warning)
+    assert any("not what everyone sees" in w.value for w in at.warning)
     assert any(c.value.startswith("Only one load is kept so far") or "nothing to compare" in c.value for c in at.caption)
 
     other = signed_in("sam")  # another session: still the latest, no banner
     assert {m.label: m.value for m in other.metric}["Attainment this week"] == format_value(second_value, ".1%")
-    assert not any("not the latest" in w.value for w in other.warning)
+    assert not any("not what everyone sees" in w.value for w in other.warning)
     assert wh.current() is not None and wh.current().id != first.id and not wh.pin.exists()
+
+    # A third load: the session that never chose follows it; the one looking back stays where it was.
+    wh.write_snapshot({"gates": gates})
+    other.run()
+    assert {m.label: m.value for m in other.metric}["Attainment this week"] == format_value(first_value, ".1%")
+    assert not any("not what everyone sees" in w.value for w in other.warning)
+    at.run()
+    assert [s.value for s in at.selectbox if s.label == "Data as of"] == [first.id]
+    assert any("not what everyone sees" in w.value for w in at.warning)
