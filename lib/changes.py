@@ -419,7 +419,8 @@ def _move(key: dict[str, str], label: str, before: Any, after: Any, fmt: str | N
         )
     delta_display, relative = "", None
     if _numeric(before) and _numeric(after):
-        delta_display = _signed(float(after) - float(before), fmt)
+        whole = isinstance(after, int) and isinstance(before, int)  # a count's delta is shown as a count, not "+6.00"
+        delta_display = _signed(after - before if whole else float(after) - float(before), fmt)
         relative = (float(after) - float(before)) / abs(float(before)) if float(before) else None
     detail = f" ({delta_display})" if delta_display else ""
     return Move(
@@ -456,7 +457,7 @@ def _default_for(before: Any, after: Any, default: str | None) -> str | None:
     return default if isinstance(after, float) or isinstance(before, float) else None
 
 
-def _signed(delta: float, fmt: str | None) -> str:
+def _signed(delta: float | int, fmt: str | None) -> str:
     """A difference in the value's format, signed; a percentage's in points ("−4.9 pts")."""
     if fmt and fmt.endswith("%"):
         digits = re.search(r"\.(\d+)%$", fmt)

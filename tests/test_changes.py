@@ -313,3 +313,34 @@ def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_othe
     at.run()
     assert [s.value for s in at.selectbox if s.label == "Data as of"] == [first.id]
     assert any("not what everyone sees" in w.value for w in at.warning)
+
+
+def test_what_cannot_be_compared_says_why_and_the_rest_is_still_compared(tmp_path):
+    wh = Warehouse(tmp_path / "cache")
+    wh.write_snapshot({"sales": pa.table({"region": ["north", "south"], "amount": [10, 0], "score": [0.5, 0.25]})})
+    wh.write_snapshot({"sales": pa.table({"region": ["north", "south", "south"], "amount": [12, 5, 1], "score": [0.5, 0.75, 0.1], "extra": [1, 2, 3]})})
+    components = [
+        {"id": "total", "type": "kpi", "title": "Total", "query": "SELECT sum(amount) AS value FROM sales"},
+        {"id": "by_region", "type": "table", "query": "SELECT region, sum(amount) AS amount FROM sales GROUP BY region ORDER BY region"},
+        {"id": "rows", "type": "table", "query": "SELECT region, amount FROM sales"},  # south twice: rows cannot be matched
+        {
+            "id": "points",
+            "type": "chart",
+            "query": "SELECT amount, score FROM sales",
+            "mark": "point",
+            "encoding": {"x": {"field": "amount", "type": "quantitative"}, "y": {"field": "score", "type": "quantitative"}},
+        },
+        {"id": "new_column", "type": "kpi", "query": "SELECT sum(extra) AS value FROM sales"},
+        {"id": "broken", "type": "kpi", "query": "SELECT sum(nope) AS value FROM sales"},
+        {"id": "words", "type": "text", "markdown": "{{q.n}} rows", "queries": {"q": "SELECT count(*) AS n FROM sales"}},
+    ]
+    found = compare({"dashboard": {"components": components}, "output": {"number_formats": {"default": ",.1f"}}}, wh)
+    notes = {c.component: c.note for c in found.components}
+    assert notes["total"] == "" and found.of("total").kpi.text == "Total 10.0 → 18.0 (+8.0)"  # type: ignore[union-attr]  # the default format, as the card shows it
+    assert notes["rows"] == "not compared row by row: its rows repeat the same region"
+    assert notes["points"] == "not compared row by row: no category, date or year column to match its rows by"
+    assert notes["new_column"].startswith("not compared: the query does not run on the earlier data") and "extra" in notes["new_column"]
+    assert notes["broken"].startswith("not compared: the query fails") and "nope" in notes["broken"]
+    assert "words" not in notes
+    by_region = found.of("by_region")
+    assert by_region is not None and [m.text for m in by_region.moves] == ["south amount 0 → 6 (+6)", "north amount 10 → 12 (+2)"]  # from 0 ranks first
