@@ -224,7 +224,9 @@ def explain_popover(comp) -> None:
         with popover, ui.user_errors("Could not explain this"):
             from lib.explain import explain
 
-            dashboard_view.explanation(explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version))
+            dashboard_view.explanation(
+                explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version, router=as_of.router(ws.data))
+            )
 
 
 def beside(comp) -> None:

@@ -124,6 +124,10 @@ class AsOf:
         served = f" (loaded {loaded_at(self.latest)})" if self.latest else ""
         return f"You are looking at the data loaded {loaded_at(self.snapshot)}, not what everyone sees{served}: read-only, for your session only."
 
+    def router(self, files: Mapping[str, Any]) -> EarlierDataRouter | None:
+        """What runs queries over this load for render and explain: None (theirs) on the latest, else one that refuses live sources."""
+        return None if self.is_latest else EarlierDataRouter(files)
+
     def render(
         self,
         files: Mapping[str, Any],
@@ -142,7 +146,7 @@ class AsOf:
         tables, version = (self.tables, self.version) if tables is None else (tables, version or self.version)
         if self.is_latest:  # the data everyone sees: live sources as usual
             return render(files, tables, version, chosen_filters, workspace_path=workspace_path)
-        rendered = render(files, tables, version, chosen_filters, workspace_path=workspace_path, router=EarlierDataRouter(files))
+        rendered = render(files, tables, version, chosen_filters, workspace_path=workspace_path, router=self.router(files))
         for comp in rendered.components:
             if comp.error and NO_EARLIER_DATA in comp.error:
                 comp.error = comp.error[comp.error.index(NO_EARLIER_DATA) :]  # not "query failed": nothing is wrong

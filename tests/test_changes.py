@@ -24,6 +24,7 @@ import pytest
 from lib import workspace
 from lib.access import PermissionDenied, User
 from lib.changes import ONLY_ONE_LOAD, compare, previous_of
+from lib.explain import explain
 from lib.formats import format_value
 from lib.time_travel import NO_EARLIER_DATA, ReadOnlyData, TimeTravelError, open_as_of
 from lib.warehouse import Warehouse
@@ -228,6 +229,9 @@ def test_a_live_source_has_no_earlier_data_and_a_snapshot_table_beside_it_does(t
     rendered = as_of.render(files, workspace_path=folder)
     assert rendered.component("target").value == 3000
     assert rendered.component("sales").error is not None and rendered.component("sales").error.startswith(NO_EARLIER_DATA)
+    explained = explain(files, as_of.tables, older, "sales", workspace_path=folder, router=as_of.router(files))  # Explain on that view
+    assert explained.queries[0].error is not None and explained.queries[0].error.startswith(NO_EARLIER_DATA)
+    assert explain(files, as_of.tables, older, "target", workspace_path=folder, router=as_of.router(files)).queries[0].result_rows == [{"value": 3000}]
     latest = open_as_of(wh, None, user=VIEWER, meta=META).render(files, workspace_path=folder)
     assert latest.component("sales").value == 4600 and latest.component("target").value == 3500
 
