@@ -97,7 +97,7 @@ class ComponentChanges:
 
 @dataclass
 class Changes:
-    current: dict[str, str]  # {"id", "loaded"} of the snapshot shown
+    current: dict[str, str]  # {"id", "created" (ISO 8601, UTC), "loaded" (local time, as shown)} of the snapshot shown
     previous: dict[str, str] | None  # the one loaded before it; None when it is the only one kept
     components: list[ComponentChanges]
     filters: dict[str, Any] = field(default_factory=dict)
@@ -249,8 +249,8 @@ def compare_tables(
             comp.note = f"not compared: {exc}"
     chosen = {k: v for k, v in (chosen_filters or {}).items() if v not in (None, "", [], ())}
     return Changes(
-        {"id": current.id, "loaded": loaded_at(current)},
-        {"id": previous.id, "loaded": loaded_at(previous)} if previous else None,
+        {"id": current.id, "created": current.created, "loaded": loaded_at(current)},
+        {"id": previous.id, "created": previous.created, "loaded": loaded_at(previous)} if previous else None,
         found,
         chosen,
     )

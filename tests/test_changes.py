@@ -157,7 +157,7 @@ def test_two_refreshes_in_other_processes_give_each_kpi_its_previous_value_and_t
     proc = cli("changes", folder, "--json", cache=cache)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     as_json = json.loads(proc.stdout)
-    assert as_json["ok"] is True and as_json["previous"]["id"] == kept[1].id
+    assert as_json["ok"] is True and as_json["previous"]["id"] == kept[1].id and as_json["previous"]["created"] == kept[1].created
     (kpi_json,) = [c for c in as_json["components"] if c["component"] == "kpi_attainment"]
     assert kpi_json["kpi"]["before"] == pytest.approx(before) and kpi_json["kpi"]["after"] == pytest.approx(after)
     text = cli("changes", folder, "--top", "1", cache=cache)
