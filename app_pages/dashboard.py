@@ -9,12 +9,12 @@ from typing import cast
 import pandas as pd
 import streamlit as st
 
-from app_pages import dashboard_view, state, ui
+from app_pages import changes_view, dashboard_view, state, ui
 from lib import refresh as refreshing
 from lib import schedule, workspace
 from lib.connectors import FILE_TYPES, REGISTRY
 from lib.live import router_for
-from lib.render import CACHE, filter_states, render
+from lib.render import CACHE, filter_states
 from lib.warehouse import Warehouse
 
 ctx = ui.context("view")
@@ -161,7 +161,9 @@ if snapshot is None:
     st.warning("No data loaded yet. Add a source on the Sources page, then Refresh.")
     st.stop()
 
-tables = dict(wh.tables(snapshot))  # the tables of the snapshot the caption and cache key name
+as_of = changes_view.data_as_of(ctx, wh, snapshot)  # the load chosen to look at, opened read-only (lib.time_travel)
+snapshot = as_of.snapshot
+tables = dict(as_of.tables)  # the tables of the snapshot the caption and cache key name
 version = snapshot.id
 
 # A viewer may look at the dashboard over their own, schema-compatible file, for this session only.
@@ -211,7 +213,8 @@ if states:
                     picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{filt.id}")
                     chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
-rendered = render(ws.data, tables, version, chosen, workspace_path=ws.path)
+rendered = as_of.render(ws.data, chosen, workspace_path=ws.path, tables=tables, version=version)
+changed = changes_view.changes_for(ws, as_of, tables, version, chosen)
 
 
 def explain_popover(comp) -> None:
@@ -221,10 +224,18 @@ def explain_popover(comp) -> None:
         with popover, ui.user_errors("Could not explain this"):
             from lib.explain import explain
 
-            dashboard_view.explanation(explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version))
+            dashboard_view.explanation(
+                explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version, router=as_of.router(ws.data))
+            )
 
 
-dashboard_view.show(rendered, explain_popover)
+def beside(comp) -> None:
+    changes_view.kpi_was(changed, comp)
+    explain_popover(comp)
+
+
+changes_view.panel(changed)
+dashboard_view.show(rendered, beside)
 
 with st.expander("About this view"):
     loaded = dt.datetime.fromisoformat(snapshot.created).astimezone()

@@ -422,6 +422,31 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_changes(args) -> int:
+    """What changed between the data shown and the load kept before it: KPIs then and now, the biggest moves per component."""
+    from .changes import compare
+    from .explain import parse_filters
+    from .render import filter_states
+
+    path = Path(args.path)
+    ws = _valid_workspace(path)
+    wh = _warehouse_with_data(path)
+    snapshot = wh.current()
+    if args.snapshot:
+        snapshot = next((s for s in wh.snapshots() if s.id == args.snapshot), None)
+        if snapshot is None:
+            return _fail(args, f"no kept snapshot {args.snapshot!r}; kept: {', '.join(s.id for s in wh.snapshots()) or 'none'}")
+    tables = wh.tables(snapshot)
+    dashboard = ws.get("dashboard") or {}
+    chosen = parse_filters(dashboard, filter_states(dashboard, tables, snapshot.id if snapshot else "none"), args.filter or [])
+    found = compare(ws.data, wh, snapshot, chosen, workspace_path=path, top=args.top)  # a QueryError is printed as one line
+    if args.json:
+        _print_json({"ok": True, **found.to_dict()})
+    else:
+        print(found.text())
+    return 0
+
+
 def _fail(args, message: str) -> int:
     if getattr(args, "json", False):
         _print_json({"ok": False, "error": message})
@@ -541,6 +566,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", action="append", metavar="ID=VALUE", help="a filter choice; repeat for several values of a multiselect; LOW..HIGH for a range")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("changes", help="what changed since the previous load: each KPI then and now, the biggest moves per chart and table")
+    p.add_argument("path")
+    p.add_argument("--filter", action="append", metavar="ID=VALUE", help="a filter choice, as for explain")
+    p.add_argument("--snapshot", metavar="ID", help="compare this kept snapshot with the one before it (default: the data served)")
+    p.add_argument("--top", type=int, default=5, help="moves listed per component (default 5)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_changes)
 
     p = sub.add_parser("profile", help="print the model-facing data profile and its token count")
     p.add_argument("path")

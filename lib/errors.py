@@ -32,6 +32,9 @@ User-facing (subclass DashmemError):
 | `ScheduleError` | schedule | ValueError |
 | `RefreshBusy` | schedule | RuntimeError |
 | `ExplainError` | explain | ValueError |
+| `TimeTravelError` | time_travel | ValueError |
+| `ReadOnlyData` | time_travel | PermissionError |
+| `NoEarlierData` | time_travel | QueryError |
 
 Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
 `connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught

@@ -196,11 +196,13 @@ def explain(
     *,
     workspace_path: Any = None,
     version: str | None = None,
+    router: Any = None,
 ) -> Explanation:
     """Explain component `component_id` of `files["dashboard"]` over `tables` (the data of `snapshot`).
 
     `version` is the data version the query cache keys on, when `tables` are not exactly the
-    snapshot's (the Dashboard's own-CSV view); it defaults to the snapshot's id.
+    snapshot's (the Dashboard's own-CSV view); it defaults to the snapshot's id. `router` runs the
+    queries instead of the render's (lib.time_travel's over an earlier load, where live sources keep no data).
     """
     from . import spec as specs
     from .live import DEFAULT_TTL_S, live_sources, router_for
@@ -216,7 +218,7 @@ def explain(
     max_rows = int(injection.get("max_rows_per_query", 10_000))
     timeout_s = float(injection.get("query_timeout_s", 10))
     version = version or (snapshot.id if snapshot else "none")
-    queries_runner = router_for(files, CACHE, workspace_path)
+    queries_runner = router or router_for(files, CACHE, workspace_path)
     states = filter_states(dashboard, tables, version, queries_runner, timeout_s)
     all_params = filter_params(states, chosen_filters or {})
     live = live_sources(files)

@@ -139,13 +139,15 @@ def render(
     *,
     cache: QueryCache = CACHE,
     workspace_path: Path | None = None,
+    router: Any = None,
 ) -> Rendered:
     """Render the dashboard in `files["dashboard"]` over `tables` (the data of `version`).
 
     `workspace_path` is the workspace's folder, which a live SQLite source's relative path is relative to.
+    `router` runs the queries instead of the cache and live router (lib.time_travel's, over an earlier snapshot).
     """
     started = time.perf_counter()
-    queries = router_for(files, cache, workspace_path)  # live sources' queries run in their database (lib/live.py)
+    queries = router or router_for(files, cache, workspace_path)  # live sources' queries run in their database (lib/live.py)
     misses_before = queries.misses
     dashboard = files.get("dashboard") or {}
     output = files.get("output") or {}

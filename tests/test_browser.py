@@ -210,3 +210,34 @@ def test_a_viewer_opens_explain_on_a_kpi_and_reads_its_sql_and_source(server, pa
     page.get_by_text("SELECT sum(actual) / sum(target) AS value FROM gates").first.wait_for(timeout=10_000)
     page.get_by_text("file data/gates.csv").first.wait_for(state="attached", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "browser-dashboard-explain.png"), full_page=True)
+
+
+def test_a_viewer_opens_an_earlier_load_and_sees_its_figure_under_a_banner(server, page):
+    import csv
+
+    from lib.formats import format_value
+
+    url, tmp = server
+    sign_in(page, url, "vera", "vera-demo")
+    choose_workspace(page, "Supply chain weekly")
+    kpi_value(page, "Attainment this week")
+    data = tmp / "config-repo" / "supply-chain-weekly" / "data"
+    shutil.copy(data / "next_week" / "gates.csv", data / "gates.csv")  # a second load (unchanged if an earlier test made it)
+    page.get_by_role("button", name="Refresh").click()
+    choice = page.locator('[data-testid="stSelectbox"]', has_text="Data as of")
+    choice.wait_for(timeout=30_000)
+    page.get_by_text(re.compile(r"^was \d")).first.wait_for(timeout=30_000)  # each KPI's value at the previous load
+    latest = kpi_value(page, "Attainment this week")
+    choice.click()
+    page.get_by_role("option").last.click()  # the oldest kept load: the demo's own file
+    page.get_by_text("not what everyone sees").wait_for(timeout=30_000)
+    with (ROOT / "workspaces" / "supply-chain-weekly" / "data" / "gates.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    expected = format_value(sum(int(r["actual"]) for r in rows) / sum(int(r["target"]) for r in rows), ".1%")
+    deadline = time.monotonic() + 30
+    shown = latest
+    while time.monotonic() < deadline and shown != expected:
+        time.sleep(0.3)
+        shown = kpi_value(page, "Attainment this week")
+    page.screenshot(path=str(ARTIFACTS / "browser-dashboard-data-as-of.png"), full_page=True)
+    assert shown == expected != latest

@@ -26,6 +26,7 @@ from lib.netguard import Refused
 from lib.query_worker import WorkerError
 from lib.schedule import RefreshBusy, ScheduleError
 from lib.secrets import SecretMissing
+from lib.time_travel import NoEarlierData, ReadOnlyData, TimeTravelError
 from lib.warehouse import QueryError, QueryRefused
 from lib.workspace import InvalidName, WorkspaceExists
 from lib.yamlio import YamlSyntaxError
@@ -55,6 +56,9 @@ FAMILIES = [
     (ScheduleError, ValueError, ScheduleError("workspace.yaml: refresh.every: '1 hour' is not a refresh interval")),
     (RefreshBusy, RuntimeError, RefreshBusy("another `refresh --all` of repo is running")),
     (ExplainError, ValueError, ExplainError("no component 'x' in this dashboard; its components: a, b")),
+    (TimeTravelError, ValueError, TimeTravelError("that load is no longer kept (the last 5 are: ...); showing it is not possible")),
+    (ReadOnlyData, PermissionError, ReadOnlyData("data opened as of an earlier load is read-only; nothing was changed")),
+    (NoEarlierData, QueryError, NoEarlierData("no earlier data kept: orders is a live source, read from its database only when shown")),
 ]
 
 # Raised and caught inside their own module, which turns them into a SourceError; never shown as they are.

@@ -1,0 +1,350 @@
+"""What changed since the last refresh (lib.changes) and data time travel (lib.time_travel).
+
+Two real refreshes, each in its own process (`python -m lib refresh`), with
+different CSV data; the previous values and the changes list are then read in
+this process and in a third one (`python -m lib changes`), and checked against
+sums worked out from the CSV files with the csv module.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lib import workspace
+from lib.access import PermissionDenied, User
+from lib.changes import ONLY_ONE_LOAD, compare, previous_of
+from lib.explain import explain
+from lib.formats import format_value
+from lib.time_travel import NO_EARLIER_DATA, ReadOnlyData, TimeTravelError, open_as_of
+from lib.warehouse import Warehouse
+
+from .conftest import ROOT
+from .test_app import env, signed_in  # noqa: F401 - the app's fixture: its own config repo and cache
+
+VIEWER = User("vera", app_role="viewer")
+META = {"access": {"owners": ["olga"], "stewards": ["sam"], "viewers": ["vera"]}}
+
+
+def cli(*args, cache: Path) -> subprocess.CompletedProcess:
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(cache),
+        "DASHMEM_CACHE_DIR": str(cache),
+        "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"],
+    }
+    return subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(out.getvalue(), encoding="utf-8")
+
+
+def second_week(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Brno ships 10 % less, Porto's Process gate stops reporting, a new site Zagreb reports one gate."""
+    changed = []
+    for r in rows:
+        if r["site"] == "Porto" and r["gate"] == "Process":
+            continue
+        changed.append({**r, "actual": str(int(int(r["actual"]) * 0.9))} if r["site"] == "Brno" else dict(r))
+    changed.append({**rows[0], "site": "Zagreb", "actual": "700"})
+    return changed
+
+
+def attainment(rows, *key_columns) -> dict[tuple, float]:
+    """sum(actual) / sum(target) by the key columns, worked out from the CSV rows."""
+    sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        key = tuple(r[c] for c in key_columns)
+        sums[key][0] += int(r["actual"])
+        sums[key][1] += int(r["target"])
+    return {k: a / t for k, (a, t) in sums.items()}
+
+
+@pytest.fixture
+def two_loads(ws_copy, tmp_path):
+    """The supply workspace refreshed twice, each refresh in its own process, with different data."""
+    folder = ws_copy("supply-chain-weekly")
+    cache = tmp_path / "cache"
+    data = folder / "data" / "gates.csv"
+    first = read_rows(data)
+    proc = cli("refresh", folder, cache=cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    second = second_week(first)
+    write_rows(data, second)
+    proc = cli("refresh", folder, cache=cache)
+    assert proc.returncode == 0 and "switched to snapshot" in proc.stdout, proc.stdout + proc.stderr
+    return folder, cache, first, second
+
+
+@pytest.mark.slow
+def test_two_refreshes_in_other_processes_give_each_kpi_its_previous_value_and_the_biggest_moves(two_loads):
+    folder, cache, first, second = two_loads
+    ws, _ = workspace.load(folder)
+    wh = Warehouse.for_workspace(folder, cache)
+    kept = wh.snapshots()
+    assert len(kept) == 2 and previous_of(wh, kept[0]) == kept[1] and previous_of(wh, kept[1]) is None
+    found = compare(ws.data, wh, workspace_path=folder)
+    assert found.current["id"] == kept[0].id and found.previous is not None and found.previous["id"] == kept[1].id
+
+    # Each KPI then and now, against the CSV files.
+    before, after = attainment(first)[()], attainment(second)[()]
+    kpi = found.of("kpi_attainment")
+    assert kpi is not None and kpi.kpi is not None
+    assert kpi.kpi.before == pytest.approx(before) and kpi.kpi.after == pytest.approx(after)
+    assert kpi.kpi.before_display == format_value(before, ".1%") and kpi.kpi.relative == pytest.approx((after - before) / before)
+    assert kpi.kpi.delta_display == format_value((after - before) * 100, "+.1f") + " pts"
+    assert found.was("kpi_attainment").startswith(f"was {format_value(before, '.1%')} ({kpi.kpi.delta_display}) on ")
+    volume = found.of("kpi_volume")
+    assert volume is not None and volume.kpi is not None
+    assert (volume.kpi.before, volume.kpi.after) == (sum(int(r["actual"]) for r in first), sum(int(r["actual"]) for r in second))
+    assert volume.kpi.delta_display == format_value(volume.kpi.after - volume.kpi.before, "+,.0f")
+
+    # The table, keyed on site and gate: moves are the CSV's sums; Zagreb Supply appeared, Porto Process disappeared.
+    table = found.of("site_gate")
+    assert table is not None and not table.note
+    old, new = attainment(first, "site", "gate"), attainment(second, "site", "gate")
+    assert [tuple(m.key.values()) for m in table.appeared] == [("Zagreb", "Supply")] and table.appeared_count == 1
+    assert [tuple(m.key.values()) for m in table.disappeared] == [("Porto", "Process")] and table.disappeared_count == 1
+    assert "Zagreb Supply: new (" in table.appeared[0].text and "Porto Process: no longer shown (was " in table.disappeared[0].text
+    shown_changes = [k for k in old.keys() & new.keys() if format_value(old[k], ".1%") != format_value(new[k], ".1%")]
+    attainment_moves = [m for m in table.moves if m.measure == "Attainment"]
+    assert attainment_moves and all(m.before == pytest.approx(old[tuple(m.key.values())]) for m in attainment_moves)
+    assert all(m.after == pytest.approx(new[tuple(m.key.values())]) for m in attainment_moves)
+    assert {tuple(m.key.values()) for m in attainment_moves} <= set(shown_changes)
+    assert all(k[0] == "Brno" for k in shown_changes)  # only Brno's figures moved
+    scores = [abs(m.relative) for m in table.moves if m.relative is not None]
+    assert scores == sorted(scores, reverse=True) and len(table.moves) <= 5
+    brno = next(m for m in table.moves if m.key == {"Site": "Brno", "Gate": "Supply"} and m.measure == "Attainment")
+    assert (
+        brno.text
+        == f"Brno Supply Attainment {format_value(old[('Brno', 'Supply')], '.1%')} → {format_value(new[('Brno', 'Supply')], '.1%')} ({brno.delta_display})"
+    )
+
+    # A chart by site: its measure compared per site, in the chart's own format (y: .0%).
+    by_site = found.of("by_site")
+    assert by_site is not None
+    sites_old, sites_new = attainment(first, "site"), attainment(second, "site")
+    (brno_site,) = [m for m in by_site.moves if m.key == {"Site": "Brno"}]
+    assert brno_site.before == pytest.approx(sites_old[("Brno",)]) and brno_site.after_display == format_value(sites_new[("Brno",)], ".0%")
+    assert [m.key for m in by_site.appeared] == [{"Site": "Zagreb"}] and by_site.disappeared == []
+
+    # A filter narrows both sides: Lyon's figures did not move.
+    lyon = compare(ws.data, wh, chosen_filters={"site": ["Lyon"]}, workspace_path=folder)
+    assert all(not c.changed for c in lyon.components) and lyon.was("kpi_attainment").startswith("unchanged since")
+
+    # The same, from a third process.
+    proc = cli("changes", folder, "--json", cache=cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    as_json = json.loads(proc.stdout)
+    assert as_json["ok"] is True and as_json["previous"]["id"] == kept[1].id and as_json["previous"]["created"] == kept[1].created
+    (kpi_json,) = [c for c in as_json["components"] if c["component"] == "kpi_attainment"]
+    assert kpi_json["kpi"]["before"] == pytest.approx(before) and kpi_json["kpi"]["after"] == pytest.approx(after)
+    text = cli("changes", folder, "--top", "1", cache=cache)
+    assert text.returncode == 0 and f"kpi kpi_attainment (Attainment this week): {kpi.kpi.before_display} → {kpi.kpi.after_display}" in text.stdout
+    assert "Zagreb Supply: new" in text.stdout and "smaller change(s)" in text.stdout
+    older = cli("changes", folder, "--snapshot", kept[1].id, cache=cache)  # the oldest kept load has none before it
+    assert older.returncode == 0 and ONLY_ONE_LOAD in older.stdout
+    unknown = cli("changes", folder, "--snapshot", "nope", cache=cache)
+    assert unknown.returncode == 1 and unknown.stderr.startswith("error: no kept snapshot 'nope'") and "Traceback" not in unknown.stderr
+
+
+def test_a_workspace_with_one_load_has_nothing_to_compare(ws_copy, tmp_path):
+    from lib.access import OPERATOR
+    from lib.refresh import refresh
+
+    folder = ws_copy("supply-chain-weekly")
+    wh = Warehouse.for_workspace(folder, tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(folder)
+    found = compare(ws.data, wh, workspace_path=folder)
+    assert found.previous is None and found.components and all(c.note == ONLY_ONE_LOAD and c.kpi is None for c in found.components)
+    assert found.was("kpi_attainment") == "" and "nothing to compare with" in found.text()
+    assert "insight" not in [c.component for c in found.components]  # text blocks are not compared
+    as_of = open_as_of(wh, None, user=VIEWER, meta=META)
+    assert as_of.is_latest and as_of.banner() == ""
+
+
+def live_workspace(tmp_path: Path) -> tuple[Path, dict, Warehouse]:
+    """A live SQLite source beside a snapshot table, loaded twice with different targets."""
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    with sqlite3.connect(folder / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1200), ("south", 3400)])
+    files = {
+        "sources": {
+            "sources": [
+                {"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0},
+                {"name": "targets", "type": "csv", "path": "targets.csv"},
+            ]
+        },
+        "dashboard": {
+            "title": "Orders",
+            "components": [
+                {"id": "sales", "type": "kpi", "title": "Sales", "query": "SELECT sum(sales) AS value FROM orders", "format": ",d"},
+                {"id": "target", "type": "kpi", "title": "Target", "query": "SELECT sum(target) AS value FROM targets", "format": ",d"},
+            ],
+        },
+    }
+    wh = Warehouse(tmp_path / "cache")
+    empty = pa.table({"region": pa.array([], "string"), "sales": pa.array([], "int64")})  # what refresh keeps of a live table
+    wh.write_snapshot({"orders": empty, "targets": pa.table({"target": [1000, 2000]})})
+    wh.write_snapshot({"orders": empty, "targets": pa.table({"target": [1500, 2000]})})
+    return folder, files, wh
+
+
+def test_a_live_source_has_no_earlier_data_and_a_snapshot_table_beside_it_does(tmp_path):
+    folder, files, wh = live_workspace(tmp_path)
+    found = compare(files, wh, workspace_path=folder)
+    sales, target = found.of("sales"), found.of("target")
+    assert sales is not None and target is not None
+    assert sales.note.startswith(NO_EARLIER_DATA) and "orders is a live source" in sales.note and sales.kpi is None
+    assert found.was("sales") == sales.note
+    assert target.kpi is not None and (target.kpi.before, target.kpi.after, target.kpi.delta_display) == (3000, 3500, "+500")
+
+    # Time travel over the same workspace: the live KPI says so instead of showing today's figure as an old one.
+    older = wh.snapshots()[1]
+    as_of = open_as_of(wh, older.id, user=VIEWER, meta=META)
+    rendered = as_of.render(files, workspace_path=folder)
+    assert rendered.component("target").value == 3000
+    assert rendered.component("sales").error is not None and rendered.component("sales").error.startswith(NO_EARLIER_DATA)
+    explained = explain(files, as_of.tables, older, "sales", workspace_path=folder, router=as_of.router(files))  # Explain on that view
+    assert explained.queries[0].error is not None and explained.queries[0].error.startswith(NO_EARLIER_DATA)
+    assert explain(files, as_of.tables, older, "target", workspace_path=folder, router=as_of.router(files)).queries[0].result_rows == [{"value": 3000}]
+    latest = open_as_of(wh, None, user=VIEWER, meta=META).render(files, workspace_path=folder)
+    assert latest.component("sales").value == 4600 and latest.component("target").value == 3500
+
+
+def test_time_travel_is_read_only_and_for_anyone_who_may_view(tmp_path):
+    folder, files, wh = live_workspace(tmp_path)
+    newest, older = wh.snapshots()
+
+    def state() -> dict:
+        return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(wh.folder.rglob("*"))}
+
+    before = state()
+    as_of = open_as_of(wh, older.id, user=VIEWER, meta=META)  # a viewer may not pin (switch_to), but may look back
+    assert not as_of.is_latest and as_of.latest == newest and "not what everyone sees" in as_of.banner() and "for your session only" in as_of.banner()
+    assert as_of.render(files, workspace_path=folder).component("target").value == 3000
+    for write in (
+        lambda: as_of.warehouse.write_snapshot({"targets": pa.table({"target": [1]})}),
+        lambda: as_of.warehouse.switch_to(older.id, user=VIEWER, meta=META),
+        lambda: as_of.warehouse.mark_checked(),
+        lambda: as_of.warehouse.current(),  # its housekeeping deletes files
+        lambda: setattr(as_of.warehouse, "folder", tmp_path),
+    ):
+        with pytest.raises(ReadOnlyData, match="read-only"):
+            write()
+    with pytest.raises(PermissionDenied):
+        wh.switch_to(older.id, user=VIEWER, meta=META)
+    assert state() == before and wh.current() == newest and not wh.pin.exists()  # nothing anyone else sees has changed
+    with pytest.raises(PermissionDenied):
+        open_as_of(wh, older.id, user=User("mallory"), meta=META)
+    with pytest.raises(TimeTravelError, match="no longer kept"):
+        open_as_of(wh, "20200101T000000.000000Z-000000", user=VIEWER, meta=META)
+    with pytest.raises(TimeTravelError, match="no data loaded yet"):
+        open_as_of(Warehouse(tmp_path / "empty"), None, user=VIEWER, meta=META)
+
+
+# --------------------------------------------------------------------------- the Dashboard page
+
+
+def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_others_see_the_latest(env):  # noqa: F811 - the app's fixture
+    at = signed_in("vera")
+    path = at.session_state["config_repo"].published_path("supply-chain-weekly")
+    wh = Warehouse.for_workspace(path)
+    first = wh.current()
+    assert first is not None and not [s for s in at.selectbox if s.label == "Data as of"]  # one load: nothing to choose
+    gates = wh.tables(first)["gates"]
+    rows = read_rows(path / "data" / "gates.csv")
+    first_value = attainment(rows)[()]
+    second = second_week(rows)
+    # A second load with other figures (written as a refresh writes it).
+    actual = pa.array([int(r["actual"]) for r in second[:-1]] + [700], gates.schema.field("actual").type)
+    kept = [i for i, r in enumerate(rows) if not (r["site"] == "Porto" and r["gate"] == "Process")] + [0]
+    changed = gates.take(pa.array(kept)).set_column(gates.schema.get_field_index("actual"), "actual", actual)
+    changed = changed.set_column(changed.schema.get_field_index("site"), "site", pa.array([r["site"] for r in second]))
+    wh.write_snapshot({"gates": changed})
+    second_value = attainment(second)[()]
+
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Attainment this week"] == format_value(second_value, ".1%")
+    assert any(c.value.startswith(f"was {format_value(first_value, '.1%')}") for c in at.caption), [c.value for c in at.caption]
+    assert any(e.label.startswith("Changes since the load of") for e in at.expander)
+    assert any("Zagreb Supply: new" in m.value.replace("\\", "") for m in at.markdown)
+
+    (choice,) = [s for s in at.selectbox if s.label == "Data as of"]
+    assert choice.options[0].endswith("(latest)") and len(choice.options) == 2
+    choice.set_value(first.id).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert {m.label: m.value for m in at.metric}["Attainment this week"] == format_value(first_value, ".1%")
+    assert any("not what everyone sees" in w.value for w in at.warning)
+    assert any(c.value.startswith("Only one load is kept so far") or "nothing to compare" in c.value for c in at.caption)
+
+    other = signed_in("sam")  # another session: still the latest, no banner
+    assert {m.label: m.value for m in other.metric}["Attainment this week"] == format_value(second_value, ".1%")
+    assert not any("not what everyone sees" in w.value for w in other.warning)
+    assert wh.current() is not None and wh.current().id != first.id and not wh.pin.exists()
+
+    # A third load: the session that never chose follows it; the one looking back stays where it was.
+    wh.write_snapshot({"gates": gates})
+    other.run()
+    assert {m.label: m.value for m in other.metric}["Attainment this week"] == format_value(first_value, ".1%")
+    assert not any("not what everyone sees" in w.value for w in other.warning)
+    at.run()
+    assert [s.value for s in at.selectbox if s.label == "Data as of"] == [first.id]
+    assert any("not what everyone sees" in w.value for w in at.warning)
+
+
+def test_what_cannot_be_compared_says_why_and_the_rest_is_still_compared(tmp_path):
+    wh = Warehouse(tmp_path / "cache")
+    wh.write_snapshot({"sales": pa.table({"region": ["north", "south"], "amount": [10, 0], "score": [0.5, 0.25]})})
+    wh.write_snapshot({"sales": pa.table({"region": ["north", "south", "south"], "amount": [12, 5, 1], "score": [0.5, 0.75, 0.1], "extra": [1, 2, 3]})})
+    components = [
+        {"id": "total", "type": "kpi", "title": "Total", "query": "SELECT sum(amount) AS value FROM sales"},
+        {"id": "by_region", "type": "table", "query": "SELECT region, sum(amount) AS amount FROM sales GROUP BY region ORDER BY region"},
+        {"id": "rows", "type": "table", "query": "SELECT region, amount FROM sales"},  # south twice: rows cannot be matched
+        {
+            "id": "points",
+            "type": "chart",
+            "query": "SELECT amount, score FROM sales",
+            "mark": "point",
+            "encoding": {"x": {"field": "amount", "type": "quantitative"}, "y": {"field": "score", "type": "quantitative"}},
+        },
+        {"id": "new_column", "type": "kpi", "query": "SELECT sum(extra) AS value FROM sales"},
+        {"id": "broken", "type": "kpi", "query": "SELECT sum(nope) AS value FROM sales"},
+        {"id": "words", "type": "text", "markdown": "{{q.n}} rows", "queries": {"q": "SELECT count(*) AS n FROM sales"}},
+    ]
+    found = compare({"dashboard": {"components": components}, "output": {"number_formats": {"default": ",.1f"}}}, wh)
+    notes = {c.component: c.note for c in found.components}
+    assert notes["total"] == "" and found.of("total").kpi.text == "Total 10.0 → 18.0 (+8.0)"  # type: ignore[union-attr]  # the default format, as the card shows it
+    assert notes["rows"] == "not compared row by row: its rows repeat the same region"
+    assert notes["points"] == "not compared row by row: no category, date or year column to match its rows by"
+    assert notes["new_column"].startswith("not compared: the query does not run on the earlier data") and "extra" in notes["new_column"]
+    assert notes["broken"].startswith("not compared: the query fails") and "nope" in notes["broken"]
+    assert "words" not in notes
+    by_region = found.of("by_region")
+    assert by_region is not None and [m.text for m in by_region.moves] == ["south amount 0 → 6 (+6)", "north amount 10 → 12 (+2)"]  # from 0 ranks first
