@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -447,6 +448,14 @@ def cmd_changes(args) -> int:
     return 0
 
 
+def _reader_gone() -> int:
+    """The reader of our output went away (`... | head`): stop quietly, as Unix tools do, with their status (128 + SIGPIPE)."""
+    # Python would flush stdout again at exit and print a second BrokenPipeError: point it at /dev/null first.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
+
+
 def _fail(args, message: str) -> int:
     if getattr(args, "json", False):
         _print_json({"ok": False, "error": message})
@@ -591,6 +600,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        return _reader_gone()
     except (DashmemError, FileExistsError) as exc:  # messages written for a person: printed as they are
         return _fail(args, str(exc))
     except Exception as exc:  # never a traceback for a person or a CI log; DASHMEM_DEBUG=1 shows it

@@ -353,3 +353,27 @@ def test_cold_refreshes_bind_the_dashboard_once_per_data_shape(tmp_path):
     proc, workers = run_counting_workers("refresh", ws, cache=cache)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert workers >= 1 and json.loads(record.read_text())
+
+
+@PROCESSES
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    """`python -m lib query ... --json | head` is how people look at output: the closed pipe is no traceback."""
+    ws = tmp_path / "gdp"
+    shutil.copytree(WORKSPACES / "gdp-explorer", ws)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-m", "lib", "refresh", str(ws)], env=env, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lib", "query", str(ws), "SELECT * FROM gdp", "--json", "--max-rows", "20000"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    head = proc.stdout.read(10)  # what `head -c 10` reads, then it exits
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=300)
+    assert head.startswith(b"{")
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode != 0  # like any program whose reader went away: not a success either
