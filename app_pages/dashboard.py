@@ -9,7 +9,7 @@ from typing import cast
 import pandas as pd
 import streamlit as st
 
-from app_pages import dashboard_view, state, ui
+from app_pages import crossfilter, dashboard_view, state, ui
 from lib import refresh as refreshing
 from lib import schedule, workspace
 from lib.connectors import FILE_TYPES, REGISTRY
@@ -197,18 +197,18 @@ if states:
             if filt.error:
                 st.error(f"{filt.label}: {filt.error}")
             elif filt.type == "multiselect":
-                chosen[filt.id] = st.multiselect(filt.label, filt.options, key=f"f_{ctx.slug}_{filt.id}")
+                chosen[filt.id] = st.multiselect(filt.label, filt.options, key=state.filter_widget(ctx.slug, filt.id))
             elif filt.type == "select":
                 chosen[filt.id] = st.selectbox(
-                    filt.label, [None] + filt.options, key=f"f_{ctx.slug}_{filt.id}", format_func=lambda v: "All" if v is None else str(v)
+                    filt.label, [None] + filt.options, key=state.filter_widget(ctx.slug, filt.id), format_func=lambda v: "All" if v is None else str(v)
                 )
             elif filt.bounds and None not in filt.bounds:
                 low, high = filt.bounds
                 if filt.type == "number_range":
-                    chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=f"f_{ctx.slug}_{filt.id}")
+                    chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=state.filter_widget(ctx.slug, filt.id))
                 else:
                     low, high = cast(dt.date, pd.Timestamp(low).date()), cast(dt.date, pd.Timestamp(high).date())  # bounds hold no None, so never NaT
-                    picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{filt.id}")
+                    picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=state.filter_widget(ctx.slug, filt.id))
                     chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
 rendered = render(ws.data, tables, version, chosen, workspace_path=ws.path)
@@ -224,7 +224,15 @@ def explain_popover(comp) -> None:
             dashboard_view.explanation(explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version))
 
 
-dashboard_view.show(rendered, explain_popover)
+def rows_popover(comp) -> None:
+    crossfilter.rows_popover(comp, ctx.slug, ws.data, tables, version, chosen, ws.path)
+
+
+dashboard_view.show(
+    rendered,
+    crossfilter.component_actions(explain_popover, rows_popover),
+    {"chart": lambda comp: crossfilter.chart(comp, ctx.slug, rendered.filters)},
+)
 
 with st.expander("About this view"):
     loaded = dt.datetime.fromisoformat(snapshot.created).astimezone()

@@ -1,0 +1,60 @@
+"""Cross-filter in a real browser: a click on a bar filters the other components; Clear selection undoes it.
+
+Reuses tests/test_browser.py's server (`streamlit run` on a temporary config repo) and Chromium.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from .conftest import WORKSPACES
+from .test_browser import ARTIFACTS, choose_workspace, kpi_value, page, pytestmark, server, sign_in  # noqa: F401  # fixtures and marks
+
+GATES = WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv"
+
+
+def attainment(frame: pd.DataFrame) -> str:
+    """The KPI's figure as the dashboard formats it (.1%), computed here from the CSV."""
+    return f"{frame.actual.sum() / frame.target.sum() * 100:.1f}%"
+
+
+def bar(page, site: str):
+    """The bar of `site` in "Attainment by site": Vega gives each mark an ARIA label naming its fields."""
+    chart = page.locator('[data-testid="stVegaLiteChart"]', has=page.locator('[aria-label*="Site: "]'))
+    chart.first.wait_for(timeout=30_000)
+    return chart.first.locator(f'[role="graphics-symbol"][aria-label*="Site: {site};"]').first
+
+
+def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(server, page):
+    url, _ = server
+    df = pd.read_csv(GATES)
+    site = sorted(df.site.unique())[0]
+    sign_in(page, url, "vera", "vera-demo")
+    choose_workspace(page, "Supply chain weekly")
+    everything = attainment(df)
+    assert kpi_value(page, "Attainment this week") == everything
+
+    bar(page, site).click()
+    page.get_by_role("button", name=re.compile("Clear selection")).wait_for(timeout=30_000)
+    expected = attainment(df[df.site == site])
+    assert expected != everything  # the click must show a different figure, or the test proves nothing
+    page.wait_for_function(
+        "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
+        arg=["Attainment this week", expected],
+        timeout=30_000,
+    )
+    assert kpi_value(page, "Attainment this week") == expected
+    # The filter bar shows the value the click set.
+    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(site, exact=True).wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-selected.png"), full_page=True)
+
+    page.get_by_role("button", name=re.compile("Clear selection")).click()
+    page.wait_for_function(
+        "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
+        arg=["Attainment this week", everything],
+        timeout=30_000,
+    )
+    assert kpi_value(page, "Attainment this week") == everything
+    page.get_by_role("button", name=re.compile("Clear selection")).wait_for(state="detached", timeout=10_000)
