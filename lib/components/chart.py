@@ -272,7 +272,11 @@ def data_places(spec: Spec) -> list[tuple[tuple, Spec]]:
 def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
     """A holder the page's script draws the chart into; its spec joins `chart_specs`."""
     chart_specs.append(vega_lite_spec(comp))
-    return f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
+    holder = f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
+    if selections(comp.spec):
+        # The point selection works in Vega-Lite alone; setting the dashboard's filters needs the app's server.
+        holder += '<p class="note">Click a mark to highlight it (shift-click for more). The filters are fixed in this file: the other components do not follow the click.</p>'
+    return holder
 
 
 def vega_lite_spec(comp: Component) -> dict[str, Any]:
