@@ -36,11 +36,7 @@ log = logging.getLogger("dashmem.app")
 def driven(comp: Component, states: Sequence[FilterState]) -> list[tuple[str, FilterState]]:
     """(field, filter) of each pair of the chart's `select` whose filter exists, takes a point value and has its options."""
     by_id = {s.id: s for s in states}
-    return [
-        (name, by_id[fid])
-        for _, name, fid in selections(comp.spec)
-        if fid in by_id and by_id[fid].type in POINT_FILTERS and not by_id[fid].error
-    ]
+    return [(name, by_id[fid]) for _, name, fid in selections(comp.spec) if fid in by_id and by_id[fid].type in POINT_FILTERS and not by_id[fid].error]
 
 
 def chart(comp: Component, slug: str, states: Sequence[FilterState]) -> None:
@@ -65,7 +61,9 @@ def chart(comp: Component, slug: str, states: Sequence[FilterState]) -> None:
     labels = " and ".join(f.label for _, f in pairs)
     chosen = "; ".join(f"{f.label}: {', '.join(str(v) for v in current[f.id])}" for _, f in pairs if current[f.id])
     if not chosen:
-        st.caption(f"Click a mark to filter the dashboard by {labels}" + (" (shift-click adds more)." if any(f.type == "multiselect" for _, f in pairs) else "."))
+        st.caption(
+            f"Click a mark to filter the dashboard by {labels}" + (" (shift-click adds more)." if any(f.type == "multiselect" for _, f in pairs) else ".")
+        )
         return
     text, clear = st.columns([3, 1], vertical_alignment="center")
     text.caption(f"Selected {chosen}: the other components show only this.")
