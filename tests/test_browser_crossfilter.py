@@ -58,3 +58,42 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
     )
     assert kpi_value(page, "Attainment this week") == everything
     page.get_by_role("button", name=re.compile("Clear selection")).wait_for(state="detached", timeout=10_000)
+
+
+def test_the_exported_html_still_highlights_a_clicked_bar_offline(tmp_path, page):
+    import shutil
+
+    from lib import workspace
+    from lib.access import OPERATOR
+    from lib.export import to_html
+    from lib.refresh import refresh
+    from lib.render import QueryCache, render
+    from lib.warehouse import Warehouse
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(folder)
+    out = tmp_path / "export.html"
+    out.write_text(to_html(render(ws.data, wh.tables(), wh.current().id, {}, cache=QueryCache())), encoding="utf-8")
+    sites = sorted(pd.read_csv(GATES).site.unique())
+    network: list[str] = []
+    page.route(re.compile(r"^https?://"), lambda route: (network.append(route.request.url), route.abort()))
+    page.goto(out.as_uri())
+    bars = {s: page.locator(f'#by_site [role="graphics-symbol"][aria-label*="Site: {s};"]').first for s in sites}
+    bars[sites[0]].wait_for(timeout=20_000)
+    page.get_by_text("The filters are fixed in this file").wait_for(timeout=5_000)
+
+    def faded(site: str) -> bool:
+        return bars[site].evaluate("e => Number(getComputedStyle(e).opacity) * Number(e.getAttribute('opacity') ?? 1) < 0.5")
+
+    assert not any(faded(s) for s in sites)
+    bars[sites[0]].click()
+    page.wait_for_function(
+        "label => [...document.querySelectorAll('#by_site [role=graphics-symbol]')].some(e => (e.getAttribute('aria-label') || '').includes(label) && Number(e.getAttribute('opacity') ?? 1) < 0.5)",
+        arg=f"Site: {sites[1]};",
+        timeout=10_000,
+    )
+    assert not faded(sites[0]) and all(faded(s) for s in sites[1:])
+    assert network == []

@@ -220,3 +220,45 @@ def test_show_rows_of_an_unknown_component_names_the_known_ones(supply):
         drilldown(ws.data, tables, version, "nope", {})
     with pytest.raises(DrilldownError, match="single query"):
         drilldown(ws.data, tables, version, "insight", {})
+
+
+# --------------------------------------------------------------------------- the Dashboard page (AppTest; the click itself: test_browser_crossfilter.py)
+
+
+def test_a_chosen_site_shows_as_selected_and_clear_selection_restores_the_figures(monkeypatch, tmp_path, gates):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from .conftest import ROOT
+
+    monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(tmp_path / "config-repo"))
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DASHMEM_COOKIE_KEY", "k" * 40)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(ROOT)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["authentication_status"] = True
+    at.session_state["username"] = at.session_state["name"] = "vera"
+    at.session_state["slug"] = "supply-chain-weekly"
+    at.run()
+    assert not at.exception, at.exception
+
+    def attainment() -> str:
+        return next(m.value for m in at.metric if m.label == "Attainment this week")
+
+    everything = attainment()
+    assert not [b for b in at.button if b.label == "Clear selection"]
+    assert any("Click a mark to filter the dashboard by Sites" in c.value for c in at.caption)
+    site = sorted(gates.site.unique())[-1]
+    next(m for m in at.multiselect if m.label == "Sites").select(site).run()
+    one = gates[gates.site == site]
+    assert attainment() == f"{one.actual.sum() / one.target.sum() * 100:.1f}%" != everything
+    assert any(f"Selected Sites: {site}" in c.value for c in at.caption)
+
+    next(b for b in at.button if b.label == "Clear selection").click().run()
+    assert not at.exception, at.exception
+    assert attainment() == everything
+    assert next(m for m in at.multiselect if m.label == "Sites").value == []
+    assert not [b for b in at.button if b.label == "Clear selection"]
