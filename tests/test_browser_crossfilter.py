@@ -50,6 +50,16 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
     page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(site, exact=True).wait_for(timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-selected.png"), full_page=True)
 
+    # Show rows on the chart: the rows of that site, counted, with the SQL that read them (the value bound).
+    clear, show_rows = (page.get_by_role("button", name=re.compile(name)) for name in ("Clear selection", "Show rows"))
+    card = page.locator('[data-testid="stVerticalBlock"]').filter(has=clear).filter(has=show_rows).last  # the innermost: the chart's card
+    card.get_by_role("button", name=re.compile("Show rows")).click()
+    page.get_by_text(f"Rows behind the selected site = {site}").wait_for(timeout=30_000)
+    page.get_by_text(f"{int((df.site == site).sum())} rows match").wait_for(timeout=10_000)
+    page.get_by_text("$__mark_0_0").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-rows.png"), full_page=True)
+    page.keyboard.press("Escape")
+
     page.get_by_role("button", name=re.compile("Clear selection")).click()
     page.wait_for_function(
         "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
