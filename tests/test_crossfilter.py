@@ -105,6 +105,16 @@ def test_a_select_field_not_in_the_query_is_an_error(supply):
     assert d.id == "check.references" and d.level == ERROR and "select field 'gate'" in d.message and "site" in (d.allowed or "")
 
 
+def test_a_temporal_field_cannot_be_selected(supply):
+    def mutate(dash):
+        dash["filters"].append({"id": "day", "type": "select", "options_query": "SELECT DISTINCT day FROM gates"})
+        by_id(dash, "kpi_volume")["query"] += " AND ($day IS NULL OR day = $day)"
+        by_id(dash, "daily")["select"] = {"field": "day", "filter": "day"}
+
+    [d] = found(supply, mutate)
+    assert d.id == "check.selections" and d.level == ERROR and "temporal" in d.message and d.field.endswith("select.field")
+
+
 def test_a_filter_no_other_query_uses_is_a_warning(supply):
     def mutate(dash):
         dash["filters"].append({"id": "gate", "type": "select", "options_query": "SELECT DISTINCT gate FROM gates"})
