@@ -145,6 +145,15 @@ def test_the_chart_carries_a_point_selection_and_highlights_the_chosen_site(supp
     assert r.component("by_gate").result.table.num_rows == one.gate.nunique()
 
 
+def test_explain_shows_the_chart_query_as_it_ran_without_its_driven_filter(supply):
+    from lib.explain import explain
+
+    ws, tables, version = supply
+    e = explain(ws.data, tables, None, "by_site", {"site": ["Brno"]}, version=version)
+    assert e.queries[0].params == {"site": None} and len(e.queries[0].result_rows) == 5  # every site, as drawn (RESULT_ROWS of them)
+    assert explain(ws.data, tables, None, "kpi_attainment", {"site": ["Brno"]}, version=version).queries[0].params == {"site": ["Brno"]}
+
+
 def test_the_built_chart_is_reused_per_selection(supply):
     ws, tables, version = supply
     cache = QueryCache()
