@@ -60,6 +60,17 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
     page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-rows.png"), full_page=True)
     page.keyboard.press("Escape")
 
+    # Another bar replaces the selection (the chart was drawn afresh with the first one highlighted).
+    other = sorted(df.site.unique())[-1]
+    bar(page, other).click()
+    expected = attainment(df[df.site == other])
+    page.wait_for_function(
+        "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
+        arg=["Attainment this week", expected],
+        timeout=30_000,
+    )
+    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(other, exact=True).wait_for(timeout=10_000)
+
     page.get_by_role("button", name=re.compile("Clear selection")).click()
     page.wait_for_function(
         "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
