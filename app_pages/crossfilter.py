@@ -25,6 +25,7 @@ import streamlit as st
 
 from app_pages import dashboard_view, state, ui
 from lib.components import Component
+from lib.components import chart as chart_kind
 from lib.components.chart import SELECTION
 from lib.drilldown import CAP, drilldown
 from lib.render import FilterState
@@ -37,6 +38,11 @@ def driven(comp: Component, states: Sequence[FilterState]) -> list[tuple[str, Fi
     """(field, filter) of each pair of the chart's `select` whose filter exists, takes a point value and has its options."""
     by_id = {s.id: s for s in states}
     return [(name, by_id[fid]) for _, name, fid in selections(comp.spec) if fid in by_id and by_id[fid].type in POINT_FILTERS and not by_id[fid].error]
+
+
+def drawers(slug: str, states: Sequence[FilterState]) -> dict[str, Callable[[Component], None]]:
+    """The kinds this module draws on the Dashboard page (dashboard_view.show's `draw`)."""
+    return {chart_kind.NAME: lambda comp: chart(comp, slug, states)}
 
 
 def chart(comp: Component, slug: str, states: Sequence[FilterState]) -> None:

@@ -231,7 +231,7 @@ def rows_popover(comp) -> None:
 dashboard_view.show(
     rendered,
     crossfilter.component_actions(explain_popover, rows_popover),
-    {"chart": lambda comp: crossfilter.chart(comp, ctx.slug, rendered.filters)},
+    crossfilter.drawers(ctx.slug, rendered.filters),
 )
 
 with st.expander("About this view"):

@@ -28,9 +28,9 @@ from lib.render import Rendered, render
 
 
 def show(rendered: Rendered, explain: Callable[[Component], None] | None = None, draw: Mapping[str, Callable[[Component], None]] | None = None) -> None:
-    """Every component of a rendered dashboard, row by row; `explain(comp)` draws its "Explain" popover.
+    """Every component of a rendered dashboard, row by row; `explain(comp)` draws what goes under it (its popovers).
 
-    `draw` replaces the drawing of some kinds (the Dashboard page's cross-filtering charts).
+    `draw` replaces the drawing of some kinds (the Dashboard page's cross-filtering charts: app_pages/crossfilter.py).
     """
     for row in rendered.rows:
         columns = st.columns([c.width for c in row])
