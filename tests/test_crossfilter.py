@@ -281,3 +281,15 @@ def test_a_chosen_site_shows_as_selected_and_clear_selection_restores_the_figure
     assert attainment() == everything
     assert next(m for m in at.multiselect if m.label == "Sites").value == []
     assert not [b for b in at.button if b.label == "Clear selection"]
+
+
+def test_a_clicked_value_becomes_the_filters_own_option():
+    """The browser sends JSON numbers and text; the filter bar takes only its options, each once, in click order."""
+    from app_pages.crossfilter import _options, _points
+    from lib.render import FilterState
+
+    sites = FilterState("site", "multiselect", "Sites", options=["Brno", "Lyon", "Porto"])
+    assert _options(sites, ["Lyon", "Nowhere", "Brno", "Lyon"]) == ["Lyon", "Brno"]
+    years = FilterState("year", "select", "Year", options=[2023, 2024])
+    assert _options(years, [2024.0]) == [2024] and _options(years, ["2023"]) == [2023]
+    assert _points([{"site": "Brno"}, "junk"]) == [{"site": "Brno"}] and _points({}) == [] and _points(None) == []
