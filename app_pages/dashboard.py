@@ -9,7 +9,7 @@ from typing import cast
 import pandas as pd
 import streamlit as st
 
-from app_pages import changes_view, dashboard_view, state, ui
+from app_pages import changes_view, crossfilter, dashboard_view, state, ui
 from lib import refresh as refreshing
 from lib import schedule, workspace
 from lib.connectors import FILE_TYPES, REGISTRY
@@ -199,18 +199,18 @@ if states:
             if filt.error:
                 st.error(f"{filt.label}: {filt.error}")
             elif filt.type == "multiselect":
-                chosen[filt.id] = st.multiselect(filt.label, filt.options, key=f"f_{ctx.slug}_{filt.id}")
+                chosen[filt.id] = st.multiselect(filt.label, filt.options, key=state.filter_widget(ctx.slug, filt.id))
             elif filt.type == "select":
                 chosen[filt.id] = st.selectbox(
-                    filt.label, [None] + filt.options, key=f"f_{ctx.slug}_{filt.id}", format_func=lambda v: "All" if v is None else str(v)
+                    filt.label, [None] + filt.options, key=state.filter_widget(ctx.slug, filt.id), format_func=lambda v: "All" if v is None else str(v)
                 )
             elif filt.bounds and None not in filt.bounds:
                 low, high = filt.bounds
                 if filt.type == "number_range":
-                    chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=f"f_{ctx.slug}_{filt.id}")
+                    chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=state.filter_widget(ctx.slug, filt.id))
                 else:
                     low, high = cast(dt.date, pd.Timestamp(low).date()), cast(dt.date, pd.Timestamp(high).date())  # bounds hold no None, so never NaT
-                    picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=f"f_{ctx.slug}_{filt.id}")
+                    picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=state.filter_widget(ctx.slug, filt.id))
                     chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
 
 rendered = as_of.render(ws.data, chosen, workspace_path=ws.path, tables=tables, version=version)
@@ -229,13 +229,20 @@ def explain_popover(comp) -> None:
             )
 
 
+def rows_popover(comp) -> None:
+    crossfilter.rows_popover(comp, ctx.slug, ws.data, tables, version, chosen, ws.path)
+
+
+actions = crossfilter.component_actions(explain_popover, rows_popover)
+
+
 def beside(comp) -> None:
     changes_view.kpi_was(changed, comp)
-    explain_popover(comp)
+    actions(comp)
 
 
 changes_view.panel(changed)
-dashboard_view.show(rendered, beside)
+dashboard_view.show(rendered, beside, crossfilter.drawers(ctx.slug, rendered.filters))
 
 with st.expander("About this view"):
     loaded = dt.datetime.fromisoformat(snapshot.created).astimezone()

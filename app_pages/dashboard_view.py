@@ -27,13 +27,16 @@ from lib.formats import readable_text_on
 from lib.render import Rendered, render
 
 
-def show(rendered: Rendered, explain: Callable[[Component], None] | None = None) -> None:
-    """Every component of a rendered dashboard, row by row; `explain(comp)` draws its "Explain" popover."""
+def show(rendered: Rendered, explain: Callable[[Component], None] | None = None, draw: Mapping[str, Callable[[Component], None]] | None = None) -> None:
+    """Every component of a rendered dashboard, row by row; `explain(comp)` draws what goes under it (its popovers).
+
+    `draw` replaces the drawing of some kinds (the Dashboard page's cross-filtering charts: app_pages/crossfilter.py).
+    """
     for row in rendered.rows:
         columns = st.columns([c.width for c in row])
         for column, comp in zip(columns, row):
             with column.container(border=True):
-                _component(comp)
+                _component(comp, draw)
                 if explain is not None:
                     explain(comp)
 
@@ -74,12 +77,12 @@ def explanation(e: Explanation) -> None:
         st.caption("No task rule is about it.")
 
 
-def _component(comp: Component) -> None:
+def _component(comp: Component, draw: Mapping[str, Callable[[Component], None]] | None = None) -> None:
     if comp.error:
         st.markdown(f"**{comp.title or comp.id}**")
         st.error(comp.error)
     else:
-        DRAW[comp.type](comp)
+        ((draw or {}).get(comp.type) or DRAW[comp.type])(comp)
 
 
 def _heading(comp: Component) -> None:

@@ -58,6 +58,16 @@ def explain_popover(slug: str, component_id: str) -> str:
     return f"explain:{slug}:{component_id}"
 
 
+def rows_popover(slug: str, component_id: str) -> str:
+    """Whether a component's "Show rows" popover is open: Dashboard reads the rows behind it only then."""
+    return f"rows:{slug}:{component_id}"
+
+
+def filter_widget(slug: str, filter_id: str) -> str:
+    """A filter bar widget's value: set by its widget on Dashboard, and by a chart's cross-filter click or Clear selection."""
+    return f"f_{slug}_{filter_id}"
+
+
 def sync_conflict(slug: str) -> str:
     """The message of an "Update from published" that conflicted, until the person picks a side: set by Review."""
     return f"sync_conflict:{slug}"

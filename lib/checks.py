@@ -28,7 +28,7 @@ import pyarrow as pa
 from . import coltypes, schemas
 from .components import kind_of
 from .diagnostics import ERROR, WARNING, Diagnostic, format_path
-from .spec import PLACEHOLDER_RE, queries, unset_params
+from .spec import PARAM_RE, PLACEHOLDER_RE, POINT_FILTERS, queries, selections, unset_params
 from .warehouse import QueryError, bind
 from .workspace import SEMANTIC_CHECKS, Workspace, shown_file
 from .workspace import load as load_workspace
@@ -126,6 +126,58 @@ def check_inline_data(ctx: CheckContext) -> list[Diagnostic]:
             out.append(
                 ctx.diag("inline_data", f"{where}: the query reads no table, so its numbers are hardcoded; select them from the workspace's tables", path)
             )
+    return out
+
+
+def check_selections(ctx: CheckContext) -> list[Diagnostic]:
+    """A chart's `select` names a filter of the dashboard that takes one clicked value, and some other query uses it."""
+    out = []
+    filters = {f.get("id"): f for f in ctx.dashboard.get("filters") or []}
+    components = ctx.dashboard.get("components") or []
+    for i, comp in enumerate(components):
+        cid = comp.get("id", "?")
+        channels = [ch for node in (comp.get("encoding") or {}).values() for ch in (node if isinstance(node, list) else [node]) if isinstance(ch, dict)]
+        for place, name, fid in selections(comp):
+            path = ("components", i) + place + ("filter",)
+            filt = filters.get(fid)
+            if any(str(ch.get("field", "")).lower() == name.lower() and ch.get("type") == "temporal" for ch in channels):
+                # A browser reports a clicked date as a timestamp in its own time zone: not a filter option to match.
+                out.append(
+                    ctx.diag(
+                        "selections",
+                        f"component '{cid}': select field '{name}' is drawn as temporal; a click can set only a nominal or ordinal value",
+                        ("components", i) + place + ("field",),
+                        allowed="a field the chart draws as nominal or ordinal",
+                    )
+                )
+            elif filt is None:
+                known = ", ".join(str(f) for f in filters)
+                out.append(
+                    ctx.diag(
+                        "selections",
+                        f"component '{cid}': select drives filter '{fid}', which is not a filter of this dashboard{_did_you_mean(fid, map(str, filters))}",
+                        path,
+                        allowed=known or "none: add the filter under filters first",
+                    )
+                )
+            elif filt.get("type") not in POINT_FILTERS:
+                out.append(
+                    ctx.diag(
+                        "selections",
+                        f"component '{cid}': select drives filter '{fid}', a {filt.get('type')} filter, which cannot take the value of one clicked mark",
+                        path,
+                        allowed=" or ".join(POINT_FILTERS),
+                    )
+                )
+            elif not any(fid in PARAM_RE.findall(sql) for p, _, sql in queries(ctx.dashboard) if p[:2] != ("components", i)):
+                out.append(
+                    ctx.diag(
+                        "selections",
+                        f"component '{cid}': select drives filter '{fid}', but no other component's query uses ${fid}, so a click changes nothing",
+                        path,
+                        WARNING,
+                    )
+                )
     return out
 
 
@@ -472,7 +524,7 @@ def check_renders(ctx: CheckContext) -> list[Diagnostic]:
     return out
 
 
-STATIC: list[Callable[[CheckContext], list[Diagnostic]]] = [check_schema, check_inline_data, check_output_constraints]
+STATIC: list[Callable[[CheckContext], list[Diagnostic]]] = [check_schema, check_inline_data, check_output_constraints, check_selections]
 ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_queries, check_references, check_literal_values, check_renders]
 
 

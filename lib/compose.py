@@ -71,7 +71,7 @@ SQL query:
 delta: absolute|relative; format (d3-format such as ",.0f" or ".1%"); thresholds: [{op, value, color}].
   - chart: query, mark (bar, line, area, point, arc, rect, tick), encoding {x, y, color, theta, size, tooltip: [...]}; \
 each channel has field (a column of the query's output), type (quantitative, temporal, nominal, ordinal), title, \
-format, sort; color may carry scale {domain, range} or thresholds.
+format, sort; color may carry scale {domain, range} or thresholds. Optional select: {field, filter} makes a click on a mark set that select or multiselect filter for the other components (cross-filter).
   - table: query, max_rows, columns {column: {label, format, thresholds}}.
   - text: markdown with placeholders {{query.column}} or {{query.column|format}}, filled from the first row of the \
 named queries in queries: {name: SQL}. Write every figure in text as a placeholder.

@@ -221,6 +221,8 @@ def explain(
     queries_runner = router or router_for(files, CACHE, workspace_path)
     states = filter_states(dashboard, tables, version, queries_runner, timeout_s)
     all_params = filter_params(states, chosen_filters or {})
+    for _, _, fid in specs.selections(comp):
+        all_params.pop(fid, None)  # a cross-filtering chart runs without the filters it drives (lib.components.chart)
     live = live_sources(files)
 
     named: list[tuple[str, str]] = [("query", comp["query"])] if isinstance(comp.get("query"), str) else []

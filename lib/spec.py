@@ -45,3 +45,23 @@ def params_for(sql: str, values: Mapping[str, Any]) -> dict[str, Any]:
 def theme_for(dashboard: Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:
     """Defaults, then the workspace theme (output.yaml), then the dashboard's own overrides."""
     return {**DEFAULT_THEME, **((output or {}).get("theme") or {}), **(dashboard.get("theme") or {})}
+
+
+def selections(component: Mapping[str, Any]) -> list[tuple[tuple, str, str]]:
+    """(path below the component, field, filter id) of each pair a chart's `select` declares: one pair or a list."""
+    select = component.get("select")
+    if isinstance(select, Mapping):
+        return [(("select",), str(select.get("field", "")), str(select.get("filter", "")))]
+    if isinstance(select, list):
+        return [(("select", j), str(s.get("field", "")), str(s.get("filter", ""))) for j, s in enumerate(select) if isinstance(s, Mapping)]
+    return []
+
+
+POINT_FILTERS = ("select", "multiselect")  # filter types a clicked mark's value can set
+
+
+def selection_values(value: Any) -> list[Any]:
+    """A point filter's chosen value as the list of values it stands for (none chosen: [])."""
+    if value in (None, "", [], ()):
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]

@@ -80,10 +80,11 @@ class RenderContext:
     timeout_s: float
     cache: Any  # lib.render.QueryCache
 
-    def run(self, sql: str, max_rows: int | None = None) -> QueryResult:
-        """One query of the component, its parameters bound, through the cache."""
+    def run(self, sql: str, max_rows: int | None = None, unset: tuple[str, ...] = ()) -> QueryResult:
+        """One query of the component, its parameters bound (those in `unset` left NULL: "all"), through the cache."""
+        params = {k: v for k, v in self.params.items() if k not in unset}
         return self.cache.run(
-            self.version, self.tables, sql, params_for(sql, self.params), max_rows=self.max_rows if max_rows is None else max_rows, timeout_s=self.timeout_s
+            self.version, self.tables, sql, params_for(sql, params), max_rows=self.max_rows if max_rows is None else max_rows, timeout_s=self.timeout_s
         )
 
 

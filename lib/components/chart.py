@@ -18,10 +18,11 @@ import datetime as dt
 import json
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
+from ..spec import selection_values, selections
 from .base import Component, ComponentKind, FieldRef, RenderContext, Spec, result_column, threshold_color
 
 if TYPE_CHECKING:
@@ -54,8 +55,10 @@ class BuiltCharts:
         self.builds = 0
 
     @staticmethod
-    def key(result: QueryResult, spec: Spec, theme: dict[str, Any]) -> tuple:
-        return id(result), json.dumps(spec, sort_keys=True, default=str), json.dumps(theme, sort_keys=True, default=str)
+    def key(result: QueryResult, spec: Spec, theme: dict[str, Any], selected: list[dict[str, Any]] | None = None) -> tuple:
+        """`selected` are the marks a cross-filter highlights (see `selected_points`): a chart per selection."""
+        dumped = (json.dumps(x, sort_keys=True, default=str) for x in (spec, theme, selected or []))
+        return id(result), *dumped
 
     def get(self, key: tuple, result: QueryResult) -> tuple[Any, dict[str, Any]] | None:
         with self._lock:
@@ -78,17 +81,42 @@ BUILT = BuiltCharts()
 
 def render(comp: Component, ctx: RenderContext) -> None:
     spec, theme = comp.spec, ctx.theme
-    comp.result = result = ctx.run(spec["query"])
-    key = BUILT.key(result, spec, theme)
+    driven = tuple(fid for _, _, fid in selections(spec))
+    # A chart whose marks set a filter runs without it: every mark stays there to click, the chosen ones highlighted.
+    comp.result = result = ctx.run(spec["query"], unset=driven)
+    selected = selected_points(spec, ctx.params)
+    key = BUILT.key(result, spec, theme, selected)
     cached = BUILT.get(key, result)
     if cached is None:
-        cached = _build(spec, theme, result)  # raises on an invalid chart, which is then not kept
+        cached = _build(spec, theme, result, selected)  # raises on an invalid chart, which is then not kept
         BUILT.put(key, result, *cached)
     # Shared by every session that shows this chart on this data: nobody changes them after this point.
     comp.chart, comp.vega = cached
 
 
-def _build(spec: Spec, theme: dict[str, Any], result: QueryResult) -> tuple[Any, dict[str, Any]]:
+SELECTION = "selected"  # the point selection parameter of a chart with `select` (one per chart, so one name serves)
+
+
+def selected_points(spec: Spec, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The marks a chart's `select` filters have chosen, as Vega-Lite point selection values ([{field: value}]).
+
+    A chart with one pair highlights each chosen value; with several pairs, a
+    mark is selected when every one of its fields has its filter's value (the
+    combinations of the first chosen value of each).
+    """
+    pairs = selections(spec)
+    if not pairs:
+        return []
+    chosen = [(name, selection_values(params.get(fid))) for _, name, fid in pairs]
+    if any(not values for _, values in chosen):
+        return []
+    if len(chosen) == 1:
+        name, values = chosen[0]
+        return [{name: v} for v in values]
+    return [{name: values[0] for name, values in chosen}]
+
+
+def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: list[dict[str, Any]] | None = None) -> tuple[Any, dict[str, Any]]:
     """The Altair chart and its validated Vega-Lite dict (data inlined)."""
     import altair as alt
 
@@ -133,6 +161,7 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult) -> tuple[Any,
     if mark == "arc":
         mark_kwargs["innerRadius"] = 40
     chart = getattr(alt.Chart(frame), f"mark_{mark}")(**mark_kwargs).encode(**channels)
+    chart = _selectable(chart, spec, result, frame, selected or [])
     chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200, description=summary(spec, frame, channels))
     chart = (
         chart.configure(background=theme["background"], font=theme.get("font", "sans-serif"))
@@ -144,6 +173,27 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult) -> tuple[Any,
         return chart, chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
     except alt.utils.schemapi.SchemaValidationError as exc:  # pyright: ignore[reportAttributeAccessIssue]  # altair's utils/theme names clash in its stubs
         raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
+
+
+def _selectable(chart: Any, spec: Spec, result: QueryResult, frame, selected: list[dict[str, Any]]) -> Any:
+    """The chart with a point selection over its `select` fields, the selected marks opaque and the others faded.
+
+    Vega-Lite keeps it working offline: in the HTML export a click still
+    highlights inside the chart; only the Dashboard page turns it into filters.
+    """
+    import altair as alt
+
+    pairs = selections(spec)
+    if not pairs:
+        return chart
+    fields = [result_column(result, name) for _, name, _ in pairs]
+    values = [{result_column(result, k): _json_value(v) if isinstance(v, dt.date) else v for k, v in point.items()} for point in selected]
+    kwargs: dict[str, Any] = {"name": SELECTION, "fields": fields}
+    if values:
+        kwargs["value"] = values
+    param = alt.selection_point(**kwargs)
+    # Shift-click adds marks, which only a multiselect filter can hold; the page keeps the first for a select.
+    return chart.add_params(param).encode(opacity=alt.condition(param, alt.value(1.0), alt.value(0.3)))
 
 
 def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
@@ -181,6 +231,7 @@ def fields(spec: Spec, columns: list[str]) -> list[FieldRef]:
     for channel, j, ch in _channels(spec):
         usable = ch.get("type") if ch.get("type") in ("quantitative", "temporal") and not ch.get("aggregate") == "count" else None
         refs.append(FieldRef(ch.get("field"), ("encoding", channel) + (() if j is None else (j,)) + ("field",), usable, f"encoding.{channel} field"))
+    refs += [FieldRef(name, place + ("field",), None, "select field") for place, name, _ in selections(spec)]
     return refs
 
 
@@ -221,7 +272,11 @@ def data_places(spec: Spec) -> list[tuple[tuple, Spec]]:
 def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
     """A holder the page's script draws the chart into; its spec joins `chart_specs`."""
     chart_specs.append(vega_lite_spec(comp))
-    return f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
+    holder = f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
+    if selections(comp.spec):
+        # The point selection works in Vega-Lite alone; setting the dashboard's filters needs the app's server.
+        holder += '<p class="note">Click a mark to highlight it (shift-click for more). The filters are fixed in this file: the other components do not follow the click.</p>'
+    return holder
 
 
 def vega_lite_spec(comp: Component) -> dict[str, Any]:

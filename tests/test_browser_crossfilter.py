@@ -1,0 +1,120 @@
+"""Cross-filter in a real browser: a click on a bar filters the other components; Clear selection undoes it.
+
+Reuses tests/test_browser.py's server (`streamlit run` on a temporary config repo) and Chromium.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from .conftest import WORKSPACES
+from .test_browser import ARTIFACTS, choose_workspace, kpi_value, page, pytestmark, server, sign_in  # noqa: F401  # fixtures and marks
+
+GATES = WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv"
+
+
+def attainment(frame: pd.DataFrame) -> str:
+    """The KPI's figure as the dashboard formats it (.1%), computed here from the CSV."""
+    return f"{frame.actual.sum() / frame.target.sum() * 100:.1f}%"
+
+
+def bar(page, site: str):
+    """The bar of `site` in "Attainment by site": Vega gives each mark an ARIA label naming its fields."""
+    chart = page.locator('[data-testid="stVegaLiteChart"]', has=page.locator('[aria-label*="Site: "]'))
+    chart.first.wait_for(timeout=30_000)
+    return chart.first.locator(f'[role="graphics-symbol"][aria-label*="Site: {site};"]').first
+
+
+def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(server, page):
+    url, _ = server
+    df = pd.read_csv(GATES)
+    site = sorted(df.site.unique())[0]
+    sign_in(page, url, "vera", "vera-demo")
+    choose_workspace(page, "Supply chain weekly")
+    everything = attainment(df)
+    assert kpi_value(page, "Attainment this week") == everything
+
+    bar(page, site).click()
+    page.get_by_role("button", name=re.compile("Clear selection")).wait_for(timeout=30_000)
+    expected = attainment(df[df.site == site])
+    assert expected != everything  # the click must show a different figure, or the test proves nothing
+    page.wait_for_function(
+        "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
+        arg=["Attainment this week", expected],
+        timeout=30_000,
+    )
+    assert kpi_value(page, "Attainment this week") == expected
+    # The filter bar shows the value the click set.
+    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(site, exact=True).wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-selected.png"), full_page=True)
+
+    # Show rows on the chart: the rows of that site, counted, with the SQL that read them (the value bound).
+    clear, show_rows = (page.get_by_role("button", name=re.compile(name)) for name in ("Clear selection", "Show rows"))
+    card = page.locator('[data-testid="stVerticalBlock"]').filter(has=clear).filter(has=show_rows).last  # the innermost: the chart's card
+    card.get_by_role("button", name=re.compile("Show rows")).click()
+    page.get_by_text(f"Rows behind the selected site = {site}").wait_for(timeout=30_000)
+    page.get_by_text(f"{int((df.site == site).sum())} rows match").wait_for(timeout=10_000)
+    page.get_by_text("$__mark_0_0").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-rows.png"), full_page=True)
+    page.keyboard.press("Escape")
+
+    # Another bar replaces the selection (the chart was drawn afresh with the first one highlighted).
+    other = sorted(df.site.unique())[-1]
+    bar(page, other).click()
+    expected = attainment(df[df.site == other])
+    page.wait_for_function(
+        "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
+        arg=["Attainment this week", expected],
+        timeout=30_000,
+    )
+    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(other, exact=True).wait_for(timeout=10_000)
+
+    page.get_by_role("button", name=re.compile("Clear selection")).click()
+    page.wait_for_function(
+        "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
+        arg=["Attainment this week", everything],
+        timeout=30_000,
+    )
+    assert kpi_value(page, "Attainment this week") == everything
+    page.get_by_role("button", name=re.compile("Clear selection")).wait_for(state="detached", timeout=10_000)
+
+
+def test_the_exported_html_still_highlights_a_clicked_bar_offline(tmp_path, page):
+    import shutil
+
+    from lib import workspace
+    from lib.access import OPERATOR
+    from lib.export import to_html
+    from lib.refresh import refresh
+    from lib.render import QueryCache, render
+    from lib.warehouse import Warehouse
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(folder)
+    out = tmp_path / "export.html"
+    out.write_text(to_html(render(ws.data, wh.tables(), wh.current().id, {}, cache=QueryCache())), encoding="utf-8")
+    sites = sorted(pd.read_csv(GATES).site.unique())
+    network: list[str] = []
+    page.route(re.compile(r"^https?://"), lambda route: (network.append(route.request.url), route.abort()))
+    page.goto(out.as_uri())
+    bars = {s: page.locator(f'#by_site [role="graphics-symbol"][aria-label*="Site: {s};"]').first for s in sites}
+    bars[sites[0]].wait_for(timeout=20_000)
+    page.get_by_text("The filters are fixed in this file").wait_for(timeout=5_000)
+
+    def faded(site: str) -> bool:
+        return bars[site].evaluate("e => Number(getComputedStyle(e).opacity) * Number(e.getAttribute('opacity') ?? 1) < 0.5")
+
+    assert not any(faded(s) for s in sites)
+    bars[sites[0]].click()
+    page.wait_for_function(
+        "label => [...document.querySelectorAll('#by_site [role=graphics-symbol]')].some(e => (e.getAttribute('aria-label') || '').includes(label) && Number(e.getAttribute('opacity') ?? 1) < 0.5)",
+        arg=f"Site: {sites[1]};",
+        timeout=10_000,
+    )
+    assert not faded(sites[0]) and all(faded(s) for s in sites[1:])
+    assert network == []

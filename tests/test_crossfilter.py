@@ -1,0 +1,295 @@
+"""Cross-filter and drill-down: a chart's `select` (schema and checks), its point selection, and the rows behind a mark.
+
+Real DuckDB over the supply-chain demo's data; every figure is computed again from the CSV with pandas.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pandas as pd
+import pytest
+
+from lib import checks, schemas, workspace
+from lib.access import OPERATOR
+from lib.components import chart
+from lib.diagnostics import ERROR, WARNING
+from lib.drilldown import DrilldownError, drilldown, rows_sql
+from lib.export import to_html
+from lib.refresh import refresh
+from lib.render import QueryCache, render
+from lib.warehouse import Warehouse
+
+from .conftest import WORKSPACES
+
+SITE_QUERY = "SELECT site, sum(actual) / sum(target) AS attainment FROM gates WHERE ($site IS NULL OR list_contains($site, site)) GROUP BY site"
+
+
+@pytest.fixture(scope="module")
+def supply(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("crossfilter")
+    folder = tmp / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(folder)
+    return ws, wh.tables(), wh.current().id
+
+
+@pytest.fixture(scope="module")
+def gates() -> pd.DataFrame:
+    return pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
+
+
+def changed(supply, mutate) -> workspace.Workspace:
+    ws = supply[0]
+    out = workspace.Workspace(ws.path, copy.deepcopy(ws.data), {})
+    mutate(out.data["dashboard"])
+    return out
+
+
+def by_id(dashboard, cid):
+    return next(c for c in dashboard["components"] if c["id"] == cid)
+
+
+def found(supply, mutate) -> list:
+    _, tables, version = supply
+    return [d for d in checks.run(changed(supply, mutate), tables, version) if d.id in ("check.selections", "check.references", "check.schema")]
+
+
+# --------------------------------------------------------------------------- schema and checks
+
+
+def test_the_demo_declares_a_select_and_passes_every_check(supply):
+    ws, tables, version = supply
+    assert by_id(ws.data["dashboard"], "by_site")["select"] == {"field": "site", "filter": "site"}
+    assert checks.run(ws, tables, version) == []
+
+
+@pytest.mark.parametrize(
+    "select, ok",
+    [
+        ({"field": "site", "filter": "site"}, True),
+        ([{"field": "site", "filter": "site"}, {"field": "gate", "filter": "gate"}], True),
+        ([], False),
+        ({"field": "site"}, False),
+        ({"field": "site", "filter": "site", "color": "red"}, False),
+        ({"field": "site", "filter": "Not An Id"}, False),
+        ("site", False),
+    ],
+)
+def test_the_schema_takes_one_pair_or_a_list_of_pairs(select, ok):
+    dashboard = {"title": "t", "components": [{"id": "c", "type": "chart", "query": "SELECT 1 AS a FROM t", "mark": "bar", "encoding": {}, "select": select}]}
+    assert (not list(schemas._validator("dashboard").iter_errors(dashboard))) is ok
+
+
+def test_a_select_naming_no_filter_is_an_error_at_its_line(supply):
+    [d] = found(supply, lambda dash: by_id(dash, "by_site").update(select={"field": "site", "filter": "sites"}))
+    assert d.id == "check.selections" and d.level == ERROR and d.line
+    assert "'sites'" in d.message and "did you mean 'site'" in d.message and d.field.endswith("select.filter")
+
+
+def test_a_range_filter_cannot_take_a_clicked_value(supply):
+    def mutate(dash):
+        dash["filters"].append({"id": "period", "type": "date_range", "bounds_query": "SELECT min(day), max(day) FROM gates"})
+        by_id(dash, "by_site")["select"] = [{"field": "site", "filter": "site"}, {"field": "site", "filter": "period"}]
+
+    [d] = found(supply, mutate)
+    assert d.id == "check.selections" and d.level == ERROR and "date_range" in d.message and "multiselect" in (d.allowed or "")
+    assert d.field.endswith("select[1].filter") or d.field.endswith("select.1.filter")
+
+
+def test_a_select_field_not_in_the_query_is_an_error(supply):
+    [d] = found(supply, lambda dash: by_id(dash, "by_site").update(select={"field": "gate", "filter": "site"}))
+    assert d.id == "check.references" and d.level == ERROR and "select field 'gate'" in d.message and "site" in (d.allowed or "")
+
+
+def test_a_temporal_field_cannot_be_selected(supply):
+    def mutate(dash):
+        dash["filters"].append({"id": "day", "type": "select", "options_query": "SELECT DISTINCT day FROM gates"})
+        by_id(dash, "kpi_volume")["query"] += " AND ($day IS NULL OR day = $day)"
+        by_id(dash, "daily")["select"] = {"field": "day", "filter": "day"}
+
+    [d] = found(supply, mutate)
+    assert d.id == "check.selections" and d.level == ERROR and "temporal" in d.message and d.field.endswith("select.field")
+
+
+def test_a_filter_no_other_query_uses_is_a_warning(supply):
+    def mutate(dash):
+        dash["filters"].append({"id": "gate", "type": "select", "options_query": "SELECT DISTINCT gate FROM gates"})
+        by_id(dash, "by_gate")["select"] = {"field": "gate", "filter": "gate"}
+
+    [d] = found(supply, mutate)
+    assert d.id == "check.selections" and d.level == WARNING and "$gate" in d.message
+
+
+# --------------------------------------------------------------------------- render
+
+
+def test_the_chart_carries_a_point_selection_and_highlights_the_chosen_site(supply, gates):
+    ws, tables, version = supply
+    plain = render(ws.data, tables, version, {}, cache=QueryCache()).component("by_site")
+    [param] = plain.vega["params"]
+    assert param["name"] == chart.SELECTION and param["select"] == {"type": "point", "fields": ["site"]} and "value" not in param
+    assert plain.vega["encoding"]["opacity"] == {"condition": {"param": chart.SELECTION, "value": 1.0}, "value": 0.3}
+
+    site = sorted(gates.site.unique())[1]
+    r = render(ws.data, tables, version, {"site": [site]}, cache=QueryCache())
+    by_site = r.component("by_site")
+    assert by_site.vega["params"][0]["value"] == [{"site": site}]
+    # The chart keeps every site to click; the other components follow the filter.
+    assert sorted(by_site.result.table.column("site").to_pylist()) == sorted(gates.site.unique())
+    one = gates[gates.site == site]
+    assert r.component("kpi_attainment").value == pytest.approx(one.actual.sum() / one.target.sum())
+    assert r.component("by_gate").result.table.num_rows == one.gate.nunique()
+
+
+def test_explain_shows_the_chart_query_as_it_ran_without_its_driven_filter(supply):
+    from lib.explain import explain
+
+    ws, tables, version = supply
+    e = explain(ws.data, tables, None, "by_site", {"site": ["Brno"]}, version=version)
+    assert e.queries[0].params == {"site": None} and len(e.queries[0].result_rows) == 5  # every site, as drawn (RESULT_ROWS of them)
+    assert explain(ws.data, tables, None, "kpi_attainment", {"site": ["Brno"]}, version=version).queries[0].params == {"site": ["Brno"]}
+
+
+def test_the_built_chart_is_reused_per_selection(supply):
+    ws, tables, version = supply
+    cache = QueryCache()
+    first = render(ws.data, tables, version, {"site": ["Brno"]}, cache=cache).component("by_site")
+    again = render(ws.data, tables, version, {"site": ["Brno"]}, cache=cache).component("by_site")
+    other = render(ws.data, tables, version, {"site": ["Lyon"]}, cache=cache).component("by_site")
+    assert again.chart is first.chart  # same query result, same selection: not built again
+    assert other.result is first.result and other.chart is not first.chart
+    assert other.vega["params"][0]["value"] == [{"site": "Lyon"}]
+
+
+def test_the_export_keeps_the_highlight_and_says_filters_are_fixed(supply):
+    ws, tables, version = supply
+    page = to_html(render(ws.data, tables, version, {"site": ["Brno"]}, cache=QueryCache()))
+    assert "The filters are fixed in this file" in page
+    assert page.count("The filters are fixed in this file") == 1  # only the chart with select says it
+    assert '"value": [{"site": "Brno"}]' in page or '"value":[{"site":"Brno"}]' in page
+
+
+# --------------------------------------------------------------------------- drill-down
+
+
+def test_show_rows_of_a_selected_bar_are_the_rows_of_that_site(supply, gates):
+    ws, tables, version = supply
+    site = sorted(gates.site.unique())[0]
+    d = drilldown(ws.data, tables, version, "by_site", {"site": [site]})
+    expected = gates[gates.site == site]
+    assert d.marks == {"site": [site]} and d.matching == len(expected) and not d.capped
+    assert sorted(r["actual"] for r in d.rows) == sorted(expected.actual)
+    assert {r["site"] for r in d.rows} == {site}
+    assert site not in d.sql and "$__mark_0_0" in d.sql and d.params["__mark_0_0"] == site  # bound, never pasted
+    assert f"'{site}'" in d.readable
+
+
+def test_show_rows_of_a_kpi_follow_the_filters_and_say_when_capped(supply, gates):
+    ws, tables, version = supply
+    sites = sorted(gates.site.unique())[:2]
+    d = drilldown(ws.data, tables, version, "kpi_attainment", {"site": sites}, cap=5)
+    assert d.marks == {} and d.matching == int(gates.site.isin(sites).sum()) and len(d.rows) == 5 and d.capped
+    assert d.params == {"site": sites}
+    everything = drilldown(ws.data, tables, version, "site_gate", {})
+    assert everything.matching == len(gates) and len(everything.rows) == min(len(gates), 200)
+
+
+def test_two_selected_fields_narrow_by_both(supply, gates):
+    ws, tables, version = supply
+
+    def mutate(dash):
+        dash["filters"].append({"id": "gate", "type": "select", "options_query": "SELECT DISTINCT gate FROM gates"})
+        dash["components"].append(
+            {
+                "id": "grid",
+                "type": "chart",
+                "query": "SELECT site, gate, sum(actual) AS actual FROM gates WHERE ($gate IS NULL OR gate = $gate) GROUP BY site, gate",
+                "mark": "rect",
+                "encoding": {"x": {"field": "site", "type": "nominal"}, "y": {"field": "gate", "type": "nominal"}},
+                "select": [{"field": "site", "filter": "site"}, {"field": "gate", "filter": "gate"}],
+            }
+        )
+
+    files = changed(supply, mutate).data
+    d = drilldown(files, tables, version, "grid", {"site": ["Brno", "Lyon"], "gate": "Orders"})
+    expected = gates[gates.site.isin(["Brno", "Lyon"]) & (gates.gate == "Orders")]
+    assert d.matching == len(expected) and sorted(r["actual"] for r in d.rows) == sorted(expected.actual)
+    grid = render(files, tables, version, {"site": ["Brno"], "gate": "Orders"}, cache=QueryCache()).component("grid")
+    assert grid.error is None and grid.vega["params"][0]["value"] == [{"site": "Brno", "gate": "Orders"}]
+
+
+def test_rows_that_cannot_be_derived_say_why():
+    with pytest.raises(DrilldownError, match="subquery"):
+        rows_sql("SELECT count(*) AS value FROM (SELECT site FROM gates GROUP BY site)")
+    with pytest.raises(DrilldownError, match="aggregate"):
+        rows_sql(SITE_QUERY, {"attainment": [0.9]})
+    with pytest.raises(DrilldownError, match="not a column"):
+        rows_sql(SITE_QUERY, {"gate": ["Orders"]})
+    sql, count, params = rows_sql("SELECT date_trunc('week', day) AS wk, sum(actual) AS a FROM gates GROUP BY 1", {"wk": ["2026-11-16"]})
+    assert "DATE_TRUNC('WEEK', day) = $__mark_0_0" in sql and params == {"__mark_0_0": "2026-11-16"} and count.startswith("SELECT COUNT(*)")
+
+
+def test_show_rows_of_an_unknown_component_names_the_known_ones(supply):
+    ws, tables, version = supply
+    with pytest.raises(DrilldownError, match="by_site"):
+        drilldown(ws.data, tables, version, "nope", {})
+    with pytest.raises(DrilldownError, match="single query"):
+        drilldown(ws.data, tables, version, "insight", {})
+
+
+# --------------------------------------------------------------------------- the Dashboard page (AppTest; the click itself: test_browser_crossfilter.py)
+
+
+def test_a_chosen_site_shows_as_selected_and_clear_selection_restores_the_figures(monkeypatch, tmp_path, gates):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from .conftest import ROOT
+
+    monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(tmp_path / "config-repo"))
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DASHMEM_COOKIE_KEY", "k" * 40)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(ROOT)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["authentication_status"] = True
+    at.session_state["username"] = at.session_state["name"] = "vera"
+    at.session_state["slug"] = "supply-chain-weekly"
+    at.run()
+    assert not at.exception, at.exception
+
+    def attainment() -> str:
+        return next(m.value for m in at.metric if m.label == "Attainment this week")
+
+    everything = attainment()
+    assert not [b for b in at.button if b.label == "Clear selection"]
+    assert any("Click a mark to filter the dashboard by Sites" in c.value for c in at.caption)
+    site = sorted(gates.site.unique())[-1]
+    next(m for m in at.multiselect if m.label == "Sites").select(site).run()
+    one = gates[gates.site == site]
+    assert attainment() == f"{one.actual.sum() / one.target.sum() * 100:.1f}%" != everything
+    assert any(f"Selected Sites: {site}" in c.value for c in at.caption)
+
+    next(b for b in at.button if b.label == "Clear selection").click().run()
+    assert not at.exception, at.exception
+    assert attainment() == everything
+    assert next(m for m in at.multiselect if m.label == "Sites").value == []
+    assert not [b for b in at.button if b.label == "Clear selection"]
+
+
+def test_a_clicked_value_becomes_the_filters_own_option():
+    """The browser sends JSON numbers and text; the filter bar takes only its options, each once, in click order."""
+    from app_pages.crossfilter import _options, _points
+    from lib.render import FilterState
+
+    sites = FilterState("site", "multiselect", "Sites", options=["Brno", "Lyon", "Porto"])
+    assert _options(sites, ["Lyon", "Nowhere", "Brno", "Lyon"]) == ["Lyon", "Brno"]
+    years = FilterState("year", "select", "Year", options=[2023, 2024])
+    assert _options(years, [2024.0]) == [2024] and _options(years, ["2023"]) == [2023]
+    assert _points([{"site": "Brno"}, "junk"]) == [{"site": "Brno"}] and _points({}) == [] and _points(None) == []
