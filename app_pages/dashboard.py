@@ -233,12 +233,12 @@ def rows_popover(comp) -> None:
     crossfilter.rows_popover(comp, ctx.slug, ws.data, tables, version, chosen, ws.path)
 
 
-actions = crossfilter.component_actions(explain_popover, rows_popover)
+popovers = crossfilter.component_actions(explain_popover, rows_popover)
 
 
 def beside(comp) -> None:
     changes_view.kpi_was(changed, comp)
-    actions(comp)
+    popovers(comp)
 
 
 changes_view.panel(changed)
