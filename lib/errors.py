@@ -32,6 +32,7 @@ User-facing (subclass DashmemError):
 | `ScheduleError` | schedule | ValueError |
 | `RefreshBusy` | schedule | RuntimeError |
 | `ExplainError` | explain | ValueError |
+| `ExploreError` | explore | ValueError |
 
 Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
 `connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught
