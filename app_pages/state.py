@@ -48,6 +48,8 @@ SPECS_SAVED = "specs_saved"  # set by Specs (a save); popped and shown by Specs
 PROFILE_UPDATED = "profile_updated"  # set by Dashboard (Update profile); popped and shown by Dashboard
 WORKSPACES_DONE = "workspaces_done"  # set by Workspaces (created); popped and shown by Workspaces
 
+EXPLORE_SAVED = "explore_saved"  # set by Explore (a question saved to the draft dashboard); popped and shown by Explore
+
 # --- Review, Sources, Specs ------------------------------------------------------------------------------
 CONFIRM_PUBLISH = "confirm_publish"  # the branch whose Publish was clicked and awaits "Yes, publish": set by Review
 ADD_SOURCE_FORM = "add_source_form"  # a counter in the add-source form's key, so each addition gets a fresh form: Sources
@@ -56,6 +58,11 @@ ADD_SOURCE_FORM = "add_source_form"  # a counter in the add-source form's key, s
 def explain_popover(slug: str, component_id: str) -> str:
     """Whether a component's "Explain" popover is open (Streamlit keeps it): Dashboard works out the explanation only then."""
     return f"explain:{slug}:{component_id}"
+
+
+def explore_filters(slug: str, table: str) -> str:
+    """The ids of the filter rows Explore shows for a table: added and removed by Explore's buttons."""
+    return f"explore_filters:{slug}:{table}"
 
 
 def sync_conflict(slug: str) -> str:

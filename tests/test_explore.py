@@ -22,6 +22,7 @@ from lib.warehouse import Warehouse
 
 from .configrepo_helpers import GDP, SAM, VERA
 from .conftest import DATASETS, ROOT, WORKSPACES
+from .test_app import on_page, signed_in
 
 SUPERSTORE = "global_superstore_sample1000.csv"
 TIMEOUT_S = 180  # a hung subprocess fails the test rather than hanging the run; not a timing assert
@@ -408,3 +409,75 @@ def test_a_question_on_a_table_the_profile_lacks_or_failing_the_checks_saves_not
         explore.save_to_draft(config_repo, SAM, GDP, Question("gdp", "Value", "sum", filters=(Filter("Year", "=", 2020),)), {})
     assert config_repo.repo.heads["main"].commit.hexsha == head
     assert config_repo.repo.heads[config_repo.branch_name(SAM, GDP)].commit.hexsha == head
+
+
+# --------------------------------------------------------------------------- the Explore page
+
+
+@pytest.fixture
+def app_env(tmp_path, monkeypatch):
+    """As tests/test_app.py's `env`: a fresh config repo and cache, no API key."""
+    import streamlit as st
+
+    monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(tmp_path / "config-repo"))
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DASHMEM_COOKIE_KEY", "k" * 40)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(ROOT)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    return tmp_path
+
+
+def _select(at, label: str, value) -> None:
+    next(s for s in at.selectbox if s.label == label).set_value(value).run()
+    assert not at.exception, [e.message for e in at.exception]
+
+
+def test_a_viewer_without_a_key_explores_sees_the_sql_and_a_chart_and_cannot_save(app_env):
+    at = on_page(signed_in("vera", "supply-chain-weekly"), "app_pages/chat.py")
+    assert any("Explore" in i.value for i in at.info)  # the Chat page's no-key message points to Explore
+    at = on_page(at, "app_pages/explore.py")
+    assert [t.value for t in at.title] == ["Explore"]
+    _select(at, "Measure", "actual")
+    _select(at, "Aggregation", "sum")
+    _select(at, "Breakdown", "site")
+    sql = at.code[0].value
+    assert sql.startswith('SELECT "site" AS "site", sum("actual") AS value FROM "gates"') and "ORDER BY value DESC" in sql
+    assert len(at.get("vega_lite_chart")) == 1
+    frame = at.dataframe[0].value
+    expected = pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv").groupby("site")["actual"].sum()
+    assert dict(zip(frame["site"], frame["value"])) == expected.to_dict()
+    assert not [b for b in at.button if b.label == "Save to draft dashboard"]
+    # A filter: sites in a chosen list, bound as a parameter.
+    next(b for b in at.button if b.label == "Add a filter").click().run()
+    _select(at, "Filter on", "gate")
+    _select(at, "Operator", "=")
+    next(t for t in at.text_input if t.label == "Value").input("Orders' OR 'x'='x").run()
+    assert "$f0" in at.code[0].value and "OR 'x'" not in at.code[0].value
+    assert at.dataframe[0].value.empty  # no gate has that name: compared as text
+    # Sum is not offered for a year-like or identifier column; a single value is a KPI card.
+    _select(at, "Measure", None)
+    assert [s for s in at.selectbox if s.label == "Aggregation"][0].options == ["Count"]
+    _select(at, "Breakdown", None)
+    assert [m.value for m in at.metric] == ["0"]
+
+
+@pytest.mark.slow
+def test_a_steward_saves_an_exploration_to_the_draft_dashboard(app_env):
+    at = on_page(signed_in("sam", "supply-chain-weekly"), "app_pages/explore.py")
+    _select(at, "Measure", "actual")
+    _select(at, "Aggregation", "sum")
+    _select(at, "Breakdown", "gate")
+    _select(at, "Time", "day")
+    next(b for b in at.button if b.label == "Save to draft dashboard").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Saved **explore_actual_by_gate_per_month**" in s.value for s in at.success), [s.value for s in at.success]
+    from lib.configrepo import ConfigRepo
+
+    repo = ConfigRepo.open_or_create(app_env / "config-repo", WORKSPACES)
+    ws, _ = workspace.load(repo.draft(SAM, "supply-chain-weekly").workspace_path)
+    saved = ws.data["dashboard"]["components"][-1]
+    assert saved["id"] == "explore_actual_by_gate_per_month" and saved["mark"] == "line"
+    # The workspace's colour rule for gates is applied, so the checks pass.
+    assert saved["encoding"]["color"]["scale"]["domain"] == ["Supply", "Orders", "Process"]
