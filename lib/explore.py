@@ -235,14 +235,17 @@ def build(question: Question, tables: Mapping[str, TableChoices]) -> Built:
     group_by = f" GROUP BY {', '.join(str(i) for i in range(1, n_groups + 1))}" if n_groups else ""
     if built.period and group_col is not None:
         # A line per group, for the top groups by the measure over the whole span.
-        top = f"SELECT {quote_ident(group_col.name)} {source} GROUP BY 1 ORDER BY {value_expr} DESC NULLS LAST LIMIT {question.top}"
-        keep = f"{quote_ident(group_col.name)} IN ({top})"
-        scoped = f"FROM {quote_ident(table.name)} WHERE " + (f"{where} AND {keep}" if where else keep)
+        # A line per group, for the top groups by the measure over the whole span: a join onto them, not
+        # `IN (... LIMIT n)`, which MariaDB does not run.
+        top_col = next(n for n in (f"explore_top{'_' * i}" for i in range(len(table.columns) + 1)) if n not in table.columns)
+        top = f"SELECT {quote_ident(group_col.name)} AS {quote_ident(top_col)} {source} GROUP BY 1 ORDER BY {value_expr} DESC LIMIT {question.top}"
+        joined = f"FROM {quote_ident(table.name)} JOIN ({top}) AS explore_groups ON {quote_ident(group_col.name)} = {quote_ident(top_col)}"
+        scoped = joined + (f" WHERE {where}" if where else "")
         built.sql = f"SELECT {', '.join(select)} {scoped}{group_by} ORDER BY 1, 2"
     elif built.period:
         built.sql = f"SELECT {', '.join(select)} {source}{group_by} ORDER BY 1"
     elif group_col is not None:
-        built.sql = f"SELECT {', '.join(select)} {source}{group_by} ORDER BY value DESC NULLS LAST LIMIT {question.top}"
+        built.sql = f"SELECT {', '.join(select)} {source}{group_by} ORDER BY value DESC LIMIT {question.top}"
     else:
         built.sql = f"SELECT {', '.join(select)} {source}"
     built.literal_sql = _with_literals(built.sql, params)
