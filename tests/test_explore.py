@@ -481,3 +481,83 @@ def test_a_steward_saves_an_exploration_to_the_draft_dashboard(app_env):
     assert saved["id"] == "explore_actual_by_gate_per_month" and saved["mark"] == "line"
     # The workspace's colour rule for gates is applied, so the checks pass.
     assert saved["encoding"]["color"]["scale"]["domain"] == ["Supply", "Orders", "Process"]
+
+
+# --------------------------------------------------------------------------- live sources
+
+
+LIVE_ROWS = [
+    {
+        "day": f"2026-{1 + g % 11:02d}-{1 + g % 27:02d}",
+        "site": ["Brno", "Lyon", "Porto", "Leeds"][g % 4],
+        "gate": ["Supply", "Orders", "Process"][g % 3],
+        "actual": 800 + g % 97,
+    }
+    for g in range(600)
+]
+LIVE_PROFILE = {
+    "tables": [
+        {
+            "name": "gates",
+            "source": "gates",
+            "rows": len(LIVE_ROWS),
+            "columns": [
+                {"name": "day", "type": "DATE", "role": "time"},
+                {"name": "site", "type": "VARCHAR", "role": "dimension"},
+                {"name": "gate", "type": "VARCHAR", "role": "dimension"},
+                {"name": "actual", "type": "BIGINT", "role": "measure", "aggregate": "sum"},
+            ],
+        }
+    ]
+}
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def live_gates(request, tmp_path):
+    """LIVE_ROWS as a live `gates` source in SQLite, PostgreSQL or MariaDB (skipped when the server is not running)."""
+    import sqlalchemy as sa
+
+    from .conftest import server_engine
+
+    kind = request.param
+    if kind == "sqlite":
+        engine, table, url = sa.create_engine(f"sqlite:///{tmp_path / 'local.db'}"), "gates", "sqlite:///local.db"
+    else:
+        engine, table = server_engine(kind), f"dm_explore_{os.getpid()}_{id(request)}"
+        url = {"postgresql": "postgresql://postgres@127.0.0.1:5432/test", "mariadb": "mysql://root@127.0.0.1:3306/test"}[kind]
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"CREATE TABLE {table} (day DATE, site VARCHAR(20), gate VARCHAR(20), actual BIGINT)")
+        connection.execute(sa.text(f"INSERT INTO {table} VALUES (:day, :site, :gate, :actual)"), LIVE_ROWS)
+    yield {"name": "gates", "type": "sql", "url": url, "table": table, "mode": "live", "cache_ttl_s": 0}
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+    engine.dispose()
+
+
+@pytest.mark.parametrize("grain", explore.GRAINS)
+def test_a_live_source_answers_as_its_snapshot_would(live_gates, tmp_path, grain):
+    """The question runs in the source's database (read-only, values bound) and gives the snapshot's answer."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    question = Question(
+        "gates",
+        "actual",
+        "sum",
+        breakdown="site",
+        time="day",
+        grain=grain,
+        filters=(Filter("gate", "in", ["Supply", "Orders"]), Filter("site", "contains", "R"), Filter("day", "between", ("2026-02-01", "2026-10-15"))),
+        top=2,
+    )
+    live_files = {"profile": LIVE_PROFILE, "sources": {"sources": [live_gates]}}
+    assert "median" not in explore.catalogue(live_files)["gates"].aggregations("actual")
+    _, got = explore.run(question, live_files, {}, "v1", workspace_path=tmp_path, cache=QueryCache())
+    snapshot = {"gates": pa.Table.from_pylist([{**r, "day": dt.date.fromisoformat(r["day"])} for r in LIVE_ROWS])}
+    _, expected = explore.run(question, {"profile": LIVE_PROFILE}, snapshot, "v1", cache=QueryCache())
+
+    def rows(result):
+        return [(str(r["period"])[:10], r["site"], int(r["value"])) for r in result.table.to_pylist()]
+
+    assert rows(got) == rows(expected) and rows(got)
