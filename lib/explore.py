@@ -439,7 +439,7 @@ def pick_chart(
     any dashboard component. Colour and threshold rules of task.yaml are applied where their field appears.
     """
     rules = [r["check"] for r in ((files or {}).get("task") or {}).get("rules") or [] if isinstance(r, dict) and r.get("check")]
-    fmt = ",d" if question.measure is None or question.aggregation in (COUNT, COUNT_DISTINCT) else ",.2f"
+    fmt = _format(question, files or {})
     value_title = built.title.split(" by ")[0].split(" per ")[0]
     single = result is not None and result.table.num_rows == 1
     if (built.period is None and built.group is None) or single:
@@ -473,6 +473,20 @@ def pick_chart(
     tooltip.append({"field": "value", "title": value_title, "format": fmt})
     encoding["tooltip"] = tooltip
     return chart.new(cid, built.title, built.literal_sql, mark, encoding)
+
+
+def _format(question: Question, files: Mapping[str, Any]) -> str:
+    """Counts and sums or extremes of whole numbers as whole numbers; other values as output.yaml's default format."""
+    if question.measure is None or question.aggregation in (COUNT, COUNT_DISTINCT):
+        return ",d"
+    column = catalogue(files).get(question.table)
+    whole = column is not None and question.measure in column.columns and column.columns[question.measure].type.upper() in _WHOLE
+    if whole and question.aggregation in (SUM, MIN, MAX):
+        return ",d"
+    return ((files.get("output") or {}).get("number_formats") or {}).get("default") or ",.2f"
+
+
+_WHOLE = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 
 
 # --------------------------------------------------------------------------- saving it

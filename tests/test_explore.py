@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -23,6 +24,7 @@ from lib.warehouse import Warehouse
 from .configrepo_helpers import GDP, SAM, VERA
 from .conftest import DATASETS, ROOT, WORKSPACES
 from .test_app import on_page, signed_in
+from .test_browser import page, server  # noqa: F401  (fixtures of the browser test below)
 
 SUPERSTORE = "global_superstore_sample1000.csv"
 TIMEOUT_S = 180  # a hung subprocess fails the test rather than hanging the run; not a timing assert
@@ -136,8 +138,8 @@ def test_a_breakdown_is_a_bar_chart_sorted_descending_with_the_top_n(superstore)
     expected = frame.groupby("Sub-Category")["Profit"].sum().sort_values(ascending=False).head(5)
     assert list(got["sub_category"]) == list(expected.index)
     assert list(got["value"]) == pytest.approx(list(expected.values))
-    spec = explore.pick_chart(question, built, explore.run(question, ws.data, wh.tables(), wh.current().id)[1])
-    assert spec["type"] == "chart" and spec["mark"] == "bar"
+    spec = explore.pick_chart(question, built, explore.run(question, ws.data, wh.tables(), wh.current().id)[1], ws.data)
+    assert spec["type"] == "chart" and spec["mark"] == "bar" and spec["encoding"]["y"]["format"] == ",.2f"
     assert spec["encoding"]["x"] == {"field": "sub_category", "type": "nominal", "title": "Sub-Category", "sort": "-y"}
     comp = _render_one(ws, wh, spec)
     assert comp.error is None and comp.result is not None and comp.result.table.num_rows == 5
@@ -150,8 +152,9 @@ def test_a_time_grain_is_a_line_per_period(superstore):
     expected = frame.groupby(frame["Order Date"].dt.to_period("Q"))["Quantity"].sum()
     assert [pd.Period(p, "Q") for p in got["period"]] == list(expected.index)
     assert list(got["value"]) == list(expected.values)
-    spec = explore.pick_chart(question, built, None)
+    spec = explore.pick_chart(question, built, None, ws.data)
     assert spec["mark"] == "line" and spec["encoding"]["x"]["type"] == "temporal" and spec["encoding"]["x"]["format"] == "%Y-Q%q"
+    assert spec["encoding"]["y"]["format"] == ",d"  # a sum of whole numbers
     assert _render_one(ws, wh, spec).error is None
 
 
@@ -561,3 +564,31 @@ def test_a_live_source_answers_as_its_snapshot_would(live_gates, tmp_path, grain
         return [(str(r["period"])[:10], r["site"], int(r["value"])) for r in result.table.to_pylist()]
 
     assert rows(got) == rows(expected) and rows(got)
+
+
+# --------------------------------------------------------------------------- in a real browser
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="/usr/bin/chromium not installed")
+def test_a_viewer_explores_in_chromium(server, page):
+    from .test_browser import ARTIFACTS, choose_workspace, sign_in
+
+    url, _ = server
+    sign_in(page, url, "vera", "vera-demo")
+    choose_workspace(page, "Supply chain weekly")
+    page.get_by_role("link", name="Explore").click()
+    page.get_by_role("heading", name="Explore").wait_for(timeout=30_000)
+
+    def choose(label: str, option: str, sql: str) -> None:
+        """Pick an option, then wait for the rerun to show SQL holding `sql`, so the next choice sees the new widgets."""
+        page.locator('[data-testid="stSelectbox"]', has_text=label).click()
+        page.get_by_role("option", name=option, exact=True).click()
+        page.locator('[data-testid="stCode"]', has_text=sql).wait_for(timeout=30_000)
+
+    choose("Measure", "actual", 'count("actual")')
+    choose("Aggregation", "Sum", 'sum("actual")')
+    choose("Breakdown", "site", 'SELECT "site" AS "site", sum("actual") AS value FROM "gates" GROUP BY 1 ORDER BY value DESC')
+    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for(timeout=30_000)
+    assert page.get_by_role("button", name="Save to draft dashboard").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "browser-explore.png"), full_page=True)
