@@ -29,10 +29,9 @@ pasting) and shown to the steward before saving.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import access, colroles, coltypes
@@ -190,7 +189,6 @@ class Built:
     group: str | None = None
     literal_sql: str = ""  # the same query with the values as SQL literals: what a saved component carries
     title: str = ""
-    filters_text: list[str] = field(default_factory=list)
 
 
 def build(question: Question, tables: Mapping[str, TableChoices]) -> Built:
@@ -227,14 +225,13 @@ def build(question: Question, tables: Mapping[str, TableChoices]) -> Built:
         select.append(f"{quote_ident(group_col.name)} AS {quote_ident(built.group)}")
     select.append(f"{value_expr} AS value")
 
-    conditions, params, texts = _where(question.filters, table)
-    built.params, built.filters_text = params, texts
+    conditions, params = _where(question.filters, table)
+    built.params = params
     where = " AND ".join(conditions)
     source = f"FROM {quote_ident(table.name)}" + (f" WHERE {where}" if where else "")
     n_groups = len(select) - 1
     group_by = f" GROUP BY {', '.join(str(i) for i in range(1, n_groups + 1))}" if n_groups else ""
     if built.period and group_col is not None:
-        # A line per group, for the top groups by the measure over the whole span.
         # A line per group, for the top groups by the measure over the whole span: a join onto them, not
         # `IN (... LIMIT n)`, which MariaDB does not run.
         top_col = next(n for n in (f"explore_top{'_' * i}" for i in range(len(table.columns) + 1)) if n not in table.columns)
@@ -290,9 +287,9 @@ def _label(name: str) -> str:
 # --------------------------------------------------------------------------- filters
 
 
-def _where(filters: Sequence[Filter], table: TableChoices) -> tuple[list[str], dict[str, Any], list[str]]:
-    """Conditions with `$f0`, `$f1`, ... for the values, the values, and each filter as people read it."""
-    conditions, params, texts = [], {}, []
+def _where(filters: Sequence[Filter], table: TableChoices) -> tuple[list[str], dict[str, Any]]:
+    """Conditions with `$f0`, `$f1`, ... for the values, and the values."""
+    conditions, params = [], {}
     for i, f in enumerate(filters):
         col = table.column(f.column, "filter column")
         if f.op not in OPERATORS[col.family]:
@@ -318,18 +315,7 @@ def _where(filters: Sequence[Filter], table: TableChoices) -> tuple[list[str], d
         else:
             params[name] = _coerce(col, f.value)
             conditions.append(f"{ident} {'<>' if f.op == NE else f.op} ${name}")
-        texts.append(_filter_text(col.name, f))
-    return conditions, params, texts
-
-
-def _filter_text(column: str, f: Filter) -> str:
-    if f.op in (IS_NULL, NOT_NULL):
-        return f"{column} {f.op}"
-    if f.op == BETWEEN:
-        return f"{column} between {f.value[0]} and {f.value[1]}"
-    if f.op == IN:
-        return f"{column} in {', '.join(str(v) for v in f.value)}"
-    return f"{column} {f.op} {f.value}"
+    return conditions, params
 
 
 def _pair(col: Column, value: Any) -> tuple[Any, Any]:
@@ -513,8 +499,7 @@ def save_to_draft(repo: ConfigRepo, user: User, slug: str, question: Question, t
     path = repo.draft(user, slug).workspace_path
     ws, _ = workspace.load(path)
     built = build(question, catalogue(ws.data))
-    dashboard = copy.deepcopy(dict(ws.get("dashboard") or {})) or {"title": ws.name, "components": []}
-    dashboard = _plain(dashboard)
+    dashboard = _plain(ws.get("dashboard") or {}) or {"title": ws.name, "components": []}
     taken = {str(c.get("id")) for c in dashboard.get("components") or []}
     cid = unique_id(question, taken)
     # A chart even when today's data leaves one group: the dashboard keeps the question's shape as the data changes.

@@ -238,6 +238,8 @@ def test_a_column_not_in_the_profile_is_refused_before_any_sql(superstore):
         explore.build(Question("orders", filters=(Filter("Sales", ">", "abc"),)), tables)
     with pytest.raises(ExploreError, match="not a date"):
         explore.build(Question("orders", filters=(Filter("Order Date", "between", ("2012-01-01", "1 OR 1=1")),)), tables)
+    with pytest.raises(ExploreError, match="'Sales' is a measure, not a category to break down by"):
+        explore.build(Question("orders", breakdown="Sales"), tables)
     with pytest.raises(ExploreError, match="grain 'decade'"):
         explore.build(Question("orders", time="Order Date", grain="decade"), tables)
 
