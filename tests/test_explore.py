@@ -209,6 +209,14 @@ def test_each_filter_operator_keeps_the_rows_pandas_keeps(superstore, flt, keep)
     assert all(f"${name}" in built.sql for name in built.params) and not [v for v in values if isinstance(v, str) and v in built.sql]
 
 
+def test_a_filter_offers_the_columns_values(superstore):
+    ws, wh, frame = superstore
+    values = explore.distinct_values(ws.data, wh.tables(), wh.current().id, "orders", "Market", workspace_path=ws.path)
+    assert values == sorted(frame["Market"].dropna().unique())
+    with pytest.raises(ExploreError, match="not a column of table 'orders'"):
+        explore.distinct_values(ws.data, wh.tables(), wh.current().id, "orders", "Market; DROP TABLE orders")
+
+
 def test_filters_combine_with_and(superstore):
     _, _, frame = superstore
     question = Question("orders", filters=(Filter("Market", "=", "US"), Filter("Segment", "in", ["Corporate"])))
@@ -461,11 +469,20 @@ def test_a_viewer_without_a_key_explores_sees_the_sql_and_a_chart_and_cannot_sav
     next(t for t in at.text_input if t.label == "Value").input("Orders' OR 'x'='x").run()
     assert "$f0" in at.code[0].value and "OR 'x'" not in at.code[0].value
     assert at.dataframe[0].value.empty  # no gate has that name: compared as text
+    _select(at, "Operator", "in")
+    values = next(m for m in at.multiselect if m.label == "Values")
+    assert values.options == ["Orders", "Process", "Supply"]
+    values.set_value(["Orders", "Supply"]).run()
+    assert 'list_contains($f0, "gate")' in at.code[0].value
+    gates = pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
+    kept = gates[gates["gate"].isin(["Orders", "Supply"])]
+    frame = at.dataframe[0].value
+    assert dict(zip(frame["site"], frame["value"])) == kept.groupby("site")["actual"].sum().to_dict()
     # Sum is not offered for a year-like or identifier column; a single value is a KPI card.
     _select(at, "Measure", None)
     assert [s for s in at.selectbox if s.label == "Aggregation"][0].options == ["Count"]
     _select(at, "Breakdown", None)
-    assert [m.value for m in at.metric] == ["0"]
+    assert [m.value for m in at.metric] == [f"{len(kept):,}"]
 
 
 @pytest.mark.slow
