@@ -86,14 +86,17 @@ if not api_key_available():
     if can_edit:
         st.info(
             "No Anthropic API key is set on this server, so chat with Claude is off; the auto-draft below works "
-            "without one. The operator can set `ANTHROPIC_API_KEY` (or `anthropic.api_key` in `.streamlit/secrets.toml`)."
+            "without one, and **Explore** asks the data your own questions and saves the answer to your draft dashboard. "
+            "The operator can set `ANTHROPIC_API_KEY` (or `anthropic.api_key` in `.streamlit/secrets.toml`)."
         )
     else:
         st.info(
-            "Chat with Claude is not set up on this server. You can still open the **Dashboard**, use its filters, "
+            "Chat with Claude is not set up on this server. Ask the data your own questions on the **Explore** page: "
+            "pick a measure, a breakdown, a time grain and filters, and see the SQL and a chart. You can still open the **Dashboard**, use its filters, "
             "click **Refresh** for the latest data, try it with your own CSV, and export it as HTML; "
             "**History** shows how the workspace changed. Ask your workspace owner if you need chat."
         )
+    st.page_link("app_pages/explore.py", label="Open Explore", icon=":material/query_stats:")
     if can_edit and mode == "edit":
         offer_autodraft(new_data=bool(st.session_state.get(PREFILL)))
 elif can_edit and mode == "edit" and not ws.get("dashboard"):

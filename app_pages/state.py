@@ -48,6 +48,8 @@ SPECS_SAVED = "specs_saved"  # set by Specs (a save); popped and shown by Specs
 PROFILE_UPDATED = "profile_updated"  # set by Dashboard (Update profile); popped and shown by Dashboard
 WORKSPACES_DONE = "workspaces_done"  # set by Workspaces (created); popped and shown by Workspaces
 
+EXPLORE_SAVED = "explore_saved"  # set by Explore (a question saved to the draft dashboard); popped and shown by Explore
+
 # --- Review, Sources, Specs ------------------------------------------------------------------------------
 CONFIRM_PUBLISH = "confirm_publish"  # the branch whose Publish was clicked and awaits "Yes, publish": set by Review
 ADD_SOURCE_FORM = "add_source_form"  # a counter in the add-source form's key, so each addition gets a fresh form: Sources
@@ -66,6 +68,11 @@ def rows_popover(slug: str, component_id: str) -> str:
 def filter_widget(slug: str, filter_id: str) -> str:
     """A filter bar widget's value: set by its widget on Dashboard, and by a chart's cross-filter click or Clear selection."""
     return f"f_{slug}_{filter_id}"
+
+
+def explore_filters(slug: str, table: str) -> str:
+    """The ids of the filter rows Explore shows for a table: added and removed by Explore's buttons."""
+    return f"explore_filters:{slug}:{table}"
 
 
 def sync_conflict(slug: str) -> str:

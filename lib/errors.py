@@ -35,6 +35,7 @@ User-facing (subclass DashmemError):
 | `TimeTravelError` | time_travel | ValueError |
 | `ReadOnlyData` | time_travel | PermissionError |
 | `NoEarlierData` | time_travel | QueryError |
+| `ExploreError` | explore | ValueError |
 
 Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
 `connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught

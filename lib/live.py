@@ -157,6 +157,7 @@ def transpile(
     tree = _capped(tree, max_rows + 1)  # one row more than shown tells that the result was cut
     if dialect in NO_ARRAYS:
         _lists_as_in(tree, values or {})
+    _portable_trunc(tree, dialect)
     # Placeholders become markers that cannot occur in SQL text by chance, then the driver's own placeholders.
     token = uuid.uuid4().hex[:12]
     for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
@@ -198,6 +199,46 @@ def _lists_as_in(tree: exp.Expr, values: Mapping[str, Any]) -> None:
             node.replace(exp.false())
         else:
             node.replace(exp.In(this=node.expression, expressions=[exp.Placeholder(this=f"{name}{LIST_ITEM}{i}") for i in range(len(items))]))
+
+
+# DuckDB's date_trunc where sqlglot's translation is missing (SQLite has no truncation: it wrote TIMESTAMP_TRUNC,
+# which fails) or differs (MySQL weeks counted from year 0, so starting on Sunday): the period's first day, weeks
+# starting on Monday as in DuckDB. `__x__` stands for the truncated expression.
+_TRUNC = {
+    "mysql": {
+        "day": "DATE(__x__)",
+        "week": "DATE_SUB(DATE(__x__), INTERVAL WEEKDAY(__x__) DAY)",
+        "month": "MAKEDATE(YEAR(__x__), 1) + INTERVAL (MONTH(__x__) - 1) MONTH",
+        "quarter": "MAKEDATE(YEAR(__x__), 1) + INTERVAL (QUARTER(__x__) - 1) * 3 MONTH",
+        "year": "MAKEDATE(YEAR(__x__), 1)",
+    },
+    "sqlite": {
+        "day": "date(__x__)",
+        "week": "date(__x__, 'weekday 0', '-6 days')",
+        "month": "date(__x__, 'start of month')",
+        "quarter": "date(__x__, 'start of month', printf('-%d months', (CAST(strftime('%m', __x__) AS INTEGER) - 1) % 3))",
+        "year": "date(__x__, 'start of year')",
+    },
+}
+
+
+def _portable_trunc(tree: exp.Expr, dialect: str) -> None:
+    """`date_trunc(grain, x)` written in the dialect's own date functions where sqlglot's is wrong (see _TRUNC)."""
+    import sqlglot
+    from sqlglot import exp
+
+    templates = _TRUNC.get(dialect)
+    if not templates:
+        return
+    for node in list(tree.find_all(exp.DateTrunc, exp.TimestampTrunc)):
+        template = templates.get(node.text("unit").lower())
+        if template is None:
+            continue  # an hour, a minute: sqlglot's own translation
+        written = sqlglot.parse_one(template, read=dialect)
+        for column in list(written.find_all(exp.Column)):
+            if column.name == "__x__":
+                column.replace(node.this.copy())
+        node.replace(written)
 
 
 def _items(value: Any) -> list | None:

@@ -514,6 +514,50 @@ def test_sqlite_multiselect_filter_runs(tmp_path):
     assert live.run(source, sql, {"r": []}, workspace_path=tmp_path).rows == [(0,)]
 
 
+# --------------------------------------------------------------------------- date_trunc where the dialect has none, or another week
+
+GRAIN_DAYS = ["2025-12-28", "2025-12-29", "2026-01-01", "2026-01-04", "2026-01-05", "2026-02-14", "2026-03-31", "2026-04-01", "2026-11-22"]
+GRAIN_SQL = "SELECT DISTINCT day, date_trunc('{grain}', day) AS period FROM gates ORDER BY day"
+
+
+def _periods_in_duckdb(grain: str) -> list[tuple[str, str]]:
+    import duckdb
+
+    connection = duckdb.connect()
+    connection.execute("CREATE TABLE gates AS SELECT CAST(d AS DATE) AS day FROM unnest($days) AS t(d)", {"days": GRAIN_DAYS})
+    return [(str(d)[:10], str(p)[:10]) for d, p in connection.execute(GRAIN_SQL.format(grain=grain)).fetchall()]
+
+
+@pytest.mark.parametrize("grain", ["day", "week", "month", "quarter", "year"])
+def test_sqlite_truncates_dates_to_a_grain_as_duckdb_does(tmp_path, grain):
+    """SQLite has no date_trunc (sqlglot wrote TIMESTAMP_TRUNC, which fails): each period's first day, weeks from Monday."""
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "local.db") as connection:
+        connection.execute("CREATE TABLE gates (day DATE)")
+        connection.executemany("INSERT INTO gates VALUES (?)", [(d,) for d in GRAIN_DAYS])
+    source = {"name": "gates", "type": "sql", "url": "sqlite:///local.db", "table": "gates", "mode": "live", "cache_ttl_s": 0}
+    got = live.run(source, GRAIN_SQL.format(grain=grain), {}, workspace_path=tmp_path).rows
+    assert [(str(d)[:10], str(p)[:10]) for d, p in got] == _periods_in_duckdb(grain)
+
+
+@pytest.mark.parametrize("grain", ["day", "week", "month", "quarter", "year"])
+def test_mariadb_truncates_dates_to_a_grain_as_duckdb_does(grain):
+    """sqlglot counted MySQL weeks from year 0, so they started on Sunday; DuckDB's start on Monday."""
+    engine = server_engine("mariadb")
+    name = f"dm_grain_{uuid.uuid4().hex[:10]}"
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"CREATE TABLE {name} (day DATE)")
+        connection.execute(sa.text(f"INSERT INTO {name} VALUES (:day)"), [{"day": d} for d in GRAIN_DAYS])
+    try:
+        got = live.run(_source(name, url=MARIADB_URL, cache_ttl_s=0), GRAIN_SQL.format(grain=grain), {}).rows
+        assert [(str(d)[:10], str(p)[:10]) for d, p in got] == _periods_in_duckdb(grain)
+    finally:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        engine.dispose()
+
+
 # --------------------------------------------------------------------------- a relative SQLite path, across processes
 
 
