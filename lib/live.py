@@ -470,6 +470,7 @@ def run_query(
     *,
     max_rows: int = DEFAULT_MAX_ROWS,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    workspace_path: Path | None = None,
 ) -> QueryResult:
     """`sandbox.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
     from . import sandbox
@@ -477,7 +478,7 @@ def run_query(
     name = live_source_of(sql, live_sources(files))
     if name is None:
         return sandbox.run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
-    return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s)
+    return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path)
 
 
 def router_for(files: Mapping[str, Any], snapshot_cache: Any, workspace_path: Path | None = None) -> Any:
