@@ -34,7 +34,7 @@ import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -341,7 +341,7 @@ def run(
     bound: Any = tuple(values[n] for n in names_in_order) if paramstyle in POSITIONAL else {n: values[n] for n in names_in_order}
     start = time.perf_counter()
 
-    def attempt() -> tuple[list[str], list]:
+    def attempt() -> tuple[list[str], Sequence[Any]]:
         with engine.connect() as connection:
             _read_only(connection, backend, timeout_s)
             result = connection.exec_driver_sql(text, bound)
