@@ -153,7 +153,7 @@ if message:
         outcome = None  # stays None only when the session failed (the message is shown)
         with ui.user_errors("Could not ask Claude") as caught:  # a ModelError says what failed: the key, a limit, the network
             client = AnthropicClient()
-            outcome = run_session(files, tables, version, mode, message, client, user=ctx.user, slug=ctx.slug, on_event=on_event)
+            outcome = run_session(files, tables, version, mode, message, client, user=ctx.user, slug=ctx.slug, on_event=on_event, workspace_path=path)
         if caught.failed or outcome is None:
             st.stop()
         steps.empty()

@@ -115,8 +115,9 @@ class Context:
 
     @property
     def published_path(self) -> Path:
-        """The published workspace; for one not published yet, the user's draft of it."""
-        return self.repo.published_path(self.slug) if self.is_published else self.draft_path()
+        """The published workspace; for one not published yet, the user's draft of it, or (an owner
+        reviewing a steward's new workspace) its creator's draft, never a new draft that would lack it."""
+        return self.repo.published_path(self.slug) if self.is_published else self.repo.view_path(self.user, self.slug)
 
     def draft_path(self) -> Path:
         """The user's draft worktree of this workspace, created on first use (once per page run)."""

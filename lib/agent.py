@@ -23,6 +23,7 @@ import copy
 import datetime as dt
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import access, workspace
@@ -89,9 +90,11 @@ def run_session(
     model: str | None = None,
     profile_budget: int | None = None,
     today: str | None = None,
+    workspace_path: Path | None = None,
 ) -> Outcome:
     """Run one session in `mode` ("edit" or "query") on the workspace `files` and its data `tables`.
 
+    `workspace_path` is the workspace's folder, where a live source's relative path is resolved.
     Raises PermissionDenied when the user's role does not allow the mode
     (edit needs steward or owner; query needs viewer). Model failures do not
     raise: they end the session with `outcome.error` set.
@@ -100,7 +103,7 @@ def run_session(
     emit = on_event or (lambda kind, payload: None)
     request = copy.deepcopy(compose(files, mode, message, model=model, profile_budget=profile_budget, today=today).request)
     conversation = request["messages"]
-    toolbox = Toolbox(files, tables, version, mode, user.name, today or dt.date.today().isoformat())
+    toolbox = Toolbox(files, tables, version, mode, user.name, today or dt.date.today().isoformat(), workspace_path=workspace_path)
     outcome = Outcome(mode=mode)
     started = time.monotonic()
     invalid_in_a_row = 0

@@ -30,7 +30,7 @@ from . import access, workspace
 from .access import User
 from .configrepo import UNDO_DEPTH, Busy, ConfigRepoError, Draft, PublishConflict
 from .diagnostics import ValidationFailed
-from .gitops import _git, actor_env, conflicted, forget_worktree, is_ancestor, keep_and_reset, rev, status, worktree_admin_dir
+from .gitops import _git, actor_env, branch_heads, conflicted, forget_worktree, is_ancestor, keep_and_reset, rev, status, worktree_admin_dir
 from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, semantic_diff, trailer
 from .semantic_diff import Change
 
@@ -71,6 +71,14 @@ def open_draft(cr: ConfigRepo, user: User, slug: str, action: str) -> tuple[Draf
     branch = branch_name(user, slug)
     meta = cr._access_meta(slug, branch)
     access.require(user, action, meta, slug)
+    if not cr.has_branch(branch) and not cr.is_published(slug):
+        # A branch from `main` would lack the workspace: every later use of that draft would fail.
+        creators = sorted({parsed[0] for head in branch_heads(cr._git_dir, "draft/") if (parsed := parse_draft(head)) and parsed[1] == slug})
+        whose = f"only on {' and '.join(creators)}'s draft" if creators else "nowhere but a draft"
+        raise ConfigRepoError(
+            f"{slug!r} is not published yet: it exists {whose}, which you can view and review but not edit. "
+            "Publish it from Review (or ask its creator to), then edit your own draft of it."
+        )
     where = worktree(cr, user.name, slug)
     draft = Draft(user.name, slug, branch, where)
     with cr._lock(), cr._lock(draft):

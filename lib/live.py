@@ -16,6 +16,10 @@ always; one naming tables of exactly one live source is
 4. cached per (sql, parameters, data version, row cap) for the source's
    `cache_ttl_s`.
 
+A connection that fails (dropped by the server, refused, the server restarting)
+is tried again on a new one, as the source's `retry` says, after a jittered wait
+(`with_reconnects`); a SQL error or a statement stopped by its time limit is not.
+
 A query mixing a live source's table with snapshot tables or another live
 source is refused naming the tables: no engine can join across the two.
 """
@@ -23,13 +27,14 @@ source is refused naming the tables: no engine can join across the two.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -40,6 +45,8 @@ if TYPE_CHECKING:
     from sqlglot import exp
 
     from .connectors.base import FetchContext
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TTL_S = 300
 # sqlglot's dialect for each SQLAlchemy backend (its `engine.dialect.name`); others are tried under their own name.
@@ -333,7 +340,8 @@ def run(
     # The values travel beside the text, to the driver: a filter value is never part of the SQL.
     bound: Any = tuple(values[n] for n in names_in_order) if paramstyle in POSITIONAL else {n: values[n] for n in names_in_order}
     start = time.perf_counter()
-    try:
+
+    def attempt() -> tuple[list[str], Sequence[Any]]:
         with engine.connect() as connection:
             _read_only(connection, backend, timeout_s)
             result = connection.exec_driver_sql(text, bound)
@@ -341,16 +349,55 @@ def run(
             rows = result.fetchmany(max_rows + 1)
             result.close()
             connection.rollback()  # nothing is ever committed
+            return names, rows
+
+    try:
+        names, rows = with_reconnects(source, attempt)
     except OperationalError as exc:
         message = first_line(exc.orig or exc)
         if _timed_out(message):
             raise QueryError(f"the query ran longer than {timeout_s:g} s in {source['name']}'s database and was stopped") from None
-        raise QueryError(f"{source['name']}: {message}") from None
+        raise QueryError(f"{source['name']}: {message}{_tried(exc)}") from None
     except SQLAlchemyError as exc:
-        raise QueryError(f"{source['name']}: {first_line(getattr(exc, 'orig', None) or exc)}") from None
+        raise QueryError(f"{source['name']}: {first_line(getattr(exc, 'orig', None) or exc)}{_tried(exc)}") from None
     truncated = len(rows) > max_rows
     table = _arrow(names, [tuple(_plain(v) for v in row) for row in rows[:max_rows]])
     return QueryResult(table, truncated, time.perf_counter() - start, table.column_names)
+
+
+T = TypeVar("T")
+
+
+def with_reconnects(source: Mapping[str, Any], attempt: Callable[[], T], sleep: Callable[[float], None] = time.sleep) -> T:
+    """`attempt()` (one whole read on a connection of its own) again while the connection is what failed,
+    up to the source's `retry.attempts` in all, after the policy's jittered waits. Anything else, and the
+    last failure (with a note of the attempts), is raised as it came."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .connectors.policy import RetryPolicy
+    from .connectors.sql_source import DEFAULT_TIMEOUT_S as CONNECT_TIMEOUT_S
+    from .connectors.sql_source import connection_failed
+
+    policy = RetryPolicy.of(dict(source), CONNECT_TIMEOUT_S)
+    for n in range(1, policy.attempts + 1):
+        try:
+            return attempt()
+        except SQLAlchemyError as exc:
+            lost = connection_failed(exc) and not _timed_out(first_line(getattr(exc, "orig", None) or exc))
+            if not lost:
+                raise
+            if n == policy.attempts:
+                exc.add_note(policy.tries(n))
+                raise
+            log.info("%s: the database connection failed (%s); trying again", source["name"], first_line(getattr(exc, "orig", None) or exc))
+            sleep(policy.wait_after(n))
+    raise AssertionError("attempts is at least 1 (schema)")
+
+
+def _tried(exc: BaseException) -> str:
+    """' (after 3 attempts)' when `with_reconnects` gave up on a lost connection, else nothing."""
+    notes = getattr(exc, "__notes__", None) or []
+    return f" (after {notes[-1]})" if notes else ""
 
 
 def _read_only(connection: sa.Connection, backend: str, timeout_s: float) -> None:
@@ -470,6 +517,7 @@ def run_query(
     *,
     max_rows: int = DEFAULT_MAX_ROWS,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    workspace_path: Path | None = None,
 ) -> QueryResult:
     """`sandbox.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
     from . import sandbox
@@ -477,7 +525,7 @@ def run_query(
     name = live_source_of(sql, live_sources(files))
     if name is None:
         return sandbox.run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
-    return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s)
+    return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path)
 
 
 def router_for(files: Mapping[str, Any], snapshot_cache: Any, workspace_path: Path | None = None) -> Any:

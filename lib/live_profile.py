@@ -62,7 +62,8 @@ def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table,
     from .warehouse import describe
 
     types = describe({name: stand_in})[name]
-    try:
+
+    def attempt() -> dict[str, Any]:
         engine = live._engine(source, workspace_path)
         with engine.connect() as connection:
             live._read_only(connection, engine.dialect.name, PROFILE_TIMEOUT_S)
@@ -70,10 +71,14 @@ def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table,
                 return _profile(connection, name, source, types)
             finally:
                 connection.rollback()  # nothing is ever committed
+
+    try:
+        return live.with_reconnects(source, attempt)  # a dropped connection scans again from the start, on a new one
     except SourceError as exc:
         raise LiveProfileError(str(exc)) from None
     except SQLAlchemyError as exc:
-        raise LiveProfileError(f"{source['name']}: cannot profile the live table: {first_line(getattr(exc, 'orig', None) or exc)}") from None
+        reason = first_line(getattr(exc, "orig", None) or exc)
+        raise LiveProfileError(f"{source['name']}: cannot profile the live table: {reason}{live._tried(exc)}") from None
 
 
 def _profile(connection: sa.Connection, name: str, source: Mapping[str, Any], types: list[list[str]]) -> dict[str, Any]:

@@ -320,14 +320,17 @@ class _GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
-def http_transport() -> httpx.HTTPTransport:
-    """An httpx transport that connects only where sources may (no proxy; TLS verified as httpx does by default)."""
+def http_transport(ssl_context: ssl.SSLContext | None = None) -> httpx.HTTPTransport:
+    """An httpx transport that connects only where sources may (no proxy; TLS verified as httpx does by default).
+
+    `ssl_context` replaces the default one (a client certificate, private CAs: lib/connectors/tls.py).
+    """
     transport = httpx.HTTPTransport()
     _replace_pool(
         transport,
         httpcore.ConnectionPool,
         httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=ssl_context or httpx.create_ssl_context(),
             network_backend=_GuardedBackend(),
             **POOL_LIMITS,
         ),

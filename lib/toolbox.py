@@ -53,6 +53,7 @@ class Toolbox:
     mode: str
     author: str
     today: str = field(default_factory=lambda: dt.date.today().isoformat())
+    workspace_path: Path | None = None  # where a live source's relative path (sqlite:///local.db) is resolved
     draft: dict[str, Any] | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     proposals: list[dict[str, Any]] = field(default_factory=list)
@@ -95,7 +96,9 @@ class Toolbox:
         if not self.tables:
             return ToolResult("no data is loaded for this workspace, so there is nothing to query; a person must connect a source and refresh first.", True)
         try:
-            result = live.run_query(self.files, self.tables, self.version, sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S)
+            result = live.run_query(
+                self.files, self.tables, self.version, sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S, workspace_path=self.workspace_path
+            )
         except QueryError as exc:
             return ToolResult(f"the query failed: {exc}", True)
         return ToolResult(text_table(result.columns, result.rows, result.truncated))
@@ -115,7 +118,7 @@ class Toolbox:
         new_text = workspace.render("dashboard", spec)
         before, self._draft_text = self._draft_text, new_text
         self.draft = spec
-        ws = workspace.Workspace(path=Path("session"), data={**self.files, "dashboard": spec})
+        ws = workspace.Workspace(path=self.workspace_path or Path("session"), data={**self.files, "dashboard": spec})
         self.diagnostics = checks.run(ws, self.tables, self.version)
         errors = [d for d in self.diagnostics if d.level == ERROR]
         report = [change_summary(before, new_text)]

@@ -276,7 +276,7 @@ def _no_literal_secrets(doc: Document, shown: str) -> list[Diagnostic]:
             fix = (
                 "a reference of the source's own, e.g. env:SALES_DB_PASSWORD"
                 if check_id == "secret.reserved"
-                else "the credential as a reference (env:NAME or secrets:KEY) in secret_headers (rest, mcp), password (sql), env (mcp) or tls (mcp)"
+                else "the credential as a reference (env:NAME or secrets:KEY) in secret_headers (rest, mcp), password (sql), env (mcp) or tls (rest, mcp)"
             )
             out.append(Diagnostic(check_id, ERROR, message, shown, doc.line_of(path, key=check_id == "secret.header"), format_path(path), fix))
     return out

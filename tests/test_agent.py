@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import httpx2
+import pyarrow as pa
 import pytest
 
 from lib import agent, checks, profile, workspace
@@ -316,6 +317,42 @@ def test_a_viewer_can_query_but_not_edit_and_query_mode_saves_nothing(config_rep
     assert propose["is_error"] is True and "not available in query mode" in propose["content"]
     assert outcome.error is None and outcome.draft_dashboard is None and outcome.proposed_rules == []
     assert not outcome.has_changes and apply_outcome(files, outcome, []) == {}
+
+
+def test_run_sql_and_the_checks_find_a_live_sqlite_file_named_relative_to_the_workspace(tmp_path):
+    """`sqlite:///local.db` is in the workspace folder, not the server's working directory, in chat as in render."""
+    import shutil
+    import sqlite3
+
+    from .conftest import ROOT, WORKSPACES
+
+    folder = tmp_path / "ws"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    with sqlite3.connect(folder / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1200), ("south", 3400)])
+    files = load(folder)
+    files["sources"] = {"sources": [{"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0}]}
+    # A live table is an empty stand-in with the catalogue's columns; the rows stay in local.db.
+    tables = {"orders": pa.table({"region": pa.array([], pa.string()), "sales": pa.array([], pa.int64())})}
+    spec = {
+        "title": "Orders",
+        "components": [{"id": "total", "type": "kpi", "title": "Total sales", "query": "SELECT sum(sales) AS value FROM orders", "format": ",.0f"}],
+        "layout": [["total"]],
+    }
+    scripted = ScriptedModel(
+        [
+            reply(tool_use_block("t1", "run_sql", {"sql": "SELECT sum(sales) AS total FROM orders"})),
+            reply(tool_use_block("t2", "write_dashboard", {"yaml": as_yaml(spec)})),
+            reply(text_block("Done.")),
+        ]
+    )
+    assert not (ROOT / "local.db").exists()  # the working directory holds no such file: only the workspace's counts
+    outcome = run_session(files, tables, "v1", "edit", "Total sales", scripted, user=SAM, slug="supply-chain-weekly", model=MODEL, workspace_path=folder)
+    sql, write = (tool_results(r)[0] for r in scripted.requests[1:])
+    assert "is_error" not in sql and "4600" in sql["content"], sql["content"]
+    assert write.get("is_error") is not True and "All checks passed" in write["content"], write["content"]
+    assert outcome.passes and outcome.error is None
 
 
 def test_proposed_rules_are_collected_and_only_accepted_ones_are_saved(superstore):

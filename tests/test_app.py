@@ -472,6 +472,33 @@ def test_the_apps_owners_see_a_workspace_a_steward_created_and_not_published(env
     assert owner.session_state["config_repo"].is_published("team-kpis")
 
 
+def test_an_owner_opening_a_stewards_unpublished_workspace_sees_the_stewards_draft_and_creates_nothing(env):
+    from lib import workspace
+    from lib.access import User
+
+    at = signed_in("sam")
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    draft = repo.new_workspace(sam, "team-kpis", "Team KPIs")
+    dashboard = {
+        "title": "Team KPIs board",
+        "components": [{"id": "note", "type": "text", "title": "Note", "markdown": "Work in progress."}],
+        "layout": [["note"]],
+    }
+    repo.save(sam, "team-kpis", {"dashboard": dashboard}, "A first dashboard")
+    owner = on_page(signed_in("olivia", "team-kpis"), "app_pages/dashboard.py")
+    assert not owner.error, [e.value for e in owner.error]
+    assert "Team KPIs board" in [t.value for t in owner.title]
+    assert not [t for t in owner.toggle if t.label == "Show my draft"]  # sam's draft, not one of olivia's
+    owner.run()  # and again: a second run finds the same, and still creates nothing
+    assert not owner.exception and not owner.error, [e.value for e in owner.error]
+    assert not repo.has_draft(User("olivia", app_role="owner"), "team-kpis")
+    assert workspace.load(draft.workspace_path)[0].data["dashboard"]["title"] == "Team KPIs board"
+    chat = on_page(owner, "app_pages/chat.py")  # editing is on sam's draft only: a plain message, nothing created
+    assert not chat.exception and not repo.has_draft(User("olivia", app_role="owner"), "team-kpis")
+    assert any("'team-kpis' is not published yet: it exists only on sam's draft" in e.value for e in chat.error), [e.value for e in chat.error]
+
+
 @JOURNEY
 def test_messages_name_files_not_the_servers_folders(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")

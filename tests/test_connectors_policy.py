@@ -51,8 +51,22 @@ def test_a_transient_failure_is_retried_with_doubling_waits_until_it_passes(ctx)
     waits: list[float] = []
     attempt = Attempts(Transient("cannot reach x"), Transient("cannot reach x"), Transient("cannot reach x"))
     policy = RetryPolicy.of({"timeout_s": 5, "retry": {"attempts": 4, "backoff_s": 0.25, "max_backoff_s": 0.75}}, 30)
-    assert policy.run(attempt, "s", ctx, sleep=waits.append) == "rows"
+    assert policy.run(attempt, "s", ctx, sleep=waits.append, draw=lambda: 1.0) == "rows"
     assert attempt.calls == 4 and waits == [0.25, 0.5, 0.75]  # the third wait is capped
+
+
+def test_waits_are_jittered_between_half_and_all_of_the_backoff(ctx):
+    policy = RetryPolicy(timeout_s=5, attempts=4, backoff_s=0.25, max_backoff_s=0.75)
+    halves: list[float] = []
+    policy.run(Attempts(Transient("x"), Transient("x"), Transient("x")), "s", ctx, sleep=halves.append, draw=lambda: 0.0)
+    assert halves == [0.125, 0.25, 0.375]
+    drawn: list[float] = []
+    for _ in range(20):  # the default draw: fresh random numbers, each wait within its bounds
+        policy.run(Attempts(Transient("x"), Transient("x"), Transient("x")), "s", ctx, sleep=drawn.append)
+    bounds = [(0.125, 0.25), (0.25, 0.5), (0.375, 0.75)] * 20
+    assert all(low <= wait <= high for wait, (low, high) in zip(drawn, bounds))
+    assert len(set(drawn)) > 3  # not the same few numbers every time: sessions that failed together spread out
+    assert policy.worst_case_s() == 4 * 5 + 0.25 + 0.5 + 0.75  # bounded by the longest waits
 
 
 def test_anything_not_transient_fails_at_once(ctx):
@@ -69,7 +83,7 @@ def test_giving_up_names_the_last_failure_and_the_attempts(ctx):
     with pytest.raises(SourceError) as caught:
         RetryPolicy(timeout_s=5, attempts=2).run(attempt, "tickets", ctx, sleep=waits.append)
     assert str(caught.value) == "source 'tickets': HTTP 503 from x after 2 attempts: restarting"
-    assert waits == [DEFAULT_BACKOFF_S]
+    assert len(waits) == 1 and DEFAULT_BACKOFF_S / 2 <= waits[0] <= DEFAULT_BACKOFF_S
     with pytest.raises(SourceError, match="^source 'tickets': cannot reach x after 1 attempt$"):
         RetryPolicy(timeout_s=5, attempts=1).run(Attempts(Transient("cannot reach x")), "tickets", ctx, sleep=waits.append)
 

@@ -215,3 +215,21 @@ def test_undo_steps_back_ten_saved_states_then_refuses(config_repo):
 def test_undo_with_nothing_saved_raises(config_repo):
     with pytest.raises(ConfigRepoError, match="nothing to undo"):
         config_repo.undo(SAM, GDP)
+
+
+# --------------------------------------------------------------------------- a workspace not published yet
+
+
+def test_a_draft_of_someone_elses_unpublished_workspace_is_refused_and_nothing_is_created(config_repo):
+    """Branched from `main`, it would lack the workspace; the owner views the creator's draft instead."""
+    repo = config_repo
+    creator = User("sam", app_role="steward")
+    made = repo.new_workspace(creator, "team-kpis", "Team KPIs")
+    branches = sorted(h.name for h in repo.repo.heads)
+    with pytest.raises(ConfigRepoError, match="'team-kpis' is not published yet: it exists only on sam's draft"):
+        repo.draft(OLIVIA, "team-kpis")
+    with pytest.raises(ConfigRepoError, match="not published yet"):
+        repo.save(OLIVIA, "team-kpis", {"task": {"rules": []}}, "An edit")
+    assert sorted(h.name for h in repo.repo.heads) == branches and not repo.has_draft(OLIVIA, "team-kpis")
+    assert repo.view_path(OLIVIA, "team-kpis") == made.workspace_path  # what the owner sees: sam's draft
+    assert repo.draft(creator, "team-kpis").workspace_path == made.workspace_path  # its creator edits it as before

@@ -229,6 +229,59 @@ def test_statement_timeout_stops_a_runaway_query(pg_table):
         live.run(source, "SELECT count(*) FROM gates a CROSS JOIN gates b WHERE a.target + b.actual = 17", timeout_s=1)
 
 
+def _terminate(admin, pid: int) -> None:
+    """Drop one backend as a server restart or an idle-connection reaper would (only ours: the server is shared)."""
+    with admin.begin() as connection:
+        assert connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})").scalar_one() is True
+
+
+def test_a_dropped_connection_is_tried_again_once_and_an_sql_error_never(pg_table, caplog):
+    admin, table = pg_table
+    source = _source(table, cache_ttl_s=0, url=PG_URL + "?application_name=dm_reconnect", retry={"attempts": 3, "backoff_s": 0.01})
+    pid = live.run(source, "SELECT pg_backend_pid() AS pid FROM gates LIMIT 1").rows[0][0]
+    _terminate(admin, pid)  # the pooled connection is now dead; the pool does not know yet
+    caplog.set_level("INFO", logger="lib.live")
+    with statements_sent() as sent:
+        result = live.run(source, "SELECT count(*) AS n, pg_backend_pid() AS pid FROM gates")
+    assert result.rows[0][0] == ROWS and result.rows[0][1] != pid  # answered, on a new connection
+    assert len([r for r in caplog.records if "trying again" in r.getMessage()]) == 1  # one retry
+    assert sum("count(*)" in statement.lower() for statement, _ in sent) == 1  # the dead connection failed before the query
+    caplog.clear()
+    with statements_sent() as sent:
+        with pytest.raises(QueryError, match="no_such_column") as caught:
+            live.run(source, "SELECT no_such_column FROM gates")
+    assert sum("no_such_column" in statement.lower() for statement, _ in sent) == 1 and "attempt" not in str(caught.value)
+    assert not [r for r in caplog.records if "trying again" in r.getMessage()]
+
+
+def test_a_statement_stopped_by_its_time_limit_is_not_tried_again(pg_table):
+    _, table = pg_table
+    source = _source(table, cache_ttl_s=0, retry={"attempts": 3, "backoff_s": 0.01})
+    with statements_sent() as sent:
+        with pytest.raises(QueryError, match="ran longer than 1 s"):
+            live.run(source, "SELECT pg_sleep(30) AS s FROM gates LIMIT 1", timeout_s=1)
+    assert sum("pg_sleep" in statement.lower() for statement, _ in sent) == 1
+
+
+def test_a_connection_dropped_on_every_attempt_gives_up_saying_how_often_it_tried(pg_table):
+    from sqlalchemy import event
+
+    admin, table = pg_table
+    source = _source(table, cache_ttl_s=0, url=PG_URL + "?application_name=dm_always_dropped", retry={"attempts": 2, "backoff_s": 0.01})
+    engine = live._engine(source, None)
+
+    def drop_before_the_query(connection, cursor, statement, parameters, context, executemany):
+        if "count(*)" in statement.lower():
+            _terminate(admin, connection.connection.dbapi_connection.info.backend_pid)
+
+    event.listen(engine, "before_cursor_execute", drop_before_the_query)
+    try:
+        with pytest.raises(QueryError, match=r"^gates: .*\(after 2 attempts\)$"):
+            live.run(source, "SELECT count(*) AS n FROM gates")
+    finally:
+        event.remove(engine, "before_cursor_execute", drop_before_the_query)
+
+
 @pytest.mark.parametrize(
     "sql",
     [

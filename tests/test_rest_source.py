@@ -6,6 +6,7 @@ Every fetch goes through `lib.connectors.fetch`, so the dispatch by `type` is ex
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler
@@ -38,7 +39,7 @@ PEOPLE = [
 class Server(LocalHTTPServer):
     """A live HTTP server: routes are functions of (path, query, headers, body) -> (status, body text)."""
 
-    def __init__(self):
+    def __init__(self, tls: ssl.SSLContext | None = None):
         self.hits: Counter[str] = Counter()
         self.requests: list[dict] = []
         self.routes = {
@@ -59,7 +60,7 @@ class Server(LocalHTTPServer):
             "/search": lambda q, h, b: (200, {"results": [{"query": json.loads(b)}]}),
             "/not-found": lambda q, h, b: (404, "no such thing"),
         }
-        super().__init__()
+        super().__init__(tls)
 
     def answer(self, handler: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(handler.path)
@@ -366,3 +367,84 @@ def test_loopback_needs_the_operators_opt_in(server, ctx, monkeypatch, network):
     with pytest.raises(SourceError, match=r"127.0.0.1 is a loopback address; refused: .*DASHMEM_ALLOW_PRIVATE_NETWORKS=1"):
         fetch(rest(f"{server.url}/list"), ctx)
     assert server.requests == [] and network.connects == []
+
+
+# --------------------------------------------------------------------------- HTTPS with client certificates (mutual TLS)
+
+
+@pytest.fixture(scope="module")
+def mtls(tmp_path_factory):
+    """This module's server over HTTPS, requiring a client certificate signed by its client CA (certificates by trustme)."""
+    import trustme
+
+    server_ca, client_ca, stranger_ca = trustme.CA(), trustme.CA(), trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ca.issue_cert("127.0.0.1").configure_cert(context)
+    client_ca.configure_trust(context)
+    context.verify_mode = ssl.CERT_REQUIRED
+    client, stranger = client_ca.issue_cert("dashmem@example.com"), stranger_ca.issue_cert("dashmem@example.com")
+    live = Server(tls=context)
+    yield {
+        "server": live,
+        "ca": server_ca.cert_pem.bytes().decode(),
+        "cert": client.cert_chain_pems[0].bytes().decode(),
+        "key": client.private_key_pem.bytes().decode(),
+        "stranger_ca": stranger_ca.cert_pem.bytes().decode(),
+        "stranger_cert": stranger.cert_chain_pems[0].bytes().decode(),
+        "stranger_key": stranger.private_key_pem.bytes().decode(),
+    }
+    live.stop()
+
+
+TLS_REFS = {"client_cert": "env:DM_TEST_REST_CERT", "client_key": "env:DM_TEST_REST_KEY", "ca_bundle": "env:DM_TEST_REST_CA"}
+
+
+def tls_rest(mtls, monkeypatch, cert="cert", key="key", ca="ca", refs=TLS_REFS) -> dict:
+    monkeypatch.setenv("DM_TEST_REST_CERT", mtls[cert])
+    monkeypatch.setenv("DM_TEST_REST_KEY", mtls[key])
+    monkeypatch.setenv("DM_TEST_REST_CA", mtls[ca])
+    return rest(f"{mtls['server'].url}/items", records_path="items", tls=dict(refs), retry=QUICK)
+
+
+def test_the_right_client_certificate_is_accepted(mtls, ctx, monkeypatch):
+    before = mtls["server"].hits["/items"]
+    table = fetch(tls_rest(mtls, monkeypatch), ctx)
+    assert table.column("name").to_pylist() == ["item 1", "item 2"]
+    assert mtls["server"].hits["/items"] == before + 1
+
+
+def test_a_client_certificate_from_another_ca_is_refused_at_once_with_a_plain_message(mtls, ctx, monkeypatch):
+    before = mtls["server"].hits["/items"]
+    with pytest.raises(SourceError) as caught:
+        fetch(tls_rest(mtls, monkeypatch, cert="stranger_cert", key="stranger_key"), ctx)
+    message = str(caught.value)
+    assert message.startswith(f"source 'tickets': the server at {mtls['server'].url}/items refused the TLS client certificate"), message
+    assert "tls.client_cert" in message and "attempt" not in message and "BEGIN" not in message
+    assert mtls["server"].hits["/items"] == before  # no request got through
+
+
+def test_no_client_certificate_is_refused_with_a_plain_message(mtls, ctx, monkeypatch):
+    with pytest.raises(SourceError) as caught:
+        fetch(tls_rest(mtls, monkeypatch, refs={"ca_bundle": "env:DM_TEST_REST_CA"}), ctx)
+    message = str(caught.value)
+    assert message.startswith(f"source 'tickets': the server at {mtls['server'].url}/items requires a TLS client certificate"), message
+    assert "set tls.client_cert and tls.client_key" in message and "attempt" not in message
+
+
+def test_a_server_certificate_from_an_unknown_ca_is_not_trusted(mtls, ctx, monkeypatch):
+    with pytest.raises(SourceError, match=r"the server at https://127\.0\.0\.1:\d+/items: its TLS certificate is not trusted .*set tls\.ca_bundle") as caught:
+        fetch(tls_rest(mtls, monkeypatch, ca="stranger_ca"), ctx)
+    assert "attempt" not in str(caught.value)
+    with pytest.raises(SourceError, match="its TLS certificate is not trusted"):  # nor by the public CAs, without tls
+        fetch(rest(f"{mtls['server'].url}/items", retry=QUICK), ctx)
+
+
+def test_tls_settings_of_a_rest_source_need_an_https_url_and_valid_pem(ctx, monkeypatch):
+    with pytest.raises(SourceError, match="tls needs an https:// url"):
+        fetch(rest("http://127.0.0.1:1/items", tls=dict(TLS_REFS)), ctx)
+    monkeypatch.setenv("DM_TEST_REST_CERT", "garbage-cert-0123456789")
+    monkeypatch.setenv("DM_TEST_REST_KEY", "garbage-key-0123456789")
+    refs = {k: v for k, v in TLS_REFS.items() if k != "ca_bundle"}
+    with pytest.raises(SourceError, match="tls.client_cert and tls.client_key .*PEM") as caught:
+        fetch(rest("https://127.0.0.1:1/items", tls=refs), ctx)
+    assert "garbage" not in str(caught.value)

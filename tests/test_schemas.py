@@ -614,8 +614,8 @@ def test_secret_fields_are_found_by_the_schemas_keyword():
     assert schemas.secret_fields("sources", "source") == (
         ("password",),
         ("secret_headers", "*"),
+        *(("tls", field) for field in ("client_cert", "client_key", "client_key_password", "ca_bundle")),  # rest's, then mcp's
         ("env", "*"),
-        *(("tls", field) for field in ("client_cert", "client_key", "client_key_password", "ca_bundle")),
     )
     assert all(not schemas.secret_fields(kind) for kind in schemas.FILES if kind != "sources")
     # Only the keyword marks a secret: a field holding a reference is the secret_ref definition.

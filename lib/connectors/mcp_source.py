@@ -41,8 +41,6 @@ ROW_KEYS = ("result", "rows", "data", "items", "records")
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
 # The TLS alerts a server sends when it will not take the client's certificate.
-CLIENT_CERT_REFUSED = ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "ACCESS_DENIED", "CERTIFICATE_REVOKED", "CERTIFICATE_EXPIRED")
-
 # How much of the server's stderr to quote when it dies; the end holds the traceback.
 STDERR_TAIL_CHARS = 1500
 
@@ -86,10 +84,10 @@ def _attempt(source: dict, ctx: FetchContext, timeout_s: float, ssl_context: ssl
                 raise ctx.error(name, str(cause)) from None
             if isinstance(cause, KeyboardInterrupt | SystemExit):
                 raise
-            if isinstance(cause, httpx2.TransportError) and _ssl_error(cause) is None and str(source.get("url", "")).startswith("https://"):
+            if isinstance(cause, httpx2.TransportError) and tls.ssl_error_in(cause) is None and str(source.get("url", "")).startswith("https://"):
                 refused = tls.refusal(source["url"], ssl_context or httpx2.create_ssl_context(), min(timeout_s, 10))
                 if refused is not None:  # a TLS refusal that reached the HTTP client as a lost connection
-                    raise ctx.error(name, _tls_problem(refused, _where(source), ssl_context is not None and bool(source["tls"].get("client_cert")))) from None
+                    raise ctx.error(name, tls.problem(refused, _where(source), ssl_context is not None and bool(source["tls"].get("client_cert")))) from None
             transient = _transient(cause, source, timeout_s, server_stderr, statuses)
             if transient is not None:
                 raise transient from None
@@ -282,7 +280,7 @@ def _transient(cause: BaseException, source: dict, timeout_s: float, server_stde
         return Transient(f"HTTP {retry_status[-1]} from {where}")
     if isinstance(cause, TimeoutError):
         return Transient(f"{where} timed out", f" ({timeout_s:g} s each; raise timeout_s if the tool is just slow)")
-    if _ssl_error(cause) is not None:
+    if tls.ssl_error_in(cause) is not None:
         return None
     if isinstance(cause, httpx2.TransportError):
         return Transient(f"cannot reach {where}", f": {cause or type(cause).__name__}")
@@ -291,40 +289,13 @@ def _transient(cause: BaseException, source: dict, timeout_s: float, server_stde
     return None
 
 
-def _ssl_error(exc: BaseException | None) -> ssl.SSLError | None:
-    """The TLS failure behind an HTTP client's error, if that is what it was."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, ssl.SSLError):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
-
-
-def _tls_problem(error: ssl.SSLError | str, where: str, sent_certificate: bool) -> str:
-    """What a TLS failure means for the person configuring the source: trust, or the client certificate."""
-    if isinstance(error, str):  # the server hung up on the handshake's heels, naming nothing
-        if sent_certificate:
-            return f"{where} refused the TLS client certificate ({error}); check that tls.client_cert is signed by a CA the server trusts"
-        return f"{where} requires a TLS client certificate ({error}); set tls.client_cert and tls.client_key"
-    reason = (error.reason or "").upper() if isinstance(error.reason, str) else ""
-    shown = error.verify_message if isinstance(error, ssl.SSLCertVerificationError) else (error.reason or str(error))
-    if isinstance(error, ssl.SSLCertVerificationError):
-        return f"{where}: its TLS certificate is not trusted ({shown}); set tls.ca_bundle to the CA that signed it"
-    if "CERTIFICATE_REQUIRED" in reason:
-        return f"{where} requires a TLS client certificate; set tls.client_cert and tls.client_key"
-    if any(alert in reason for alert in CLIENT_CERT_REFUSED):
-        return f"{where} refused the TLS client certificate ({shown}); check that tls.client_cert is signed by a CA the server trusts"
-    return f"TLS with {where} failed: {shown}"
-
-
 def _explain(cause: BaseException, source: dict, ctx: FetchContext) -> str:
     """A message for the person who configured the source, naming what to check (failures `_transient` let pass)."""
     command = source.get("command")
     where = _where(source)
-    tls_error = _ssl_error(cause)
+    tls_error = tls.ssl_error_in(cause)
     if tls_error is not None:
-        return _tls_problem(tls_error, where, bool((source.get("tls") or {}).get("client_cert")))
+        return tls.problem(tls_error, where, bool((source.get("tls") or {}).get("client_cert")))
     if isinstance(cause, NotRows):
         return f"{_target(source)} did not return JSON rows: {cause}"
     if isinstance(cause, OSError) and command:

@@ -10,10 +10,15 @@ Only a failure worth another try is retried: the connector decides which and rai
 database connection lost); anything else (a 4xx, a SQL syntax error, a wrong password)
 fails at once. The time a fetch may take is bounded by `worst_case_s`: every attempt
 at most `timeout_s`, and at most `attempts - 1` waits of at most `max_backoff_s`.
+
+Waits are jittered: between half and all of the doubled backoff, drawn afresh each
+time, so that the sessions a dropped server failed together do not all come back
+in the same instant. A server's own Retry-After is waited as asked.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
@@ -56,23 +61,38 @@ class RetryPolicy:
             max_backoff_s=float(retry.get("max_backoff_s", DEFAULT_MAX_BACKOFF_S)),
         )
 
-    def wait_after(self, attempt: int, asked_s: float | None = None) -> float:
-        """Seconds to wait after failed attempt number `attempt` (1-based): backoff_s doubled each time,
+    def longest_wait_after(self, attempt: int, asked_s: float | None = None) -> float:
+        """The most to wait after failed attempt number `attempt` (1-based): backoff_s doubled each time,
         or what the server asked for if longer, never more than max_backoff_s."""
         wait = self.backoff_s * 2 ** (attempt - 1)
         if asked_s is not None and asked_s > wait:
             wait = asked_s
         return min(wait, self.max_backoff_s)
 
+    def wait_after(self, attempt: int, asked_s: float | None = None, draw: Callable[[], float] = random.random) -> float:
+        """Seconds to actually wait: the longest wait, less up to half of it at random (`draw()` in [0, 1));
+        all of what a server asked for, within max_backoff_s."""
+        longest = self.longest_wait_after(attempt, asked_s)
+        if asked_s is not None and asked_s >= self.longest_wait_after(attempt):
+            return longest
+        return longest * (0.5 + 0.5 * draw())
+
     def worst_case_s(self) -> float:
         """The longest a fetch under this policy can take, per request it makes."""
-        return self.attempts * self.timeout_s + sum(self.wait_after(n) for n in range(1, self.attempts))
+        return self.attempts * self.timeout_s + sum(self.longest_wait_after(n) for n in range(1, self.attempts))
 
     def tries(self, n: int | None = None) -> str:
         n = self.attempts if n is None else n
         return f"{n} attempt{'s' if n != 1 else ''}"
 
-    def run(self, attempt: Callable[[], T], name: str, ctx: FetchContext, sleep: Callable[[float], None] = time.sleep) -> T:
+    def run(
+        self,
+        attempt: Callable[[], T],
+        name: str,
+        ctx: FetchContext,
+        sleep: Callable[[float], None] = time.sleep,
+        draw: Callable[[], float] = random.random,
+    ) -> T:
         """`attempt()` until it returns, raises something other than Transient, or has been tried `attempts` times;
         then a SourceError saying what went wrong the last time and how many times it was tried."""
         for n in range(1, self.attempts + 1):
@@ -81,5 +101,5 @@ class RetryPolicy:
             except Transient as exc:
                 if n == self.attempts:
                     raise ctx.error(name, f"{exc.head} after {self.tries(n)}{exc.tail}") from None
-                sleep(self.wait_after(n, exc.retry_after_s))
+                sleep(self.wait_after(n, exc.retry_after_s, draw))
         raise SourceError(name, "no attempt was made")  # attempts is at least 1 (schema); kept for the type checker

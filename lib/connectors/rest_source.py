@@ -4,11 +4,16 @@ Secret header values are resolved at fetch time and sent only to the origin
 (scheme, host and port) of the configured url: a redirect or a next-page link
 that leads elsewhere is followed without them, so a token never reaches a
 host it was not meant for.
+
+`tls:` presents a client certificate (mutual TLS) and trusts private CAs, with the
+settings and PEM-by-reference rules of lib/connectors/tls.py. A TLS failure is a
+setting to fix, not a passing fault: it fails at once, saying what to check.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 from typing import Any, Iterator
 
 import httpx
@@ -16,6 +21,7 @@ import pyarrow as pa
 
 from .. import netguard
 from ..secrets import is_reference
+from . import tls
 from .base import FetchContext, dig, records_to_table
 from .policy import RetryPolicy, Transient
 
@@ -39,8 +45,9 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     name = source["name"]
     paging = source.get("pagination") or {}
     _check_pagination(name, paging, ctx)
-    with _client(source, ctx) as client:
-        api = _Api(client, source, ctx)
+    context = _ssl_context(source, ctx)
+    with _client(source, ctx, context) as client:
+        api = _Api(client, source, ctx, context)
         records = [record for page in _pages(api, source, paging) for record in page]
     return records_to_table(records)
 
@@ -56,7 +63,16 @@ def _check_pagination(name: str, paging: dict, ctx: FetchContext) -> None:
         raise ctx.error(name, f"pagination style {style!r} needs {' and '.join(missing)}")
 
 
-def _client(source: dict, ctx: FetchContext) -> httpx.Client:
+def _ssl_context(source: dict, ctx: FetchContext) -> ssl.SSLContext | None:
+    """The context of `tls:` (a client certificate, private CAs), or None for httpx's default."""
+    if not source.get("tls"):
+        return None
+    if not str(source.get("url", "")).lower().startswith("https://"):
+        raise ctx.error(source["name"], "tls needs an https:// url (a client certificate is for a server reached over HTTPS)")
+    return tls.client_context(source["name"], source["tls"], ctx)
+
+
+def _client(source: dict, ctx: FetchContext, ssl_context: ssl.SSLContext | None) -> httpx.Client:
     name = source["name"]
     secret_headers = {}
     for header, ref in (source.get("secret_headers") or {}).items():
@@ -80,7 +96,7 @@ def _client(source: dict, ctx: FetchContext) -> httpx.Client:
         event_hooks={"request": [keep_secrets_home]},  # runs for every request, redirects included
         # Every connection (first request, redirect hops, next pages) goes only to addresses checked
         # by lib/netguard.py; it raises netguard.Refused for anything else.
-        transport=netguard.http_transport(),
+        transport=netguard.http_transport(ssl_context),
     )
 
 
@@ -128,7 +144,7 @@ def _pages(api: _Api, source: dict, paging: dict) -> Iterator[list]:
 class _Api:
     """One source's requests: retried as its policy says (lib/connectors/policy.py), errors worded for people."""
 
-    def __init__(self, client: httpx.Client, source: dict, ctx: FetchContext):
+    def __init__(self, client: httpx.Client, source: dict, ctx: FetchContext, ssl_context: ssl.SSLContext | None):
         self.client = client
         self.ctx = ctx
         self.name = source["name"]
@@ -136,6 +152,8 @@ class _Api:
         self.body = source.get("body") if self.method == "POST" else None
         self.records_path = source.get("records_path") or ""
         self.policy = RetryPolicy.of(source, DEFAULT_TIMEOUT_S)
+        self.ssl_context = ssl_context
+        self.sent_certificate = bool((source.get("tls") or {}).get("client_cert"))
 
     def get_json(self, url: httpx.URL, params: dict) -> tuple[Any, httpx.URL]:
         """The parsed JSON answer and the URL that gave it (after redirects).
@@ -152,7 +170,10 @@ class _Api:
             raise self.ctx.error(self.name, str(exc)) from None
         except httpx.TimeoutException:
             raise Transient(f"request to {shown} timed out", f" ({self.policy.timeout_s:g} s each)") from None
-        except httpx.TransportError as exc:  # refused, reset, DNS: maybe passing
+        except httpx.TransportError as exc:  # refused, reset, DNS: maybe passing, unless TLS is what failed
+            refused = self._tls_refusal(exc, url)
+            if refused is not None:
+                raise self.ctx.error(self.name, tls.problem(refused, f"the server at {shown}", self.sent_certificate)) from None
             raise Transient(f"cannot reach {shown}", f": {exc}") from None
         except httpx.RequestError as exc:  # too many redirects, undecodable body: no use retrying
             raise self.ctx.error(self.name, f"request to {shown} failed: {exc}") from None
@@ -164,6 +185,14 @@ class _Api:
             return response.json(), response.url
         except ValueError as exc:
             raise self.ctx.error(self.name, f"response is not valid JSON: {exc} (from {shown}, starting {_excerpt(response)!r})") from None
+
+    def _tls_refusal(self, exc: httpx.TransportError, url: httpx.URL) -> ssl.SSLError | str | None:
+        """The TLS failure behind a transport error: named by the error, or (TLS 1.3, where a server
+        refuses a client certificate after the handshake, as a lost connection) found by asking again."""
+        named = tls.ssl_error_in(exc)
+        if named is not None or url.scheme != "https":
+            return named
+        return tls.refusal(str(url), self.ssl_context or httpx.create_ssl_context(), min(self.policy.timeout_s, 10))
 
     def records_in(self, payload: Any, answered_url: httpx.URL) -> list:
         records = dig(payload, self.records_path)

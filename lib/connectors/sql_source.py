@@ -199,6 +199,25 @@ def _create_engine(name: str, url: URL, ctx: FetchContext, timeout_s: float) -> 
         ) from None
 
 
+# Of the failures `_transient` retries, those of the request rather than the connection: a serialization
+# failure or deadlock (PostgreSQL class 40), a lock wait timeout or deadlock (MySQL 1205, 1213).
+REQUEST_CONFLICT_STATES = ("40",)
+REQUEST_CONFLICT_CODES = frozenset({1205, 1213})
+
+
+def connection_failed(exc: SQLAlchemyError) -> bool:
+    """Whether the connection itself failed (refused, lost, the server restarting or full), so that the
+    same statement on a new connection may pass; a SQL error, a conflict or a time limit is not that."""
+    if not _transient(exc):
+        return False
+    original = getattr(exc, "orig", None)
+    args = getattr(original, "args", ())
+    if args and isinstance(args[0], int) and args[0] in REQUEST_CONFLICT_CODES:
+        return False
+    state = getattr(original, "pgcode", None) or getattr(original, "sqlstate", None)
+    return not (state and str(state).startswith(REQUEST_CONFLICT_STATES))
+
+
 def _lift_read_timeout(dbapi_connection, _record) -> None:
     """A PyMySQL connection, once connected, waits for its queries as long as they take (`timeout_s`
     bounds connecting; a live query has the database's own time limit). PyMySQL has no public setter:

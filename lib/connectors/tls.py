@@ -1,6 +1,6 @@
 """TLS for a source's HTTPS connections: a client certificate (mutual TLS) and the CAs to trust.
 
-Settings (`tls:` of an `mcp` source) are secret references whose values are PEM text,
+Settings (`tls:` of an `mcp` or `rest` source) are secret references whose values are PEM text,
 never file paths, so neither a key nor where one lies is ever in the config repo:
 
     tls:
@@ -80,6 +80,12 @@ def _pem_file(text: str) -> Iterator[str]:
             os.rmdir(folder)
 
 
+# TLS alerts by which a server says it will not take the client certificate it was given.
+CLIENT_CERT_REFUSED = ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "ACCESS_DENIED", "CERTIFICATE_REVOKED", "CERTIFICATE_EXPIRED")
+
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH: trusted, but not for this host.
+HOST_MISMATCH = (62, 64)
+
 CLOSED = "it closed the connection after the TLS handshake without answering"
 
 
@@ -115,3 +121,32 @@ def refusal(url: str, context: ssl.SSLContext, timeout_s: float) -> ssl.SSLError
         return exc
     except (OSError, netguard.Refused):  # not even a handshake: the network, not TLS
         return None
+
+
+def ssl_error_in(exc: BaseException | None) -> ssl.SSLError | None:
+    """The TLS failure behind an HTTP client's error, if that is what it was."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ssl.SSLError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def problem(error: ssl.SSLError | str, where: str, sent_certificate: bool) -> str:
+    """What a TLS failure means for the person configuring the source: trust, or the client certificate."""
+    if isinstance(error, str):  # the server hung up on the handshake's heels, naming nothing
+        if sent_certificate:
+            return f"{where} refused the TLS client certificate ({error}); check that tls.client_cert is signed by a CA the server trusts"
+        return f"{where} requires a TLS client certificate ({error}); set tls.client_cert and tls.client_key"
+    reason = (error.reason or "").upper() if isinstance(error.reason, str) else ""
+    shown = error.verify_message if isinstance(error, ssl.SSLCertVerificationError) else (error.reason or str(error))
+    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_code in HOST_MISMATCH:
+        return f"{where}: its TLS certificate is for another host ({shown}); use a url with the host name the certificate names"
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"{where}: its TLS certificate is not trusted ({shown}); set tls.ca_bundle to the CA that signed it"
+    if "CERTIFICATE_REQUIRED" in reason:
+        return f"{where} requires a TLS client certificate; set tls.client_cert and tls.client_key"
+    if any(alert in reason for alert in CLIENT_CERT_REFUSED):
+        return f"{where} refused the TLS client certificate ({shown}); check that tls.client_cert is signed by a CA the server trusts"
+    return f"TLS with {where} failed: {shown}"
