@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import cast
 
 import pandas as pd
 import streamlit as st
@@ -190,28 +189,8 @@ with st.expander("Try it with your own data (this session only)"):
                 st.rerun()
 
 # Filters bar
-chosen = {}
 states = filter_states(dashboard, tables, version, router_for(ws.data, CACHE, ws.path))  # a live table's options come from its database
-if states:
-    cols = st.columns(len(states))
-    for col, filt in zip(cols, states):
-        with col:
-            if filt.error:
-                st.error(f"{filt.label}: {filt.error}")
-            elif filt.type == "multiselect":
-                chosen[filt.id] = st.multiselect(filt.label, filt.options, key=state.filter_widget(ctx.slug, filt.id))
-            elif filt.type == "select":
-                chosen[filt.id] = st.selectbox(
-                    filt.label, [None] + filt.options, key=state.filter_widget(ctx.slug, filt.id), format_func=lambda v: "All" if v is None else str(v)
-                )
-            elif filt.bounds and None not in filt.bounds:
-                low, high = filt.bounds
-                if filt.type == "number_range":
-                    chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=state.filter_widget(ctx.slug, filt.id))
-                else:
-                    low, high = cast(dt.date, pd.Timestamp(low).date()), cast(dt.date, pd.Timestamp(high).date())  # bounds hold no None, so never NaT
-                    picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=state.filter_widget(ctx.slug, filt.id))
-                    chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
+chosen = dashboard_view.filter_bar(states, lambda filter_id: state.filter_widget(ctx.slug, filter_id))
 
 rendered = as_of.render(ws.data, chosen, workspace_path=ws.path, tables=tables, version=version)
 changed = changes_view.changes_for(ws, as_of, tables, version, chosen)

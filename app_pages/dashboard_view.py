@@ -11,7 +11,7 @@ import copy
 import datetime as dt
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import pandas as pd
 import pyarrow as pa
@@ -39,6 +39,34 @@ def show(rendered: Rendered, explain: Callable[[Component], None] | None = None,
                 _component(comp, draw)
                 if explain is not None:
                     explain(comp)
+
+
+def filter_bar(states: list, key: Callable[[str], str]) -> dict[str, Any]:
+    """One widget per filter (a report's parameters too), side by side; returns the choices, keyed by filter id.
+
+    `key(filter_id)` is the widget's session key: it keeps each workspace's (and page's) choices apart.
+    """
+    chosen: dict[str, Any] = {}
+    if not states:
+        return chosen
+    for col, filt in zip(st.columns(len(states)), states):
+        with col:
+            widget = key(filt.id)
+            if filt.error:
+                st.error(f"{filt.label}: {filt.error}")
+            elif filt.type == "multiselect":
+                chosen[filt.id] = st.multiselect(filt.label, filt.options, key=widget)
+            elif filt.type == "select":
+                chosen[filt.id] = st.selectbox(filt.label, [None] + filt.options, key=widget, format_func=lambda v: "All" if v is None else str(v))
+            elif filt.bounds and None not in filt.bounds:
+                low, high = filt.bounds
+                if filt.type == "number_range":
+                    chosen[filt.id] = st.slider(filt.label, low, high, (low, high), key=widget)
+                else:
+                    low, high = cast(dt.date, pd.Timestamp(low).date()), cast(dt.date, pd.Timestamp(high).date())  # bounds hold no None, so never NaT
+                    picked = st.date_input(filt.label, (low, high), min_value=low, max_value=high, key=widget)
+                    chosen[filt.id] = tuple(picked) if isinstance(picked, (list, tuple)) and len(picked) == 2 else None
+    return chosen
 
 
 def explanation(e: Explanation) -> None:
@@ -75,6 +103,11 @@ def explanation(e: Explanation) -> None:
         st.markdown("Task rules about it:\n" + "\n".join(f"- **{r.id}** ({r.why}): {r.text}" for r in e.rules))
     else:
         st.caption("No task rule is about it.")
+
+
+def component(comp: Component) -> None:
+    """One rendered component (a KPI card, a chart, a table, a text block), or its error, as the Dashboard draws it."""
+    _component(comp)
 
 
 def _component(comp: Component, draw: Mapping[str, Callable[[Component], None]] | None = None) -> None:

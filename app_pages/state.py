@@ -23,6 +23,9 @@ REFRESH_REPORT = "refresh_report"  # the last lib.refresh.RefreshReport: set by 
 SWAPS = "swaps"  # {(slug, table): (digest, pyarrow.Table)}: a viewer's own CSVs, set by Dashboard; this session only
 EXPORT_HTML = "export_html"  # ((slug, data version, filters), html text): the prepared export, set by Dashboard
 
+# --- Report ----------------------------------------------------------------------------------------------
+REPORT_EXPORT = "report_export"  # ((slug, data version, parameters), {"html": bytes, "pdf": bytes}): set by Report's export buttons
+
 # --- Chat ------------------------------------------------------------------------------------------------
 CHAT_MODE = "chat_mode"  # "edit" or "query": set by Chat's mode switch, and by Dashboard's Regenerate ("edit")
 CHAT_TRANSCRIPT = "chat_transcript"  # {(slug, mode): [turns]}: what Chat shows; this browser session only, never saved

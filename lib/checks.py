@@ -1,9 +1,11 @@
-"""The validation criteria every dashboard must pass, as small composable checks.
+"""The validation criteria every dashboard, and every report, must pass, as small composable checks.
 
 Each check takes a `CheckContext` and returns `Diagnostic`s with an id, a
 level, a message that names the component and field, and a location
-(dashboard.yaml and its line). `run` applies them all; checks that need data
-are skipped, with a warning saying so, when no data is loaded.
+(dashboard.yaml or report.yaml, and its line). `run` applies them all to one
+artifact; checks that need data are skipped, with a warning saying so, when
+no data is loaded. A report (report.yaml) passes the same checks, reading its
+components where its sections hold them, and one more:
 
     schema             the spec validates against schemas/dashboard.schema.json
     inline_data        data only through queries: no inline values, no query that reads no table
@@ -12,6 +14,7 @@ are skipped, with a warning saying so, when no data is loaded.
     literal_values     no number in titles, labels or text that equals a value in the data
     output_constraints output.yaml's theme and layout rules, and checkable task rules
     renders            the dashboard renders without error
+    placeholders       (reports) every placeholder in prose names a query and a column of it, and shows a value
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pyarrow as pa
 from . import coltypes, schemas
 from .components import kind_of
 from .diagnostics import ERROR, WARNING, Diagnostic, format_path
-from .spec import PARAM_RE, PLACEHOLDER_RE, POINT_FILTERS, queries, selections, unset_params
+from .spec import PARAM_RE, PLACEHOLDER_RE, POINT_FILTERS, components, prose_id, queries, selections, unset_params
 from .warehouse import QueryError, bind
 from .workspace import SEMANTIC_CHECKS, Workspace, shown_file
 from .workspace import load as load_workspace
@@ -36,6 +39,7 @@ from .workspace import render as render_yaml
 from .yamlio import Document, parse
 
 FILE = "dashboard.yaml"
+ARTIFACTS = ("dashboard", "report")  # the workspace files the checks apply to
 log = logging.getLogger(__name__)
 
 
@@ -45,19 +49,29 @@ class CheckContext:
     tables: Mapping[str, pa.Table] | None
     version: str = ""
     file: str = FILE
+    kind: str = "dashboard"  # or "report"
     _doc: Document | None = None
     _rendered: Any = None
     _bound: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dashboard(self) -> dict[str, Any]:
-        return self.ws.get("dashboard") or {}
+        """The artifact checked: the dashboard, or the report."""
+        return self.ws.get(self.kind) or {}
+
+    @property
+    def what(self) -> str:
+        return "the " + self.kind
+
+    def components(self) -> list[tuple[tuple, dict[str, Any]]]:
+        """(path, spec) of each component, where the dashboard lists it or the report's sections hold it."""
+        return [(path, dict(c)) for path, c in components(self.dashboard)]
 
     @property
     def doc(self) -> Document:
         """Line numbers: the file as loaded, or the canonical text of an in-memory spec."""
         if self._doc is None:
-            self._doc = self.ws.docs.get("dashboard") or parse(render_yaml("dashboard", self.dashboard))
+            self._doc = self.ws.docs.get(self.kind) or parse(render_yaml(self.kind, self.dashboard))
         return self._doc
 
     def diag(self, check: str, message: str, path: tuple = (), level: str = ERROR, allowed: str | None = None) -> Diagnostic:
@@ -73,7 +87,10 @@ class CheckContext:
         if self._rendered is None:
             from .render import QueryCache, render  # only the data checks render; the static ones never load the renderer
 
-            self._rendered = render(self.ws.data, self.data_tables(), self.version or "check", cache=QueryCache(), workspace_path=self.ws.path)
+            draw = render
+            if self.kind == "report":
+                from .report import render_report as draw
+            self._rendered = draw(self.ws.data, self.data_tables(), self.version or "check", cache=QueryCache(), workspace_path=self.ws.path)
         return self._rendered
 
     def bound(self, sql: str) -> list[tuple[str, str]] | QueryError:
@@ -90,9 +107,9 @@ class CheckContext:
 
 
 def check_schema(ctx: CheckContext) -> list[Diagnostic]:
-    diags = schemas.validate_document("dashboard", ctx.doc, ctx.file)
+    diags = schemas.validate_document(ctx.kind, ctx.doc, ctx.file)
     if not diags:
-        diags = [d for check in SEMANTIC_CHECKS["dashboard"] for d in check(ctx.doc, ctx.file)]
+        diags = [d for check in SEMANTIC_CHECKS[ctx.kind] for d in check(ctx.doc, ctx.file)]
     return [Diagnostic("check.schema", d.level, d.message, d.file, d.line, d.field, d.allowed) for d in diags]
 
 
@@ -103,9 +120,9 @@ def check_inline_data(ctx: CheckContext) -> list[Diagnostic]:
     out = []
     # Where Vega-Lite would take data: a component itself and its encoding. Not the
     # `columns` or `queries` maps, whose keys are column and query names.
-    for i, comp in enumerate(ctx.dashboard.get("components") or []):
+    for at, comp in ctx.components():
         for place, node in kind_of(comp).data_places(comp):
-            path = ("components", i) + place
+            path = at + place
             for key in INLINE_KEYS & set(node):
                 out.append(
                     ctx.diag(
@@ -182,9 +199,7 @@ def check_selections(ctx: CheckContext) -> list[Diagnostic]:
 
 
 def _component_id(ctx: CheckContext, path: tuple) -> str:
-    if len(path) > 1 and path[0] == "components" and isinstance(path[1], int):
-        return (ctx.dashboard.get("components") or [{}])[path[1]].get("id", "?")
-    return "?"
+    return next((c.get("id", "?") for at, c in ctx.components() if path[: len(at)] == at), "?")
 
 
 def check_output_constraints(ctx: CheckContext) -> list[Diagnostic]:
@@ -201,16 +216,18 @@ def check_output_constraints(ctx: CheckContext) -> list[Diagnostic]:
                 )
             )
     layout_rules = output.get("layout") or {}
-    components = dashboard.get("components") or []
+    components = [c for _, c in ctx.components()]
     if layout_rules.get("max_components") and len(components) > layout_rules["max_components"]:
         out.append(
             ctx.diag(
                 "output_constraints",
                 f"{len(components)} components; output.yaml allows at most {layout_rules['max_components']}",
-                ("components",),
+                ("components",) if ctx.kind == "dashboard" else ("sections",),
                 allowed=f"at most {layout_rules['max_components']}",
             )
         )
+    if ctx.kind == "report":
+        out.extend(_report_layout(ctx, layout_rules))
     for r, row in enumerate(dashboard.get("layout") or []):
         if layout_rules.get("max_per_row") and len(row) > layout_rules["max_per_row"]:
             out.append(
@@ -229,6 +246,36 @@ def check_output_constraints(ctx: CheckContext) -> list[Diagnostic]:
     for rule in (ctx.ws.get("task") or {}).get("rules") or []:
         if rule.get("check"):
             out.extend(_task_rule(ctx, rule))
+    return out
+
+
+def _report_layout(ctx: CheckContext, layout_rules: Mapping[str, Any]) -> list[Diagnostic]:
+    """output.yaml's layout rules read for a document: a KPI row is a row; "KPIs first" means no chart or table before the first KPI row."""
+    out = []
+    sections = ctx.dashboard.get("sections") or []
+    for i, section in enumerate(sections):
+        cards = (section.get("components") or []) if section.get("type") == "kpis" else []
+        if layout_rules.get("max_per_row") and len(cards) > layout_rules["max_per_row"]:
+            out.append(
+                ctx.diag(
+                    "output_constraints",
+                    f"the KPI row in sections[{i}] has {len(cards)} cards; output.yaml allows {layout_rules['max_per_row']} per row",
+                    ("sections", i, "components"),
+                    allowed=f"at most {layout_rules['max_per_row']}",
+                )
+            )
+    kinds = [section.get("type") for section in sections]
+    if layout_rules.get("kpis_first", False) and "kpis" in kinds:
+        first_figure = next(i for i, kind in enumerate(kinds) if kind in ("kpis", "chart", "table"))
+        if kinds[first_figure] != "kpis":
+            out.append(
+                ctx.diag(
+                    "output_constraints",
+                    "output.yaml asks for KPI cards first: put a KPI row before the first chart or table",
+                    ("sections", first_figure),
+                    WARNING,
+                )
+            )
     return out
 
 
@@ -264,7 +311,7 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
             return [
                 ctx.diag(
                     "output_constraints",
-                    f"task rule '{rid}' requires background {color}, the dashboard has {theme or 'none'}",
+                    f"task rule '{rid}' requires background {color}, {ctx.what} has {theme or 'none'}",
                     ("theme", "background"),
                     allowed=color,
                 )
@@ -272,7 +319,7 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
         return []
     target = (check.get("field") or "").lower()
     out, applied = [], False
-    for i, comp in enumerate(ctx.dashboard.get("components") or []):
+    for at, comp in ctx.components():
         cid = comp.get("id")
         colored = kind_of(comp).color_channel(comp) if kind == "category_color" else None
         if colored is not None:
@@ -288,12 +335,12 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
                     ctx.diag(
                         "output_constraints",
                         f"component '{cid}' colours {check['field']} but not {check['value']!r} in {color} (task rule '{rid}')",
-                        ("components", i) + where + ("scale",),
+                        at + where + ("scale",),
                         allowed=f"{check['value']} -> {color}",
                     )
                 )
         elif kind == "threshold_color":
-            places = _threshold_places(ctx, comp, i, target)
+            places = _threshold_places(ctx, comp, at, target)
             for path, thresholds in places:
                 applied = True
                 if not any(
@@ -312,7 +359,7 @@ def _task_rule(ctx: CheckContext, rule: dict[str, Any]) -> list[Diagnostic]:
     return out
 
 
-def _threshold_places(ctx: CheckContext, comp: dict, i: int, target: str) -> list[tuple[tuple, list | None]]:
+def _threshold_places(ctx: CheckContext, comp: dict, at: tuple, target: str) -> list[tuple[tuple, list | None]]:
     """Where a component shows `target` and so must carry the rule's threshold."""
 
     def columns_of(sql: str) -> list[str] | None:
@@ -320,7 +367,7 @@ def _threshold_places(ctx: CheckContext, comp: dict, i: int, target: str) -> lis
         bound = ctx.bound(sql) if ctx.tables is not None else None
         return [c for c, _ in bound] if isinstance(bound, list) else None
 
-    return [(("components", i) + path, thresholds) for path, thresholds in kind_of(comp).threshold_places(comp, target, columns_of)]
+    return [(at + path, thresholds) for path, thresholds in kind_of(comp).threshold_places(comp, target, columns_of)]
 
 
 # --------------------------------------------------------------------------- checks on data
@@ -342,9 +389,13 @@ def check_queries(ctx: CheckContext) -> list[Diagnostic]:
     return out
 
 
-def _unbound_components(ctx: CheckContext) -> set[int]:
-    """Indexes of components with a query that does not bind (reported by check_queries or check_references)."""
-    return {path[1] for path, _, sql in queries(ctx.dashboard) if path[0] == "components" and isinstance(ctx.bound(sql), QueryError)}
+def _unbound_components(ctx: CheckContext) -> set[str]:
+    """Ids of components with a query that does not bind (reported by check_queries or check_references)."""
+    unbound = {path for path, _, sql in queries(ctx.dashboard) if isinstance(ctx.bound(sql), QueryError)}
+    out = {c.get("id") for at, c in ctx.components() if any(path[: len(at)] == at for path in unbound)}
+    if any(path[0] == "queries" for path in unbound):  # a report's prose reads its named queries
+        out |= {prose_id(i) for i, query in _prose_sections(ctx) if any(("queries", name) in unbound for name in query)}
+    return {cid for cid in out if isinstance(cid, str)}
 
 
 def _did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -370,22 +421,22 @@ def check_references(ctx: CheckContext) -> list[Diagnostic]:
         else:
             name = match.group("column")
             out.append(ctx.diag("references", f"{where}: unknown column '{name}'{_did_you_mean(name, all_columns)}", path, allowed=", ".join(all_columns[:40])))
-    for i, comp in enumerate(ctx.dashboard.get("components") or []):
-        out.extend(_component_fields(ctx, comp, i))
+    for at, comp in ctx.components():
+        out.extend(_component_fields(ctx, comp, at))
     return out
 
 
 USABLE = {"quantitative": ("number",), "temporal": ("time", "text"), "kpi": ("number",)}
 
 
-def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]:
+def _component_fields(ctx: CheckContext, comp: dict, at: tuple) -> list[Diagnostic]:
     """Fields a component names (encodings, KPI and table columns, placeholders) exist in its query's output."""
     out = []
     cid = comp.get("id")
     kind = kind_of(comp)
     for match, place in kind.placeholders(comp):
         qname, column = match.group(1), match.group(2)
-        path = ("components", i) + place
+        path = at + place
         sql = (comp.get("queries") or {}).get(qname)
         if sql is None:
             out.append(
@@ -416,7 +467,7 @@ def _component_fields(ctx: CheckContext, comp: dict, i: int) -> list[Diagnostic]
     for ref in kind.fields(comp, names):
         if not ref.name:
             continue
-        path = ("components", i) + ref.path
+        path = at + ref.path
         if ref.name.lower() not in types:
             out.append(
                 ctx.diag(
@@ -478,31 +529,41 @@ def check_literal_values(ctx: CheckContext) -> list[Diagnostic]:
     allowed = _threshold_values(ctx)
     out = []
     places: list[tuple[tuple, str]] = [(("title",), ctx.dashboard.get("title", "")), (("description",), ctx.dashboard.get("description", ""))]
-    for i, comp in enumerate(ctx.dashboard.get("components") or []):
-        places.append((("components", i, "title"), comp.get("title", "")))
-        places.extend((("components", i) + path, text) for path, text in kind_of(comp).prose(comp))
+    for at, comp in ctx.components():
+        places.append((at + ("title",), comp.get("title", "")))
+        places.extend((at + path, text) for path, text in kind_of(comp).prose(comp))
+    for i, section in enumerate(ctx.dashboard.get("sections") or []):  # a report's headings and prose
+        for key in ("text", "markdown"):
+            if isinstance(section.get(key), str):
+                places.append((("sections", i, key), section[key]))
     for path, text in places:
         for number, percent, decimals, written in _numbers_in(text):
             if any(_matches(number, percent, decimals, v) for v in allowed):
                 continue
             hit = next((v for v in values if _matches(number, percent, decimals, v)), None)
             if hit is not None:
-                where = f"component '{_component_id(ctx, path)}'" if path[0] == "components" else "the dashboard"
+                component = _component_id(ctx, path)
+                where = f"component '{component}'" if component != "?" else _section_name(ctx, path) if path[0] == "sections" else ctx.what
+                fix = "a {{query.column}} placeholder" + (" in a text block" if ctx.kind == "dashboard" else " in prose")
                 out.append(
                     ctx.diag(
                         "literal_values",
-                        f"{where}: '{written}' in {path[-1]} equals a value in the data ({hit:g}); "
-                        "it will go stale on refresh, use a {{query.column}} placeholder in a text block",
+                        f"{where}: '{written}' in {path[-1]} equals a value in the data ({hit:g}); it will go stale on refresh, use {fix}",
                         path,
                     )
                 )
     return out
 
 
+def _section_name(ctx: CheckContext, path: tuple) -> str:
+    """ "the heading in sections[3]": a report's section that is not a component, as messages name it."""
+    return f"the {(ctx.dashboard.get('sections') or [])[path[1]].get('type', 'section')} in sections[{path[1]}]"
+
+
 def _threshold_values(ctx: CheckContext) -> list[float]:
     """Numbers the spec or the task rules state as rules (thresholds), which text may repeat."""
     out = []
-    for comp in ctx.dashboard.get("components") or []:
+    for _, comp in ctx.components():
         out.extend(kind_of(comp).rule_values(comp))
     for rule in (ctx.ws.get("task") or {}).get("rules") or []:
         value = (rule.get("check") or {}).get("value")
@@ -513,19 +574,102 @@ def _threshold_values(ctx: CheckContext) -> list[float]:
 
 def check_renders(ctx: CheckContext) -> list[Diagnostic]:
     rendered = ctx.rendered()
-    index = {c.get("id"): i for i, c in enumerate(ctx.dashboard.get("components") or [])}
+    index: dict[Any, tuple] = {c.get("id"): at for at, c in ctx.components()}
+    index.update({prose_id(i): ("sections", i) for i, _ in _prose_sections(ctx)})
     explained = _unbound_components(ctx)
     out = []
     for cid, error in rendered.errors:
-        if index.get(cid) in explained:
+        if cid in explained or (cid.startswith("prose_") and "placeholder" in error):  # check_placeholders says why
             continue
-        path = ("components", index[cid]) if cid in index else ("filters",)
-        out.append(ctx.diag("renders", f"component '{cid}' does not render: {error}", path))
+        path = index.get(cid) or (("filters",) if ctx.kind == "dashboard" else ("parameters",))
+        what = f"component '{cid}'" if not cid.startswith("prose_") else f"the prose in {format_path(path)}"
+        out.append(ctx.diag("renders", f"{what} does not render: {error}", path))
+    return out
+
+
+# --------------------------------------------------------------------------- reports: placeholders in prose
+
+
+def _prose_sections(ctx: CheckContext) -> list[tuple[int, list[str]]]:
+    """(index, the query names its placeholders read) of each prose section of a report."""
+    return [
+        (i, [m.group(1) for m in PLACEHOLDER_RE.finditer(s.get("markdown") or "")])
+        for i, s in enumerate(ctx.dashboard.get("sections") or [])
+        if s.get("type") == "prose"
+    ]
+
+
+def _placeholders(ctx: CheckContext) -> Iterable[tuple[tuple, re.Match]]:
+    for i, section in enumerate(ctx.dashboard.get("sections") or []):
+        if section.get("type") == "prose":
+            for match in PLACEHOLDER_RE.finditer(section.get("markdown") or ""):
+                yield ("sections", i, "markdown"), match
+
+
+def check_placeholder_queries(ctx: CheckContext) -> list[Diagnostic]:
+    """Every placeholder in a report's prose names one of the report's queries (no data needed)."""
+    named = ctx.dashboard.get("queries") or {}
+    return [
+        ctx.diag(
+            "placeholders",
+            f"placeholder {match.group(0)} in sections[{path[1]}] names no query{_did_you_mean(match.group(1), named)}",
+            path,
+            allowed=", ".join(named) or "a query under `queries`",
+        )
+        for path, match in _placeholders(ctx)
+        if match.group(1) not in named
+    ]
+
+
+def check_placeholders(ctx: CheckContext) -> list[Diagnostic]:
+    """Every placeholder reads a column of its query's first row, and that row has a value there
+    (parameters unset): an empty result or a NULL prints a dash where the reader expects a figure."""
+    named = ctx.dashboard.get("queries") or {}
+    rendered = ctx.rendered()
+    firsts: dict[str, dict[str, Any] | None] = {}
+    for comp in rendered.components:
+        for name, result in comp.text_results.items():
+            rows = result.table.slice(0, 1).to_pylist()
+            firsts[name] = {k.lower(): v for k, v in rows[0].items()} if rows else None
+    out = []
+    for path, match in _placeholders(ctx):
+        name, column = match.group(1), match.group(2)
+        if name not in named:
+            continue  # check_placeholder_queries
+        bound = ctx.bound(named[name])
+        if isinstance(bound, QueryError):
+            continue  # check_queries or check_references
+        names = [c for c, _ in bound]
+        if column.lower() not in [c.lower() for c in names]:
+            out.append(
+                ctx.diag(
+                    "placeholders",
+                    f"placeholder {match.group(0)} in sections[{path[1]}]: query '{name}' has no column '{column}'{_did_you_mean(column, names)}",
+                    path,
+                    allowed=", ".join(names),
+                )
+            )
+        elif name in firsts and firsts[name] is None:
+            out.append(
+                ctx.diag("placeholders", f"placeholder {match.group(0)} in sections[{path[1]}] shows no value: query '{name}' returns no rows", path, WARNING)
+            )
+        elif name in firsts and (firsts[name] or {}).get(column.lower()) is None:
+            out.append(
+                ctx.diag(
+                    "placeholders",
+                    f"placeholder {match.group(0)} in sections[{path[1]}] shows no value: column '{column}' is NULL in the first row",
+                    path,
+                    WARNING,
+                )
+            )
     return out
 
 
 STATIC: list[Callable[[CheckContext], list[Diagnostic]]] = [check_schema, check_inline_data, check_output_constraints, check_selections]
 ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_queries, check_references, check_literal_values, check_renders]
+# A report's own, after the shared ones.
+REPORT_STATIC: list[Callable[[CheckContext], list[Diagnostic]]] = [check_placeholder_queries]
+REPORT_ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_placeholders]
 
 
 def shown_file_of(ctx: CheckContext, kind: str) -> str:
@@ -552,24 +696,34 @@ def _isolated(check: Callable[[CheckContext], list[Diagnostic]], ctx: CheckConte
         ]
 
 
-def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "", file: str = FILE, skipped_note: Diagnostic | None = None) -> list[Diagnostic]:
-    """All checks on the workspace's dashboard; the data checks need `tables`.
+def run(
+    ws: Workspace,
+    tables: Mapping[str, pa.Table] | None,
+    version: str = "",
+    file: str = FILE,
+    skipped_note: Diagnostic | None = None,
+    *,
+    kind: str = "dashboard",
+) -> list[Diagnostic]:
+    """All checks on the workspace's dashboard (or, with `kind="report"`, its report); the data checks need `tables`.
 
     Without tables the static checks run and `skipped_note` (by default a
     warning that no data is loaded) says that the data checks did not.
     """
-    if not ws.get("dashboard"):
+    if not ws.get(kind):
         return []
-    ctx = CheckContext(ws, tables, version, file)
+    if file == FILE and kind != "dashboard":
+        file = schemas.FILES[kind]
+    ctx = CheckContext(ws, tables, version, file, kind)
     out = _isolated(check_schema, ctx)
     if any(d.level == ERROR for d in out):
         return out  # the other checks assume a well-formed spec
-    for check in STATIC[1:]:
+    for check in STATIC[1:] + (REPORT_STATIC if kind == "report" else []):
         out.extend(_isolated(check, ctx))
     if tables is None:
         out.append(skipped_note or Diagnostic("check.skipped", WARNING, "data checks not run: no data loaded (run `python -m lib refresh`)", file))
         return out
-    for check in ON_DATA:
+    for check in ON_DATA + (REPORT_ON_DATA if kind == "report" else []):
         out.extend(_isolated(check, ctx))
     return out
 
@@ -577,7 +731,7 @@ def run(ws: Workspace, tables: Mapping[str, pa.Table] | None, version: str = "",
 def validate_workspace(path, *, today=None) -> list[Diagnostic]:
     """The one definition of "valid": what CI, `validate`, `check`, Review and every publish route use.
 
-    Schema validation of every file, then all dashboard checks, the data checks
+    Schema validation of every file, then all dashboard and report checks, the data checks
     included, on the data the workspace's own sources give now. The verdict
     depends only on the files and the data they name, never on what a cache
     happens to hold: the data is fetched afresh into memory (nothing is written
@@ -595,13 +749,14 @@ def validate_workspace(path, *, today=None) -> list[Diagnostic]:
     ws, diagnostics = load_workspace(path)
     if not has_errors(diagnostics):
         diagnostics = diagnostics + rule_review.diagnostics(ws, today)
-    if has_errors(diagnostics) or not ws.get("dashboard"):
+    artifacts = [kind for kind in ARTIFACTS if ws.get(kind)]
+    if has_errors(diagnostics) or not artifacts:
         return diagnostics
-    file = shown_file(path, "dashboard")
     tables, reports = fetch_candidate(path)
     failed = [r for r in reports if r.status != "ok"]
     if failed:
         reasons = "; ".join(r.message or f"source {r.name!r} failed" for r in failed)
         note = Diagnostic("check.data_not_run", WARNING, f"data checks not run: {reasons}", shown_file(path, "sources"))
-        return diagnostics + run(ws, None, file=file, skipped_note=note)
-    return diagnostics + run(ws, tables, version="validate", file=file)
+        static = [d for kind in artifacts for d in run(ws, None, file=shown_file(path, kind), skipped_note=note, kind=kind) if d is not note]
+        return diagnostics + static + [note]
+    return diagnostics + [d for kind in artifacts for d in run(ws, tables, version="validate", file=shown_file(path, kind), kind=kind)]

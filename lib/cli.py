@@ -111,8 +111,8 @@ def cmd_check(args) -> int:
 
     path = Path(args.path)
     ws = _valid_workspace(path)
-    if not ws.get("dashboard"):
-        return _fail(args, f"{path} has no {workspace.FILES['dashboard']} to check")
+    if not ws.get("dashboard") and not ws.get("report"):
+        return _fail(args, f"{path} has no {workspace.FILES['dashboard']} or {workspace.FILES['report']} to check")
     # The same verdict as `validate`, Review and publish: the data the sources give now, not the cache.
     return _report_checks(args, checks.validate_workspace(path))
 
@@ -157,20 +157,59 @@ def cmd_compose(args) -> int:
 
 
 def cmd_export(args) -> int:
+    from . import workspace
     from .access import OPERATOR
     from .export import export_workspace
 
-    if not args.html and not args.png:
-        return _fail(args, "say what to write: --html FILE and/or --png FOLDER")
-    written = export_workspace(
-        Path(args.path), Path(args.html) if args.html else None, Path(args.png) if args.png else None, user=OPERATOR
-    )  # an ExportError is a DashmemError: main() prints it as one line
+    path = Path(args.path)
+    if not args.html and not args.png and not args.pdf:
+        return _fail(args, "say what to write: --html FILE, --pdf FILE (a report) and/or --png FOLDER (a dashboard's charts)")
+    has = {kind for kind in ("dashboard", "report") if (path / workspace.FILES[kind]).is_file()}
+    # --pdf and --param exist only for reports; --html writes the dashboard unless --report says otherwise or there is no dashboard.
+    report = bool(args.report or args.pdf or args.param or ("report" in has and "dashboard" not in has))
+    if report:
+        if args.png:
+            return _fail(args, "--png writes a dashboard's charts; export the report with --html and/or --pdf, and the charts in another run")
+        return _export_report(args, path)
+    written = export_workspace(path, Path(args.html) if args.html else None, Path(args.png) if args.png else None, user=OPERATOR)
+    # an ExportError is a DashmemError: main() prints it as one line
     for cid, error in written["errors"]:
         print(f"warning: component {cid!r}: {error}", file=sys.stderr)
     if written["html"]:
         print(f"wrote {written['html']} (data {written['data_version']}, opens offline)")
     for png in written["pngs"]:
         print(f"wrote {png}")
+    return 1 if written["errors"] else 0
+
+
+def _export_report(args, path: Path) -> int:
+    """`export --pdf/--html` of the workspace's report.yaml, over its newest snapshot, with `--param ID=VALUE` choices."""
+    from .access import OPERATOR
+    from .explain import ExplainError, parse_filters
+    from .render import filter_states
+    from .report_export import ReportExportError, export_report
+
+    ws = _valid_workspace(path)
+    report = ws.get("report")
+    if not report:
+        return _fail(args, f"{path} has no report.yaml to export")
+    wh = _warehouse_with_data(path)
+    snapshot = wh.current()
+    try:
+        chosen = parse_filters(
+            report, filter_states({"filters": report.get("parameters") or []}, wh.tables(snapshot), snapshot.id if snapshot else "none"), args.param or []
+        )
+    except ExplainError as exc:  # its words are a dashboard's; a report's parameters are filters by another name
+        return _fail(args, str(exc).replace("filter", "parameter").replace("this dashboard", "this report"))
+    try:
+        written = export_report(path, Path(args.html) if args.html else None, Path(args.pdf) if args.pdf else None, wh, chosen, user=OPERATOR)
+    except ReportExportError as exc:
+        return _fail(args, str(exc))
+    for cid, error in written["errors"]:
+        print(f"warning: {cid!r}: {error}", file=sys.stderr)
+    for key, what in (("pdf", "PDF"), ("html", "HTML, opens offline")):
+        if written[key]:
+            print(f"wrote {written[key]} (report {what}; data {written['data_version']})")
     return 1 if written["errors"] else 0
 
 
@@ -475,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output for CI")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("check", help="run the dashboard checks (loads the data first if needed)")
+    p = sub.add_parser("check", help="run the dashboard and report checks (loads the data first if needed)")
     p.add_argument("path")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check)
@@ -492,10 +531,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["edit", "query"], default="edit")
     p.set_defaults(func=cmd_compose)
 
-    p = sub.add_parser("export", help="write the dashboard as a standalone offline HTML file and/or chart PNGs")
+    p = sub.add_parser(
+        "export",
+        help="write the dashboard as a standalone offline HTML file and/or chart PNGs, or the report (report.yaml) as PDF and/or HTML",
+        description="Exports read the newest snapshot (refresh loads data; it renders nothing). --pdf and --param export the report; "
+        "--html exports the dashboard, or the report with --report or when the workspace has no dashboard.",
+    )
     p.add_argument("path")
     p.add_argument("--html", metavar="FILE", help="the HTML file to write")
-    p.add_argument("--png", metavar="FOLDER", help="a folder for one PNG per chart")
+    p.add_argument("--png", metavar="FOLDER", help="a folder for one PNG per chart of the dashboard")
+    p.add_argument("--pdf", metavar="FILE", help="the report as a PDF (A4, printed by headless Chromium)")
+    p.add_argument("--report", action="store_true", help="export report.yaml, not dashboard.yaml (implied by --pdf and --param)")
+    p.add_argument(
+        "--param", action="append", metavar="ID=VALUE", help="a report parameter's value; repeat for several values of a multiselect; LOW..HIGH for a range"
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("new", help="create a workspace that validates")

@@ -147,18 +147,9 @@ def render(
     `router` runs the queries instead of the cache and live router (lib.time_travel's, over an earlier snapshot).
     """
     started = time.perf_counter()
-    queries = router or router_for(files, cache, workspace_path)  # live sources' queries run in their database (lib/live.py)
-    misses_before = queries.misses
     dashboard = files.get("dashboard") or {}
-    output = files.get("output") or {}
-    injection = output.get("data_injection") or {}
-    max_rows = int(injection.get("max_rows_per_query", 10_000))
-    timeout_s = float(injection.get("query_timeout_s", 10))
-    theme = theme_for(dashboard, output)
-    formats = output.get("number_formats") or {}
-    states = filter_states(dashboard, tables, version, queries, timeout_s)
-    params = filter_params(states, chosen_filters or {})
-    ctx = RenderContext(tables, version, params, theme, formats, max_rows, timeout_s, queries)
+    ctx, states, misses_before = render_context(files, dashboard, dashboard.get("filters"), tables, version, chosen_filters, cache, workspace_path, router)
+    queries, theme = ctx.cache, ctx.theme
 
     by_id = {c["id"]: c for c in dashboard.get("components") or []}
     rows: list[list[Component]] = []
@@ -168,13 +159,13 @@ def render(
         for cell in row:
             cid, width = (cell, 1) if isinstance(cell, str) else (cell["id"], cell.get("width", 1))
             if cid in by_id and cid not in placed:
-                built.append(_component(by_id[cid], width, ctx))
+                built.append(render_component(by_id[cid], width, ctx))
                 placed.add(cid)
         if built:
             rows.append(built)
     for cid, spec in by_id.items():  # components the layout does not place follow, one per row
         if cid not in placed:
-            rows.append([_component(spec, 1, ctx)])
+            rows.append([render_component(spec, 1, ctx)])
     chosen = {k: v for k, v in (chosen_filters or {}).items() if v not in (None, "", [], ())}
     return Rendered(
         dashboard.get("title", ""),
@@ -189,7 +180,44 @@ def render(
     )
 
 
-def _component(spec: Mapping[str, Any], width: int, ctx: RenderContext) -> Component:
+def render_context(
+    files: Mapping[str, Any],
+    artifact: Mapping[str, Any],
+    filters: list[Mapping[str, Any]] | None,
+    tables: Mapping[str, pa.Table],
+    version: str,
+    chosen: Mapping[str, Any] | None,
+    cache: QueryCache = CACHE,
+    workspace_path: Path | None = None,
+    router: Any = None,
+) -> tuple[RenderContext, list[FilterState], int]:
+    """What rendering an artifact (a dashboard, a report) needs: its theme, the output limits, the filters' states
+    and their values bound as parameters, and the query runner (live sources' queries run in their database, lib/live.py).
+
+    The last value is the runner's count of queries run before the filters' own, which the rendering's count starts from.
+    `router` runs the queries instead of the cache and live router (lib.time_travel's, over an earlier snapshot).
+    """
+    queries = router or router_for(files, cache, workspace_path)
+    misses_before = queries.misses
+    output = files.get("output") or {}
+    injection = output.get("data_injection") or {}
+    timeout_s = float(injection.get("query_timeout_s", 10))
+    states = filter_states({"filters": filters or []}, tables, version, queries, timeout_s)
+    params = filter_params(states, chosen or {})
+    ctx = RenderContext(
+        tables,
+        version,
+        params,
+        theme_for(artifact, output),
+        output.get("number_formats") or {},
+        int(injection.get("max_rows_per_query", 10_000)),
+        timeout_s,
+        queries,
+    )
+    return ctx, states, misses_before
+
+
+def render_component(spec: Mapping[str, Any], width: int, ctx: RenderContext) -> Component:
     """One component, rendered by its kind (lib/components/); a failure becomes its error, shown in its place."""
     comp = Component(spec["id"], spec["type"], spec.get("title", ""), width, spec)
     try:

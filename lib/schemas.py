@@ -42,12 +42,65 @@ FILES: dict[str, str] = {
     "output": "output.yaml",
     "profile": "profile.yaml",
     "dashboard": "dashboard.yaml",
+    "report": "report.yaml",
 }
 
 
 @functools.cache
 def load_schema(kind: str) -> dict:
-    return json.loads((SCHEMA_DIR / f"{kind}.schema.json").read_text(encoding="utf-8"))
+    """The kind's schema, bundled: what it borrows from another schema file is copied into its `$defs`."""
+    return _bundled(_read_schema_file(f"{kind}.schema.json"))
+
+
+def _read_schema_file(name: str) -> dict:
+    return json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
+
+
+def _bundled(root: dict) -> dict:
+    """`root` with every reference into another schema file (`dashboard.schema.json#/$defs/component`)
+    replaced by a local one (`#/$defs/component`) to a copy of its target, and so on for what the copies refer to.
+
+    The report schema reuses the dashboard's components this way. The rest of this module,
+    lib/yamlio's key order and the forms follow local references only, and a bundled
+    schema needs no resolver of files. A copied definition keeps the last step of its pointer as its name;
+    two different targets with one name are a mistake in the schema files, raised here (and so by the tests).
+    """
+    defs = root.get("$defs") or {}
+    origin: dict[str, str] = {}  # a copied definition's name -> the file#pointer it came from
+    foreign: dict[str, dict] = {}
+
+    def localise(node: Any, source: str) -> None:
+        if isinstance(node, list):
+            for item in node:
+                localise(item, source)
+            return
+        if not isinstance(node, dict):
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not (ref.startswith("#") and not source):
+            file, _, pointer = ref.partition("#")
+            file = file or source
+            other = foreign.setdefault(file, _read_schema_file(file))
+            name = pointer.rsplit("/", 1)[-1]
+            where = f"{file}#{pointer}"
+            if origin.get(name, where) != where or (name not in origin and name in defs):
+                raise ValueError(f"schema bundling: {where} and another definition are both named {name!r}")
+            if name not in origin:
+                target: Any = other
+                for part in pointer.strip("/").split("/"):
+                    target = target[part]
+                origin[name] = where
+                defs[name] = copied = copy.deepcopy(target)
+                localise(copied, file)
+            node["$ref"] = f"#/$defs/{name}"
+        for key, value in list(node.items()):
+            if key != "$ref":
+                localise(list(value.values()) if key == "$defs" else value, source)
+
+    localise(root, "")
+    if defs:
+        root["$defs"] = defs
+    return root
 
 
 @functools.cache

@@ -29,6 +29,7 @@ CATEGORY_TITLES = {
     "output": "Output constraints",
     "sources": "Sources",
     "dashboard": "Dashboard",
+    "report": "Report",
     "profile": "Data profile",
 }
 
@@ -58,6 +59,7 @@ _WHAT = {
     "output": "output",
     "sources": "source",
     "dashboard": "component",
+    "report": "report",
     "profile": "profile",
     "file": "file",
 }
@@ -93,6 +95,19 @@ _SENTENCES = {
     ("dashboard", "filter_changed"): "filter {id} changed: {old} -> {new}",
     ("dashboard", "title"): "dashboard {id}: {old} -> {new}",
     ("dashboard", "layout"): "dashboard layout changed",
+    ("report", "added"): "report component {id} added: {new}",
+    ("report", "removed"): "report component {id} removed (was {old})",
+    ("report", "requery"): "report component {id} runs different SQL: {old} -> {new}",
+    ("report", "changed"): "report component {id} changed: {old} -> {new}",
+    ("report", "filter_added"): "report parameter {id} added: {new}",
+    ("report", "filter_removed"): "report parameter {id} removed (was {old})",
+    ("report", "filter_changed"): "report parameter {id} changed: {old} -> {new}",
+    ("report", "title"): "report {id}: {old} -> {new}",
+    ("report", "query_added"): "report query {id} added: {new}",
+    ("report", "query_removed"): "report query {id} removed (was {old})",
+    ("report", "query_changed"): "report query {id} runs different SQL: {old} -> {new}",
+    ("report", "reworded"): "report {id} reworded: {old} -> {new}",
+    ("report", "outline"): "report sections changed: {old} -> {new}",
     ("profile", "table_added"): "profile: table {id} added",
     ("profile", "table_removed"): "profile: table {id} removed",
     ("profile", "column_added"): "profile: column {id} added ({new})",
@@ -331,12 +346,54 @@ def profile_changes(old: Any, new: Any) -> list[Change]:
     return out
 
 
+def report_changes(old: Any, new: Any) -> list[Change]:
+    """report.yaml: its components and parameters as a dashboard's are compared; its named queries;
+    the headings and prose reworded in place, or the sections' order when sections come and go or move."""
+    from .spec import report_components
+
+    old, new = _mapping(old), _mapping(new)
+
+    def as_dashboard(report: dict) -> dict:
+        return {
+            "title": report.get("title"),
+            "description": report.get("description"),
+            "components": [spec for _, spec in report_components(report)],
+            "filters": report.get("parameters"),
+        }
+
+    out = [Change("report", c.kind, c.id, c.old, c.new, c.severity) for c in dashboard_changes(as_dashboard(old), as_dashboard(new))]
+    qa, qb = _mapping(old.get("queries")), _mapping(new.get("queries"))
+    out += [Change("report", "query_added", name, None, qb[name]) for name in qb if name not in qa]
+    out += [Change("report", "query_removed", name, qa[name], None) for name in qa if name not in qb]
+    out += [Change("report", "query_changed", name, qa[name], qb[name]) for name in qa if name in qb and not _same_sql(qa[name], qb[name])]
+    outline_a, outline_b = _outline(old), _outline(new)
+    if [kind for kind, _ in outline_a] != [kind for kind, _ in outline_b]:
+        out.append(Change("report", "outline", "sections", ", ".join(k for k, _ in outline_a), ", ".join(k for k, _ in outline_b)))
+    else:
+        for i, ((kind, before), (_, after)) in enumerate(zip(outline_a, outline_b)):
+            if before != after and kind in ("heading", "prose"):
+                out.append(Change("report", "reworded", f"{kind} sections[{i}]", before, after))
+    return out
+
+
+def _outline(report: dict) -> list[tuple[str, Any]]:
+    """Each section as (type, what it says): a heading's text, prose's markdown, a component's id."""
+    sections = report.get("sections")
+    out: list[tuple[str, Any]] = []
+    for s in sections if isinstance(sections, list) else []:
+        s = _mapping(s)
+        kind = str(s.get("type", "?"))
+        out.append((kind if kind not in ("chart", "table") else f"{kind} {s.get('id')}", s.get("text") or s.get("markdown")))
+    return out
+
+
 CATEGORY_DIFFS: dict[str, Callable[[Any, Any], list[Change]]] = {
     "workspace": access_changes,
     "task": task_changes,
     "output": output_changes,
     "sources": sources_changes,
     "dashboard": dashboard_changes,
+    "report": report_changes,
     "profile": profile_changes,
 }
 

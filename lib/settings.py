@@ -300,6 +300,17 @@ register(
         secret=True,
     )
 )
+register(
+    Setting(
+        "DASHMEM_CHROMIUM",
+        _path,
+        Path("/usr/bin/chromium"),
+        "the Chromium (or Chrome) executable that prints reports to PDF (Report page, `python -m lib export --pdf`)",
+        APP_AND_CLI,
+        "a file path",
+        "`/usr/bin/chromium` (Debian's package)",
+    )
+)
 register(Setting("DASHMEM_MODEL", _text, DEFAULT_MODEL, "the Claude model chat sessions and token counts use", APP_AND_CLI, "a model id"))
 register(
     Setting(

@@ -1,4 +1,4 @@
-"""Pure functions over a dashboard spec: its queries, their parameters, text placeholders, the theme.
+"""Pure functions over a dashboard or report spec: its queries, their parameters, text placeholders, the theme.
 
 No data, no SQL engine and no renderer: `refresh` (does every query still
 bind?), `checks` and `render` all read a spec through these, so the ones that
@@ -20,16 +20,56 @@ PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\.([^}|\s]+)\s*(?:\|\s*([^
 
 
 def queries(dashboard: Mapping[str, Any]) -> Iterator[tuple[tuple, str, str]]:
-    """(path in the spec, description, sql) of every query a dashboard runs."""
-    for i, f in enumerate(dashboard.get("filters") or []):
-        for key in ("options_query", "bounds_query"):
-            if f.get(key):
-                yield ("filters", i, key), f"filter '{f.get('id')}'", f[key]
-    for i, c in enumerate(dashboard.get("components") or []):
+    """(path in the spec, description, sql) of every query a dashboard, or a report, runs.
+
+    A report's parameters are filters, its named `queries` are read by its prose, and its components
+    stand in its sections (`report_components`); a dashboard has none of the report's keys, nor it the dashboard's.
+    """
+    for key, what in (("filters", "filter"), ("parameters", "parameter")):
+        for i, f in enumerate(dashboard.get(key) or []):
+            for field in ("options_query", "bounds_query"):
+                if f.get(field):
+                    yield (key, i, field), f"{what} '{f.get('id')}'", f[field]
+    if "sections" in dashboard:
+        for name, sql in (dashboard.get("queries") or {}).items():
+            if isinstance(sql, str):
+                yield ("queries", name), f"query '{name}'", sql
+    for path, c in components(dashboard):
         if isinstance(c.get("query"), str):
-            yield ("components", i, "query"), f"component '{c.get('id')}'", c["query"]
+            yield path + ("query",), f"component '{c.get('id')}'", c["query"]
         for name, sql in (c.get("queries") or {}).items():
-            yield ("components", i, "queries", name), f"component '{c.get('id')}' query '{name}'", sql
+            yield path + ("queries", name), f"component '{c.get('id')}' query '{name}'", sql
+
+
+def components(spec: Mapping[str, Any]) -> Iterator[tuple[tuple, Mapping[str, Any]]]:
+    """(path in the spec, spec) of every component of a dashboard, or of a report (`report_components`)."""
+    if "sections" in spec:
+        yield from report_components(spec)
+        return
+    for i, c in enumerate(spec.get("components") or []):
+        if isinstance(c, Mapping):
+            yield ("components", i), c
+
+
+REPORT_COMPONENT_SECTIONS = ("chart", "table")  # report sections that are themselves a dashboard component
+
+
+def report_components(report: Mapping[str, Any]) -> Iterator[tuple[tuple, Mapping[str, Any]]]:
+    """(path in report.yaml, spec) of every dashboard component a report holds: KPI cards, charts, tables."""
+    for i, section in enumerate(report.get("sections") or []):
+        if not isinstance(section, Mapping):
+            continue
+        if section.get("type") in REPORT_COMPONENT_SECTIONS:
+            yield ("sections", i), section
+        elif section.get("type") == "kpis":
+            for j, card in enumerate(section.get("components") or []):
+                if isinstance(card, Mapping):
+                    yield ("sections", i, "components", j), card
+
+
+def prose_id(index: int) -> str:
+    """The id a report's prose section renders under (it has none of its own): where it stands, `prose_3` for sections[2]."""
+    return f"prose_{index + 1}"
 
 
 def unset_params(sql: str) -> dict[str, None]:

@@ -22,6 +22,7 @@ from . import relationships, schemas, secrets
 from .diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
 from .errors import DashmemError
 from .fsutil import atomic_write, write_temp
+from .spec import report_components
 from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
 
 FILES = schemas.FILES
@@ -259,6 +260,29 @@ def _layout_references(doc: Document, shown: str) -> list[Diagnostic]:
     return out
 
 
+def _unique_report_ids(doc: Document, shown: str) -> list[Diagnostic]:
+    """A report's KPI cards, charts and tables share one id space, as a dashboard's components do."""
+    seen: dict[Any, tuple] = {}
+    out = []
+    for where, spec in report_components(doc.data):
+        value, path = spec.get("id"), where + ("id",)
+        if value in seen:
+            out.append(
+                Diagnostic(
+                    "component id.duplicate",
+                    ERROR,
+                    f"duplicate component id {value!r} (first at {format_path(seen[value])})",
+                    shown,
+                    doc.line_of(path),
+                    format_path(path),
+                    "a unique id",
+                )
+            )
+        else:
+            seen[value] = where
+    return out
+
+
 def _access_has_owner(doc: Document, shown: str) -> list[Diagnostic]:
     owners = (doc.data.get("access") or {}).get("owners") or []
     if owners == ["*"]:
@@ -293,6 +317,7 @@ SEMANTIC_CHECKS: dict[str, tuple[Callable[[Document, str], list[Diagnostic]], ..
     "sources": (_unique("sources", "name", "source name"), _no_literal_secrets, _relationship_tables),
     "profile": (_unique("tables", "name", "table"),),
     "dashboard": (_unique("components", "id", "component id"), _unique("filters", "id", "filter id"), _layout_references),
+    "report": (_unique_report_ids, _unique("parameters", "id", "filter id")),
 }
 
 

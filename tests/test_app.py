@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from .conftest import ROOT
 
-PAGES = ["app_pages/dashboard.py", "app_pages/chat.py", "app_pages/workspaces.py", "app_pages/history.py"]
+PAGES = ["app_pages/dashboard.py", "app_pages/report.py", "app_pages/chat.py", "app_pages/workspaces.py", "app_pages/history.py"]
 STEWARD_PAGES = ["app_pages/sources.py", "app_pages/specs.py", "app_pages/review.py"]
 
 

@@ -1,0 +1,246 @@
+"""Export a rendered report: one standalone HTML document for print, and its PDF printed by headless Chromium.
+
+The HTML is the dashboard export's (lib/export.py): inline styles, each
+chart's data inlined in its Vega-Lite spec and one inline copy of Vega, so it
+loads nothing from the network; every component's body comes from its kind.
+What is the report's own is paged media: an A4 page with margins, a running
+header (the title) and footer (data version, page "n of m") in the page's
+margin boxes, no chart, table or KPI row split across a page break
+(`break-inside: avoid`), headings kept with what follows, and `page_break`
+sections starting a new page.
+
+The PDF is that HTML printed by Chromium (DASHMEM_CHROMIUM) through
+Playwright, once every chart is drawn: a chart still drawing when the page is
+printed would be a blank box on paper.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import settings, workspace
+from .access import User
+from .components import Component
+from .components import text as text_kind
+from .components.base import escape
+from .diagnostics import ValidationFailed, has_errors
+from .errors import DashmemError
+from .export import STYLE, _component_html, _error_html, _script_json, _theme_style, vega_bundle, write_atomically  # the dashboard export's page parts
+from .refresh import refresh
+from .report import RenderedReport, Section, render_report
+from .warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = "A4"
+MARGINS = "18mm 16mm 20mm 16mm"  # top right bottom left: room for the running header and footer
+DRAW_TIMEOUT_S = 30.0  # how long printing waits for the charts to be drawn
+
+PRINT_STYLE = """
+.report { max-width: 960px; }
+.report main > h2 { margin: 28px 0 10px; font-size: 1.45rem; }
+.report main > h3 { margin: 22px 0 8px; font-size: 1.15rem; }
+.report main > h4 { margin: 18px 0 6px; font-size: 1rem; }
+.report .prose { margin: 0 0 14px; }
+.report .prose p { margin: 0 0 8px; }
+.report .meta { font-size: 0.85rem; opacity: 0.7; }
+.report .kpis { margin-bottom: 16px; }
+.report .component { margin-bottom: 16px; }
+.page-break { height: 0; }
+.component, .kpis, .chart, table, tr { break-inside: avoid; }
+h2, h3, h4 { break-after: avoid; }
+.page-break { break-before: page; }
+@media print {
+  body { background: var(--background); }
+  .report { max-width: none; padding: 0; }
+  footer { display: none; }
+}
+"""
+
+
+class ReportExportError(DashmemError, RuntimeError):
+    """The report cannot be exported; the message says why (and what to install or set)."""
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def to_html(rendered: RenderedReport) -> str:
+    """The report as one standalone HTML document that works offline and prints on A4 pages."""
+    chart_specs: list[dict[str, Any]] = []  # filled as chart holders are written; a holder's index is its spec's
+    body = "\n".join(_section_html(section, chart_specs) for section in rendered.sections)
+    exported = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    meta = f"{params_text(rendered)} · data version {rendered.data_version} · exported {exported}"
+    description = f"<p>{escape(rendered.description)}</p>" if rendered.description else ""
+    scripts = ""
+    if chart_specs:
+        scripts = f'<script type="application/json" id="chart-specs">{_script_json(chart_specs)}</script>\n<script>{vega_bundle()}</script>\n'
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(rendered.title)}</title>
+<style>{_theme_style(rendered.theme)}{STYLE}{PRINT_STYLE}{_page_style(rendered.title, rendered.data_version)}</style>
+</head>
+<body>
+<div class="page report">
+<header><h1>{escape(rendered.title)}</h1>{description}<p class="meta">{escape(meta)}</p></header>
+<main>
+{body}
+</main>
+<footer>{escape(meta)}</footer>
+</div>
+{scripts}</body>
+</html>
+"""
+
+
+def _section_html(section: Section, chart_specs: list[dict[str, Any]]) -> str:
+    if section.type == "heading":
+        level = min(section.level + 1, 4)  # the report's title is the page's h1
+        return f"<h{level}>{escape(section.text)}</h{level}>"
+    if section.type == "page_break":
+        return '<div class="page-break"></div>'
+    if section.type == "prose":
+        return "\n".join(_prose_html(comp) for comp in section.components)
+    if section.type == "kpis":
+        cells = "\n".join(_component_html(c, chart_specs) for c in section.components)
+        columns = f"repeat({max(len(section.components), 1)}, minmax(0, 1fr))"
+        return f'<div class="row kpis" style="grid-template-columns: {columns}">\n{cells}\n</div>'
+    return "\n".join(_component_html(c, chart_specs) for c in section.components)
+
+
+def _prose_html(comp: Component) -> str:
+    body = _error_html(comp.error) if comp.error else text_kind.markdown_to_html(comp.markdown)
+    return f'<div class="prose" id="{escape(comp.id)}">{body}</div>'
+
+
+def params_text(rendered: RenderedReport) -> str:
+    """The parameter values the report was rendered with, in words ("Sites: Brno, Porto")."""
+    if not rendered.chosen_params:
+        return "all data (no parameters set)"
+    labels = {p.id: p.label for p in rendered.parameters}
+    parts = []
+    for pid, value in rendered.chosen_params.items():
+        shown = " – ".join(map(str, value)) if isinstance(value, tuple) else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(f"{labels.get(pid, pid)}: {shown}")
+    return "; ".join(parts)
+
+
+def _page_style(title: str, data_version: str) -> str:
+    """The paged-media rules: page size, margins, and the running header and footer in the margin boxes."""
+    box = "font-family: var(--font); font-size: 8.5pt; color: #5f6b7a;"
+    return f"""
+@page {{
+  size: {PAGE_SIZE};
+  margin: {MARGINS};
+  @top-left {{ content: {css_string(title)}; {box} }}
+  @bottom-left {{ content: {css_string("Data version " + data_version)}; {box} }}
+  @bottom-right {{ content: "Page " counter(page) " of " counter(pages); {box} }}
+}}
+"""
+
+
+def css_string(text: str) -> str:
+    """`text` as a quoted CSS string: quotes, backslashes and anything that could end the <style> element are escaped."""
+    out = []
+    for ch in " ".join(str(text).split()):
+        out.append(f"\\{ord(ch):x} " if ch in '"\\<>&' or ord(ch) < 0x20 else ch)
+    return '"' + "".join(out) + '"'
+
+
+# --------------------------------------------------------------------------- PDF
+
+# True once every chart holder holds its drawing (an <svg>) or the message that it could not be drawn.
+CHARTS_DRAWN = """() => Array.from(document.querySelectorAll("[data-chart]")).every(
+  (holder) => holder.querySelector("svg") !== null || holder.classList.contains("error"))"""
+
+
+def to_pdf(html: str) -> bytes:
+    """Print the report's HTML to PDF with headless Chromium, after every chart is drawn.
+
+    The page is laid out for print (A4 width, print media) before the charts are drawn, so
+    each chart takes the width it will have on paper. Raises ReportExportError, saying what
+    is missing, when Playwright or Chromium is not installed.
+    """
+    chromium = settings.get("DASHMEM_CHROMIUM")
+    if not Path(chromium).is_file():
+        raise ReportExportError(f"PDF export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
+    try:
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt") from None
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page(viewport={"width": 794, "height": 1123})  # A4 at 96 dpi
+                page.emulate_media(media="print")
+                page.route("**/*", _offline)
+                page.set_content(html, wait_until="load")
+                page.wait_for_function(CHARTS_DRAWN, timeout=DRAW_TIMEOUT_S * 1000)
+                return page.pdf(prefer_css_page_size=True, print_background=True, display_header_footer=False)
+            finally:
+                browser.close()
+    except PlaywrightError as exc:
+        log.exception("printing the report to PDF failed")
+        raise ReportExportError(f"Chromium could not print the report: {str(exc).splitlines()[0]}") from None
+
+
+def _offline(route: Any) -> None:
+    """The document is standalone: any request it makes (there should be none) is refused, never sent."""
+    if route.request.url.startswith(("about:", "data:")):
+        route.continue_()
+    else:
+        route.abort()
+
+
+# --------------------------------------------------------------------------- one workspace, end to end
+
+
+def export_report(
+    ws_path: Path,
+    html_out: Path | None,
+    pdf_out: Path | None,
+    warehouse: Warehouse | None = None,
+    params: Mapping[str, Any] | None = None,
+    *,
+    user: User,
+) -> dict[str, Any]:
+    """Render the workspace's report over its newest snapshot and write the HTML and/or the PDF (each atomically).
+
+    Data is loaded first only if the workspace has none yet (which needs `user` to have the right to
+    refresh); otherwise the newest snapshot is read as it is, whichever process wrote it. Returns
+    {"html": path or None, "pdf": path or None, "data_version": snapshot id, "errors": [(id, message)]}.
+    """
+    ws_path = Path(ws_path)
+    ws, diagnostics = workspace.load(ws_path)
+    rendered_files = (workspace.FILES["report"], workspace.FILES["output"])
+    problems = [d for d in diagnostics if d.file and d.file.endswith(rendered_files)]
+    if has_errors(problems):
+        raise ValidationFailed(problems)
+    if not ws.get("report"):
+        raise ReportExportError(f"{ws_path.name} has no {workspace.FILES['report']} to export")
+    warehouse = warehouse or Warehouse.for_workspace(ws_path)
+    snapshot = warehouse.current()
+    if snapshot is None:
+        loaded = refresh(ws_path, warehouse, user=user)
+        snapshot = warehouse.current()
+        if snapshot is None:
+            raise ReportExportError(f"no data could be loaded for {ws_path.name}:\n{loaded.summary()}")
+    rendered = render_report(ws.data, warehouse.tables(snapshot), snapshot.id, params or {}, workspace_path=ws.path)
+    html = to_html(rendered)
+    written: dict[str, Any] = {"html": None, "pdf": None, "data_version": snapshot.id, "errors": rendered.errors}
+    if pdf_out is not None:  # printed first: a missing Chromium writes nothing at all
+        pdf = to_pdf(html)
+        write_atomically(Path(pdf_out), pdf)
+        written["pdf"] = Path(pdf_out)
+    if html_out is not None:
+        write_atomically(Path(html_out), html.encode("utf-8"))
+        written["html"] = Path(html_out)
+    return written

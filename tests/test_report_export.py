@@ -1,0 +1,208 @@
+"""Report export: standalone HTML with paged-media CSS, and a real PDF printed by headless Chromium, read back with pypdf."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lib import report_export, workspace
+from lib.access import OPERATOR
+from lib.refresh import refresh
+from lib.render import QueryCache
+from lib.report import render_report
+from lib.warehouse import Warehouse
+
+from .conftest import WORKSPACES
+
+pypdf = pytest.importorskip("pypdf")
+CHROMIUM = Path("/usr/bin/chromium")
+needs_chromium = pytest.mark.skipif(not CHROMIUM.is_file(), reason="Debian's chromium is not installed (apt-get install chromium)")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def supply(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    return folder, wh
+
+
+def rendered_report(folder, wh, mutate=None, params=None):
+    ws, _ = workspace.load(folder)
+    if mutate:
+        mutate(ws.data["report"])
+    return render_report(ws.data, wh.tables(), wh.current().id, params or {}, cache=QueryCache())
+
+
+def pages_text(pdf: bytes) -> list[str]:
+    return [page.extract_text() or "" for page in pypdf.PdfReader(io.BytesIO(pdf)).pages]
+
+
+# ------------------------------------------------------------------ HTML
+
+
+def test_html_is_standalone_with_paged_media_rules(supply):
+    folder, wh = supply
+    html = report_export.to_html(rendered_report(folder, wh))
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # nothing to fetch: it opens offline
+    page_rule = html[html.index("@page {") :]
+    assert "size: A4;" in page_rule and "margin: 18mm 16mm 20mm 16mm;" in page_rule
+    assert '@top-left { content: "Supply chain weekly report";' in page_rule
+    assert 'content: "Page " counter(page) " of " counter(pages);' in page_rule
+    assert ".component, .kpis, .chart, table, tr { break-inside: avoid; }" in html
+    assert ".page-break { break-before: page; }" in html
+    main = html[html.index("<main>") : html.index("</main>")]
+    # reading order: the heading, the KPI row, the prose, ..., the page break before the last heading
+    order = [
+        main.index(s) for s in ("<h2>Overview</h2>", 'class="row kpis"', 'id="prose_3"', 'id="daily"', 'class="page-break"', "<h2>Site-gates to look at</h2>")
+    ]
+    assert order == sorted(order)
+    assert main.count("data-chart=") == 2 and "{{" not in main
+
+
+def test_a_title_cannot_break_out_of_the_css_string_or_the_style_element(supply):
+    folder, wh = supply
+    hostile = 'Weekly" } body { display: none } </style><script>alert(1)</script>'
+    html = report_export.to_html(rendered_report(folder, wh, lambda r: r.update(title=hostile)))
+    style = html[html.index("<style>") : html.index("</style>") + len("</style>")]
+    assert style.count("</style>") == 1 and "<script>alert(1)" not in html
+    quoted = report_export.css_string(hostile)
+    assert f"@top-left {{ content: {quoted};" in style and '"' not in quoted[1:-1]  # the quote that would end the string is escaped
+    assert report_export.css_string('a"b\\c</style>') == '"a\\22 b\\5c c\\3c /style\\3e "'
+
+
+def test_chosen_parameters_are_printed_with_the_report(supply):
+    folder, wh = supply
+    html = report_export.to_html(rendered_report(folder, wh, params={"site": ["Brno", "Porto"]}))
+    assert "Sites: Brno, Porto" in html
+
+
+# ------------------------------------------------------------------ PDF
+
+
+def _python_env(tmp_path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache-dir")}
+    return env
+
+
+def _run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "lib", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return proc
+
+
+@needs_chromium
+def test_pdf_after_a_refresh_holds_this_weeks_figures_across_processes(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    env = _python_env(tmp_path)
+    assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0  # last week's data
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")  # Monday's new file
+    refreshed = _run(["refresh", str(folder)], env, tmp_path)  # one process loads it...
+    assert refreshed.returncode == 0, refreshed.stderr
+    out = tmp_path / "out" / "weekly.pdf"
+    exported = _run(["export", str(folder), "--pdf", str(out)], env, tmp_path)  # ...another prints it
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert "wrote" in exported.stdout and str(out) in exported.stdout
+
+    pdf = out.read_bytes()
+    assert pdf.startswith(b"%PDF-")
+    pages = pages_text(pdf)
+    text = "\n".join(pages)
+    df = pd.read_csv(folder / "data" / "gates.csv")  # the figures, computed independently from the CSV
+    units, target = df.actual.sum(), df.target.sum()
+    per_site = df.groupby("site")[["actual", "target"]].sum()
+    best = (per_site.actual / per_site.target).idxmax()
+    per_gate = df.groupby(["site", "gate"])[["actual", "target"]].sum()
+    missed = int((per_gate.actual / per_gate.target < 0.95).sum())
+    flat = " ".join(text.split())
+    assert f"Week {df.week.max()}" in flat and "2026-W47" not in flat
+    assert f"{units:,.0f} units went through the gates" in flat
+    assert f"target of {target:,.0f}" in flat
+    assert f"an attainment of {units / target * 100:.1f}%" in flat
+    assert f"Strongest site: {best} at {(per_site.actual / per_site.target).max() * 100:.1f}%" in flat
+    assert f"{missed} site-gates finished the week below target" in flat
+    worst = per_gate.assign(a=per_gate.actual / per_gate.target).sort_values("a").iloc[0]
+    assert f"{worst.name[0]} {worst.name[1]} {worst.target:,.0f} {worst.actual:,.0f}" in flat  # the table's first row
+
+
+@needs_chromium
+def test_every_page_has_the_running_header_and_footer(supply):
+    folder, wh = supply
+    pdf = report_export.to_pdf(report_export.to_html(rendered_report(folder, wh)))
+    pages = pages_text(pdf)
+    assert len(pages) >= 2  # the page break makes at least two
+    for number, text in enumerate(pages, 1):
+        assert "Supply chain weekly report" in text, number
+        assert f"Page {number} of {len(pages)}" in text, text
+        assert f"Data version {wh.current().id}" in text
+    assert "Site-gates to look at" in pages[-1] and "Site-gates to look at" not in pages[0]  # after the page break
+
+
+def _page_of(pages: list[str], needle: str) -> int:
+    found = [i for i, text in enumerate(pages) if needle in text]
+    assert len(found) == 1, (needle, found)
+    return found[0]
+
+
+@needs_chromium
+@pytest.mark.parametrize("keep_whole", [True, False])
+def test_no_chart_is_split_across_a_page_break(supply, monkeypatch, keep_whole):
+    """A chart that would straddle the page's end moves whole to the next page: its title, axes and legend
+    on one page. Without the rules (the second case) the same layout splits it, so the test can see a split."""
+    folder, wh = supply
+    if not keep_whole:
+        loose = report_export.PRINT_STYLE.replace("break-inside: avoid", "break-inside: auto").replace("break-after: avoid", "break-after: auto")
+        monkeypatch.setattr(report_export, "PRINT_STYLE", loose)
+        monkeypatch.setattr(report_export, "STYLE", report_export.STYLE.replace("break-inside: avoid", "break-inside: auto"))
+    html = report_export.to_html(rendered_report(folder, wh, lambda r: r.update(sections=[s for s in r["sections"] if s.get("id") == "daily"])))
+    # Push the chart down so that it starts near the end of the first page (A4 content height is about 980 px).
+    html = html.replace("<main>", '<main>\n<div style="height: 720px"></div>', 1)
+    pages = pages_text(report_export.to_pdf(html))
+    title, axis, legend = (_page_of(pages, s) for s in ("Daily attainment by gate", "Nov 22, 2026", "Process"))
+    assert (title == axis == legend) is keep_whole, pages
+
+
+def test_a_missing_chromium_is_a_clear_error_and_writes_nothing(supply, tmp_path, monkeypatch):
+    folder, wh = supply
+    monkeypatch.setenv("DASHMEM_CHROMIUM", str(tmp_path / "no-chromium"))
+    out = tmp_path / "r.pdf"
+    with pytest.raises(report_export.ReportExportError, match="PDF export needs Chromium.*DASHMEM_CHROMIUM"):
+        report_export.export_report(folder, tmp_path / "r.html", out, wh, user=OPERATOR)
+    assert not out.exists() and not (tmp_path / "r.html").exists()
+
+
+def test_cli_says_when_chromium_is_missing(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    env = {**_python_env(tmp_path), "DASHMEM_CHROMIUM": str(tmp_path / "nothing-here")}
+    proc = _run(["export", str(folder), "--pdf", str(tmp_path / "r.pdf")], env, tmp_path)
+    assert proc.returncode == 1 and "error: PDF export needs Chromium" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "r.pdf").exists()
+
+
+def test_cli_html_chooses_the_report_or_the_dashboard(tmp_path):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    env = _python_env(tmp_path)
+    assert _run(["export", str(folder), "--html", str(tmp_path / "d.html")], env, tmp_path).returncode == 0
+    assert "Supply chain weekly report" not in (tmp_path / "d.html").read_text()  # both exist: --html is the dashboard's
+    proc = _run(["export", str(folder), "--report", "--html", str(tmp_path / "r.html"), "--param", "site=Brno"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "<title>Supply chain weekly report</title>" in html and "Sites: Brno" in html
+    bad = _run(["export", str(folder), "--html", str(tmp_path / "x.html"), "--param", "site=Atlantis"], env, tmp_path)
+    assert bad.returncode == 1 and "parameter 'site': 'Atlantis' is not one of its options" in bad.stderr
+    assert not (tmp_path / "x.html").exists()
+    (folder / "dashboard.yaml").unlink()  # a report-only workspace: --html is the report's
+    assert _run(["export", str(folder), "--html", str(tmp_path / "only.html")], env, tmp_path).returncode == 0
+    assert "<title>Supply chain weekly report</title>" in (tmp_path / "only.html").read_text()
