@@ -1,4 +1,4 @@
-"""Chat: create and refine the dashboard with Claude (edit mode), or ask about it (query mode).
+"""Chat: create and refine the dashboard or the report with Claude (edit mode), or ask about the data (query mode).
 
 A session starts from the workspace's memory, never from an old transcript.
 The conversation shown here lives in this browser session only and is never
@@ -10,9 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import dashboard_view, state, ui
-from lib import autodraft, profile, settings, workspace
+from lib import autodraft, checks, profile, settings, workspace
 from lib.agent import estimate_cost, files_to_save, run_session
 from lib.compose import budget_warnings
+from lib.diagnostics import ERROR
 from lib.model import AnthropicClient, api_key_available
 from lib.refresh import fetch_candidate
 from lib.warehouse import Warehouse
@@ -50,12 +51,29 @@ def save_outcome(files: dict, message: str) -> None:
         st.session_state.pop(OUTCOME, None)
 
 
+DRAFT_CHOICES = {"dashboard": "A dashboard", "report": "A report", "both": "Both"}
+
+
+def report_preview(report: dict, tables, version: str) -> list:
+    """The checks' findings on a proposed report.yaml, shown; the Report page draws a saved one."""
+    candidate = workspace.Workspace(ws.path, {**ws.data, "report": report}, {})
+    found = checks.run(candidate, tables, f"preview:{version}", file=workspace.FILES["report"], kind="report")
+    errors = [d for d in found if d.level == ERROR]
+    if errors:
+        st.error(f"The checks found {len(errors)} error(s) in this report:")
+    else:
+        st.success("The report's checks pass" + (" (with warnings)." if found else "."))
+    ui.show_diagnostics(found)
+    return found
+
+
 def offer_autodraft(new_data: bool = False) -> None:
     """The auto-draft, on the data served, or (after a refresh that found data no longer fitting) on the new data."""
     st.subheader("Auto-draft a dashboard" + (" on the new data" if new_data else ""))
     st.caption(
         "A first dashboard from the data profile and your output constraints, made without a model: "
-        "KPIs, a trend, breakdowns, a table and an insight text."
+        "KPIs, a trend, breakdowns, a table and an insight text. A report reads the same picks as a document: "
+        "an overview paragraph, key figures, the trend, the top movers and a table."
         + (
             " It is drafted on the data the sources give now, which the refresh did not switch to; saving it "
             "also saves the new data's profile, so the next Refresh accepts the new shape."
@@ -63,6 +81,8 @@ def offer_autodraft(new_data: bool = False) -> None:
             else ""
         )
     )
+    choice = st.radio("Draft", list(DRAFT_CHOICES), format_func=DRAFT_CHOICES.get, horizontal=True, key=f"autodraft_kind:{ctx.slug}")
+    kinds = autodraft.DRAFTABLE if choice == "both" else (choice,)
     if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
         with ui.user_errors("Could not draft a dashboard"):
             if new_data:
@@ -71,14 +91,12 @@ def offer_autodraft(new_data: bool = False) -> None:
             else:
                 tables = wh.tables()
             # On new data the old profile describes the old shape: profile the new data instead.
-            drafted = autodraft.draft_files({**ws.data, "profile": None} if new_data else ws.data, tables)
-            old = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
-            st.session_state[OUTCOME] = {
-                "kind": "autodraft",
-                "files": drafted,
-                "new_data": new_data,
-                "diff": ui.text_diff(old, workspace.render("dashboard", drafted["dashboard"]), "dashboard.yaml"),
-            }
+            drafted = autodraft.draft_files({**ws.data, "profile": None} if new_data else ws.data, tables, kinds)
+            diffs = []
+            for kind in kinds:
+                old = workspace.render(kind, ws.get(kind)) if ws.get(kind) else ""
+                diffs.append(ui.text_diff(old, workspace.render(kind, drafted[kind]), workspace.FILES[kind]))
+            st.session_state[OUTCOME] = {"kind": "autodraft", "files": drafted, "new_data": new_data, "diff": "\n".join(d for d in diffs if d)}
             st.session_state.pop(PREFILL, None)
 
 
@@ -99,7 +117,7 @@ if not api_key_available():
     st.page_link("app_pages/explore.py", label="Open Explore", icon=":material/query_stats:")
     if can_edit and mode == "edit":
         offer_autodraft(new_data=bool(st.session_state.get(PREFILL)))
-elif can_edit and mode == "edit" and not ws.get("dashboard"):
+elif can_edit and mode == "edit" and not (ws.get("dashboard") and ws.get("report")):
     with st.expander("Fast start without the model"):
         offer_autodraft()
 
@@ -121,7 +139,7 @@ if api_key_available():
         if st.button("Regenerate with Claude", type="primary"):
             message, regenerate = edited, True
             st.session_state.pop(PREFILL, None)
-    typed = st.chat_input("Ask Claude to build or change the dashboard" if mode == "edit" else "Ask about this dashboard's data")
+    typed = st.chat_input("Ask Claude to build or change the dashboard or the report" if mode == "edit" else "Ask about this dashboard's data")
     message = message or typed
 
 if message:
@@ -148,7 +166,8 @@ if message:
             elif kind == "tool_call":
                 steps.caption(f"using {payload['name']}…")
             elif kind == "draft":
-                steps.caption("draft written — " + ("passes every check" if payload["passes"] else "checks found problems; revising"))
+                written = "report" if payload.get("kind") == "report" else "draft"
+                steps.caption(f"{written} written — " + ("passes every check" if payload["passes"] else "checks found problems; revising"))
 
         outcome = None  # stays None only when the session failed (the message is shown)
         with ui.user_errors("Could not ask Claude") as caught:  # a ModelError says what failed: the key, a limit, the network
@@ -178,14 +197,18 @@ if pending and can_edit:
     found = []
     if pending["kind"] == "autodraft":
         st.code(pending["diff"] or "(no change)", language="diff")
-        to_save, message_text = pending["files"], "Auto-draft the dashboard"
+        to_save = pending["files"]
+        message_text = "Auto-draft the " + " and the ".join(kind for kind in autodraft.DRAFTABLE if kind in to_save)
         accepted = []
+        tables, version = served_tables, served_version
         if pending.get("new_data"):  # drafted on the new data, which is not served yet: check it there
             with st.status("Checking it on the new data…"):
-                new_tables, _ = fetch_candidate(path)
-            found = dashboard_view.preview(ws, to_save["dashboard"], new_tables, "candidate")
-        else:
-            found = dashboard_view.preview(ws, to_save["dashboard"], served_tables, served_version)
+                tables, _ = fetch_candidate(path)
+            version = "candidate"
+        if "dashboard" in to_save:
+            found = dashboard_view.preview(ws, to_save["dashboard"], tables, version)
+        if "report" in to_save:
+            found = found + report_preview(to_save["report"], tables, version)
     else:
         outcome = pending["outcome"]
         accepted = []
@@ -196,7 +219,7 @@ if pending and can_edit:
                     accepted.append(rule["id"])
         # A regenerated dashboard is saved with the new data's profile (lib.agent.files_to_save says why).
         to_save = files_to_save(pending["files"], outcome, accepted, regenerated=bool(pending.get("regenerated")))
-        message_text = "Dashboard change from a Claude session"
+        message_text = "Report change from a Claude session" if outcome.report_diff and not outcome.dashboard_diff else "Dashboard change from a Claude session"
         if outcome.dashboard_diff:
             st.code(outcome.dashboard_diff, language="diff")
             if pending.get("regenerated"):  # checked by the session on the new data, which is not served yet
@@ -205,6 +228,13 @@ if pending and can_edit:
                 ui.show_diagnostics(found)
             elif to_save.get("dashboard"):
                 found = dashboard_view.preview(ws, to_save["dashboard"], served_tables, served_version)
+        if outcome.report_diff:
+            st.code(outcome.report_diff, language="diff")
+            if pending.get("regenerated"):  # checked by the session on the new data
+                found = found + outcome.report_diagnostics
+                ui.show_diagnostics(outcome.report_diagnostics)
+            elif to_save.get("report"):
+                found = found + report_preview(to_save["report"], served_tables, served_version)
     do_save, discard = dashboard_view.save_buttons(found, f"chat:{ctx.slug}")
     if do_save and to_save:
         save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""))

@@ -4,8 +4,8 @@
 workspace (lib.compose), and loops: call the model, run the tool_use blocks
 it returns (lib.toolbox), send the tool results back, until the model
 ends its turn or a limit (steps, tokens, wall time, malformed tool calls)
-stops it. The result is an `Outcome`: the answer, the draft dashboard and its
-diff and checks, rule proposals, token usage. Nothing is saved here:
+stops it. The result is an `Outcome`: the answer, the draft dashboard and
+report with their diffs and checks, rule proposals, token usage. Nothing is saved here:
 `apply_outcome` turns an accepted outcome into the files a caller saves with
 `ConfigRepo.save` (`files_to_save` adds the Regenerate rule: a regenerated
 dashboard is saved with the new data's profile).
@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 from . import access, workspace
 from .access import User
+from .agent_tools import ARTIFACT_TOOLS
 from .compose import EPHEMERAL, compose
 from .diagnostics import ERROR, Diagnostic
 from .model import ModelClient, ModelError
@@ -58,6 +59,9 @@ class Outcome:
     draft_dashboard: dict[str, Any] | None = None
     dashboard_diff: str = ""  # unified diff of the draft against the workspace's dashboard.yaml
     check_diagnostics: list[Diagnostic] = field(default_factory=list)
+    draft_report: dict[str, Any] | None = None  # the same three for report.yaml (write_report)
+    report_diff: str = ""
+    report_diagnostics: list[Diagnostic] = field(default_factory=list)
     proposed_rules: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=lambda: {**{k: 0 for k in USAGE_KEYS}, "calls": 0})
     steps: int = 0
@@ -67,12 +71,13 @@ class Outcome:
 
     @property
     def passes(self) -> bool:
-        """A draft exists and no check reports an error."""
-        return self.draft_dashboard is not None and not any(d.level == ERROR for d in self.check_diagnostics)
+        """A draft (dashboard, report or both) exists and no check on either reports an error."""
+        drafted = self.draft_dashboard is not None or self.draft_report is not None
+        return drafted and not any(d.level == ERROR for d in self.check_diagnostics + self.report_diagnostics)
 
     @property
     def has_changes(self) -> bool:
-        return self.mode == "edit" and (bool(self.dashboard_diff) or bool(self.proposed_rules))
+        return self.mode == "edit" and (bool(self.dashboard_diff) or bool(self.report_diff) or bool(self.proposed_rules))
 
 
 def run_session(
@@ -142,8 +147,8 @@ def run_session(
             if result.is_error:
                 block["is_error"] = True
             results.append(block)
-            if use.get("name") == "write_dashboard" and not result.malformed:
-                emit("draft", {"passes": not result.is_error})
+            if use.get("name") in ARTIFACT_TOOLS and not result.malformed:
+                emit("draft", {"passes": not result.is_error, "kind": ARTIFACT_TOOLS[use.get("name") or ""]})
         if invalid_in_a_row >= limits.max_invalid_tool_calls:
             outcome.stopped_reason = "invalid_tool_calls"
             outcome.error = (
@@ -189,7 +194,7 @@ def _move_cache_breakpoint(conversation: list[dict[str, Any]], newest: list[dict
     """Keep the fourth breakpoint on the newest tool results, so each step reads the previous one from the cache.
 
     The API allows four; compose uses them all in edit mode (the fourth on the
-    dashboard block). Only the profile's stays in the user turns: the cache
+    last of the dashboard and report blocks). Only the profile's stays in the user turns: the cache
     finds the earlier prefixes by looking back from the newest breakpoint.
     """
     profile_block = conversation[0]["content"][0]
@@ -203,17 +208,25 @@ def _move_cache_breakpoint(conversation: list[dict[str, Any]], newest: list[dict
 
 def _finish(outcome: Outcome, files: Mapping[str, Any], toolbox: Toolbox) -> None:
     outcome.proposed_rules = [dict(rule) for rule in toolbox.proposals]
-    if toolbox.draft is None:
-        return
-    outcome.draft_dashboard = copy.deepcopy(toolbox.draft)
-    outcome.check_diagnostics = list(toolbox.diagnostics)
-    before = workspace.render("dashboard", files["dashboard"]) if files.get("dashboard") else ""
-    after = workspace.render("dashboard", toolbox.draft)
-    outcome.dashboard_diff = workspace.text_diff(before, after, "a/dashboard.yaml", "b/dashboard.yaml")
+    if toolbox.draft is not None:
+        outcome.draft_dashboard = copy.deepcopy(toolbox.draft)
+        outcome.check_diagnostics = list(toolbox.diagnostics)
+        outcome.dashboard_diff = _diff(files, "dashboard", toolbox.draft)
+    if toolbox.drafts.get("report") is not None:
+        outcome.draft_report = copy.deepcopy(toolbox.drafts["report"])
+        outcome.report_diagnostics = list(toolbox.found.get("report", []))
+        outcome.report_diff = _diff(files, "report", outcome.draft_report)
+
+
+def _diff(files: Mapping[str, Any], kind: str, draft: Mapping[str, Any]) -> str:
+    """The unified diff of a draft against the workspace's file of that kind ("" when they are the same)."""
+    name = workspace.FILES[kind]
+    before = workspace.render(kind, files[kind]) if files.get(kind) else ""
+    return workspace.text_diff(before, workspace.render(kind, draft), f"a/{name}", f"b/{name}")
 
 
 def apply_outcome(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """The files to save for an accepted edit session: {"dashboard": ..., "task": ...}, only those that change.
+    """The files to save for an accepted edit session: {"dashboard": ..., "report": ..., "task": ...}, only those that change.
 
     Query sessions, and sessions that ended with an error, have nothing to
     save and give {}. Unknown rule ids raise KeyError. The caller saves with
@@ -228,6 +241,8 @@ def apply_outcome(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids:
     out: dict[str, Any] = {}
     if outcome.draft_dashboard is not None and outcome.dashboard_diff:
         out["dashboard"] = copy.deepcopy(outcome.draft_dashboard)
+    if outcome.draft_report is not None and outcome.report_diff:
+        out["report"] = copy.deepcopy(outcome.draft_report)
     if accepted_rule_ids:
         task = copy.deepcopy(files.get("task") or {"rules": []})
         task.setdefault("rules", []).extend(copy.deepcopy(proposals[rid]) for rid in accepted_rule_ids)

@@ -7,6 +7,7 @@ like reaches the model through the profile, and through `run_sql`.
 
     run_sql          one sandboxed SELECT, rows capped, a compact text table back
     write_dashboard  edit mode: the complete dashboard.yaml, validated at once
+    write_report     edit mode: the complete report.yaml, validated at once
     propose_rule     edit mode: a task rule proposal; collected, never written
 
 `lib.compose` puts them into the request; `lib.toolbox` executes the calls a
@@ -55,6 +56,25 @@ WRITE_DASHBOARD = {
     },
 }
 
+WRITE_REPORT = {
+    "name": "write_report",
+    "description": (
+        "Replace the session's draft report with this complete report.yaml (YAML text following "
+        "schemas/report.schema.json; the whole report, not a fragment): title, parameters, named queries and the "
+        "sections in reading order. Use it when the person asks for a report, a written document printed on pages; "
+        "write_dashboard is for the dashboard. It is checked at once: schema, no inline data, queries run, columns "
+        "exist, no data values written as literals in prose, every placeholder shows a value, output constraints and "
+        "task rules, rendering. You get back the diff against the previous draft and every problem found. Nothing "
+        "is saved: a person reviews the draft."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {"yaml": {"type": "string", "description": "The complete report.yaml."}},
+        "required": ["yaml"],
+        "additionalProperties": False,
+    },
+}
+
 # The fields of task.yaml's rule that the model writes, each with a description addressed to it; their
 # constraints come from schemas/task.schema.json. The person's name and the dates are added on acceptance.
 PROPOSED_RULE_FIELDS = {
@@ -77,7 +97,9 @@ PROPOSE_RULE = {
     },
 }
 
-TOOLS_BY_MODE = {"edit": (RUN_SQL, WRITE_DASHBOARD, PROPOSE_RULE), "query": (RUN_SQL,)}
+TOOLS_BY_MODE = {"edit": (RUN_SQL, WRITE_DASHBOARD, WRITE_REPORT, PROPOSE_RULE), "query": (RUN_SQL,)}
+# The tools that write a workspace file, and the file kind (lib.schemas.FILES) each writes.
+ARTIFACT_TOOLS = {"write_dashboard": "dashboard", "write_report": "report"}
 
 
 def tool_schemas(mode: str) -> list[dict[str, Any]]:

@@ -1,11 +1,14 @@
-"""A first dashboard without a model: deterministic, from the profile and the output constraints.
+"""A first dashboard, or report, without a model: deterministic, from the profile and the output constraints.
 
-Used when no API key is set, and as a fast start when one is. The draft has
-KPI cards for the main measures, a trend over the main date column,
+Used when no API key is set, and as a fast start when one is. The dashboard
+draft has KPI cards for the main measures, a trend over the main date column,
 breakdowns by the main categories, a detail table and an insight text whose
 numbers are all placeholders, plus filters for the main category and the date
-range. Colour and threshold rules from task.yaml are applied where their
-field appears, so the draft passes every check in `lib/checks.py`.
+range. The report draft (`draft_report`) reads top to bottom from the same
+picks: an overview paragraph, the key figures, the trend, the top movers
+between the latest two periods, and the detail table, with the same filters
+as its parameters. Colour and threshold rules from task.yaml are applied
+where their field appears, so both drafts pass every check in `lib/checks.py`.
 """
 
 from __future__ import annotations
@@ -82,19 +85,26 @@ def _aggregate(table: Mapping[str, Any], measure: dict[str, Any], live: bool = F
     return colroles.MEAN if live and aggregate == colroles.MEDIAN else aggregate
 
 
-def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None) -> dict[str, Any]:
-    """profile.yaml (the workspace's, else built from `tables`) and a drafted dashboard.yaml.
+DRAFTABLE = ("dashboard", "report")  # the files the auto-draft writes
+
+
+def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None, kinds: tuple[str, ...] = ("dashboard",)) -> dict[str, Any]:
+    """profile.yaml (the workspace's, else built from `tables`) and a drafted dashboard.yaml, report.yaml or both (`kinds`).
 
     NothingToDraft (a ValueError) when there is neither a profile nor data to make one from.
     """
     from . import profile
 
+    unknown = [k for k in kinds if k not in DRAFTABLE]
+    if unknown or not kinds:
+        raise ValueError(f"the auto-draft writes {' and '.join(DRAFTABLE)}, not {', '.join(unknown) or 'nothing'}")
     data_profile = files.get("profile")
     if not data_profile:
         if not tables:
             raise NothingToDraft("no data loaded: add a source on the Sources page (or `python -m lib source add`) first")
         data_profile = profile.build_for(tables, files.get("sources"))
-    return {"profile": data_profile, "dashboard": draft({**files, "profile": data_profile})}
+    drafters = {"dashboard": draft, "report": draft_report}
+    return {"profile": data_profile, **{kind: drafters[kind]({**files, "profile": data_profile}) for kind in DRAFTABLE if kind in kinds}}
 
 
 @dataclass
@@ -453,3 +463,160 @@ def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, 
         queries["size"] = f"SELECT count(*) AS records FROM {quote_ident(name)}{where_sql}"
         lines.append("- {{size.records|,d}} records.")
     return "\n".join(lines) + "\n", queries
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def draft_report(files: Mapping[str, Any]) -> dict[str, Any]:
+    """report.yaml content for a workspace: the dashboard draft's picks, written as a document.
+
+    Overview prose (every figure a placeholder), the key figures, the trend at
+    the time column's grain, the top movers (the categories whose lead measure
+    changed most between the latest two periods) when there is a time column
+    and a category, the breakdowns by the main categories, then the detail
+    table after a page break.
+    """
+    plan = _plan(files)
+    parameters, plan.where_sql = _filters(plan)
+    queries, overview = _overview(plan)
+    sections: list[dict[str, Any]] = [
+        {"type": "heading", "text": "Overview", "level": 1},
+        {"type": "prose", "markdown": overview},
+        {"type": "kpis", "components": _kpis(plan)[:_MAX_REPORT_KPIS]},
+    ]
+    trend = _trend(plan)
+    if trend:
+        sections += [{"type": "heading", "text": "Trend", "level": 2}, trend]
+    group, time = _mover_category(plan), plan.time
+    movers = _movers(plan, time, group) if time and group else None
+    if movers and group:
+        queries["movers"] = movers["query"]
+        sections += [
+            {"type": "heading", "text": "Top movers", "level": 2},
+            {"type": "prose", "markdown": _movers_text(plan, group)},
+            movers,
+        ]
+    breakdowns = _breakdowns(plan)
+    if breakdowns:
+        sections += [{"type": "heading", "text": "Breakdown", "level": 2}, *breakdowns]
+    sections += [{"type": "page_break"}, {"type": "heading", "text": "Detail", "level": 2}, _detail_table(plan)]
+    report: dict[str, Any] = {
+        "title": f"{plan.title} report",
+        "description": f"First draft from the data profile of `{plan.name}`: the overview, key figures, "
+        + ("the trend, " if trend else "")
+        + ("the top movers, " if movers else "")
+        + ("breakdowns " if breakdowns else "")
+        + "and the detail.",
+    }
+    if parameters:
+        report["parameters"] = parameters
+    return {**report, "queries": queries, "sections": sections}
+
+
+_MAX_REPORT_KPIS = 6  # a KPI row in report.schema.json holds at most six cards
+
+
+def _signed(fmt: str) -> str:
+    """The format with a sign, for a change ("+1,234"), when the format has room for one."""
+    from .formats import format_number
+
+    try:
+        format_number(1.0, "+" + fmt)
+    except ValueError:
+        return fmt
+    return "+" + fmt
+
+
+def _overview(plan: _Plan) -> tuple[dict[str, str], str]:
+    """The named queries and the overview paragraph: the lead measure's total, the span, the latest period, the leader."""
+    name, where_sql, time = quote_ident(plan.name), plan.where_sql, plan.time
+    fmt = plan.fmt_for(plan.lead)
+    select = ["count(*) AS records"]
+    if plan.lead:
+        select.append(f"{plan.lead_expr} AS {plan.lead_alias}")
+    numeric_time = time is not None and coltypes.family(time["type"]) != "time"
+    if time:
+        select += [f"min({quote_ident(time['name'])}) AS first_seen", f"max({quote_ident(time['name'])}) AS last_seen"]
+    queries = {"overview": f"SELECT {', '.join(select)} FROM {name}{where_sql}"}
+    day = "d" if numeric_time else PERIOD_FORMATS["day"]
+    span = f", from {{{{overview.first_seen|{day}}}}} to {{{{overview.last_seen|{day}}}}}" if time else ""
+    if plan.lead:
+        lines = [f"{plan.lead_title} came to **{{{{overview.{plan.lead_alias}|{fmt}}}}}** over {{{{overview.records|,d}}}} records{span}."]
+    else:
+        lines = [f"The data holds **{{{{overview.records|,d}}}}** records{span}."]
+    group = plan.categories[0] if plan.categories else None
+    _, insight_queries = _insight(plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, time, _period(time), where_sql, fmt)
+    lead = plan.lead_title.lower()
+    if group:  # the dashboard insight's queries: the leading category, and the latest period against the one before
+        queries["top"] = insight_queries["top"]
+        g = alias(group["name"])
+        lines.append(
+            f"By {_label(group['name']).lower()}, **{{{{top.{g}}}}}** leads with {{{{top.{plan.lead_alias}|{fmt}}}}}, {{{{top.share|.0%}}}} of the whole."
+        )
+    if time:
+        queries["latest"] = insight_queries["latest"]
+        grain = _grain(time)
+        shown = f"{{{{latest.period|{PERIOD_FORMATS[grain]}}}}}" if grain and not numeric_time else "{{latest.period|d}}"
+        period = _period_word(time)
+        lines.append(
+            f"In the latest {period} ({shown}) {lead} came to {{{{latest.{plan.lead_alias}|{fmt}}}}}, {{{{latest.change|+.1%}}}} on the {period} before."
+        )
+    return queries, " ".join(lines) + "\n"
+
+
+def _movers(plan: _Plan, time: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
+    """A table of the values of `group` whose lead measure changed most between the latest two periods of `time`, biggest move first."""
+    cat, lead_alias, fmt = alias(group["name"]), plan.lead_alias, plan.fmt_for(plan.lead)
+    # ORDER BY names no output alias inside an expression: PostgreSQL (a live source) allows aliases only bare.
+    sql = (
+        f"WITH p AS (SELECT {_period(time)} AS period, {quote_ident(group['name'])} AS {cat}, {plan.lead_expr} AS v "
+        f"FROM {quote_ident(plan.name)}{plan.where_sql} GROUP BY 1, 2), "
+        "latest_two AS (SELECT period FROM (SELECT DISTINCT period FROM p) AS d ORDER BY period DESC LIMIT 2), "
+        "b AS (SELECT min(period) AS earlier, max(period) AS later FROM latest_two), "
+        f"m AS (SELECT p.{cat} AS {cat}, sum(CASE WHEN p.period = b.later THEN v END) AS {lead_alias}, "
+        "sum(CASE WHEN p.period = b.earlier THEN v END) AS previous "
+        "FROM p CROSS JOIN b WHERE b.earlier < b.later AND p.period IN (b.earlier, b.later) "
+        # Only what both periods show: a category missing from one has no change to speak of (a country not yet reported).
+        "GROUP BY 1 HAVING count(DISTINCT p.period) = 2) "
+        f"SELECT {cat}, {lead_alias}, previous, {lead_alias} - previous AS change FROM m ORDER BY abs({lead_alias} - previous) DESC, 1 LIMIT 10"
+    )
+    grain = _period_word(time)
+    return table.new(
+        "movers",
+        f"Top movers: {plan.lead_title.lower()} by {_label(group['name']).lower()}, latest {grain} against the one before",
+        sql,
+        max_rows=10,
+        columns={
+            cat: {"label": _label(group["name"])},
+            lead_alias: {"label": f"Latest {grain}", "format": fmt},
+            "previous": {"label": f"{grain.capitalize()} before", "format": fmt},
+            "change": {"label": "Change", "format": _signed(fmt)},
+        },
+    )
+
+
+MAX_MOVER_VALUES = 5000  # a category with more values than this is an identifier in all but name
+
+
+def _mover_category(plan: _Plan) -> dict[str, Any] | None:
+    """The main category, else the dimension with the most values (countries, products): movers read well by either."""
+    if plan.categories:
+        return plan.categories[0]
+    columns = plan.table["columns"]
+    many = [c for c in columns if c.get("role") == "dimension" and 2 <= (c.get("distinct") or 0) <= MAX_MOVER_VALUES and (c.get("null_share") or 0) < 0.3]
+    return max(many, key=lambda c: (c.get("distinct") or 0, -columns.index(c))) if many else None
+
+
+def _period_word(time: dict[str, Any]) -> str:
+    """What one period is called: its grain ("month"), or a numeric period's own name ("year")."""
+    return _grain(time) or _label(time["name"]).lower()
+
+
+def _movers_text(plan: _Plan, group: dict[str, Any]) -> str:
+    cat, period = alias(group["name"]), _period_word(plan.time) if plan.time else "period"
+    return (
+        f"The biggest move in {plan.lead_title.lower()} between the latest two {period}s: **{{{{movers.{cat}}}}}**, "
+        f"{{{{movers.change|{_signed(plan.fmt_for(plan.lead))}}}}} (from {{{{movers.previous|{plan.fmt_for(plan.lead)}}}}} "
+        f"to {{{{movers.{plan.lead_alias}|{plan.fmt_for(plan.lead)}}}}}).\n"
+    )

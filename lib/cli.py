@@ -133,10 +133,12 @@ def cmd_autodraft(args) -> int:
 
     path = Path(args.path)
     ws = _valid_workspace(path)
-    if ws.get("dashboard") and not args.force:
-        return _fail(args, f"{path / workspace.FILES['dashboard']} exists; use --force to replace it (git keeps the old one)")
+    kinds = autodraft.DRAFTABLE if args.draft == "both" else (args.draft,)
+    for kind in kinds:
+        if ws.get(kind) and not args.force:
+            return _fail(args, f"{path / workspace.FILES[kind]} exists; use --force to replace it (git keeps the old one)")
     wh = _warehouse_with_data(path)
-    drafted = autodraft.draft_files(ws.data, wh.tables())
+    drafted = autodraft.draft_files(ws.data, wh.tables(), kinds)
     changed = workspace.save(path, drafted)
     # stderr, so that `--json` leaves stdout to the check results
     print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}", file=sys.stderr)
@@ -519,9 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("autodraft", help="write a first dashboard from the data profile, without a model")
+    p = sub.add_parser("autodraft", help="write a first dashboard (or report) from the data profile, without a model")
     p.add_argument("path")
-    p.add_argument("--force", action="store_true", help="replace an existing dashboard.yaml")
+    p.add_argument("--draft", choices=["dashboard", "report", "both"], default="dashboard", help="what to draft: dashboard.yaml (default), report.yaml or both")
+    p.add_argument("--force", action="store_true", help="replace an existing dashboard.yaml (report.yaml) it drafts")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_autodraft)
 

@@ -14,16 +14,19 @@ messages):
               3. tool configurations   (sources.yaml; secrets only as references)
               4. output constraints    (output.yaml)   <- cache breakpoint
     user      1. data profile (profile.yaml, compact)  <- cache breakpoint
-              2. current dashboard.yaml (edit mode, when there is one)  <- cache breakpoint
-              3. the person's message
+              2. current dashboard.yaml (edit mode, when there is one)
+              3. current report.yaml (edit mode, when there is one)
+                 <- cache breakpoint on the last of 2 and 3 shown
+              4. the person's message
 
 The base breakpoint lets every workspace share the cached tools and base
 instructions of a mode; the last system block caches the workspace's memory;
 the profile block caches the data description, which outlives dashboard
-edits; the dashboard block lets the next session on an unchanged dashboard
-pay full price for its question only. That is the API's limit of four; the
-agent loop moves the dashboard's breakpoint to the newest tool results, and
-the cache still finds the earlier prefix by looking back from there.
+edits; the artifact breakpoint lets the next session on an unchanged dashboard
+and report pay full price for its question only. That is the API's limit of
+four, so the dashboard and the report share one: the cache finds the prefix
+that ends at the dashboard by looking back from the report's. The agent loop
+moves that breakpoint to the newest tool results the same way.
 """
 
 from __future__ import annotations
@@ -82,19 +85,35 @@ for ranges; an unset filter is NULL, so write ($id IS NULL OR col = $id).
 - layout: rows of component ids, or {id, width}, top to bottom.
 """
 
-BASE_EDIT = f"""\
-You build and refine a dashboard for a dashmem workspace. You act only through the tools, and nothing you do is \
-saved until a person accepts it.
+_REPORT_SPEC = """\
+The report spec (schemas/report.schema.json), report.yaml
+- A report is a document read top to bottom and printed on pages, under the same contract. Top level: title, \
+description, theme, parameters (shaped and bound exactly like dashboard filters: $id, $id_from, $id_to), queries \
+{name: SQL} that prose placeholders read the first row of, and sections, in reading order:
+  - heading: text (plain words, no placeholders) and level 1, 2 or 3;
+  - prose: markdown; every figure is a placeholder {{query.column}} or {{query.column|format}} naming a query in \
+queries and a column of its output;
+  - kpis: components, a row of kpi components as on a dashboard;
+  - chart, table: one dashboard chart or table component (id, title, query, ...);
+  - page_break.
+- Component ids (KPI cards, charts, tables) are unique across the report; headings, prose and page breaks have none.
+"""
 
-{_WORKSPACE_CONTEXT}- In this mode the user turn then shows the current dashboard.yaml, when there is one, and ends with \
-the person's request.
+BASE_EDIT = f"""\
+You build and refine a dashboard, and when asked a report, for a dashmem workspace. You act only through the tools, \
+and nothing you do is saved until a person accepts it.
+
+{_WORKSPACE_CONTEXT}- In this mode the user turn then shows the current dashboard.yaml and report.yaml, those there \
+are, and ends with the person's request.
 
 {_CONTRACT_AND_SPEC}
+{_REPORT_SPEC}
 How to work
 1. Explore only as far as needed with run_sql (read-only, one SELECT, few rows back). Take table and column names \
 from the profile.
-2. Write the complete dashboard with write_dashboard: the whole YAML every time, never a fragment. When a current \
-dashboard is shown, start from it and change only what the request asks; keep its ids, rule colours and theme.
+2. Write the complete dashboard with write_dashboard, or the complete report with write_report when the request is \
+about a report: the whole YAML every time, never a fragment. When a current one is shown, start from it and change \
+only what the request asks; keep its ids, rule colours and theme.
 3. Read the diff and the check results that come back. If any check fails, fix the spec and write it again; stop \
 when the checks pass.
 4. When the person states a lasting rule or preference that task.yaml lacks, you may suggest it with propose_rule; \
@@ -118,6 +137,11 @@ the question, say so.
 """
 
 BASES = {"edit": BASE_EDIT, "query": BASE_QUERY}
+# The artifacts edit mode shows the model, in this order, each under its heading.
+ARTIFACT_HEADINGS = {
+    "dashboard": "Current dashboard (dashboard.yaml). Refine this spec: write it back whole, changed only where the request asks.",
+    "report": "Current report (report.yaml). Refine it with write_report: write it back whole, changed only where the request asks.",
+}
 
 # Where a source may hold a secret reference: the values schemas/sources.schema.json marks `x-secret`,
 # a field itself (`password`), a field of an object (`tls.client_key`) or every value of a mapping (`env`).
@@ -159,25 +183,27 @@ def compose(
         raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
     if not isinstance(message, str) or not message.strip():
         raise ValueError("the message is empty")
-    dashboard = files.get("dashboard")
+    dashboard, report = files.get("dashboard"), files.get("report")
     budget = profile_budget if profile_budget is not None else profile_budget_of(files)
     parts = {
         "base": BASES[mode],
         "task": _task_block(files, today),
         "sources": _section("Tool configurations (sources.yaml)", "sources", _without_secrets(files.get("sources")), "No sources are connected yet."),
         "output": _section("Output constraints (output.yaml)", "output", files.get("output"), "No output constraints are set."),
-        "profile": _profile_block(_with_decided_joins(files), dashboard, budget),
+        "profile": _profile_block(_with_decided_joins(files), [dashboard, report], budget),
     }
     system = [_text(parts[name]) for name in ("base", "task", "sources", "output")]
     system[0]["cache_control"] = dict(EPHEMERAL)
     system[-1]["cache_control"] = dict(EPHEMERAL)
 
     user = [_text(parts["profile"], cache=True)]
-    if mode == "edit" and dashboard:
-        parts["dashboard"] = _section(
-            "Current dashboard (dashboard.yaml). Refine this spec: write it back whole, changed only where the request asks.", "dashboard", dashboard, ""
-        )
-        user.append(_text(parts["dashboard"], cache=True))
+    if mode == "edit":
+        for kind, heading in ARTIFACT_HEADINGS.items():
+            if files.get(kind):
+                parts[kind] = _section(heading, kind, files[kind], "")
+                user.append(_text(parts[kind]))
+        if len(user) > 1:  # one breakpoint for both (see the module docstring)
+            user[-1]["cache_control"] = dict(EPHEMERAL)
     parts["message"] = message
     user.append(_text(message))
 
@@ -191,8 +217,9 @@ def compose(
     }
     breakdown = {name: tokens.estimate(text) for name, text in parts.items()}
     breakdown.setdefault("dashboard", 0)
+    breakdown.setdefault("report", 0)
     breakdown["tools"] = tokens.estimate(json.dumps(tools, ensure_ascii=False))
-    order = ("base", "task", "sources", "output", "profile", "dashboard", "message", "tools")
+    order = ("base", "task", "sources", "output", "profile", "dashboard", "report", "message", "tools")
     found = tuple(_budget_warnings(files.get("profile"), budget))
     return Composed(mode, request, {name: breakdown[name] for name in order}, budget, found)
 
@@ -323,10 +350,10 @@ def _with_decided_joins(files: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return {**prof, "relationships": relationships.merged(prof, files.get("sources"))}
 
 
-def _profile_block(profile: Mapping[str, Any] | None, dashboard: Mapping[str, Any] | None, budget: int | None) -> str:
+def _profile_block(profile: Mapping[str, Any] | None, artifacts: list[Mapping[str, Any] | None], budget: int | None) -> str:
     if not profile or not profile.get("tables"):
         return "# Data profile\nNo data profile yet: the workspace has no loaded data (connect a source, refresh, then `python -m lib profile PATH --write`).\n"
-    keep = referenced_columns(profile, dashboard)
+    keep = list(dict.fromkeys(name for artifact in artifacts for name in referenced_columns(profile, artifact)))
     heading = _PROFILE_HEADING
     if budget is not None:  # the budget is the whole block's, as the model is charged for it
         budget = max(0, budget - tokens.estimate(heading))
@@ -334,7 +361,7 @@ def _profile_block(profile: Mapping[str, Any] | None, dashboard: Mapping[str, An
 
 
 def referenced_columns(profile: Mapping[str, Any], dashboard: Mapping[str, Any] | None) -> list[str]:
-    """`table.column` for every profiled column the dashboard mentions, so the budget keeps their detail longest."""
+    """`table.column` for every profiled column the dashboard (or report) mentions, so the budget keeps their detail longest."""
     if not dashboard:
         return []
     spec_text = json.dumps(dashboard, ensure_ascii=False)

@@ -14,6 +14,7 @@ else in a secret field is never repeated.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -107,7 +108,9 @@ _SENTENCES = {
     ("report", "query_removed"): "report query {id} removed (was {old})",
     ("report", "query_changed"): "report query {id} runs different SQL: {old} -> {new}",
     ("report", "reworded"): "report {id} reworded: {old} -> {new}",
-    ("report", "outline"): "report sections changed: {old} -> {new}",
+    ("report", "section_added"): "report section {id} added at sections[{new}]",  # old and new: positions in `sections`
+    ("report", "section_removed"): "report section {id} removed from sections[{old}]",
+    ("report", "section_moved"): "report section {id} moved: sections[{old}] -> sections[{new}]",
     ("profile", "table_added"): "profile: table {id} added",
     ("profile", "table_removed"): "profile: table {id} removed",
     ("profile", "column_added"): "profile: column {id} added ({new})",
@@ -348,7 +351,7 @@ def profile_changes(old: Any, new: Any) -> list[Change]:
 
 def report_changes(old: Any, new: Any) -> list[Change]:
     """report.yaml: its components and parameters as a dashboard's are compared; its named queries;
-    the headings and prose reworded in place, or the sections' order when sections come and go or move."""
+    its sections aligned (`_section_changes`): added, removed, moved, headings and prose reworded."""
     from .spec import report_components
 
     old, new = _mapping(old), _mapping(new)
@@ -366,24 +369,68 @@ def report_changes(old: Any, new: Any) -> list[Change]:
     out += [Change("report", "query_added", name, None, qb[name]) for name in qb if name not in qa]
     out += [Change("report", "query_removed", name, qa[name], None) for name in qa if name not in qb]
     out += [Change("report", "query_changed", name, qa[name], qb[name]) for name in qa if name in qb and not _same_sql(qa[name], qb[name])]
-    outline_a, outline_b = _outline(old), _outline(new)
-    if [kind for kind, _ in outline_a] != [kind for kind, _ in outline_b]:
-        out.append(Change("report", "outline", "sections", ", ".join(k for k, _ in outline_a), ", ".join(k for k, _ in outline_b)))
-    else:
-        for i, ((kind, before), (_, after)) in enumerate(zip(outline_a, outline_b)):
-            if before != after and kind in ("heading", "prose"):
-                out.append(Change("report", "reworded", f"{kind} sections[{i}]", before, after))
+    return out + _section_changes(old, new)
+
+
+def _section_changes(old: dict, new: dict) -> list[Change]:
+    """The document's outline, aligned section by section (difflib), so one inserted heading is one change
+    and not a shifted outline: sections added, removed or moved; headings and prose reworded in place.
+
+    A chart, table or KPI row that comes or goes is already a component added or removed;
+    here it is named only when it moves.
+    """
+    a, b = _outline(old), _outline(new)
+    matcher = difflib.SequenceMatcher(a=[key for key, _, _ in a], b=[key for key, _, _ in b], autojunk=False)
+    out: list[Change] = []
+    gone: list[int] = []  # positions in `a` of sections no longer where they were
+    came: list[int] = []  # positions in `b` of sections new where they are
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        kinds_a, kinds_b = [a[i][1] for i in range(i1, i2)], [b[j][1] for j in range(j1, j2)]
+        if tag == "replace" and kinds_a == kinds_b and set(kinds_a) <= {"heading", "prose"}:
+            out += [Change("report", "reworded", f"{b[j][1]} sections[{j}]", a[i][2], b[j][2]) for i, j in zip(range(i1, i2), range(j1, j2))]
+            continue
+        gone += range(i1, i2)
+        came += range(j1, j2)
+    for j in came:
+        key, kind, says = b[j]
+        i = next((i for i in gone if a[i][0] == key), None)
+        if i is not None:
+            gone.remove(i)
+            out.append(Change("report", "section_moved", _section_label(kind, says), i, j))
+        elif kind in _PLAIN_SECTIONS:
+            out.append(Change("report", "section_added", _section_label(kind, says), None, j))
+    out += [Change("report", "section_removed", _section_label(a[i][1], a[i][2]), i, None) for i in gone if a[i][1] in _PLAIN_SECTIONS]
     return out
 
 
-def _outline(report: dict) -> list[tuple[str, Any]]:
-    """Each section as (type, what it says): a heading's text, prose's markdown, a component's id."""
+_PLAIN_SECTIONS = ("heading", "prose", "page_break")  # the sections that are no component (they have no id)
+
+
+def _section_label(kind: str, says: Any) -> str:
+    """ "heading 'Overview'", "prose 'Week {{week.week}} …'", "chart daily", "page_break"."""
+    if says is None:
+        return kind
+    return f"{kind} {_short(says, 60)}" if kind in ("heading", "prose") else f"{kind} {says}"
+
+
+def _outline(report: dict) -> list[tuple[str, str, Any]]:
+    """Each section as (key, type, what it says): a heading's text, prose's markdown, a component's id
+    (a KPI row's card ids). The key is what aligns one version's sections with the other's."""
     sections = report.get("sections")
-    out: list[tuple[str, Any]] = []
+    out: list[tuple[str, str, Any]] = []
     for s in sections if isinstance(sections, list) else []:
         s = _mapping(s)
         kind = str(s.get("type", "?"))
-        out.append((kind if kind not in ("chart", "table") else f"{kind} {s.get('id')}", s.get("text") or s.get("markdown")))
+        if kind == "kpis":
+            cards = s.get("components")
+            says: Any = ", ".join(str(_mapping(c).get("id")) for c in cards) if isinstance(cards, list) else None
+        elif kind in ("heading", "prose"):
+            says = s.get("text") if kind == "heading" else s.get("markdown")
+        else:
+            says = s.get("id")
+        out.append((f"{kind}\0{says}", kind, says))
     return out
 
 

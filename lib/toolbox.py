@@ -5,6 +5,7 @@ The schemas the model sees are in `lib.agent_tools`; this module runs them.
     run_sql          one sandboxed SELECT (lib.warehouse.run_query), rows capped, a compact text table back
     write_dashboard  edit mode: parse, validate (schema + lib.checks on the current data), keep as the
                      session's draft even when invalid, and return the diff plus every problem found
+    write_report     edit mode: the same for report.yaml (lib.checks with kind="report")
     propose_rule     edit mode: a task rule proposal, validated against task.yaml's rule shape; collected,
                      never written
 
@@ -25,7 +26,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from . import checks, live, schemas, workspace
-from .agent_tools import SQL_MAX_ROWS, TOOLS_BY_MODE
+from .agent_tools import ARTIFACT_TOOLS, SQL_MAX_ROWS, TOOLS_BY_MODE
 from .diagnostics import ERROR, Diagnostic
 from .warehouse import QueryError
 from .yamlio import YamlSyntaxError, parse
@@ -45,7 +46,7 @@ class ToolResult:
 
 @dataclass
 class Toolbox:
-    """One session's tool state: the draft dashboard, its checks and the rule proposals. Memory only."""
+    """One session's tool state: the draft dashboard and report, their checks and the rule proposals. Memory only."""
 
     files: Mapping[str, Any]
     tables: Mapping[str, Any] | None
@@ -54,14 +55,23 @@ class Toolbox:
     author: str
     today: str = field(default_factory=lambda: dt.date.today().isoformat())
     workspace_path: Path | None = None  # where a live source's relative path (sqlite:///local.db) is resolved
-    draft: dict[str, Any] | None = None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    drafts: dict[str, dict[str, Any]] = field(default_factory=dict)  # file kind ("dashboard", "report") -> its draft
+    found: dict[str, list[Diagnostic]] = field(default_factory=dict)  # file kind -> the checks' results on its draft
     proposals: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self):
-        current = self.files.get("dashboard")
-        self._draft_text = workspace.render("dashboard", current) if current else ""
+        self._draft_texts = {kind: workspace.render(kind, self.files[kind]) if self.files.get(kind) else "" for kind in ARTIFACT_TOOLS.values()}
         self._validators = {t["name"]: Draft202012Validator(t["input_schema"]) for t in TOOLS_BY_MODE["edit"]}
+
+    @property
+    def draft(self) -> dict[str, Any] | None:
+        """The draft dashboard, if the session wrote one."""
+        return self.drafts.get("dashboard")
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """The checks' results on the draft dashboard."""
+        return self.found.get("dashboard", [])
 
     def execute(self, name: str, tool_input: Any) -> ToolResult:
         offered = {t["name"] for t in TOOLS_BY_MODE[self.mode]}
@@ -74,8 +84,8 @@ class Toolbox:
             return ToolResult(problem, True, True)
         if name == "run_sql":
             return self._run_sql(tool_input["sql"])
-        if name == "write_dashboard":
-            return self._write_dashboard(tool_input["yaml"])
+        if name in ARTIFACT_TOOLS:
+            return self._write(name, ARTIFACT_TOOLS[name], tool_input["yaml"])
         return self._propose_rule(tool_input)
 
     def _input_problem(self, name: str, tool_input: Any) -> str | None:
@@ -103,32 +113,34 @@ class Toolbox:
             return ToolResult(f"the query failed: {exc}", True)
         return ToolResult(text_table(result.columns, result.rows, result.truncated))
 
-    # ---- write_dashboard
+    # ---- write_dashboard, write_report
 
-    def _write_dashboard(self, text: str) -> ToolResult:
+    def _write(self, tool: str, kind: str, text: str) -> ToolResult:
+        """Parse, keep as the draft of `kind` (even when invalid), check, and answer with the diff and the problems."""
+        file = workspace.FILES[kind]
         spec, problem = _read_yaml(text)
         if problem:
-            return ToolResult(f"write_dashboard: {problem}. Nothing changed; send the complete dashboard.yaml again.", True, True)
+            return ToolResult(f"{tool}: {problem}. Nothing changed; send the complete {file} again.", True, True)
         if not isinstance(spec, dict):
             return ToolResult(
-                "write_dashboard: the YAML is not a mapping (expected title, components, ...). Nothing changed; send the complete dashboard.yaml again.",
+                f"{tool}: the YAML is not a mapping (expected {_TOP_LEVEL[kind]}, ...). Nothing changed; send the complete {file} again.",
                 True,
                 True,
             )
-        new_text = workspace.render("dashboard", spec)
-        before, self._draft_text = self._draft_text, new_text
-        self.draft = spec
-        ws = workspace.Workspace(path=self.workspace_path or Path("session"), data={**self.files, "dashboard": spec})
-        self.diagnostics = checks.run(ws, self.tables, self.version)
-        errors = [d for d in self.diagnostics if d.level == ERROR]
-        report = [change_summary(before, new_text)]
+        new_text = workspace.render(kind, spec)
+        before, self._draft_texts[kind] = self._draft_texts[kind], new_text
+        self.drafts[kind] = spec
+        ws = workspace.Workspace(path=self.workspace_path or Path("session"), data={**self.files, kind: spec})
+        found = self.found[kind] = checks.run(ws, self.tables, self.version, file=file, kind=kind)
+        errors = [d for d in found if d.level == ERROR]
+        report = [change_summary(before, new_text, file)]
         if errors:
             report.append(f"{len(errors)} check(s) failed; fix them and write the whole spec again:")
-        elif self.diagnostics:
+        elif found:
             report.append("All checks passed, with warnings:")
         else:
             report.append("All checks passed.")
-        report.extend(_for_model(d) for d in self.diagnostics)
+        report.extend(_for_model(d) for d in found)
         return ToolResult("\n".join(report), is_error=bool(errors))
 
     # ---- propose_rule
@@ -149,10 +161,14 @@ class Toolbox:
         return ToolResult(f"Recorded proposal {rule['id']!r}. It is not part of task.yaml until a person accepts it.")
 
 
+# What a spec's top level holds, for the message when the YAML is not a mapping.
+_TOP_LEVEL = {"dashboard": "title, components", "report": "title, queries, sections"}
+
+
 def _read_yaml(text: str) -> tuple[Any, str | None]:
     """The model's YAML, parsed, or None and what is wrong with it."""
     if len(text) > YAML_MAX_CHARS:
-        return None, f"the YAML is {len(text):,} characters; a dashboard spec is far smaller (limit {YAML_MAX_CHARS:,})"
+        return None, f"the YAML is {len(text):,} characters; a spec is far smaller (limit {YAML_MAX_CHARS:,})"
     try:
         # Anchors and aliases can expand exponentially when constructed; a spec never needs them.
         if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
@@ -171,14 +187,14 @@ def _for_model(d: Diagnostic) -> str:
     return f"- {d.level} [{d.id}]{where} {d.message}{allowed}"
 
 
-def change_summary(before: str, after: str) -> str:
-    """The unified diff between two drafts, or a one-line note for a new or unchanged spec."""
+def change_summary(before: str, after: str, file: str = "dashboard.yaml") -> str:
+    """The unified diff between two drafts of `file`, or a one-line note for a new or unchanged spec."""
     if not before:
-        return f"Created the draft dashboard.yaml ({after.count(chr(10))} lines)."
+        return f"Created the draft {file} ({after.count(chr(10))} lines)."
     if before == after:
         return "The draft is unchanged."
-    diff = workspace.text_diff(before, after, "dashboard.yaml (previous draft)", "dashboard.yaml (new draft)")
-    return f"Updated the draft dashboard.yaml:\n```diff\n{diff}```"
+    diff = workspace.text_diff(before, after, f"{file} (previous draft)", f"{file} (new draft)")
+    return f"Updated the draft {file}:\n```diff\n{diff}```"
 
 
 def text_table(columns: list[str], rows: list[tuple], truncated: bool) -> str:

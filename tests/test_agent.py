@@ -7,6 +7,7 @@ ConfigRepo.save/publish.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import subprocess
@@ -14,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import httpx2
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -22,6 +24,8 @@ from lib.access import OPERATOR, PermissionDenied, User
 from lib.agent import Limits, Outcome, apply_outcome, estimate_cost, files_to_save, regenerate_message, run_session
 from lib.model import ScriptedModel, message, text_block, tool_use_block
 from lib.refresh import RefreshReport, SourceReport, refresh
+from lib.render import QueryCache
+from lib.report import render_report
 from lib.warehouse import Warehouse
 
 from .test_model import MODEL, FakeAPI, error_response, raises
@@ -71,11 +75,25 @@ TREND = {
         "y": {"field": "sales", "type": "quantitative", "title": "Sales", "format": ",.0f"},
     },
 }
+SALES_REPORT = {
+    "title": "Superstore sales report",
+    "description": "Sales and profit, by category and by market.",
+    "queries": {"totals": 'SELECT sum("Sales") AS sales, sum("Profit") / sum("Sales") AS margin, count(DISTINCT "Market") AS markets FROM data'},
+    "sections": [
+        {"type": "heading", "text": "Overview", "level": 1},
+        {"type": "prose", "markdown": "Sales came to **{{totals.sales|,.0f}}** across {{totals.markets}} markets, at a margin of {{totals.margin|.1%}}.\n"},
+        {"type": "kpis", "components": SALES_SPEC["components"][:2]},
+        SALES_SPEC["components"][2],
+        {"type": "page_break"},
+        {"type": "heading", "text": "Markets", "level": 2},
+        SALES_SPEC["components"][3],
+    ],
+}
 WITH_TREND = {**SALES_SPEC, "components": SALES_SPEC["components"] + [TREND], "layout": SALES_SPEC["layout"] + [[{"id": "trend", "width": 2}]]}
 
 
-def as_yaml(spec: dict) -> str:
-    return workspace.render("dashboard", spec)
+def as_yaml(spec: dict, kind: str = "dashboard") -> str:
+    return workspace.render(kind, spec)
 
 
 def usage(fresh=0, out=0, read=0, write=0) -> dict:
@@ -100,6 +118,10 @@ def superstore(config_repo, tmp_path, monkeypatch, dataset):
     config_repo.save(ALICE, SLUG, {"profile": profile.build(wh.tables(), sources)}, "Profile the data")
     config_repo.publish(ALICE, SLUG)
     return config_repo, draft.workspace_path, wh
+
+
+def csv_of(files: dict) -> str:
+    return files["sources"]["sources"][0]["path"]
 
 
 def load(folder: Path) -> dict:
@@ -142,7 +164,7 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
     assert "+title: Superstore sales" in outcome.dashboard_diff
     assert outcome.usage == {"input_tokens": 1250, "output_tokens": 800, "cache_read_input_tokens": 6600, "cache_creation_input_tokens": 3500, "calls": 3}
     first, second, third = api.bodies
-    assert [t["name"] for t in first["tools"]] == ["run_sql", "write_dashboard", "propose_rule"]
+    assert [t["name"] for t in first["tools"]] == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
     [sql_result] = tool_results(second)
     assert sql_result["tool_use_id"] == "t1" and "Furniture" in sql_result["content"] and "is_error" not in sql_result
     assert sql_result["cache_control"] == {"type": "ephemeral"}  # the loop's moving breakpoint ...
@@ -204,11 +226,92 @@ def test_a_draft_that_fails_the_checks_is_kept_and_the_errors_go_back_to_the_mod
     )
     events: list[tuple[str, dict]] = []
     outcome = session(load(folder), wh, "edit", "One KPI please", scripted, on_event=lambda k, p: events.append((k, p)))
-    assert ("tool_call", {"name": "write_dashboard"}) in events and ("draft", {"passes": False}) in events
+    assert ("tool_call", {"name": "write_dashboard"}) in events and ("draft", {"passes": False, "kind": "dashboard"}) in events
     result = tool_results(scripted.requests[1])[0]
     assert result["is_error"] is True and "check.references" in result["content"] and "did you mean 'Sales'" in result["content"]
     assert outcome.draft_dashboard == broken and not outcome.passes
     assert any(d.id == "check.references" for d in outcome.check_diagnostics)
+
+
+def test_a_report_session_gets_the_errors_back_fixes_them_and_the_saved_report_passes_and_renders(superstore):
+    """write_report: a broken report goes back with its checks (ids, fields), the fix passes, saving writes report.yaml only."""
+    repo, folder, wh = superstore
+    broken = copy.deepcopy(SALES_REPORT)
+    broken["sections"][1]["markdown"] = "Sales came to **{{totals.revenue|,.0f}}** in {{totals.markets}} markets.\n"
+    broken["sections"][3] = {**broken["sections"][3], "query": 'SELECT "Categry" AS category, sum("Sales") AS sales FROM data GROUP BY 1'}
+    api = FakeAPI(
+        [
+            reply(tool_use_block("t1", "write_report", {"yaml": as_yaml(broken, "report")})),
+            reply(text_block("Fixing the column names."), tool_use_block("t2", "write_report", {"yaml": as_yaml(SALES_REPORT, "report")})),
+            reply(text_block("I wrote a sales report: an overview, key figures, sales by category and a market table.")),
+        ]
+    )
+    events: list[tuple[str, dict]] = []
+    files = load(folder)
+    outcome = session(files, wh, "edit", "Write a sales report", api.client(), on_event=lambda k, p: events.append((k, p)))
+
+    first_result = tool_results(api.bodies[1])[0]
+    assert first_result["is_error"] is True and "Created the draft report.yaml" in first_result["content"]
+    assert "- error [check.placeholders] sections[1].markdown:" in first_result["content"]
+    assert "query 'totals' has no column 'revenue' (allowed: sales, margin, markets)" in first_result["content"]
+    assert "sections[3].query:" in first_result["content"] and "Categry" in first_result["content"]
+    second_result = tool_results(api.bodies[2])[0]
+    assert "is_error" not in second_result and "Updated the draft report.yaml" in second_result["content"] and "All checks passed." in second_result["content"]
+    assert [p for k, p in events if k == "draft"] == [{"passes": False, "kind": "report"}, {"passes": True, "kind": "report"}]
+
+    assert outcome.error is None and outcome.passes and outcome.report_diagnostics == []
+    assert outcome.draft_report == SALES_REPORT and outcome.draft_dashboard is None and outcome.dashboard_diff == ""
+    assert "+title: Superstore sales report" in outcome.report_diff and outcome.report_diff.startswith("--- a/report.yaml")
+    to_save = apply_outcome(files, outcome, [])
+    assert list(to_save) == ["report"]
+    repo.save(ALICE, SLUG, to_save, "Report from a chat session")
+    saved = workspace.load(folder)[0]
+    assert saved.data["report"] == SALES_REPORT and "dashboard" not in saved.data
+    assert checks.run(saved, wh.tables(), wh.current().id, kind="report") == []
+    rendered = render_report(saved.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert rendered.errors == []
+    raw = pd.read_csv(csv_of(files))  # computed apart from the product
+    sales, markets = raw["Sales"].sum(), raw["Market"].nunique()
+    prose = next(s for s in rendered.sections if s.type == "prose").components[0]
+    assert prose.markdown.startswith(f"Sales came to **{sales:,.0f}** across {markets} markets, at a margin of ")
+
+    # The next session is shown the saved report (after the profile) and refines it: a good report at the first write.
+    refined = copy.deepcopy(SALES_REPORT)
+    refined["sections"].insert(4, {"type": "heading", "text": "By category", "level": 2})
+    api = FakeAPI([reply(tool_use_block("t3", "write_report", {"yaml": as_yaml(refined, "report")})), reply(text_block("Added a heading."))])
+    files = load(folder)
+    outcome = session(files, wh, "edit", "Give the category chart a heading", api.client())
+    shown = api.bodies[0]["messages"][0]["content"]
+    assert shown[1]["text"].startswith("# Current report (report.yaml)") and as_yaml(SALES_REPORT, "report").split("\n", 1)[1] in shown[1]["text"]
+    assert shown[1]["cache_control"] == {"type": "ephemeral"} and [json.dumps(b).count('"cache_control"') for b in api.bodies] == [4, 4]
+    assert outcome.passes and "is_error" not in tool_results(api.bodies[1])[0]
+    assert [line for line in outcome.report_diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] == [
+        "+  - {type: heading, text: By category, level: 2}"
+    ]
+    after = repo.save(ALICE, SLUG, apply_outcome(files, outcome, []), "Report: a heading")
+    assert after is not None
+    before = repo.history(SLUG, ref=repo.draft(ALICE, SLUG).branch)[1].sha
+    assert [c.describe() for c in repo.changes(SLUG, before, after)] == ["report section heading 'By category' added at sections[4]"]
+
+
+def test_garbage_for_write_report_is_malformed_changes_nothing_and_the_retry_bound_holds(superstore):
+    repo, folder, wh = superstore
+    api = FakeAPI(
+        [
+            reply(tool_use_block("t1", "write_report", {"yaml": "- not\n- a mapping\n"})),
+            reply(tool_use_block("t2", "write_report", {"markdown": "# A report"})),
+            reply(tool_use_block("t3", "write_report", {"yaml": "title: [unclosed"})),
+            reply(text_block("never reached")),
+        ]
+    )
+    files = load(folder)
+    outcome = session(files, wh, "edit", "Write a report", api.client(), limits=Limits(max_invalid_tool_calls=3))
+    assert len(api.bodies) == 3  # the third malformed call ends the session before its result is sent
+    not_mapping, missing = (tool_results(body)[0] for body in api.bodies[1:])
+    assert not_mapping["is_error"] is True and "not a mapping (expected title, queries, sections" in not_mapping["content"]
+    assert "invalid input for write_report" in missing["content"] and "'yaml' is a required property" in missing["content"]
+    assert outcome.stopped_reason == "invalid_tool_calls" and outcome.draft_report is None and not outcome.has_changes
+    assert apply_outcome(files, outcome, []) == {}
 
 
 # --------------------------------------------------------------------------- failures

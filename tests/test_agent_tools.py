@@ -7,12 +7,16 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import shutil
 
 import pyarrow as pa
 import pytest
 
 from lib import agent_tools, toolbox, workspace
+from lib.access import OPERATOR
+from lib.refresh import refresh
 from lib.toolbox import Toolbox, change_summary, text_table
+from lib.warehouse import Warehouse
 
 from .conftest import ROOT, WORKSPACES
 
@@ -33,9 +37,10 @@ def box(files, mode="edit", tables=None) -> Toolbox:
 # --------------------------------------------------------------------------- the schemas
 
 
-def test_query_mode_offers_only_run_sql_and_edit_mode_all_three():
+def test_query_mode_offers_only_run_sql_and_edit_mode_all_four():
     assert [t["name"] for t in agent_tools.tool_schemas("query")] == ["run_sql"]
-    assert [t["name"] for t in agent_tools.tool_schemas("edit")] == ["run_sql", "write_dashboard", "propose_rule"]
+    assert [t["name"] for t in agent_tools.tool_schemas("edit")] == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
+    assert set(agent_tools.ARTIFACT_TOOLS.values()) <= set(workspace.FILES)  # each writes a workspace file kind
 
 
 def test_tool_schemas_are_copies_a_caller_cannot_corrupt():
@@ -132,7 +137,78 @@ def test_an_invalid_spec_is_kept_as_the_draft_with_its_problems_by_field(files):
 
 def test_change_summary_for_a_new_spec_counts_its_lines():
     assert change_summary("", "a: 1\nb: 2\n") == "Created the draft dashboard.yaml (2 lines)."
+    assert change_summary("", "a: 1\n", "report.yaml") == "Created the draft report.yaml (1 lines)."
     assert change_summary("a: 1\n", "a: 1\n") == "The draft is unchanged."
+
+
+# --------------------------------------------------------------------------- write_report
+
+
+@pytest.fixture(scope="module")
+def supply(tmp_path_factory):
+    """supply-chain-weekly's files and its loaded data (it ships a report.yaml)."""
+    folder = tmp_path_factory.mktemp("supply") / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(folder.parent / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, diags = workspace.load(folder)
+    assert diags == []
+    return ws.data, wh.tables(), wh.current().id
+
+
+def supply_box(supply) -> Toolbox:
+    files, tables, version = supply
+    return Toolbox(files=copy.deepcopy(files), tables=tables, version=version, mode="edit", author="sam", today="2026-11-30")
+
+
+def test_writing_the_current_report_again_passes_and_a_change_is_a_diff_of_report_yaml(supply):
+    tools = supply_box(supply)
+    files = supply[0]
+    same = tools.execute("write_report", {"yaml": workspace.render("report", files["report"])})
+    assert not same.is_error, same.content
+    assert same.content.startswith("The draft is unchanged.\nAll checks passed")
+    changed = copy.deepcopy(files["report"])
+    changed["sections"][0]["text"] = "This week"
+    result = tools.execute("write_report", {"yaml": workspace.render("report", changed)})
+    assert not result.is_error and "Updated the draft report.yaml" in result.content
+    assert "-  - {type: heading, text: Overview, level: 1}\n+  - {type: heading, text: This week, level: 1}" in result.content
+    assert tools.drafts["report"] == changed and tools.draft is None  # the dashboard draft is untouched
+
+
+def test_a_broken_report_is_kept_with_its_problems_by_id_and_field(supply):
+    tools = supply_box(supply)
+    broken = copy.deepcopy(supply[0]["report"])
+    broken["sections"].append({"type": "prose", "markdown": "Units: {{week.unitz|,.0f}}, and {{nowhere.x}}."})
+    broken["sections"].append({"type": "heading", "text": "Too deep", "level": 4})
+    result = tools.execute("write_report", {"yaml": workspace.render("report", broken)})
+    assert result.is_error and not result.malformed
+    assert "check(s) failed" in result.content and "- error [check.schema] sections[" in result.content
+    assert tools.drafts["report"] == broken and any(d.file == "report.yaml" for d in tools.found["report"])
+    broken["sections"].pop()  # the schema passes now: the placeholders are checked against the data
+    result = tools.execute("write_report", {"yaml": workspace.render("report", broken)})
+    assert result.is_error and "2 check(s) failed" in result.content
+    assert "- error [check.placeholders] sections[11].markdown: placeholder {{nowhere.x}}" in result.content
+    assert "query 'week' has no column 'unitz'; did you mean 'units'?" in result.content
+
+
+@pytest.mark.parametrize(
+    "text,says",
+    [
+        ("title: [unclosed\n", "the YAML does not parse"),
+        ("- a\n- list\n", "expected title, queries, sections"),
+        ("x" * (toolbox.YAML_MAX_CHARS + 1), "limit 200,000"),
+    ],
+)
+def test_yaml_that_cannot_be_a_report_changes_nothing(files, text, says):
+    tools = box(files)
+    result = tools.execute("write_report", {"yaml": text})
+    assert result.is_error and result.malformed and says in result.content
+    assert "send the complete report.yaml again" in result.content and tools.drafts == {}
+
+
+def test_write_report_is_refused_in_query_mode(files):
+    result = box(files, mode="query").execute("write_report", {"yaml": "title: x"})
+    assert result.malformed and result.content.startswith("write_report is not available in query mode")
 
 
 # --------------------------------------------------------------------------- propose_rule

@@ -180,6 +180,34 @@ def test_chat_without_a_key_offers_auto_draft(env):
     assert at.metric
 
 
+@JOURNEY
+def test_chat_auto_drafts_a_report_checks_it_and_saves_it_to_the_draft(env):
+    from lib import workspace
+    from lib.access import User
+
+    at = on_page(signed_in("sam"), "app_pages/chat.py")
+    next(r for r in at.radio if r.label == "Draft").set_value("report").run()
+    next(b for b in at.button if b.label == "Auto-draft").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    [diff] = [c.value for c in at.code]
+    assert diff.startswith("--- a/report.yaml") and "dashboard.yaml" not in diff
+    assert "+description: 'First draft from the data profile of `gates`" in diff, diff
+    assert any(s.value == "The report's checks pass." for s in at.success)
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success)
+    repo = at.session_state["config_repo"]
+    assert repo.history("supply-chain-weekly", ref="draft/sam/supply-chain-weekly")[0].message == "Auto-draft the report"
+    saved = workspace.load(repo.draft(User("sam", app_role="steward"), "supply-chain-weekly").workspace_path)[0]
+    assert any(s.get("id") == "movers" for s in saved.data["report"]["sections"])
+    # Review says what the report change means and publishes it like any other file.
+    at = on_page(signed_in("olivia"), "app_pages/review.py")
+    [meaning] = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**Report**")]  # without Markdown's escapes
+    assert "report query overview added" in meaning and "report component kpi_records added" in meaning
+    next(b for b in at.button if b.label == "Publish").click().run()
+    next(b for b in at.button if b.label == "Yes, publish").click().run()
+    assert any(s.value.startswith("Published sam's draft (report.yaml) as version") for s in at.success), [e.value for e in at.error]
+
+
 @pytest.fixture
 def scripted_claude(env, monkeypatch):
     """An API key is 'set' and the page's client is a scripted model (the real SDK path is tested in test_model)."""
@@ -220,6 +248,29 @@ def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
     assert any("Saved to your draft" in s.value for s in at.success)
     repo = at.session_state["config_repo"]
     assert repo.history("supply-chain-weekly", ref="draft/sam/supply-chain-weekly")[0].message == "Dashboard change from a Claude session"
+
+
+@JOURNEY
+def test_chat_session_that_writes_a_report_shows_its_diff_and_checks_and_saves_it(scripted_claude):
+    from lib import workspace
+    from lib.model import message, text_block, tool_use_block
+
+    report = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["report"]
+    report = {**report, "title": "Supply chain weekly report, refined"}
+    scripted_claude.extend(
+        [
+            message(tool_use_block("t1", "write_report", {"yaml": workspace.render("report", report)})),
+            message(text_block("I renamed the report.")),
+        ]
+    )
+    at = on_page(signed_in("sam"), "app_pages/chat.py")
+    at.chat_input[0].set_value("Rename the report").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("+title: Supply chain weekly report, refined" in c.value and "a/report.yaml" in c.value for c in at.code)
+    assert any(s.value == "The report's checks pass." for s in at.success)
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    repo = at.session_state["config_repo"]
+    assert repo.history("supply-chain-weekly", ref="draft/sam/supply-chain-weekly")[0].message == "Report change from a Claude session"
 
 
 def test_chat_query_mode_for_a_viewer_answers_and_offers_nothing_to_save(scripted_claude):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lib import autodraft, checks, live, profile, workspace
@@ -16,6 +17,7 @@ from lib.access import OPERATOR
 from lib.components import chart
 from lib.refresh import refresh
 from lib.render import QueryCache, render
+from lib.report import render_report
 from lib.warehouse import Warehouse
 
 from .conftest import WORKSPACES
@@ -387,3 +389,151 @@ def test_no_joined_breakdown_reaches_across_a_live_source():
     assert "by_clients_segment" in [c["id"] for c in autodraft.draft(files)["components"]]
     files["sources"]["sources"][1] = {**clients, "mode": "live"}
     assert "by_clients_segment" not in [c["id"] for c in autodraft.draft(files)["components"]]
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def drafted_report(folder: Path, wh):
+    """The drafted report saved into the workspace, loaded back, checked and rendered."""
+    ws, _ = workspace.load(folder)
+    spec = autodraft.draft_report(ws.data)
+    workspace.save(folder, {"report": spec})
+    ws, diags = workspace.load(folder)
+    assert diags == [], [d.format() for d in diags]
+    found = checks.run(ws, wh.tables(), wh.current().id, kind="report")
+    rendered = render_report(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    return spec, found, rendered
+
+
+def prose_of(rendered) -> list[str]:
+    return [s.components[0].markdown for s in rendered.sections if s.type == "prose"]
+
+
+@pytest.mark.parametrize("csv_name", PUBLIC)
+def test_the_drafted_report_passes_every_check_and_renders_with_values(tmp_path, csv_name, dataset):
+    folder, wh = workspace_over(tmp_path, dataset(csv_name))
+    spec, found, rendered = drafted_report(folder, wh)
+    assert found == [], [d.format() for d in found]
+    assert rendered.errors == []
+    kinds = [s["type"] for s in spec["sections"]]
+    assert kinds[:3] == ["heading", "prose", "kpis"] and kinds[-3:] == ["page_break", "heading", "table"]
+    for text in prose_of(rendered):
+        assert "{{" not in text and "—" not in text  # every placeholder filled, none empty
+    # The prose carries no figure of its own: every digit comes from a placeholder.
+    for section in spec["sections"]:
+        if section["type"] in ("prose", "heading"):
+            words = re.sub(r"\{\{[^}]*\}\}", "", section.get("markdown") or section.get("text"))
+            assert not re.search(r"\d", words), words
+
+
+@pytest.mark.parametrize("slug", ["supply-chain-weekly", "gdp-explorer"])
+def test_the_drafted_report_passes_every_check_on_the_demo_workspaces(tmp_path, slug):
+    folder = tmp_path / slug
+    shutil.copytree(WORKSPACES / slug, folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    spec, found, rendered = drafted_report(folder, wh)
+    assert found == [] and rendered.errors == []
+    assert "movers" in spec["queries"] and any(s.get("id") == "trend" for s in spec["sections"])
+
+
+def test_the_report_has_an_overview_key_figures_a_trend_the_top_movers_and_a_table(tmp_path, dataset):
+    """The movers are computed apart from the product: the latest two months, per market, from the CSV."""
+    csv = dataset("global_superstore_sample1000.csv")
+    folder, wh = workspace_over(tmp_path, csv)
+    spec, found, rendered = drafted_report(folder, wh)
+    assert found == []
+    outline = [s.get("text") or s.get("id") or s["type"] for s in spec["sections"]]
+    assert outline[:4] == ["Overview", "prose", "kpis", "Trend"] and "Top movers" in outline and "movers" in outline
+    assert [p["id"] for p in spec["parameters"]] == ["f_market", "f_order_date"]  # the dashboard's filters, as parameters
+    trend = next(s for s in spec["sections"] if s.get("id") == "trend")
+    assert "date_trunc('month'" in trend["query"] and trend["encoding"]["x"]["format"] == "%B %Y"
+
+    raw = pd.read_csv(csv, parse_dates=["Order Date"], dayfirst=True)
+    raw["month"] = raw["Order Date"].dt.to_period("M")
+    before, latest = sorted(raw["month"].unique())[-2:]
+    by = raw[raw["month"].isin([before, latest])].pivot_table(index="Market", columns="month", values="Sales", aggfunc="sum").dropna()
+    by["change"] = by[latest] - by[before]
+    ranked = by.reindex(by["change"].abs().sort_values(ascending=False).index)
+    shown = rendered.component("movers").result.to_pandas()
+    assert list(shown["market"]) == list(ranked.index)
+    assert shown["change"].round(2).tolist() == ranked["change"].round(2).tolist()
+    overview, mover_text = prose_of(rendered)
+    top = ranked.iloc[0]
+    assert f"**{ranked.index[0]}**, {'+' if top['change'] > 0 else '−'}{abs(top['change']):,.0f}" in mover_text
+    assert overview.startswith(f"Total sales came to **{raw['Sales'].sum():,.0f}** over 1,000 records, from 06 Jan 2011 to 31 Dec 2014.")
+    assert "In the latest month (December 2014)" in overview
+
+    # A parameter narrows every section: the movers of one market only.
+    narrowed = render_report(workspace.load(folder)[0].data, wh.tables(), wh.current().id, {"f_market": ["EU"]}, cache=QueryCache())
+    assert narrowed.component("movers").result.to_pandas()["market"].tolist() == ["EU"]
+
+
+def test_the_report_draft_is_deterministic_and_drafts_with_the_dashboard(tmp_path, dataset):
+    folder, wh = workspace_over(tmp_path, dataset("adult.csv"))
+    ws, _ = workspace.load(folder)
+    assert workspace.render("report", autodraft.draft_report(ws.data)) == workspace.render("report", autodraft.draft_report(ws.data))
+    both = autodraft.draft_files(ws.data, wh.tables(), ("dashboard", "report"))
+    assert list(both) == ["profile", "dashboard", "report"]
+    assert list(autodraft.draft_files(ws.data, wh.tables(), ("report",))) == ["profile", "report"]
+    with pytest.raises(ValueError, match="not chart"):
+        autodraft.draft_files(ws.data, wh.tables(), ("chart",))
+    # No time column in adult.csv: no trend and no movers, and the report says only what it has.
+    spec = both["report"]
+    assert not any(s.get("id") in ("trend", "movers") for s in spec["sections"]) and "movers" not in spec["queries"]
+    assert "trend" not in spec["description"] and "movers" not in spec["description"]
+
+
+@pytest.mark.parametrize("draft", ["report", "both"])
+def test_the_cli_drafts_a_report_and_refuses_to_replace_one_without_force(tmp_path, draft):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    env = {**os.environ, "PYTHONPATH": str(WORKSPACES.parent), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+    cli = [sys.executable, "-m", "lib", "autodraft", str(folder), "--draft", draft]
+    refused = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode == 1 and f"{'dashboard' if draft == 'both' else 'report'}.yaml exists; use --force" in refused.stderr
+    before = (folder / "report.yaml").read_text()
+    done = subprocess.run(cli + ["--force"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "wrote" in done.stderr and "report.yaml" in done.stderr and done.stdout.strip().endswith("all checks passed")
+    assert (folder / "report.yaml").read_text() != before
+    assert ("dashboard.yaml" in done.stderr) == (draft == "both")
+
+
+def test_a_report_drafted_on_a_live_postgresql_table_renders_there_with_the_same_movers(tmp_path):
+    """The movers' SQL (a CTE, CASE sums, HAVING) is DuckDB's dialect; on a live source it is transpiled and run in PostgreSQL."""
+    import datetime as dt
+    import uuid
+
+    from .conftest import SERVERS, server_engine
+
+    engine = server_engine("postgresql")
+    name = f"dm_report_{uuid.uuid4().hex[:10]}"
+    rows = [(dt.date(2026, 9, 1) + dt.timedelta(days=d), region, (d + 1) * (3 - i) ** 2) for d in range(0, 150, 3) for i, region in enumerate("NSEW")]
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"CREATE TABLE {name} (day DATE, region VARCHAR(10), sales INTEGER)")
+        connection.exec_driver_sql(f"INSERT INTO {name} VALUES " + ", ".join(f"('{d}', '{r}', {s})" for d, r, s in rows))
+    try:
+        url = SERVERS["postgresql"][2].replace("+psycopg2", "")
+        folder = tmp_path / "sales"
+        workspace.save(folder, workspace.blank("Sales", "alice", "2026-11-30"))
+        workspace.save(folder, {"sources": {"sources": [{"name": "sales", "type": "sql", "url": url, "table": name, "mode": "live", "cache_ttl_s": 0}]}})
+        wh = Warehouse(tmp_path / "cache")
+        assert refresh(folder, wh, user=OPERATOR).ok
+        ws, _ = workspace.load(folder)
+        workspace.save(folder, {"profile": profile.build(wh.tables(), ws.data["sources"]["sources"], workspace_path=folder)})
+        spec, found, rendered = drafted_report(folder, wh)
+        assert found == [] and rendered.errors == []
+        assert "date_trunc('month'" in spec["queries"]["movers"]  # five months of days: by month
+        frame = pd.DataFrame(rows, columns=["day", "region", "sales"])
+        frame["month"] = pd.to_datetime(frame["day"]).dt.to_period("M")
+        before, latest = sorted(frame["month"].unique())[-2:]
+        by = frame[frame["month"].isin([before, latest])].pivot_table(index="region", columns="month", values="sales", aggfunc="sum")
+        change = (by[latest] - by[before]).sort_values(key=abs, ascending=False)
+        shown = rendered.component("movers").result.to_pandas()
+        assert list(shown["region"]) == list(change.index) and [float(v) for v in shown["change"]] == [float(v) for v in change]
+    finally:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        engine.dispose()

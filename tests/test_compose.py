@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lib import agent_tools, compose, profile, tokens, workspace
+from lib import agent_tools, compose, profile, schemas, tokens, workspace
 
 from .conftest import ROOT, WORKSPACES
 
@@ -54,12 +54,13 @@ def test_profile_opens_the_user_turn_with_its_own_breakpoint_and_the_message_com
     assert list(request) == ["model", "max_tokens", "system", "tools", "messages"]
     [turn] = request["messages"]
     assert turn["role"] == "user"
-    first, dashboard_block, last = turn["content"]
-    keep = compose.referenced_columns(files["profile"], files["dashboard"])
+    first, dashboard_block, report_block, last = turn["content"]
+    keep = compose.referenced_columns(files["profile"], files["dashboard"]) + compose.referenced_columns(files["profile"], files["report"])
     assert "gates.attainment" in keep and "gates.site" in keep
     assert first["text"].endswith(profile.text(files["profile"], 400 - tokens.estimate(first["text"].split("\n")[0] + "\n"), keep))
     assert first["cache_control"] == EPHEMERAL
-    assert dashboard_block["cache_control"] == EPHEMERAL and "cache_control" not in last
+    # The dashboard and the report share the last breakpoint: the API allows four.
+    assert "cache_control" not in dashboard_block and report_block["cache_control"] == EPHEMERAL and "cache_control" not in last
     assert last == {"type": "text", "text": "Add a trend chart"}
     assert breakpoints(request) == 4  # the API's limit
     query = compose.compose(files, "query", "Which site missed most?").request
@@ -72,10 +73,54 @@ def test_edit_mode_shows_the_current_dashboard_for_refinement():
     shown = content[1]["text"]
     canonical = workspace.render("dashboard", files["dashboard"]).split("\n", 1)[1]
     assert "Refine this spec" in shown and canonical in shown
-    without = {k: v for k, v in files.items() if k != "dashboard"}
+    without = {k: v for k, v in files.items() if k not in ("dashboard", "report")}
     composed = compose.compose(without, "edit", "Build a dashboard")
     assert len(composed.request["messages"][0]["content"]) == 2
-    assert composed.breakdown["dashboard"] == 0
+    assert composed.breakdown["dashboard"] == composed.breakdown["report"] == 0
+
+
+def test_edit_mode_shows_the_current_report_after_the_dashboard_under_one_breakpoint():
+    files = files_of("supply-chain-weekly")
+    request = compose.compose(files, "edit", "Add a movers table to the report").request
+    content = request["messages"][0]["content"]
+    assert [b["text"].split("\n")[0] for b in content[1:3]] == [
+        "# " + compose.ARTIFACT_HEADINGS["dashboard"],
+        "# " + compose.ARTIFACT_HEADINGS["report"],
+    ]
+    canonical = workspace.render("report", files["report"]).split("\n", 1)[1]
+    assert canonical in content[2]["text"] and "yaml-language-server" not in content[2]["text"]
+    assert breakpoints(request) == 4
+    # A report alone: it takes the dashboard's place and its breakpoint.
+    only_report = {k: v for k, v in files.items() if k != "dashboard"}
+    request = compose.compose(only_report, "edit", "Tighten the overview").request
+    profile_block, report_block, message = request["messages"][0]["content"]
+    assert report_block["text"].startswith("# Current report (report.yaml)") and report_block["cache_control"] == EPHEMERAL
+    assert breakpoints(request) == 4
+    # Query mode shows neither artifact.
+    query = compose.compose(files, "query", "Which site missed most?").request
+    assert "report.yaml" not in json.dumps(query["messages"])
+
+
+def test_the_profile_budget_keeps_the_columns_only_the_report_names():
+    files = files_of("supply-chain-weekly")
+    files["dashboard"] = {
+        "title": "Days",
+        "components": [{"id": "n", "type": "kpi", "title": "Days", "query": "SELECT count(DISTINCT day) AS value FROM gates"}],
+    }
+    files["report"] = {"title": "Targets", "sections": [{"id": "t", "type": "table", "title": "Targets", "query": "SELECT target FROM gates"}]}
+    composed = compose.compose(files, "edit", "x", profile_budget=150).request["messages"][0]["content"][0]["text"]
+    heading = composed.split("\n")[0] + "\n"
+    assert composed == heading + profile.text(files["profile"], 150 - tokens.estimate(heading), ["gates.day", "gates.target"])
+    assert composed != heading + profile.text(files["profile"], 150 - tokens.estimate(heading), ["gates.day"])
+
+
+def test_the_edit_instructions_describe_the_report_and_its_tool():
+    text = compose.BASE_EDIT
+    assert "write_report" in text and "schemas/report.schema.json" in text
+    kinds = schemas.load_schema("report")["$defs"]["section"]["properties"]["type"]["enum"]
+    described = re.findall(r"^  - ([a-z_, ]+?)[:.]", text.split("The report spec", 1)[1], re.M)
+    assert sorted(k for line in described for k in line.split(", ")) == sorted(kinds)  # the schema's section kinds, no more
+    assert "write_report" not in compose.BASE_QUERY
 
 
 def test_query_mode_offers_only_run_sql_and_no_dashboard():
@@ -86,7 +131,7 @@ def test_query_mode_offers_only_run_sql_and_no_dashboard():
     assert [b["text"].split("\n")[0] for b in request["messages"][0]["content"]][-1] == "Which site missed most?"
     assert len(request["messages"][0]["content"]) == 2
     edit_tools = [t["name"] for t in compose.compose(files, "edit", "x").request["tools"]]
-    assert edit_tools == ["run_sql", "write_dashboard", "propose_rule"]
+    assert edit_tools == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
 
 
 def test_same_input_gives_the_same_bytes_and_a_new_question_changes_only_the_end():
@@ -118,7 +163,7 @@ def test_tools_are_identical_for_different_workspaces_and_name_no_column():
 
 def test_breakdown_estimates_every_part():
     composed = compose.compose(files_of("supply-chain-weekly"), "edit", "Add a trend chart")
-    assert list(composed.breakdown) == ["base", "task", "sources", "output", "profile", "dashboard", "message", "tools"]
+    assert list(composed.breakdown) == ["base", "task", "sources", "output", "profile", "dashboard", "report", "message", "tools"]
     assert all(count > 0 for count in composed.breakdown.values())
     assert composed.breakdown["message"] == tokens.estimate("Add a trend chart")
     assert composed.total_tokens == sum(composed.breakdown.values())

@@ -116,7 +116,7 @@ def test_the_composed_request_goes_over_the_wire_unchanged():
     assert body["system"][1]["text"].startswith("Workspace: Supply chain weekly")
     assert body["messages"][0]["content"][0]["text"].startswith("# Data profile")
     assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
-    assert [t["name"] for t in body["tools"]] == ["run_sql", "write_dashboard", "propose_rule"]
+    assert [t["name"] for t in body["tools"]] == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
     assert response["content"] == [{"type": "text", "text": "Lyon."}]
     assert response["usage"] == USAGE and response["stop_reason"] == "end_turn"
 

@@ -176,6 +176,48 @@ def test_publishing_a_draft_whose_dashboard_checks_fail_is_refused_naming_the_ch
     assert_main_clean(repo)
 
 
+def test_a_report_change_goes_draft_review_publish_history_with_no_special_case(config_repo):
+    """A steward's report edit: Review shows what it means and the same checks publish runs; a figure typed
+    into prose is refused at publish, the placeholder that replaces it publishes, and history tells it."""
+    from lib import checks, semantic_diff
+
+    repo = config_repo
+    _, figure = _title_with_a_figure_from_the_data(repo)
+    draft = repo.draft(SAM, SCW)
+    report = copy.deepcopy(workspace.load(draft.workspace_path)[0].data["report"])
+    report["queries"]["volume"] = "SELECT sum(actual) AS units FROM gates"
+    report["sections"].insert(3, {"type": "prose", "markdown": f"All sites together moved {figure} units."})
+    assert repo.save(SAM, SCW, {"report": report}, "Report: the week's volume in words") is not None
+
+    # Review: the meaning of the change, then the verdict publish will reach.
+    meaning = [c.describe() for c in repo.draft_changes(SCW, draft.branch)]
+    assert meaning == [
+        "report query volume added: 'SELECT sum(actual) AS units FROM gates'",
+        f"report section prose 'All sites together moved {figure} units.' added at sections[3]",
+    ]
+    [diff] = repo.draft_diff(SCW, draft.branch)
+    assert diff.path == "report.yaml" and diff.status == "modified"
+    found = checks.validate_workspace(draft.workspace_path)
+    assert [(d.id, d.file.rsplit("/", 1)[-1], d.field) for d in found] == [("check.literal_values", "report.yaml", "sections[3].markdown")]
+    main_before = sha(repo)
+    with pytest.raises(ValidationFailed) as info:
+        repo.publish_branch(OLIVIA, SCW, draft.branch)
+    assert [d.id for d in info.value.diagnostics] == ["check.literal_values"] and f"{SCW}/report.yaml:" in str(info.value)
+    assert sha(repo) == main_before and figure not in (repo.path / SCW / "report.yaml").read_text()
+
+    report["sections"][3]["markdown"] = "All sites together moved {{volume.units|,.0f}} units."
+    repo.save(SAM, SCW, {"report": report}, "Report: the volume from a query")
+    assert checks.validate_workspace(draft.workspace_path) == []
+    published = repo.publish_branch(OLIVIA, SCW, draft.branch)
+
+    assert "{{volume.units|,.0f}}" in (repo.path / SCW / "report.yaml").read_text()
+    assert_main_clean(repo)
+    top = repo.history(SCW)[0]
+    assert top.sha == published
+    told = semantic_diff.format_text(repo.changes(SCW, main_before, published))
+    assert "Report:" in told and "report section prose 'All sites together moved {{volume.units|,.0f}} units.' added at sections[3]" in told
+
+
 def test_publish_checks_the_data_of_an_uploaded_source_of_the_workspace(config_repo, tmp_path, monkeypatch):
     """The merged workspace is checked in a folder named after it, so its uploads (kept per workspace
     name, outside git) are found: the data checks run on them, and find the figure in the title."""

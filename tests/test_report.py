@@ -213,7 +213,7 @@ def test_a_report_is_drafted_published_diffed_and_reverted_like_any_workspace_fi
     saved = repo.save(OLIVIA, SCW, {"report": report}, "Report: reword the overview")
     assert saved is not None
     changes = repo.draft_changes(SCW, draft.branch)
-    assert [c.kind for c in changes if c.category == "report"] == ["query_changed", "outline"]
+    assert [c.kind for c in changes if c.category == "report"] == ["query_changed", "reworded", "section_added"]
     after = repo.publish(OLIVIA, SCW)
     assert [(d.path, d.status) for d in repo.diff(SCW, before, after)] == [("report.yaml", "modified")]
     assert "This week" in files_at(repo, "main", SCW)["report.yaml"].decode()

@@ -318,3 +318,84 @@ def test_format_text_groups_and_marks_what_needs_attention(base):
         "  - task rule week-label reworded: 'Label weeks as ISO weeks (2026-W47), not dates.' -> 'ISO weeks.'",
     ]
     assert semantic_diff.format_text([]) == "no changes in meaning"
+
+
+# --------------------------------------------------------------------------- report.yaml
+
+
+def section_at(data: dict, sid: str) -> int:
+    return next(i for i, s in enumerate(data["report"]["sections"]) if s.get("id") == sid)
+
+
+def test_a_report_section_added_or_removed_is_one_change_not_a_shifted_outline(base):
+    found = edited(base, lambda d: d["report"]["sections"].insert(1, {"type": "heading", "text": "In short", "level": 2}))
+    assert kinds(found) == [("report", "section_added", "heading 'In short'")]
+    assert found[0].describe() == "report section heading 'In short' added at sections[1]"
+
+    found = edited(base, lambda d: d["report"]["sections"].append({"type": "prose", "markdown": "Best site: {{best.site}}."}))
+    assert [c.describe() for c in found] == ["report section prose 'Best site: {{best.site}}.' added at sections[11]"]
+
+    found = edited(base, lambda d: d["report"]["sections"].remove({"type": "page_break"}))
+    assert [c.describe() for c in found] == ["report section page_break removed from sections[8]"]
+
+
+def test_a_report_chart_added_or_removed_is_a_component_change_and_named_once(base):
+    def drop_daily(d):
+        del d["report"]["sections"][section_at(d, "daily")]
+
+    assert kinds(edited(base, drop_daily)) == [("report", "removed", "daily")]
+    card = {"id": "kpi_target", "type": "kpi", "title": "Target", "query": "SELECT sum(target) AS value FROM gates", "format": ",.0f"}
+    found = edited(base, lambda d: d["report"]["sections"][1]["components"].append(card))
+    assert kinds(found) == [("report", "added", "kpi_target")]  # the KPI row is the same row, with one card more
+    table = {"id": "by_site", "type": "table", "title": "By site", "query": "SELECT site, sum(actual) AS units FROM gates GROUP BY 1"}
+    assert [c.describe() for c in edited(base, lambda d: d["report"]["sections"].append(table))] == ["report component by_site added: 'table By site'"]
+
+
+def test_a_report_section_that_runs_other_sql_is_a_requery_and_whitespace_is_not(base):
+    def requery(d):
+        d["report"]["sections"][section_at(d, "daily")]["query"] = "SELECT day, gate, avg(attainment) AS attainment FROM gates GROUP BY 1, 2"
+
+    found = edited(base, requery)
+    assert kinds(found) == [("report", "requery", "daily")]
+    assert found[0].describe().startswith("report component daily runs different SQL: ")
+
+    def card_requery(d):
+        d["report"]["sections"][1]["components"][0]["query"] = "SELECT avg(attainment) AS value FROM gates"
+
+    assert kinds(edited(base, card_requery)) == [("report", "requery", "kpi_attainment")]
+
+    def named_query(d):
+        d["report"]["queries"]["best"] = d["report"]["queries"]["best"].replace("DESC", "ASC")
+
+    assert kinds(edited(base, named_query)) == [("report", "query_changed", "best")]
+
+    def reflow(d):
+        d["report"]["queries"]["best"] = "  " + d["report"]["queries"]["best"].replace(" ", "\n  ", 3)
+        d["report"]["sections"][section_at(d, "daily")]["query"] += "\n"
+
+    assert edited(base, reflow) == []
+
+
+def test_report_sections_moved_and_reworded_in_one_edit(base):
+    def edit(d):
+        sections = d["report"]["sections"]
+        sections[0]["text"] = "This week"
+        sections.append(sections.pop(section_at(d, "movers")))  # the movers chart goes to the end
+
+    found = edited(base, edit)
+    assert [c.describe() for c in found] == [
+        "report heading sections[0] reworded: 'Overview' -> 'This week'",
+        "report section chart movers moved: sections[7] -> sections[10]",
+    ]
+
+
+def test_a_new_report_reads_as_its_components_queries_and_plain_sections(base):
+    without = {k: v for k, v in base.items() if k != "report"}
+    found = changes(without, base)
+    ids = {c.id for c in found if c.kind == "added"}
+    assert {"kpi_attainment", "daily", "movers", "worst_site_gates"} <= ids
+    assert {c.id for c in found if c.kind == "query_added"} == set(base["report"]["queries"])
+    assert [c.kind for c in found if c.id == "heading 'Overview'"] == ["section_added"]
+    # and a removed report the other way round, never an error on a half-written one
+    assert {c.kind for c in changes(base, without) if c.category == "report"} >= {"removed", "query_removed", "section_removed"}
+    assert changes({"report": {"sections": "not a list"}}, {"report": {"sections": [None, 3]}}) is not None
