@@ -293,3 +293,36 @@ def test_a_clicked_value_becomes_the_filters_own_option():
     years = FilterState("year", "select", "Year", options=[2023, 2024])
     assert _options(years, [2024.0]) == [2024] and _options(years, ["2023"]) == [2023]
     assert _points([{"site": "Brno"}, "junk"]) == [{"site": "Brno"}] and _points({}) == [] and _points(None) == []
+
+
+# --------------------------------------------------------------------------- `python -m lib rows`, in its own processes
+
+
+@pytest.mark.slow
+def test_cli_rows_of_a_selected_bar_with_a_filter_are_those_rows_of_the_csv(tmp_path, gates):
+    import json
+
+    from .test_explain import cli
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    cache = tmp_path / "cache"
+    proc = cli("rows", folder, "by_site", "--select", "site=Brno", "--json", cache=cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    brno = gates[gates.site == "Brno"]
+    assert out["ok"] and out["marks"] == {"site": ["Brno"]} and out["matching"] == len(brno) and not out["capped"]
+    assert sorted(r["actual"] for r in out["rows"]) == sorted(brno.actual) and "Brno" not in out["sql"]
+    kpi = cli("rows", folder, "kpi_attainment", "--filter", "site=Lyon", "--filter", "site=Porto", "--max-rows", "3", cache=cache)
+    assert kpi.returncode == 0, kpi.stderr
+    expected = int(gates.site.isin(["Lyon", "Porto"]).sum())
+    assert f"{expected:,} match, the first 3 shown" in kpi.stdout and "$site = ['Lyon', 'Porto']" in kpi.stdout
+    assert len(kpi.stdout.strip().splitlines()) == 3 + 4  # heading, sql, parameters, columns, then the 3 rows
+    for args, message in [
+        (["by_site", "--select", "gate=Orders"], "a field the component's marks select (site)"),
+        (["kpi_attainment", "--select", "site=Brno"], "none: it has no select"),
+        (["by_site", "--select", "site=Atlantis"], "'Atlantis' is not one of its options"),
+        (["nope"], "no component 'nope'"),
+    ]:
+        bad = cli("rows", folder, *args, cache=cache)
+        assert bad.returncode == 1 and bad.stdout == "" and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
