@@ -478,6 +478,9 @@ _WHOLE = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "US
 # --------------------------------------------------------------------------- saving it
 
 
+SAVE_ATTEMPTS = 3  # saves onto a draft that keeps moving under it before the person is asked to try again
+
+
 @dataclass
 class Saved:
     sha: str | None
@@ -493,26 +496,38 @@ def save_to_draft(repo: ConfigRepo, user: User, slug: str, question: Question, t
     ValidationFailed lists the findings.
     """
     from . import checks, workspace
+    from .configrepo import DraftChanged
     from .diagnostics import ERROR, ValidationFailed
 
     access.require(user, "save", repo.meta_for(user, slug), slug)
-    path = repo.draft(user, slug).workspace_path
-    ws, _ = workspace.load(path)
-    built = build(question, catalogue(ws.data))
-    dashboard = _plain(ws.get("dashboard") or {}) or {"title": ws.name, "components": []}
-    taken = {str(c.get("id")) for c in dashboard.get("components") or []}
-    cid = unique_id(question, taken)
-    # A chart even when today's data leaves one group: the dashboard keeps the question's shape as the data changes.
-    spec = pick_chart(question, built, None, ws.data, cid)
-    dashboard["components"] = [*(dashboard.get("components") or []), spec]
-    if dashboard.get("layout"):
-        dashboard["layout"] = [*dashboard["layout"], [cid]]
-    candidate = workspace.Workspace(ws.path, {**ws.data, "dashboard": dashboard}, {})
-    found = checks.run(candidate, tables, f"explore:{version}")
-    if any(d.level == ERROR for d in found):
-        raise ValidationFailed(found)
-    sha = repo.save(user, slug, {"dashboard": dashboard}, f"Add {cid} from Explore: {built.title}")
-    return Saved(sha, cid, found)
+    races = 0
+    while True:
+        # The whole dashboard is written back, so it is saved only onto the draft it was read from: when
+        # another save (a second tab, a chat) moved the draft meanwhile, the question is added again onto
+        # the newest draft, and after SAVE_ATTEMPTS such races the person is asked to try again.
+        base = repo.draft_head(user, slug)
+        ws, _ = workspace.load(repo.draft(user, slug).workspace_path)
+        built = build(question, catalogue(ws.data))
+        dashboard = _plain(ws.get("dashboard") or {}) or {"title": ws.name, "components": []}
+        taken = {str(c.get("id")) for c in dashboard.get("components") or []}
+        cid = unique_id(question, taken)
+        # A chart even when today's data leaves one group: the dashboard keeps the question's shape as the data changes.
+        spec = pick_chart(question, built, None, ws.data, cid)
+        dashboard["components"] = [*(dashboard.get("components") or []), spec]
+        if dashboard.get("layout"):
+            dashboard["layout"] = [*dashboard["layout"], [cid]]
+        candidate = workspace.Workspace(ws.path, {**ws.data, "dashboard": dashboard}, {})
+        found = checks.run(candidate, tables, f"explore:{version}")
+        if any(d.level == ERROR for d in found):
+            raise ValidationFailed(found)
+        try:
+            sha = repo.save(user, slug, {"dashboard": dashboard}, f"Add {cid} from Explore: {built.title}", base=base)
+        except DraftChanged:
+            races += 1
+            if races == SAVE_ATTEMPTS:
+                raise
+            continue
+        return Saved(sha, cid, found)
 
 
 def unique_id(question: Question, taken: set[str]) -> str:

@@ -424,6 +424,104 @@ def test_a_question_on_a_table_the_profile_lacks_or_failing_the_checks_saves_not
     assert config_repo.repo.heads[config_repo.branch_name(SAM, GDP)].commit.hexsha == head
 
 
+# --------------------------------------------------------------------------- saving while another save moves the draft
+
+
+def _dashboard(repo, user=SAM, slug=GDP) -> dict:
+    ws, _ = workspace.load(repo.draft(user, slug).workspace_path)
+    return json.loads(json.dumps(ws.data["dashboard"]))
+
+
+def _retitle(repo, title: str) -> None:
+    """What a Chat save does: the whole dashboard written back, here with a new title."""
+    dashboard = _dashboard(repo)
+    dashboard["title"] = title
+    assert repo.save(SAM, GDP, {"dashboard": dashboard}, f"Retitle: {title}")
+
+
+def test_a_save_that_moves_the_draft_while_a_question_is_checked_is_kept_and_the_question_added_on_top(config_repo, monkeypatch):
+    from lib import checks
+
+    real, calls = checks.run, []
+
+    def run_while_another_tab_saves(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            _retitle(config_repo, "Renamed in another tab")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checks, "run", run_while_another_tab_saves)
+    saved = explore.save_to_draft(config_repo, SAM, GDP, Question("gdp", "Value", "max", breakdown="Country Name", top=3), None)
+    after = _dashboard(config_repo)
+    assert after["title"] == "Renamed in another tab" and after["components"][-1]["id"] == saved.component
+    assert len(calls) == 2  # checked again on the newest draft
+    log = config_repo.repo.git.log("-2", "--format=%s", config_repo.branch_name(SAM, GDP)).splitlines()
+    assert log[0].startswith(f"Add {saved.component} from Explore") and log[1] == "Retitle: Renamed in another tab"
+
+
+def test_a_draft_that_keeps_moving_refuses_the_save_plainly_and_loses_nothing(config_repo, monkeypatch):
+    from lib import checks
+    from lib.configrepo import DraftChanged
+
+    real, titles = checks.run, []
+
+    def run_while_another_tab_saves(*args, **kwargs):
+        titles.append(f"Renamed {len(titles) + 1}")
+        _retitle(config_repo, titles[-1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checks, "run", run_while_another_tab_saves)
+    before = _dashboard(config_repo)
+    with pytest.raises(DraftChanged, match="changed while this was being saved.*nothing was saved, try again"):
+        explore.save_to_draft(config_repo, SAM, GDP, Question("gdp", "Value", "max", breakdown="Country Name"), None)
+    after = _dashboard(config_repo)
+    assert len(titles) == explore.SAVE_ATTEMPTS and after["title"] == titles[-1]
+    assert [c["id"] for c in after["components"]] == [c["id"] for c in before["components"]]
+
+
+SAVE_AT_ONCE = """
+import json, sys, time
+from pathlib import Path
+from lib import explore
+from lib.access import User
+from lib.configrepo import ConfigRepo
+from lib.warehouse import Warehouse
+repo = ConfigRepo.open_or_create(Path(sys.argv[1]), Path(sys.argv[2]))
+user = User(sys.argv[3], app_role="steward")
+question = explore.Question("gdp", "Value", "max", breakdown="Country Name", top=3)
+wh = Warehouse.for_workspace(repo.draft(user, "gdp-explorer").workspace_path)
+while not Path(sys.argv[4]).exists():  # both processes start saving together
+    time.sleep(0.01)
+saved = explore.save_to_draft(repo, user, "gdp-explorer", question, wh.tables(), wh.current().id)
+print(json.dumps({"sha": saved.sha, "component": saved.component}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_saving_questions_at_once_keep_both(config_repo, env, tmp_path):
+    ws, _ = workspace.load(config_repo.draft(SAM, GDP).workspace_path)
+    output = json.loads(json.dumps(ws.data["output"]))
+    output["layout"]["max_components"] = len(ws.data["dashboard"]["components"]) + 2  # room for both
+    config_repo.save(SAM, GDP, {"output": output}, "Room for two more")
+    args = (config_repo.path, WORKSPACES, "sam")
+    before = _py(env, READ, *args)  # the draft exists and its data is loaded before the race
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SAVE_AT_ONCE, *map(str, args), str(go)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    go.touch()
+    outs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(err for _, err in outs)
+    saved = sorted(json.loads(out.strip().splitlines()[-1])["component"] for out, _ in outs)
+    assert saved == ["explore_value_by_country_name", "explore_value_by_country_name_2"]
+    after = _py(env, READ, *args)
+    assert after["ids"] == before["ids"] + saved
+    assert sorted(row[0] for row in after["layout"][-2:]) == saved
+
+
 # --------------------------------------------------------------------------- the Explore page
 
 
