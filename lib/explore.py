@@ -333,6 +333,7 @@ def bar_filters(dashboard: Mapping[str, Any]) -> list[BarFilter]:
     """
     import sqlglot
     from sqlglot import exp
+    from sqlglot.errors import ParseError
 
     out = []
     for f in dashboard.get("filters") or []:
@@ -342,7 +343,7 @@ def bar_filters(dashboard: Mapping[str, Any]) -> list[BarFilter]:
             continue
         try:
             tree = sqlglot.parse_one(sql, read="duckdb")
-        except sqlglot.errors.ParseError:
+        except ParseError:
             continue
         source = tree.args.get("from_") or tree.args.get("from")
         if not isinstance(tree, exp.Select) or source is None or not isinstance(source.this, exp.Table) or tree.args.get("joins"):
