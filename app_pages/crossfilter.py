@@ -15,6 +15,7 @@ mark is a change the callback hears.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hashlib
 import logging
@@ -82,7 +83,7 @@ def _selected(key: str, slug: str, pairs: list[tuple[str, FilterState]]) -> None
         event = st.session_state.get(key) or {}
         points = _points((event.get("selection") or {}).get(SELECTION))
         for name, filt in pairs:
-            values = _options(filt, [v for p in points for k, v in p.items() if k.lower() == name.lower()])
+            values = _options(filt, [v for p in points for k, v in p.items() if chart_kind.selected_field(k).lower() == name.lower()])
             st.session_state[state.filter_widget(slug, filt.id)] = values if filt.type == "multiselect" else (values[0] if values else None)
     except Exception:  # a callback's exception would reach the page as a traceback; the filters simply stay as they were
         log.exception("cross-filter selection on %s could not be applied", key)
@@ -96,13 +97,29 @@ def _points(selection: Any) -> list[Mapping[str, Any]]:
 
 
 def _options(filt: FilterState, values: list[Any]) -> list[Any]:
-    """The filter's own options for the values a browser sent (JSON numbers and text), in click order, once each."""
+    """The filter's own options for the values a browser sent (JSON numbers and text), in click order, once each.
+
+    A date or timestamp arrives as its text (lib.components.chart.select_key) and
+    is matched to the option at the same calendar instant: a day option takes
+    the text of that day at midnight, as a date_trunc over DATE gives it.
+    """
     found: list[Any] = []
     for value in values:
-        option = next((o for o in filt.options if o == value or str(o) == str(value)), None)
+        option = next((o for o in filt.options if o == value or str(o) == str(value) or _same_instant(o, value)), None)
         if option is not None and option not in found:
             found.append(option)
     return found
+
+
+def _same_instant(option: Any, value: Any) -> bool:
+    if not isinstance(option, dt.date) or not isinstance(value, str):
+        return False
+    try:
+        sent = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    mine = option if isinstance(option, dt.datetime) else dt.datetime.combine(option, dt.time())
+    return mine.replace(tzinfo=None) == sent.replace(tzinfo=None) and (mine.tzinfo is None) == (sent.tzinfo is None)
 
 
 def _clear(slug: str, filters: list[FilterState]) -> None:

@@ -233,7 +233,10 @@ with st.expander("About this view"):
 if export_col.button("Export HTML", icon=":material/download:", width="stretch", help="A standalone file with the data embedded; it opens offline."):
     from lib import export
 
-    st.session_state[state.EXPORT_HTML] = ((ctx.slug, version, repr(chosen)), export.to_html(rendered))
+    st.session_state[state.EXPORT_HTML] = (
+        (ctx.slug, version, repr(chosen)),
+        export.to_html(rendered, changed, as_of.as_of_note() + (", with your own file in place of a table" if version != snapshot.id else "")),
+    )
 prepared = st.session_state.get(state.EXPORT_HTML)
 if prepared and prepared[0] == (ctx.slug, version, repr(chosen)):  # an export of other data or filters is stale
     export_col.download_button("Download the HTML file", prepared[1], file_name=f"{ctx.slug}.html", mime="text/html", width="stretch")

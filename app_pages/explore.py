@@ -111,15 +111,27 @@ with st.expander("Result rows"):
 
 if ctx.can("save"):
     st.divider()
-    st.caption("Adds this chart to the end of your draft dashboard; the checks run first and nothing is saved if they fail. Publish it on Review.")
+    st.caption(
+        "Adds this chart to the end of your draft dashboard; the checks run first and nothing is saved if they fail. Publish it on Review. "
+        "A filter on a column the dashboard's filter bar drives is saved as that filter, so the chart follows the bar."
+    )
+    follow_bar = st.checkbox(
+        "Follow the dashboard's filter bar",
+        key=f"{key}:follow",
+        help="The saved chart is narrowed by every filter of the bar that drives a column of this table, as the dashboard's other charts are.",
+    )
     if st.button("Save to draft dashboard", type="primary", icon=":material/add_chart:", key=f"{key}:save"):
         with ui.user_errors("Could not save to your draft", invalid="Not saved: the dashboard with this chart fails these checks:"):
             draft_wh = Warehouse.for_workspace(ctx.draft_path())
             served = draft_wh.current()
             # The checks run on the draft's own data when it has some loaded, else on the data explored here.
             check_tables, check_version = (draft_wh.tables(served), served.id) if served else (tables, version)
-            saved = explore.save_to_draft(ctx.repo, ctx.user, ctx.slug, question, check_tables, check_version)
+            saved = explore.save_to_draft(ctx.repo, ctx.user, ctx.slug, question, check_tables, check_version, follow_bar=follow_bar)
+            follows = f" It follows the filter bar's {', '.join(saved.follows)}." if saved.follows else ""
             st.session_state[state.EXPLORE_SAVED] = (
-                f"Saved **{saved.component}** to your draft dashboard" + (f" as {saved.sha[:10]}." if saved.sha else ".") + " Publish it on the Review page."
+                f"Saved **{saved.component}** to your draft dashboard"
+                + (f" as {saved.sha[:10]}." if saved.sha else ".")
+                + follows
+                + " Publish it on the Review page."
             )
             st.rerun()

@@ -153,21 +153,10 @@ def check_selections(ctx: CheckContext) -> list[Diagnostic]:
     components = ctx.dashboard.get("components") or []
     for i, comp in enumerate(components):
         cid = comp.get("id", "?")
-        channels = [ch for node in (comp.get("encoding") or {}).values() for ch in (node if isinstance(node, list) else [node]) if isinstance(ch, dict)]
-        for place, name, fid in selections(comp):
+        for place, _, fid in selections(comp):
             path = ("components", i) + place + ("filter",)
             filt = filters.get(fid)
-            if any(str(ch.get("field", "")).lower() == name.lower() and ch.get("type") == "temporal" for ch in channels):
-                # A browser reports a clicked date as a timestamp in its own time zone: not a filter option to match.
-                out.append(
-                    ctx.diag(
-                        "selections",
-                        f"component '{cid}': select field '{name}' is drawn as temporal; a click can set only a nominal or ordinal value",
-                        ("components", i) + place + ("field",),
-                        allowed="a field the chart draws as nominal or ordinal",
-                    )
-                )
-            elif filt is None:
+            if filt is None:
                 known = ", ".join(str(f) for f in filters)
                 out.append(
                     ctx.diag(

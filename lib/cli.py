@@ -464,6 +464,65 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_rows(args) -> int:
+    """The rows behind one component, or behind the marks `--select` picks on a chart with `select` (Show rows)."""
+    from . import spec as specs
+    from .drilldown import DrilldownError, drilldown
+    from .explain import parse_filters
+    from .render import filter_states
+
+    path = Path(args.path)
+    ws = _valid_workspace(path)
+    wh = _warehouse_with_data(path)
+    snapshot = wh.current()
+    tables = wh.tables(snapshot)
+    version = snapshot.id if snapshot else "none"
+    dashboard = ws.get("dashboard") or {}
+    states = filter_states(dashboard, tables, version)
+    comp = next((c for c in dashboard.get("components") or [] if c.get("id") == args.component), {})
+    # A selected mark is its field's value set on the filter the chart's `select` drives, as a click sets it on the page.
+    driven = {name.lower(): fid for _, name, fid in specs.selections(comp)}
+    pairs = list(args.filter or [])
+    for pair in args.select or []:
+        name, eq, value = pair.partition("=")
+        if not eq or name.strip().lower() not in driven:
+            known = ", ".join(name for _, name, _ in specs.selections(comp)) or "none: it has no select"
+            raise DrilldownError(f"--select {pair!r}: write FIELD=VALUE with a field the component's marks select ({known})")
+        pairs.append(f"{driven[name.strip().lower()]}={value}")
+    chosen = parse_filters(dashboard, states, pairs)
+    d = drilldown(ws.data, tables, version, args.component, chosen, workspace_path=path, cap=args.max_rows)
+    if args.json:
+        _print_json(
+            {
+                "ok": True,
+                "component": d.component,
+                "marks": d.marks,
+                "sql": d.sql,
+                "params": d.params,
+                "readable": d.readable,
+                "columns": d.columns,
+                "rows": d.rows,
+                "matching": d.matching,
+                "capped": d.capped,
+            }
+        )
+        return 0
+    what = "; ".join(f"{name} = {', '.join(str(v) for v in values)}" for name, values in d.marks.items())
+    print(
+        f"rows behind {args.component!r}"
+        + (f", the selected {what}" if what else "")
+        + f": {d.matching:,} match"
+        + (f", the first {len(d.rows):,} shown" if d.capped else "")
+    )
+    print("sql: " + d.sql)
+    if d.params:
+        print("parameters: " + ", ".join(f"${k} = {v!r}" for k, v in d.params.items()))
+    print("\t".join(d.columns))
+    for row in d.rows:
+        print("\t".join("" if row[c] is None else str(row[c]) for c in d.columns))
+    return 0
+
+
 def cmd_changes(args) -> int:
     """What changed between the data shown and the load kept before it: KPIs then and now, the biggest moves per component."""
     from .changes import compare
@@ -627,6 +686,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", action="append", metavar="ID=VALUE", help="a filter choice; repeat for several values of a multiselect; LOW..HIGH for a range")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("rows", help="the rows behind a component, or behind chosen marks of a chart (Show rows), with the SQL that read them")
+    p.add_argument("path")
+    p.add_argument("component", help="the component's id in dashboard.yaml")
+    p.add_argument("--filter", action="append", metavar="ID=VALUE", help="a filter choice, as for explain")
+    p.add_argument("--select", action="append", metavar="FIELD=VALUE", help="a mark of a chart with select, by its field's value; repeat for several")
+    p.add_argument("--max-rows", type=int, default=200, help="rows printed at most (default 200); the count says how many match")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_rows)
 
     p = sub.add_parser("changes", help="what changed since the previous load: each KPI then and now, the biggest moves per chart and table")
     p.add_argument("path")

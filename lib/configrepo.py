@@ -115,6 +115,10 @@ class Busy(ConfigRepoError):
     pass
 
 
+class DraftChanged(ConfigRepoError):
+    """A save was based on an earlier state of the draft than the one it would be written over; nothing was written."""
+
+
 @dataclass(frozen=True)
 class Draft:
     user: str
@@ -503,13 +507,20 @@ class ConfigRepo:
         """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
         return drafts.list_drafts(self, slug)
 
-    def save(self, user: User, slug: str, files: dict[str, Any], message: str) -> str | None:
+    def save(self, user: User, slug: str, files: dict[str, Any], message: str, base: str | None = None) -> str | None:
         """Validate and write files to the user's draft and commit them as the user.
 
         Returns the commit sha, or None if the content equals what is saved.
-        Raises `ValidationFailed` (nothing written) on invalid content.
+        Raises `ValidationFailed` (nothing written) on invalid content. With `base` (the
+        draft's head when the files were read, `draft_head`), raises `DraftChanged`
+        (nothing written) when another save moved the draft since: a read-change-write
+        would otherwise drop that save's change.
         """
-        return self._share(user, slug, drafts.save(self, user, slug, files, message))
+        return self._share(user, slug, drafts.save(self, user, slug, files, message, base))
+
+    def draft_head(self, user: User, slug: str) -> str:
+        """The commit the user's draft of `slug` is at (opening the draft first)."""
+        return git.Repo(self.draft(user, slug).path).head.commit.hexsha
 
     def revert(self, user: User, slug: str, version: str) -> str | None:
         """Restore the workspace to `version` on the user's draft, as a new commit."""

@@ -28,7 +28,7 @@ import git
 
 from . import access, workspace
 from .access import User
-from .configrepo import UNDO_DEPTH, Busy, ConfigRepoError, Draft, PublishConflict
+from .configrepo import UNDO_DEPTH, Busy, ConfigRepoError, Draft, DraftChanged, PublishConflict
 from .diagnostics import ValidationFailed
 from .gitops import _git, actor_env, branch_heads, conflicted, forget_worktree, is_ancestor, keep_and_reset, rev, status, worktree_admin_dir
 from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, semantic_diff, trailer
@@ -134,28 +134,37 @@ def draft_changes(cr: ConfigRepo, slug: str, branch: str) -> list[Change]:
 # --------------------------------------------------------------------------- writing a draft
 
 
-def save(cr: ConfigRepo, user: User, slug: str, files: dict[str, Any], message_: str) -> str | None:
+def save(cr: ConfigRepo, user: User, slug: str, files: dict[str, Any], message_: str, base: str | None = None) -> str | None:
     """Validate and write files to the user's draft and commit them as the user (see `ConfigRepo.save`)."""
     draft, meta = open_draft(cr, user, slug, "save")
     if "workspace" in files:
         access.require_governance_unchanged_or_owner(user, meta, files["workspace"], slug)
     wt = git.Repo(draft.path)
-    with cr._lock(draft), writing(cr, draft, "save"):
-        before = _snapshot(draft.workspace_path)
+    with cr._lock(draft):
+        # Compared under the lock that every writer of this draft takes, so no save can slip in between.
+        if base is not None and wt.head.commit.hexsha != base:
+            raise DraftChanged(f"your draft of {slug} changed while this was being saved (another tab or a chat saved to it); nothing was saved, try again")
+        with writing(cr, draft, "save"):
+            return _save(draft, wt, user, slug, files, message_)
+
+
+def _save(draft: Draft, wt: git.Repo, user: User, slug: str, files: dict[str, Any], message_: str) -> str | None:
+    """The save itself, under the draft's lock: write the files, commit them; a failure puts the files back."""
+    before = _snapshot(draft.workspace_path)
+    try:
+        workspace.save(draft.workspace_path, files)
+        return commit_folder(wt, slug, actor(user), message_ or f"Edit {slug}", "save")
+    except ValidationFailed:
+        raise
+    except BaseException as failure:
         try:
-            workspace.save(draft.workspace_path, files)
-            return commit_folder(wt, slug, actor(user), message_ or f"Edit {slug}", "save")
-        except ValidationFailed:
-            raise
-        except BaseException as failure:
-            try:
-                _restore_snapshot(draft.workspace_path, before)
-                _git(draft.path, "reset", "-q", "--", slug)
-            except Exception as cleanup:  # the original cause matters more; the repair on next open finishes the job
-                _log.warning("cleaning up after a failed save of %s: %s", slug, cleanup)
-            if isinstance(failure, OSError):
-                raise ConfigRepoError(f"could not save {slug}: {failure.strerror or failure}; nothing was saved") from failure
-            raise
+            _restore_snapshot(draft.workspace_path, before)
+            _git(draft.path, "reset", "-q", "--", slug)
+        except Exception as cleanup:  # the original cause matters more; the repair on next open finishes the job
+            _log.warning("cleaning up after a failed save of %s: %s", slug, cleanup)
+        if isinstance(failure, OSError):
+            raise ConfigRepoError(f"could not save {slug}: {failure.strerror or failure}; nothing was saved") from failure
+        raise
 
 
 def revert(cr: ConfigRepo, user: User, slug: str, version: str) -> str | None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import access, colroles, coltypes
@@ -189,10 +189,18 @@ class Built:
     group: str | None = None
     literal_sql: str = ""  # the same query with the values as SQL literals: what a saved component carries
     title: str = ""
+    follows: list[str] = field(default_factory=list)  # ids of the dashboard filters whose `$id` the query binds (BarFilter)
 
 
-def build(question: Question, tables: Mapping[str, TableChoices]) -> Built:
-    """The SQL of a question; every name checked against the profile and quoted, every value a parameter."""
+def build(question: Question, tables: Mapping[str, TableChoices], bar: Sequence[BarFilter] = (), follow_bar: bool = False) -> Built:
+    """The SQL of a question; every name checked against the profile and quoted, every value a parameter.
+
+    `bar` (a dashboard's filters, `bar_filters`) is for the query a saved component carries: a
+    question's `=`/`in` (or `between`, for a range) on a column that a filter of the bar drives
+    is written as that filter's `$id` condition, as the dashboard's own queries are, so the
+    component follows the bar; with `follow_bar`, so does every column of the table that the
+    bar drives and the question leaves unfiltered.
+    """
     table = tables.get(question.table)
     if table is None:
         raise ExploreError(f"table {question.table!r} is not in the data profile; its tables: {', '.join(tables) or 'none'}")
@@ -225,7 +233,17 @@ def build(question: Question, tables: Mapping[str, TableChoices]) -> Built:
         select.append(f"{quote_ident(group_col.name)} AS {quote_ident(built.group)}")
     select.append(f"{value_expr} AS value")
 
-    conditions, params = _where(question.filters, table)
+    # Unquoted names are case-insensitive in SQL: a filter's `site` drives the profile's `Site`.
+    names = {c.lower(): c for c in table.columns}
+    driven = {names[b.column.lower()]: b for b in bar if b.table.lower() == table.name.lower() and b.column.lower() in names}
+    kept = [f for f in question.filters if not _follows(f, driven.get(f.column))]
+    conditions, params = _where(kept, table)
+    followed = {f.column: driven[f.column] for f in question.filters if f not in kept}
+    if follow_bar:
+        filtered = {f.column for f in question.filters}
+        followed |= {column: b for column, b in driven.items() if column not in filtered}
+    conditions += [b.condition(column) for column, b in followed.items()]
+    built.follows = [b.id for b in followed.values()]
     built.params = params
     where = " AND ".join(conditions)
     source = f"FROM {quote_ident(table.name)}" + (f" WHERE {where}" if where else "")
@@ -282,6 +300,71 @@ def title(question: Question) -> str:
 
 def _label(name: str) -> str:
     return re.sub(r"[_\s]+", " ", name).strip().lower()
+
+
+# --------------------------------------------------------------------------- the dashboard's filter bar
+
+
+@dataclass(frozen=True)
+class BarFilter:
+    """A filter of the dashboard and the one column it narrows: the column its options (or bounds) are read from."""
+
+    id: str
+    type: str
+    table: str
+    column: str
+
+    def condition(self, column: str) -> str:
+        """The condition the dashboard's own queries use for it on `column` (its name in the profile): true while it is unset."""
+        col, fid = quote_ident(column), self.id
+        if self.type == "multiselect":
+            return f"(${fid} IS NULL OR list_contains(${fid}, {col}))"
+        if self.type == "select":
+            return f"(${fid} IS NULL OR {col} = ${fid})"
+        return f"(${fid}_from IS NULL OR {col} >= ${fid}_from) AND (${fid}_to IS NULL OR {col} <= ${fid}_to)"
+
+
+def bar_filters(dashboard: Mapping[str, Any]) -> list[BarFilter]:
+    """The dashboard's filters whose options_query (a select's) or bounds_query (a range's) reads one column of one table.
+
+    `SELECT DISTINCT site FROM gates ORDER BY 1` drives gates.site; `SELECT min("Year"), max("Year") FROM gdp`
+    drives gdp.Year. A filter whose query is anything else (a join, an expression, a subquery) drives no
+    column that is known for certain, so nothing follows it.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    out = []
+    for f in dashboard.get("filters") or []:
+        kind = f.get("type")
+        sql = f.get("options_query") if kind in ("select", "multiselect") else f.get("bounds_query")
+        if not isinstance(sql, str) or not isinstance(f.get("id"), str):
+            continue
+        try:
+            tree = sqlglot.parse_one(sql, read="duckdb")
+        except ParseError:
+            continue
+        source = tree.args.get("from_") or tree.args.get("from")
+        if not isinstance(tree, exp.Select) or source is None or not isinstance(source.this, exp.Table) or tree.args.get("joins"):
+            continue
+        wanted = (exp.Min, exp.Max) if kind in ("date_range", "number_range") else ()
+        columns = set()
+        for projection in tree.expressions:
+            node = projection.this if isinstance(projection, exp.Alias) else projection
+            if wanted and isinstance(node, wanted):
+                node = node.this
+            columns.add(node.name if isinstance(node, exp.Column) and not node.table else None)
+        if len(columns) == 1 and None not in columns:
+            out.append(BarFilter(f["id"], kind, source.this.name, columns.pop()))
+    return out
+
+
+def _follows(f: Filter, bar: BarFilter | None) -> bool:
+    """Whether a question's filter is what the bar's filter chooses: a value or values of its column, or a range of it."""
+    if bar is None:
+        return False
+    return (bar.type in ("select", "multiselect") and f.op in (EQ, IN)) or (bar.type in ("date_range", "number_range") and f.op == BETWEEN)
 
 
 # --------------------------------------------------------------------------- filters
@@ -370,7 +453,8 @@ def _with_literals(sql: str, params: Mapping[str, Any]) -> str:
 
     tree = sqlglot.parse_one(sql, read="duckdb")
     for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
-        node.replace(literal(params[node.name]))
+        if node.name in params:  # a dashboard filter's `$id` (build's `bar`) stays a parameter
+            node.replace(literal(params[node.name]))
     return tree.sql(dialect="duckdb")
 
 
@@ -478,41 +562,60 @@ _WHOLE = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "US
 # --------------------------------------------------------------------------- saving it
 
 
+SAVE_ATTEMPTS = 3  # saves onto a draft that keeps moving under it before the person is asked to try again
+
+
 @dataclass
 class Saved:
     sha: str | None
     component: str
     diagnostics: list[Diagnostic]  # warnings the checks left (errors refuse the save)
+    follows: list[str] = field(default_factory=list)  # the dashboard filters the component follows
 
 
-def save_to_draft(repo: ConfigRepo, user: User, slug: str, question: Question, tables: Mapping[str, pa.Table] | None, version: str = "") -> Saved:
+def save_to_draft(
+    repo: ConfigRepo, user: User, slug: str, question: Question, tables: Mapping[str, pa.Table] | None, version: str = "", *, follow_bar: bool = False
+) -> Saved:
     """Append the question's component to the user's draft dashboard, after the workspace checks pass on it.
 
     Stewards and owners only. The checks (lib/checks.py) run on the draft's dashboard with the component
     added, over `tables` (the data the person explored); with any error nothing is saved and
-    ValidationFailed lists the findings.
+    ValidationFailed lists the findings. The component follows the dashboard's filter bar where
+    it can (`build`'s `bar`; every column the bar drives with `follow_bar`); `Saved.follows` says which.
     """
     from . import checks, workspace
+    from .configrepo import DraftChanged
     from .diagnostics import ERROR, ValidationFailed
 
     access.require(user, "save", repo.meta_for(user, slug), slug)
-    path = repo.draft(user, slug).workspace_path
-    ws, _ = workspace.load(path)
-    built = build(question, catalogue(ws.data))
-    dashboard = _plain(ws.get("dashboard") or {}) or {"title": ws.name, "components": []}
-    taken = {str(c.get("id")) for c in dashboard.get("components") or []}
-    cid = unique_id(question, taken)
-    # A chart even when today's data leaves one group: the dashboard keeps the question's shape as the data changes.
-    spec = pick_chart(question, built, None, ws.data, cid)
-    dashboard["components"] = [*(dashboard.get("components") or []), spec]
-    if dashboard.get("layout"):
-        dashboard["layout"] = [*dashboard["layout"], [cid]]
-    candidate = workspace.Workspace(ws.path, {**ws.data, "dashboard": dashboard}, {})
-    found = checks.run(candidate, tables, f"explore:{version}")
-    if any(d.level == ERROR for d in found):
-        raise ValidationFailed(found)
-    sha = repo.save(user, slug, {"dashboard": dashboard}, f"Add {cid} from Explore: {built.title}")
-    return Saved(sha, cid, found)
+    races = 0
+    while True:
+        # The whole dashboard is written back, so it is saved only onto the draft it was read from: when
+        # another save (a second tab, a chat) moved the draft meanwhile, the question is added again onto
+        # the newest draft, and after SAVE_ATTEMPTS such races the person is asked to try again.
+        base = repo.draft_head(user, slug)
+        ws, _ = workspace.load(repo.draft(user, slug).workspace_path)
+        dashboard = _plain(ws.get("dashboard") or {}) or {"title": ws.name, "components": []}
+        built = build(question, catalogue(ws.data), bar_filters(dashboard), follow_bar)
+        taken = {str(c.get("id")) for c in dashboard.get("components") or []}
+        cid = unique_id(question, taken)
+        # A chart even when today's data leaves one group: the dashboard keeps the question's shape as the data changes.
+        spec = pick_chart(question, built, None, ws.data, cid)
+        dashboard["components"] = [*(dashboard.get("components") or []), spec]
+        if dashboard.get("layout"):
+            dashboard["layout"] = [*dashboard["layout"], [cid]]
+        candidate = workspace.Workspace(ws.path, {**ws.data, "dashboard": dashboard}, {})
+        found = checks.run(candidate, tables, f"explore:{version}")
+        if any(d.level == ERROR for d in found):
+            raise ValidationFailed(found)
+        try:
+            sha = repo.save(user, slug, {"dashboard": dashboard}, f"Add {cid} from Explore: {built.title}", base=base)
+        except DraftChanged:
+            races += 1
+            if races == SAVE_ATTEMPTS:
+                raise
+            continue
+        return Saved(sha, cid, found, built.follows)
 
 
 def unique_id(question: Question, taken: set[str]) -> str:

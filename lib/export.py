@@ -15,9 +15,10 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import vl_convert
 
@@ -34,6 +35,11 @@ from .refresh import refresh
 from .render import Rendered, render
 from .spec import DEFAULT_THEME
 from .warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from .changes import Changes
+
+_log = logging.getLogger(__name__)
 
 # Font families are pasted into CSS, so only characters a family list needs pass.
 FONT_RE = re.compile(r"^[A-Za-z0-9 ,'\"_-]+$")
@@ -63,6 +69,8 @@ header p { margin: 0 0 20px; opacity: 0.8; }
 .component h2 { margin: 0 0 8px; font-size: 1rem; font-weight: 600; }
 .kpi-value { font-size: 2.2rem; font-weight: 600; line-height: 1.15; }
 .kpi-delta { margin-top: 4px; font-size: 0.95rem; opacity: 0.75; }
+.kpi-was { margin-top: 4px; font-size: 0.85rem; opacity: 0.7; }
+header p.as-of { font-weight: 600; opacity: 1; }
 .chart { width: 100%; }
 .table-scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-size: 0.9rem; }
@@ -81,12 +89,20 @@ footer { margin-top: 24px; padding-top: 8px; border-top: 1px solid rgba(127, 127
 # --------------------------------------------------------------------------- HTML
 
 
-def to_html(rendered: Rendered) -> str:
-    """The dashboard as one standalone HTML page that works offline."""
+def to_html(rendered: Rendered, changes: Changes | None = None, as_of: str = "") -> str:
+    """The dashboard as one standalone HTML page that works offline.
+
+    `changes` (lib.changes, the data shown against the load before it) puts each KPI's
+    earlier value beside it, as the Dashboard page does; `as_of` says which load the
+    data is (lib.time_travel.AsOf.as_of_note), above the dashboard.
+    """
     chart_specs: list[dict[str, Any]] = []  # filled as chart holders are written; a holder's index is its spec's
-    rows = "\n".join(_row_html(row, chart_specs) for row in rendered.rows)
+    was = {c.id: changes.was(c.id) for c in rendered.components if c.type == "kpi" and not c.error} if changes is not None else {}
+    rows = "\n".join(_row_html(row, chart_specs, was) for row in rendered.rows)
     exported = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     description = f"<p>{_escape(rendered.description)}</p>" if rendered.description else ""
+    if as_of:
+        description += f'<p class="as-of">{_escape(as_of)}</p>'
     scripts = ""
     if chart_specs:
         scripts = f'<script type="application/json" id="chart-specs">{_script_json(chart_specs)}</script>\n<script>{vega_bundle()}</script>\n'
@@ -152,16 +168,18 @@ def _theme_style(theme: dict[str, Any]) -> str:
     return f":root {{ --background: {color('background')}; --text: {color('text')}; --primary: {color('primary')}; --font: {font}; }}"
 
 
-def _row_html(row: list[Component], chart_specs: list[dict[str, Any]]) -> str:
+def _row_html(row: list[Component], chart_specs: list[dict[str, Any]], was: dict[str, str]) -> str:
     columns = " ".join(f"minmax(0, {max(int(c.width), 1)}fr)" for c in row)
-    cells = "\n".join(_component_html(c, chart_specs) for c in row)
+    cells = "\n".join(_component_html(c, chart_specs, was.get(c.id, "")) for c in row)
     return f'<div class="row" style="grid-template-columns: {columns}">\n{cells}\n</div>'
 
 
-def _component_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
-    """A component's section: its title, then its kind's HTML (lib/components/), or its error."""
+def _component_html(comp: Component, chart_specs: list[dict[str, Any]], was: str = "") -> str:
+    """A component's section: its title, then its kind's HTML (lib/components/), or its error; a KPI's earlier value below."""
     title = f"<h2>{_escape(comp.title)}</h2>" if comp.title else ""
     body = _error_html(comp.error) if comp.error else kind_of(comp).to_html(comp, chart_specs)
+    if was:
+        body += f'<div class="kpi-was">{_escape(was)}</div>'
     return f'<section class="component {_escape(comp.type)}" id="{_escape(comp.id)}">{title}{body}</section>'
 
 
@@ -227,10 +245,21 @@ def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
         snapshot = warehouse.current()
         if snapshot is None:
             raise ExportError(f"no data could be loaded for {ws_path.name}:\n{report.summary()}")
-    rendered = render(ws.data, warehouse.tables(snapshot), snapshot.id, workspace_path=ws.path)
+    tables = warehouse.tables(snapshot)
+    rendered = render(ws.data, tables, snapshot.id, workspace_path=ws.path)
     written: dict[str, Any] = {"html": None, "pngs": [], "data_version": snapshot.id, "errors": rendered.errors}
     if html_out is not None:
-        write_atomically(Path(html_out), to_html(rendered).encode("utf-8"))
+        from .changes import compare_tables, previous_of
+        from .time_travel import loaded_at
+
+        previous = previous_of(warehouse, snapshot)
+        earlier = warehouse.tables(previous) if previous else None
+        try:
+            changes = compare_tables(ws.data, snapshot, tables, previous, earlier, {}, workspace_path=ws.path)
+        except DashmemError as exc:  # the comparison is a detail of the file: it is written without the earlier values
+            _log.warning("export of %s: no earlier values: %s", ws_path.name, exc)
+            changes = None
+        write_atomically(Path(html_out), to_html(rendered, changes, f"Data as of the load of {loaded_at(snapshot)}").encode("utf-8"))
         written["html"] = Path(html_out)
     if png_dir is not None:
         written["pngs"] = chart_pngs(rendered, Path(png_dir))

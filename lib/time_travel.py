@@ -124,6 +124,13 @@ class AsOf:
         served = f" (loaded {loaded_at(self.latest)})" if self.latest else ""
         return f"You are looking at the data loaded {loaded_at(self.snapshot)}, not what everyone sees{served}: read-only, for your session only."
 
+    def as_of_note(self) -> str:
+        """What an export of this view says of its data: the load it shows, and whether it is the one everyone is served."""
+        text = f"Data as of the load of {loaded_at(self.snapshot)}"
+        if self.is_latest or self.latest is None:
+            return text
+        return f"{text}, an earlier load kept: everyone is served the load of {loaded_at(self.latest)}"
+
     def router(self, files: Mapping[str, Any]) -> EarlierDataRouter | None:
         """What runs queries over this load for render and explain: None (theirs) on the latest, else one that refuses live sources."""
         return None if self.is_latest else EarlierDataRouter(files)

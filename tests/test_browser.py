@@ -45,7 +45,11 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("browser")
+    yield from serve(tmp_path_factory.mktemp("browser"))
+
+
+def serve(tmp: Path):
+    """`streamlit run` on the config repo `tmp/config-repo` (made from the demo workspaces unless it exists); yields (url, tmp)."""
     port = free_port()
     env = {
         **os.environ,

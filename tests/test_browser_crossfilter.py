@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pandas as pd
+import pytest
 
 from .conftest import WORKSPACES
 from .test_browser import ARTIFACTS, choose_workspace, kpi_value, page, pytestmark, server, sign_in  # noqa: F401  # fixtures and marks
@@ -118,3 +119,62 @@ def test_the_exported_html_still_highlights_a_clicked_bar_offline(tmp_path, page
     )
     assert not faded(sites[0]) and all(faded(s) for s in sites[1:])
     assert network == []
+
+
+# --------------------------------------------------------------------------- a click on a date (a daily line's point)
+
+
+@pytest.fixture(scope="module")
+def day_server(tmp_path_factory):
+    """The app on a config repo whose published supply-chain dashboard has a Day filter that the daily line's points drive."""
+    import copy
+
+    from lib import workspace
+    from lib.configrepo import ConfigRepo
+
+    from .configrepo_helpers import OLIVIA, SCW
+    from .test_browser import serve
+    from .test_crossfilter import by_day
+
+    tmp = tmp_path_factory.mktemp("browser-day")
+    repo = ConfigRepo.open_or_create(tmp / "config-repo", WORKSPACES)
+    ws, _ = workspace.load(repo.draft(OLIVIA, SCW).workspace_path)
+    dashboard = copy.deepcopy(ws.data["dashboard"])
+    by_day(dashboard)
+    assert repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "A Day filter the daily line drives")
+    repo.publish(OLIVIA, SCW, "Publish the Day filter")
+    yield from serve(tmp)
+
+
+def test_clicking_a_day_on_the_daily_line_sets_the_day_filter_to_that_date(day_server, page):
+    """Chromium in a time zone far from UTC, so a date read as an instant would land on the day before or after."""
+    url, _ = day_server
+    df = pd.read_csv(GATES)
+    day = sorted(df.day.unique())[1]
+    for zone in ("America/Los_Angeles", "Pacific/Kiritimati"):  # UTC-8 and UTC+14
+        context = page.context.browser.new_context(viewport={"width": 1400, "height": 1000}, timezone_id=zone)
+        tab = context.new_page()
+        sign_in(tab, url, "vera", "vera-demo")
+        choose_workspace(tab, "Supply chain weekly")
+        everything = kpi_value(tab, "Attainment this week")
+        chart = tab.locator('[data-testid="stVegaLiteChart"]', has=tab.locator('[aria-label*="Day: "]')).first
+        chart.wait_for(timeout=30_000)
+        # Vega labels each point with its fields as the axis formats them; the first point of that day (any gate) will do.
+        label = pd.Timestamp(day).strftime("%b %d, %Y").replace(" 0", " ")
+        point = chart.locator(f'[role="graphics-symbol"][aria-label*="Day: {label}"]').first
+        point.click()
+        expected = attainment(df[df.day == day])
+        assert expected != everything
+        tab.wait_for_function(
+            "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
+            arg=["Attainment this week", expected],
+            timeout=30_000,
+        )
+        tab.wait_for_function(  # the filter bar's Day shows it (the selectbox's text or its input's value)
+            "day => [...document.querySelectorAll('[data-testid=stSelectbox]')].some(b => b.innerText.includes('Day') && (b.innerText.includes(day) || [...b.querySelectorAll('input')].some(i => i.value === day)))",
+            arg=day,
+            timeout=10_000,
+        )
+        tab.get_by_text(f"Selected Day: {day}").wait_for(timeout=10_000)
+        tab.screenshot(path=str(ARTIFACTS / f"browser-crossfilter-day-{zone.split('/')[1]}.png"), full_page=True)
+        context.close()

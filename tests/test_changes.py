@@ -296,6 +296,19 @@ def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_othe
     assert any(e.label.startswith("Changes since the load of") for e in at.expander)
     assert any("Zagreb Supply: new" in m.value.replace("\\", "") for m in at.markdown)
 
+    def exported() -> str:
+        """The HTML file the Export HTML button prepares, as text."""
+        import html
+
+        from app_pages import state
+
+        next(b for b in at.button if b.label == "Export HTML").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        return html.unescape(at.session_state[state.EXPORT_HTML][1])
+
+    page = exported()  # the file shows what the page shows beside each KPI, and which load it is
+    assert f"was {format_value(first_value, '.1%')}" in page and "Data as of the load of" in page and "an earlier load kept" not in page
+
     (choice,) = [s for s in at.selectbox if s.label == "Data as of"]
     assert choice.options[0].endswith("(latest)") and len(choice.options) == 2
     choice.set_value(first.id).run()
@@ -303,6 +316,8 @@ def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_othe
     assert {m.label: m.value for m in at.metric}["Attainment this week"] == format_value(first_value, ".1%")
     assert any("not what everyone sees" in w.value for w in at.warning)
     assert any(c.value.startswith("Only one load is kept so far") or "nothing to compare" in c.value for c in at.caption)
+    page = exported()
+    assert "an earlier load kept: everyone is served the load of" in page and format_value(first_value, ".1%") in page
 
     other = signed_in("sam")  # another session: still the latest, no banner
     assert {m.label: m.value for m in other.metric}["Attainment this week"] == format_value(second_value, ".1%")

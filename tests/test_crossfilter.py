@@ -105,14 +105,34 @@ def test_a_select_field_not_in_the_query_is_an_error(supply):
     assert d.id == "check.references" and d.level == ERROR and "select field 'gate'" in d.message and "site" in (d.allowed or "")
 
 
-def test_a_temporal_field_cannot_be_selected(supply):
-    def mutate(dash):
-        dash["filters"].append({"id": "day", "type": "select", "options_query": "SELECT DISTINCT day FROM gates"})
-        by_id(dash, "kpi_volume")["query"] += " AND ($day IS NULL OR day = $day)"
-        by_id(dash, "daily")["select"] = {"field": "day", "filter": "day"}
+def by_day(dash):
+    """The demo with a Day filter that the daily line's points drive, and the KPIs follow."""
+    dash["filters"].append({"id": "day", "type": "select", "label": "Day", "options_query": "SELECT DISTINCT day FROM gates ORDER BY 1"})
+    by_id(dash, "kpi_attainment")["query"] += " AND ($day IS NULL OR day = $day)"
+    by_id(dash, "daily")["select"] = {"field": "day", "filter": "day"}
 
-    [d] = found(supply, mutate)
-    assert d.id == "check.selections" and d.level == ERROR and "temporal" in d.message and d.field.endswith("select.field")
+
+def test_a_temporal_field_drives_a_date_filter_by_the_text_of_its_values(supply, gates):
+    """A browser reports a clicked date as an instant in its own time zone; the selection projects the value's text instead."""
+    import datetime as dt
+
+    ws, tables, version = supply
+    assert found(supply, by_day) == []
+    files = changed(supply, by_day).data
+    daily = render(files, tables, version, {}, cache=QueryCache()).component("daily")
+    [param] = daily.vega["params"]
+    key = chart.select_key("day")
+    assert param["select"] == {"type": "point", "fields": [key]} and chart.selected_field(key) == "day"
+    rows = next(iter(daily.vega["datasets"].values()))
+    assert {r[key] for r in rows} == set(gates.day)  # each point carries its day as the CSV writes it
+
+    day = sorted(gates.day.unique())[1]
+    r = render(files, tables, version, {"day": dt.date.fromisoformat(day)}, cache=QueryCache())
+    assert r.component("daily").vega["params"][0]["value"] == [{key: day}]
+    one = gates[gates.day == day]
+    assert r.component("kpi_attainment").value == pytest.approx(one.actual.sum() / one.target.sum())
+    d = drilldown(files, tables, version, "daily", {"day": dt.date.fromisoformat(day)})
+    assert d.marks == {"day": [dt.date.fromisoformat(day)]} and d.matching == len(one)
 
 
 def test_a_filter_no_other_query_uses_is_a_warning(supply):
@@ -293,3 +313,51 @@ def test_a_clicked_value_becomes_the_filters_own_option():
     years = FilterState("year", "select", "Year", options=[2023, 2024])
     assert _options(years, [2024.0]) == [2024] and _options(years, ["2023"]) == [2023]
     assert _points([{"site": "Brno"}, "junk"]) == [{"site": "Brno"}] and _points({}) == [] and _points(None) == []
+
+
+def test_a_clicked_days_text_becomes_the_date_option_of_that_day_and_nothing_else():
+    import datetime as dt
+
+    from app_pages.crossfilter import _options
+    from lib.render import FilterState
+
+    days = FilterState("day", "multiselect", "Day", options=[dt.date(2026, 11, 16), dt.date(2026, 11, 17)])
+    assert _options(days, ["2026-11-17", "2026-11-16"]) == [dt.date(2026, 11, 17), dt.date(2026, 11, 16)]
+    # A day's text at midnight is that day (date_trunc over a DATE); no other hour, zone or epoch number is.
+    assert _options(days, ["2026-11-17 00:00:00"]) == [dt.date(2026, 11, 17)]
+    assert _options(days, ["2026-11-16T23:00:00", "2026-11-17T00:00:00+01:00", 1763251200000, "junk"]) == []
+    stamps = FilterState("at", "select", "At", options=[dt.datetime(2026, 11, 16, 6, 30)])
+    assert _options(stamps, ["2026-11-16 06:30:00"]) == [dt.datetime(2026, 11, 16, 6, 30)] and _options(stamps, ["2026-11-16"]) == []
+
+
+# --------------------------------------------------------------------------- `python -m lib rows`, in its own processes
+
+
+@pytest.mark.slow
+def test_cli_rows_of_a_selected_bar_with_a_filter_are_those_rows_of_the_csv(tmp_path, gates):
+    import json
+
+    from .test_explain import cli
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    cache = tmp_path / "cache"
+    proc = cli("rows", folder, "by_site", "--select", "site=Brno", "--json", cache=cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    brno = gates[gates.site == "Brno"]
+    assert out["ok"] and out["marks"] == {"site": ["Brno"]} and out["matching"] == len(brno) and not out["capped"]
+    assert sorted(r["actual"] for r in out["rows"]) == sorted(brno.actual) and "Brno" not in out["sql"]
+    kpi = cli("rows", folder, "kpi_attainment", "--filter", "site=Lyon", "--filter", "site=Porto", "--max-rows", "3", cache=cache)
+    assert kpi.returncode == 0, kpi.stderr
+    expected = int(gates.site.isin(["Lyon", "Porto"]).sum())
+    assert f"{expected:,} match, the first 3 shown" in kpi.stdout and "$site = ['Lyon', 'Porto']" in kpi.stdout
+    assert len(kpi.stdout.strip().splitlines()) == 3 + 4  # heading, sql, parameters, columns, then the 3 rows
+    for args, message in [
+        (["by_site", "--select", "gate=Orders"], "a field the component's marks select (site)"),
+        (["kpi_attainment", "--select", "site=Brno"], "none: it has no select"),
+        (["by_site", "--select", "site=Atlantis"], "'Atlantis' is not one of its options"),
+        (["nope"], "no component 'nope'"),
+    ]:
+        bad = cli("rows", folder, *args, cache=cache)
+        assert bad.returncode == 1 and bad.stdout == "" and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

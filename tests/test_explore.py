@@ -424,6 +424,168 @@ def test_a_question_on_a_table_the_profile_lacks_or_failing_the_checks_saves_not
     assert config_repo.repo.heads[config_repo.branch_name(SAM, GDP)].commit.hexsha == head
 
 
+# --------------------------------------------------------------------------- saving while another save moves the draft
+
+
+def _dashboard(repo, user=SAM, slug=GDP) -> dict:
+    ws, _ = workspace.load(repo.draft(user, slug).workspace_path)
+    return json.loads(json.dumps(ws.data["dashboard"]))
+
+
+def _retitle(repo, title: str) -> None:
+    """What a Chat save does: the whole dashboard written back, here with a new title."""
+    dashboard = _dashboard(repo)
+    dashboard["title"] = title
+    assert repo.save(SAM, GDP, {"dashboard": dashboard}, f"Retitle: {title}")
+
+
+def test_a_save_that_moves_the_draft_while_a_question_is_checked_is_kept_and_the_question_added_on_top(config_repo, monkeypatch):
+    from lib import checks
+
+    real, calls = checks.run, []
+
+    def run_while_another_tab_saves(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            _retitle(config_repo, "Renamed in another tab")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checks, "run", run_while_another_tab_saves)
+    saved = explore.save_to_draft(config_repo, SAM, GDP, Question("gdp", "Value", "max", breakdown="Country Name", top=3), None)
+    after = _dashboard(config_repo)
+    assert after["title"] == "Renamed in another tab" and after["components"][-1]["id"] == saved.component
+    assert len(calls) == 2  # checked again on the newest draft
+    log = config_repo.repo.git.log("-2", "--format=%s", config_repo.branch_name(SAM, GDP)).splitlines()
+    assert log[0].startswith(f"Add {saved.component} from Explore") and log[1] == "Retitle: Renamed in another tab"
+
+
+def test_a_draft_that_keeps_moving_refuses_the_save_plainly_and_loses_nothing(config_repo, monkeypatch):
+    from lib import checks
+    from lib.configrepo import DraftChanged
+
+    real, titles = checks.run, []
+
+    def run_while_another_tab_saves(*args, **kwargs):
+        titles.append(f"Renamed {len(titles) + 1}")
+        _retitle(config_repo, titles[-1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checks, "run", run_while_another_tab_saves)
+    before = _dashboard(config_repo)
+    with pytest.raises(DraftChanged, match="changed while this was being saved.*nothing was saved, try again"):
+        explore.save_to_draft(config_repo, SAM, GDP, Question("gdp", "Value", "max", breakdown="Country Name"), None)
+    after = _dashboard(config_repo)
+    assert len(titles) == explore.SAVE_ATTEMPTS and after["title"] == titles[-1]
+    assert [c["id"] for c in after["components"]] == [c["id"] for c in before["components"]]
+
+
+SAVE_AT_ONCE = """
+import json, sys, time
+from pathlib import Path
+from lib import explore
+from lib.access import User
+from lib.configrepo import ConfigRepo
+from lib.warehouse import Warehouse
+repo = ConfigRepo.open_or_create(Path(sys.argv[1]), Path(sys.argv[2]))
+user = User(sys.argv[3], app_role="steward")
+question = explore.Question("gdp", "Value", "max", breakdown="Country Name", top=3)
+wh = Warehouse.for_workspace(repo.draft(user, "gdp-explorer").workspace_path)
+while not Path(sys.argv[4]).exists():  # both processes start saving together
+    time.sleep(0.01)
+saved = explore.save_to_draft(repo, user, "gdp-explorer", question, wh.tables(), wh.current().id)
+print(json.dumps({"sha": saved.sha, "component": saved.component}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_saving_questions_at_once_keep_both(config_repo, env, tmp_path):
+    ws, _ = workspace.load(config_repo.draft(SAM, GDP).workspace_path)
+    output = json.loads(json.dumps(ws.data["output"]))
+    output["layout"]["max_components"] = len(ws.data["dashboard"]["components"]) + 2  # room for both
+    config_repo.save(SAM, GDP, {"output": output}, "Room for two more")
+    args = (config_repo.path, WORKSPACES, "sam")
+    before = _py(env, READ, *args)  # the draft exists and its data is loaded before the race
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SAVE_AT_ONCE, *map(str, args), str(go)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    go.touch()
+    outs = [p.communicate(timeout=TIMEOUT_S) for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(err for _, err in outs)
+    saved = sorted(json.loads(out.strip().splitlines()[-1])["component"] for out, _ in outs)
+    assert saved == ["explore_value_by_country_name", "explore_value_by_country_name_2"]
+    after = _py(env, READ, *args)
+    assert after["ids"] == before["ids"] + saved
+    assert sorted(row[0] for row in after["layout"][-2:]) == saved
+
+
+# --------------------------------------------------------------------------- a saved question follows the filter bar
+
+
+@pytest.fixture
+def supply_draft(config_repo, tmp_path):
+    """Sam's draft of the supply-chain demo (a Sites multiselect over gates.site) and its data, loaded."""
+    path = config_repo.draft(SAM, "supply-chain-weekly").workspace_path
+    wh = Warehouse(tmp_path / "supply-cache")
+    assert refresh(path, wh, user=OPERATOR).ok
+    return path, wh.tables(), wh.current().id, pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
+
+
+def _saved_component(path: Path, cid: str) -> tuple[dict, dict]:
+    ws, _ = workspace.load(path)
+    return ws.data, next(c for c in ws.data["dashboard"]["components"] if c["id"] == cid)
+
+
+def test_a_question_on_the_column_a_filter_drives_follows_the_filter_bar_instead_of_its_value(config_repo, supply_draft):
+    path, tables, version, gates = supply_draft
+    question = Question("gates", "actual", "sum", breakdown="gate", filters=(Filter("site", "=", "Brno"), Filter("actual", ">", 900)))
+    saved = explore.save_to_draft(config_repo, SAM, "supply-chain-weekly", question, tables, version)
+    assert saved.follows == ["site"]
+    files, spec = _saved_component(path, saved.component)
+    assert "$site" in spec["query"] and "Brno" not in spec["query"] and "900" in spec["query"]  # the other filter stays a literal
+    big = gates[gates.actual > 900]
+    for chosen, rows in (({"site": ["Lyon", "Porto"]}, big[big.site.isin(["Lyon", "Porto"])]), ({}, big)):
+        comp = render(files, tables, version, chosen, cache=QueryCache()).component(saved.component)
+        assert comp.error is None, comp.error
+        got = {r["gate"]: r["value"] for r in comp.result.table.to_pylist()}
+        assert got == rows.groupby("gate").actual.sum().to_dict()
+
+
+def test_an_unfiltered_question_follows_the_bar_only_when_the_steward_asks(config_repo, supply_draft):
+    path, tables, version, gates = supply_draft
+    question = Question("gates", "actual", "sum")
+    plain = explore.save_to_draft(config_repo, SAM, "supply-chain-weekly", question, tables, version)
+    following = explore.save_to_draft(config_repo, SAM, "supply-chain-weekly", question, tables, version, follow_bar=True)
+    assert plain.follows == [] and following.follows == ["site"]
+    files, spec = _saved_component(path, plain.component)
+    assert "$site" not in spec["query"]
+    r = render(files, tables, version, {"site": ["Brno"]}, cache=QueryCache())
+    assert r.component(plain.component).value == gates.actual.sum()
+    assert r.component(following.component).value == gates[gates.site == "Brno"].actual.sum()
+
+
+def test_a_filter_whose_column_is_not_certain_drives_nothing_and_other_operators_stay_literal():
+    dashboard = {
+        "filters": [
+            {"id": "site", "type": "multiselect", "options_query": "SELECT DISTINCT site FROM gates ORDER BY 1"},
+            {"id": "joined", "type": "select", "options_query": "SELECT DISTINCT g.site FROM gates g JOIN sites s ON g.site = s.name"},
+            {"id": "upper", "type": "select", "options_query": "SELECT DISTINCT upper(gate) FROM gates"},
+            {"id": "two", "type": "select", "options_query": "SELECT DISTINCT site, gate FROM gates"},
+            {"id": "day", "type": "date_range", "bounds_query": "SELECT min(day), max(day) FROM gates"},
+            {"id": "broken", "type": "select", "options_query": "SELECT FROM ("},
+        ]
+    }
+    bar = explore.bar_filters(dashboard)
+    assert [(b.id, b.table, b.column) for b in bar] == [("site", "gates", "site"), ("day", "gates", "day")]
+    assert bar[1].condition("day") == '($day_from IS NULL OR "day" >= $day_from) AND ($day_to IS NULL OR "day" <= $day_to)'
+    assert bar[0].condition("Site") == '($site IS NULL OR list_contains($site, "Site"))'
+    assert not explore._follows(Filter("site", "contains", "Br"), bar[0]) and explore._follows(Filter("site", "in", ["Brno"]), bar[0])
+    assert explore._follows(Filter("day", "between", ("2026-11-16", "2026-11-17")), bar[1]) and not explore._follows(Filter("day", "=", "2026-11-16"), bar[1])
+
+
 # --------------------------------------------------------------------------- the Explore page
 
 
@@ -492,15 +654,19 @@ def test_a_steward_saves_an_exploration_to_the_draft_dashboard(app_env):
     _select(at, "Aggregation", "sum")
     _select(at, "Breakdown", "gate")
     _select(at, "Time", "day")
+    next(c for c in at.checkbox if c.label == "Follow the dashboard's filter bar").check().run()
     next(b for b in at.button if b.label == "Save to draft dashboard").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert any("Saved **explore_actual_by_gate_per_month**" in s.value for s in at.success), [s.value for s in at.success]
+    assert any("Saved **explore_actual_by_gate_per_month**" in s.value and "follows the filter bar's site" in s.value for s in at.success), [
+        s.value for s in at.success
+    ]
     from lib.configrepo import ConfigRepo
 
     repo = ConfigRepo.open_or_create(app_env / "config-repo", WORKSPACES)
     ws, _ = workspace.load(repo.draft(SAM, "supply-chain-weekly").workspace_path)
     saved = ws.data["dashboard"]["components"][-1]
     assert saved["id"] == "explore_actual_by_gate_per_month" and saved["mark"] == "line"
+    assert "($site IS NULL OR" in saved["query"]  # it follows the Sites filter, as the dashboard's own charts do
     # The workspace's colour rule for gates is applied, so the checks pass.
     assert saved["encoding"]["color"]["scale"]["domain"] == ["Supply", "Orders", "Process"]
 

@@ -262,3 +262,83 @@ def test_the_footer_says_which_filters_the_export_used(tmp_path):
     filtered = to_html(render(ws.data, wh.tables(), wh.current().id, {"site": ["Lyon", "Porto"]}, cache=QueryCache()))
     assert "filtered by Sites: Lyon, Porto" in filtered
     assert "no filters" in to_html(render(ws.data, wh.tables(), wh.current().id, {}, cache=QueryCache()))
+
+
+# --------------------------------------------------------------------------- what changed, and data as of an earlier load
+
+
+def three_loads(tmp_path: Path):
+    """A workspace whose targets were loaded three times: 3,000, then 3,500, then 4,000 in all."""
+    import pyarrow as pa
+
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    files = {
+        "dashboard": {
+            "title": "Targets",
+            "components": [{"id": "target", "type": "kpi", "title": "Target", "query": "SELECT sum(target) AS value FROM targets", "format": ",d"}],
+        }
+    }
+    wh = Warehouse(tmp_path / "cache")
+    for first in (1000, 1500, 2000):
+        wh.write_snapshot({"targets": pa.table({"target": [first, 2000]})})
+    return folder, files, wh
+
+
+def kpi_section(page: str, cid: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.search(rf'<section class="component kpi" id="{cid}">(.*?)</section>', page, re.S).group(1)))
+
+
+def test_the_export_shows_each_kpis_value_at_the_previous_load_as_the_page_does(tmp_path):
+    from lib.access import User
+    from lib.changes import compare_tables, previous_of
+    from lib.time_travel import loaded_at, open_as_of
+
+    folder, files, wh = three_loads(tmp_path)
+    viewer, meta = User("vera", app_role="viewer"), {"access": {"viewers": ["vera"]}}
+    latest = open_as_of(wh, None, user=viewer, meta=meta)
+    previous = previous_of(wh, latest.snapshot)
+    changes = compare_tables(files, latest.snapshot, latest.tables, previous, wh.tables(previous), {}, workspace_path=folder)
+    assert changes.was("target").startswith("was 3,500 (+500) on ")  # what the page shows beside the card
+    page = export.to_html(latest.render(files, workspace_path=folder), changes, latest.as_of_note())
+    section = kpi_section(page, "target")
+    assert "4,000" in section and changes.was("target") in section
+    assert f"Data as of the load of {loaded_at(latest.snapshot)}" in html.unescape(page) and "earlier load" not in page
+    assert "was " not in kpi_section(export.to_html(latest.render(files, workspace_path=folder)), "target")  # none without changes
+
+    # Time travel to the middle load: its figure, its own previous value, and the file says which load it is.
+    middle = open_as_of(wh, wh.snapshots()[1].id, user=viewer, meta=meta)
+    first = previous_of(middle.warehouse, middle.snapshot)
+    assert first is not None
+    changes = compare_tables(files, middle.snapshot, middle.tables, first, middle.warehouse.tables(first), {}, workspace_path=folder)
+    page = html.unescape(export.to_html(middle.render(files, workspace_path=folder), changes, middle.as_of_note()))
+    section = kpi_section(page, "target")
+    assert "3,500" in section and "was 3,000 (+500) on " in section and "4,000" not in section
+    assert f"Data as of the load of {loaded_at(middle.snapshot)}, an earlier load kept: everyone is served the load of {loaded_at(latest.snapshot)}" in page
+
+
+def test_the_cli_export_says_which_load_and_what_each_kpi_was(ws_copy, tmp_path):
+    import csv
+
+    from lib.refresh import refresh
+    from lib.time_travel import loaded_at
+
+    folder = ws_copy("supply-chain-weekly")
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    data = folder / "data" / "gates.csv"
+    with data.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["actual"] = str(int(r["actual"]) + 10)
+    with data.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert refresh(folder, wh, user=OPERATOR).ok
+    out = tmp_path / "export.html"
+    export.export_workspace(folder, out, None, wh, user=OPERATOR)
+    page = html.unescape(out.read_text(encoding="utf-8"))
+    before = sum(int(r["actual"]) - 10 for r in rows)
+    assert f"was {before:,} (" in kpi_section(page, "kpi_volume")
+    assert f"Data as of the load of {loaded_at(wh.current())}" in page

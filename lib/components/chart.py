@@ -186,14 +186,57 @@ def _selectable(chart: Any, spec: Spec, result: QueryResult, frame, selected: li
     pairs = selections(spec)
     if not pairs:
         return chart
-    fields = [result_column(result, name) for _, name, _ in pairs]
-    values = [{result_column(result, k): _json_value(v) if isinstance(v, dt.date) else v for k, v in point.items()} for point in selected]
+    fields = []
+    for _, name, _ in pairs:
+        column = result_column(result, name)
+        if _is_temporal(result, column):
+            # A browser reports a clicked date as an instant in its own time zone; the selection
+            # projects this column instead: the value's own text, which the page maps back exactly.
+            frame[select_key(column)] = [None if v is None else str(v) for v in result.table.column(column).to_pylist()]
+            column = select_key(column)
+        fields.append(column)
+    values = [{_selected_field(result, k): _selected_value(result, k, v) for k, v in point.items()} for point in selected]
     kwargs: dict[str, Any] = {"name": SELECTION, "fields": fields}
     if values:
         kwargs["value"] = values
     param = alt.selection_point(**kwargs)
+    opacity = alt.condition(param, alt.value(1.0), alt.value(0.3))
+    if spec["mark"] in ("line", "area"):
+        # A line is one mark for all its points, and a click on it reports its first point: the points, drawn
+        # over it, carry the selection, and the line (a layer without one) lets clicks through to them.
+        points = chart.mark_point(filled=True, size=50, **({"color": chart.mark.color} if "color" not in chart.encoding.to_dict() else {}))
+        return alt.layer(chart, points.add_params(param).encode(opacity=opacity))
     # Shift-click adds marks, which only a multiselect filter can hold; the page keeps the first for a select.
-    return chart.add_params(param).encode(opacity=alt.condition(param, alt.value(1.0), alt.value(0.3)))
+    return chart.add_params(param).encode(opacity=opacity)
+
+
+SELECT_KEY = "__select_{column}"  # the text of a temporal column's values, which a point selection projects
+
+
+def select_key(column: str) -> str:
+    return SELECT_KEY.format(column=column)
+
+
+def selected_field(key: str) -> str:
+    """The query's column a selected mark's key names (a temporal column's text key, or the column itself)."""
+    prefix, _, _ = SELECT_KEY.partition("{")
+    return key[len(prefix) :] if key.startswith(prefix) else key
+
+
+def _is_temporal(result: QueryResult, column: str) -> bool:
+    kind = result.table.schema.field(column).type
+    return pa.types.is_date(kind) or pa.types.is_timestamp(kind)
+
+
+def _selected_field(result: QueryResult, name: str) -> str:
+    column = result_column(result, name)
+    return select_key(column) if _is_temporal(result, column) else column
+
+
+def _selected_value(result: QueryResult, name: str, value: Any) -> Any:
+    if _is_temporal(result, result_column(result, name)):
+        return str(value)
+    return _json_value(value) if isinstance(value, dt.date) else value
 
 
 def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
