@@ -44,9 +44,10 @@ if first is not None and wh.current() is None:
 ui.show_diagnostics(budget_warnings(ws.data))
 
 
-def save_outcome(files: dict, message: str) -> None:
+def save_outcome(files: dict, message: str, base: str | None) -> None:
+    """Save the proposal; `base` is the draft's head when it was made, so a save made since is never written over."""
     with ui.user_errors("Could not save to your draft"):
-        sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
+        sha = ctx.repo.save(ctx.user, ctx.slug, files, message, base=base)
         st.success(f"Saved to your draft as {sha[:10]}. Publish it on the Review page." if sha else "Nothing changed.")
         st.session_state.pop(OUTCOME, None)
 
@@ -96,7 +97,13 @@ def offer_autodraft(new_data: bool = False) -> None:
             for kind in kinds:
                 old = workspace.render(kind, ws.get(kind)) if ws.get(kind) else ""
                 diffs.append(ui.text_diff(old, workspace.render(kind, drafted[kind]), workspace.FILES[kind]))
-            st.session_state[OUTCOME] = {"kind": "autodraft", "files": drafted, "new_data": new_data, "diff": "\n".join(d for d in diffs if d)}
+            st.session_state[OUTCOME] = {
+                "kind": "autodraft",
+                "files": drafted,
+                "new_data": new_data,
+                "diff": "\n".join(d for d in diffs if d),
+                "base": ctx.repo.draft_head(ctx.user, ctx.slug),
+            }
             st.session_state.pop(PREFILL, None)
 
 
@@ -148,6 +155,7 @@ if message:
         st.markdown(message)
     served = wh.current()
     files, tables, version = dict(ws.data), wh.tables(served) if served else {}, served.id if served else ""
+    base = ctx.repo.draft_head(ctx.user, ctx.slug) if mode == "edit" else None  # the draft Claude reads
     if regenerate:
         # Regenerate works on the new data, which the refresh did not switch to.
         with st.status("Fetching the new data…"):
@@ -186,7 +194,7 @@ if message:
     if outcome.notice:
         st.warning(outcome.notice)
     if mode == "edit" and outcome.has_changes:
-        st.session_state[OUTCOME] = {"kind": "session", "outcome": outcome, "files": files, "regenerated": regenerate}
+        st.session_state[OUTCOME] = {"kind": "session", "outcome": outcome, "files": files, "regenerated": regenerate, "base": base}
 
 pending = st.session_state.get(OUTCOME)
 if pending and can_edit:
@@ -237,7 +245,7 @@ if pending and can_edit:
                 found = found + report_preview(to_save["report"], served_tables, served_version)
     do_save, discard = dashboard_view.save_buttons(found, f"chat:{ctx.slug}")
     if do_save and to_save:
-        save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""))
+        save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""), pending.get("base"))
     if discard:
         st.session_state.pop(OUTCOME, None)
         st.rerun()

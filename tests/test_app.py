@@ -251,6 +251,38 @@ def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
 
 
 @JOURNEY
+def test_a_chat_change_saved_after_another_save_to_the_draft_saves_nothing_and_loses_nothing(scripted_claude):
+    """Claude read the draft, then another save moved it (Explore in another tab): saving the session's whole
+    dashboard over it would drop that save, so it is refused with a plain message and the other save stays."""
+    import copy
+
+    from lib import workspace
+    from lib.access import User
+    from lib.model import message, text_block, tool_use_block
+
+    spec = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["dashboard"]
+    scripted_claude.extend(
+        [
+            message(tool_use_block("t1", "write_dashboard", {"yaml": workspace.render("dashboard", {**spec, "title": "Renamed by Claude"})})),
+            message(text_block("I renamed the dashboard.")),
+        ]
+    )
+    at = on_page(signed_in("sam"), "app_pages/chat.py")
+    at.chat_input[0].set_value("Rename the dashboard").run()
+    assert any("+title: Renamed by Claude" in c.value for c in at.code)
+    repo, sam = at.session_state["config_repo"], User("sam", app_role="steward")
+    meanwhile = copy.deepcopy(workspace.load(repo.draft(sam, "supply-chain-weekly").workspace_path)[0].data["dashboard"])
+    meanwhile["description"] = "Saved from another tab while Claude worked."
+    repo.save(sam, "supply-chain-weekly", {"dashboard": meanwhile}, "Another tab")
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("changed while this was being saved" in e.value and "nothing was saved" in e.value for e in at.error), [e.value for e in at.error]
+    saved = workspace.load(repo.draft(sam, "supply-chain-weekly").workspace_path)[0].data["dashboard"]
+    assert saved["description"] == "Saved from another tab while Claude worked." and saved["title"] != "Renamed by Claude"
+    assert repo.history("supply-chain-weekly", ref="draft/sam/supply-chain-weekly")[0].message == "Another tab"
+
+
+@JOURNEY
 def test_chat_session_that_writes_a_report_shows_its_diff_and_checks_and_saves_it(scripted_claude):
     from lib import workspace
     from lib.model import message, text_block, tool_use_block
