@@ -27,6 +27,7 @@ import math
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
@@ -315,34 +316,47 @@ def _duckdb_value_counts(cursor, name: str, col: str) -> _Counts:
 def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]], stats: dict[str, dict[str, Any]], family: Mapping[str, str]) -> None:
     """Distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
+    Arrow and numpy compute the int and float columns' min/max, mean, std
+    and quantiles, and up to EXACT_DISTINCT_MAX_ROWS rows the exact distinct
+    counts of the columns Arrow can count: a pass each, where the same
+    aggregates cost DuckDB over Arrow data several times more (count(DISTINCT)
+    was two thirds of a 10k-row profile; bench.profile). DuckDB aggregates the
+    rest: times' range, HyperLogLog distinct counts beyond that size, and the
+    columns holding NaN or infinity, which it orders and averages its own way.
     Exact quantiles need a sort per column, which dominated the profile of
     large tables; above EXACT_QUANTILE_MAX_ROWS they come from an evenly
-    spaced, deterministic sample of QUANTILE_SAMPLE_ROWS rows instead, and
-    Arrow computes the int and float columns' other statistics (DuckDB keeps
-    their distinct counts, and the columns holding NaN or infinity).
+    spaced, deterministic sample of QUANTILE_SAMPLE_ROWS rows instead.
     """
     rows = table.num_rows
     exact = rows <= EXACT_QUANTILE_MAX_ROWS
+    step = 1 if exact else max(1, rows // QUANTILE_SAMPLE_ROWS)
     numbers = [col for col, kind in columns if family[kind] == "number"]
     by_arrow: set[str] = set()
-    if not exact:
-        # Large tables: Arrow's kernels give min/max, mean and std in a pass each, about a third of what the same
-        # aggregates cost DuckDB over Arrow data (bench.profile); DuckDB keeps the HyperLogLog distinct counts.
-        for col in numbers:
-            found = _arrow_number_stats(table.column(col))
+    for col in numbers:
+        found = _arrow_number_stats(table.column(col))
+        if found is not None:
+            stats[col].update(found, quantiles=_sampled_quantiles(table.column(col), step))
+            by_arrow.add(col)
+    counted: set[str] = set()
+    if rows <= EXACT_DISTINCT_MAX_ROWS:
+        for col, _ in columns:
+            found = _arrow_distinct(table.column(col))
             if found is not None:
-                stats[col].update(found)
-                by_arrow.add(col)
+                stats[col]["distinct"] = found
+                counted.add(col)
+    in_duckdb = [col for col in numbers if col not in by_arrow]
     # Exact quantiles keep every value of their column until the query ends.
-    per_query = min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // max(1, rows)) if exact and numbers else SCAN_MAX_COLUMNS
+    per_query = min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // max(1, rows)) if exact and in_duckdb else SCAN_MAX_COLUMNS
     for batch in _batches(columns, per_query):
         select, layout = [], []
         for col, kind in batch:
             fam = family[kind]
             q = quote_ident(col)
-            # count(DISTINCT) costs a hash table per column, ~20x HyperLogLog's time on large
-            # tables; on small ones it is cheap, and HyperLogLog's error showed: 121 distinct in 120 rows.
-            parts = {"distinct": f"count(DISTINCT {q})" if rows <= EXACT_DISTINCT_MAX_ROWS else f"approx_count_distinct({q})"}
+            parts = {}
+            if col not in counted:
+                # count(DISTINCT) costs a hash table per column, ~20x HyperLogLog's time on large
+                # tables; on small ones it is cheap, and HyperLogLog's error showed: 121 distinct in 120 rows.
+                parts["distinct"] = f"count(DISTINCT {q})" if rows <= EXACT_DISTINCT_MAX_ROWS else f"approx_count_distinct({q})"
             if fam in ("number", "time") and col not in by_arrow:
                 parts["min"], parts["max"] = f"min({q})", f"max({q})"
             if fam == "number" and col not in by_arrow:
@@ -353,18 +367,15 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
             for key, expr in parts.items():
                 select.append(expr)
                 layout.append((col, key))
-        row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0]
-        for (col, key), value in zip(layout, row):
-            stats[col][key] = value
+        if select:
+            row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0]
+            for (col, key), value in zip(layout, row):
+                stats[col][key] = value
         for col, _ in batch:  # an estimate may overshoot; never more distinct values than values
             stats[col]["distinct"] = min(stats[col]["distinct"], stats[col]["nonnull"])
-    if not exact and numbers:
-        step = max(1, rows // QUANTILE_SAMPLE_ROWS)
-        for col in by_arrow:
-            stats[col]["quantiles"] = _sampled_quantiles(table.column(col), step)
-        rest = [col for col in numbers if col not in by_arrow]
+    if not exact and in_duckdb:
         picked = -(-rows // step)  # rows 0, step, 2 x step, ...
-        for batch in _batches(rest, min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // picked)):
+        for batch in _batches(in_duckdb, min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // picked)):
             cursor.register("__quantile_sample", pa.table({c: _strided(table.column(c), step, picked) for c in batch}))
             try:
                 exprs = [f"quantile_cont({quote_ident(c)}::DOUBLE, {list(QUANTILES.values())})" for c in batch]
@@ -372,6 +383,21 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
                     stats[col]["quantiles"] = value
             finally:
                 cursor.unregister("__quantile_sample")
+
+
+def _arrow_distinct(column: pa.ChunkedArray) -> int | None:
+    """The exact number of distinct non-null values as DuckDB's count(DISTINCT) gives it, for the types Arrow
+    counts alike (None for others: DuckDB counts those)."""
+    t = column.type
+    if pa.types.is_floating(t):
+        # DuckDB counts -0.0 and 0.0 as one value, Arrow as two; adding 0.0 turns -0.0 into 0.0 and changes nothing else.
+        # (NaN never gets here: a float column holding NaN is left to DuckDB, see _arrow_number_stats.)
+        if pc.any(pc.is_nan(column)).as_py():  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+            return None
+        column = pc.add(column, 0.0)  # pyright: ignore[reportAttributeAccessIssue]
+    elif not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date(t) or pa.types.is_boolean(t)):
+        return None
+    return pc.count_distinct(column).as_py()  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _arrow_number_stats(column: pa.ChunkedArray) -> dict[str, Any] | None:
@@ -418,7 +444,18 @@ def _sampled_quantiles(column: pa.ChunkedArray, step: int) -> list[float] | None
             parts.append(picked.astype(np.float64, copy=False))
     sample = np.concatenate(parts) if parts else np.zeros(0)
     sample = sample[~np.isnan(sample)]
-    return [float(v) for v in np.quantile(sample, list(QUANTILES.values()))] if len(sample) else None
+    if not len(sample):
+        return None
+    # DuckDB's quantile_cont step for step: lo * (1 - d) + hi * d, its multiply and add fused (one rounding), as
+    # its build computes it. numpy's interpolation differed in the last bit in 7 of 200 quantiles, which moved
+    # values sitting on a rounding boundary, as quarter points between two-decimal values often do.
+    positions = [(len(sample) - 1) * q for q in QUANTILES.values()]
+    picked = np.partition(sample, sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions}))
+    out = []
+    for p in positions:
+        low, high, d = float(picked[math.floor(p)]), float(picked[math.ceil(p)]), p - math.floor(p)
+        out.append(low if low == high else float(Fraction(low) * Fraction(1 - d) + Fraction(high * d)))
+    return out
 
 
 def _samples(column: pa.ChunkedArray | pa.Array | list[Any]) -> list[Any]:

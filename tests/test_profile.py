@@ -214,24 +214,28 @@ def chunked(table: pa.Table, sizes: list[int]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def test_large_table_number_statistics_from_arrow_match_duckdb(monkeypatch):
-    """Above the exact-quantile threshold, min/max, mean, std and the sampled quantiles of int and float
-    columns come from Arrow and numpy: the profile is the one DuckDB's aggregates give, with nulls, NaN
-    (left to DuckDB), an all-null column, int64 values whose sum would overflow, and uneven chunks."""
+@pytest.mark.parametrize("sampled", [False, True])
+def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypatch, sampled):
+    """min/max, mean, std and quantiles of int and float columns come from Arrow and numpy, and (up to 100k
+    rows) distinct counts from Arrow: the profile is the one DuckDB's aggregates give, with nulls, -0.0 beside
+    0.0, NaN (left to DuckDB), an all-null column, int64 values whose sum would overflow, uneven chunks,
+    exact quantiles, and (`sampled`) quantiles of an evenly spaced sample."""
     import math
 
     rows = 5_000
-    monkeypatch.setattr(profile, "EXACT_QUANTILE_MAX_ROWS", 1_000)  # 5,000 rows count as a large table
-    monkeypatch.setattr(profile, "QUANTILE_SAMPLE_ROWS", 700)  # a sample of every 7th row
+    if sampled:
+        monkeypatch.setattr(profile, "EXACT_QUANTILE_MAX_ROWS", 1_000)  # 5,000 rows count as a large table
+        monkeypatch.setattr(profile, "QUANTILE_SAMPLE_ROWS", 700)  # a sample of every 7th row
     numbers = pa.table(
         {
             "qty": pa.array([None if i % 11 == 0 else (i * 7919) % 1000 - 300 for i in range(rows)], pa.int64()),
-            "price": pa.array([None if i % 13 == 0 else math.sin(i) * 1e4 for i in range(rows)]),
+            "price": pa.array([None if i % 13 == 0 else -0.0 if i % 17 == 0 else round(math.sin(i) * 1e4, 2) for i in range(rows)]),
             "ratio": pa.array([(i % 97) / 7 for i in range(rows)], pa.float32()),
             "small": pa.array([i % 5 for i in range(rows)], pa.int8()),
             "huge": pa.array([10**15 + i * 1000 for i in range(rows)], pa.int64()),  # exact as doubles; their int64 sum would overflow
             "with_nan": pa.array([float("nan") if i == 77 else i / 3 for i in range(rows)]),
             "nothing": pa.nulls(rows, pa.float64()),
+            "code": pa.array([f"c{i % 450}" for i in range(rows)]),
         }
     )
     table = chunked(numbers, [1, 999, 1234, 0, 2000])
@@ -243,11 +247,14 @@ def test_large_table_number_statistics_from_arrow_match_duckdb(monkeypatch):
         return found
 
     monkeypatch.setattr(profile, "_arrow_number_stats", spy)
+    monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 10)  # code goes to the aggregates (and is counted after)
     by_arrow = profile.build({"t": table})
     assert by_arrow_columns.count(True) == 6  # all but with_nan
     monkeypatch.setattr(profile, "_arrow_number_stats", lambda column: None)  # every statistic by DuckDB, as before
+    monkeypatch.setattr(profile, "_arrow_distinct", lambda column: None)
     assert by_arrow == profile.build({"t": table})
     assert column(by_arrow, "qty")["quantiles"] and "quantiles" not in column(by_arrow, "nothing")
+    assert column(by_arrow, "price")["distinct"] == len({v for v in numbers.column("price").to_pylist() if v is not None})  # -0.0 == 0.0
 
 
 def test_dictionary_columns_are_counted_on_their_indices_like_plain_text(monkeypatch):
