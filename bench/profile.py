@@ -19,7 +19,13 @@ above 200k rows (an evenly spaced 100k-row sample). Ours also renders the
 profile (roles, samples, rounding); pandas only computes.
 
 Every measurement runs in a fresh process (warmed up on a tiny table first, as
-in a running app), medians of --runs runs. Peak memory: the process's peak RSS
+in a running app), medians of --runs runs, ours and pandas taking turns run by
+run so that a loaded moment of the shared machine falls on both. Beside the
+wall time (which the goals are about) it prints each side's CPU time (every
+thread's user + system time of the step), which load changes less: ours runs
+on several threads (Arrow, DuckDB), pandas on one, so the wall-time ratio is
+above the CPU-time ratio on an idle machine and falls towards it (or below,
+when our threads wait on each other) on a busy one. Peak memory: the process's peak RSS
 (VmHWM) during the measured step, after resetting it (/proc/self/clear_refs)
 once the data is loaded; "+MB" is that peak minus the RSS just before the step
 (for (a), what profiling adds on top of the data in memory).
