@@ -332,14 +332,22 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
     step = 1 if exact else max(1, rows // QUANTILE_SAMPLE_ROWS)
     numbers = [col for col, kind in columns if family[kind] == "number"]
     by_arrow: set[str] = set()
+    counted: set[str] = set()
     for col in numbers:
         found = _arrow_number_stats(table.column(col))
         if found is not None:
-            stats[col].update(found, quantiles=_sampled_quantiles(table.column(col), step))
+            # The sorted values count the distinct ones exactly where floats hold every value exactly.
+            exact_distinct = rows <= EXACT_DISTINCT_MAX_ROWS and step == 1 and (found["min"] is None or max(abs(found["min"]), abs(found["max"])) < 2**53)
+            quantiles, distinct = _sampled_quantiles(table.column(col), step, distinct=exact_distinct)
+            stats[col].update(found, quantiles=quantiles)
+            if exact_distinct:
+                stats[col]["distinct"] = distinct
+                counted.add(col)
             by_arrow.add(col)
-    counted: set[str] = set()
     if rows <= EXACT_DISTINCT_MAX_ROWS:
         for col, _ in columns:
+            if col in counted:
+                continue
             found = _arrow_distinct(table.column(col))
             if found is not None:
                 stats[col]["distinct"] = found
@@ -432,9 +440,11 @@ def _min_max(column: pa.ChunkedArray) -> tuple[Any, Any]:
     return (min(lo for lo, _ in found), max(hi for _, hi in found)) if found else (None, None)
 
 
-def _sampled_quantiles(column: pa.ChunkedArray, step: int) -> list[float] | None:
-    """quantile_cont of QUANTILES over rows 0, step, 2 x step, ... (nulls left out), of a column without NaN,
-    strided in numpy chunk by chunk: no copy of the column, no table registered with DuckDB."""
+def _sampled_quantiles(column: pa.ChunkedArray, step: int, distinct: bool = False) -> tuple[list[float] | None, int | None]:
+    """(quantile_cont of QUANTILES, with `distinct` the number of distinct values) over rows 0, step,
+    2 x step, ... (nulls left out) of a column without NaN, strided in numpy chunk by chunk: no copy of the
+    column, no table registered with DuckDB. Counting distinct values sorts the sample, which gives the
+    quantiles too, in about the time Arrow's hash count alone took (bench.profile, 20k x 200)."""
     parts, offset = [], 0
     for chunk in column.iterchunks():
         start = -offset % step
@@ -445,17 +455,21 @@ def _sampled_quantiles(column: pa.ChunkedArray, step: int) -> list[float] | None
     sample = np.concatenate(parts) if parts else np.zeros(0)
     sample = sample[~np.isnan(sample)]
     if not len(sample):
-        return None
+        return None, 0
     # DuckDB's quantile_cont step for step: lo * (1 - d) + hi * d, its multiply and add fused (one rounding), as
     # its build computes it. numpy's interpolation differed in the last bit in 7 of 200 quantiles, which moved
     # values sitting on a rounding boundary, as quarter points between two-decimal values often do.
     positions = [(len(sample) - 1) * q for q in QUANTILES.values()]
-    picked = np.partition(sample, sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions}))
+    if distinct:
+        picked = np.sort(sample)
+        count = int(np.count_nonzero(np.diff(picked))) + 1  # -0.0 and 0.0 count once, as in DuckDB
+    else:
+        picked, count = np.partition(sample, sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})), None
     out = []
     for p in positions:
         low, high, d = float(picked[math.floor(p)]), float(picked[math.ceil(p)]), p - math.floor(p)
         out.append(low if low == high else float(Fraction(low) * Fraction(1 - d) + Fraction(high * d)))
-    return out
+    return out, count
 
 
 def _samples(column: pa.ChunkedArray | pa.Array | list[Any]) -> list[Any]:
