@@ -30,6 +30,10 @@ from lib.configrepo import ConfigRepo
 
 # A local icon file: a Material icon or an emoji favicon would be fetched from a CDN, and the app must work offline.
 st.set_page_config(page_title="dashmem", page_icon=str(Path(__file__).with_name("app_icon.png")), layout="wide")
+if settings.get("DASHMEM_RUN_LOG"):  # each script run's server-side time, for bench.app
+    from lib import runlog
+
+    runlog.install(settings.get("DASHMEM_RUN_LOG"))
 
 
 @st.cache_resource(show_spinner="Opening the config repo…")

@@ -170,7 +170,7 @@ def bench_config_repo(tmp: Path, rows: int, spec: dict) -> dict[str, str]:
 class AppServer:
     """`streamlit run app.py` on a free local port, for the browser benches; a context manager."""
 
-    def __init__(self, env: dict[str, str], log: Path):
+    def __init__(self, env: dict[str, str], log: Path, cpus: str | None = None):
         import os
         import socket
 
@@ -181,6 +181,7 @@ class AppServer:
         self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
         self.env.pop("ANTHROPIC_API_KEY", None)
         self.log = log
+        self.cpus = cpus  # e.g. "0": the server runs on these cores only (taskset), its threads included
         self.proc = None
 
     def __enter__(self) -> "AppServer":
@@ -189,7 +190,8 @@ class AppServer:
 
         with self.log.open("a") as out:
             self.proc = subprocess.Popen(
-                [
+                (["taskset", "-c", self.cpus] if self.cpus else [])
+                + [
                     sys.executable,
                     "-m",
                     "streamlit",

@@ -19,7 +19,13 @@ above 200k rows (an evenly spaced 100k-row sample). Ours also renders the
 profile (roles, samples, rounding); pandas only computes.
 
 Every measurement runs in a fresh process (warmed up on a tiny table first, as
-in a running app), medians of --runs runs. Peak memory: the process's peak RSS
+in a running app), medians of --runs runs, ours and pandas taking turns run by
+run so that a loaded moment of the shared machine falls on both. Beside the
+wall time (which the goals are about) it prints each side's CPU time (every
+thread's user + system time of the step), which load changes less: ours runs
+on several threads (Arrow, DuckDB), pandas on one, so the wall-time ratio is
+above the CPU-time ratio on an idle machine and falls towards it (or below,
+when our threads wait on each other) on a busy one. Peak memory: the process's peak RSS
 (VmHWM) during the measured step, after resetting it (/proc/self/clear_refs)
 once the data is loaded; "+MB" is that peak minus the RSS just before the step
 (for (a), what profiling adds on top of the data in memory).
@@ -34,6 +40,7 @@ import gc
 import json
 import os
 import pickle
+import resource
 import statistics
 import subprocess
 import sys
@@ -131,26 +138,39 @@ def _worker(method: str, mode: str, case: Path) -> None:
     gc.collect()
     _reset_peak()
     before = _status("VmRSS")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     prof(data if mode == "a" else read(case))
-    seconds = time.perf_counter() - t0
-    print(json.dumps({"s": seconds, "peak_mb": _status("VmHWM"), "added_mb": _status("VmHWM") - before}))
+    seconds, c1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+    cpu = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime  # every thread's
+    print(json.dumps({"s": seconds, "cpu_s": cpu, "peak_mb": _status("VmHWM"), "added_mb": _status("VmHWM") - before}))
 
 
-def measure(method: str, mode: str, case: Path, runs: int) -> dict:
-    results = []
+def _run_worker(method: str, mode: str, case: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.profile", "--worker", method, mode, str(case)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    if proc.returncode:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:80]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_pair(mode: str, case: Path, runs: int) -> tuple[dict, dict]:
+    """(ours, pandas): medians of `runs` runs each, taking turns run by run, so a loaded moment of a shared
+    machine falls on both alike rather than on one (they ran five and five before, and the ratios moved with
+    the load between them)."""
+    results: dict[str, list[dict]] = {"ours": [], "pandas": []}
     for _ in range(runs):
-        proc = subprocess.run(
-            [sys.executable, "-m", "bench.profile", "--worker", method, mode, str(case)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
-        )
-        if proc.returncode:
-            return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:80]}
-        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    return {k: statistics.median(r[k] for r in results) for k in results[0]}
+        for method in ("ours", "pandas"):
+            found = _run_worker(method, mode, case)
+            if "error" in found:
+                return (found, {}) if method == "ours" else ({}, found)
+            results[method].append(found)
+    ours, base = ({k: statistics.median(r[k] for r in results[m]) for k in results[m][0]} for m in ("ours", "pandas"))
+    return ours, base
 
 
 # --------------------------------------------------------------------------- the tables
@@ -205,6 +225,7 @@ def main(argv=None) -> None:
         return
     folder = BENCH_CACHE / "profile"
     rows_out = []
+    load_before = os.getloadavg()[0]
     for label, rows, make in cases(args.quick):
         if args.only and args.only not in label:
             continue
@@ -212,7 +233,7 @@ def main(argv=None) -> None:
         case = prepare(label.replace(" ", "_"), make, folder)
         for mode in ("a", "b"):
             print(f"  measuring {label} ({mode})…", file=sys.stderr)
-            ours, base = measure("ours", mode, case, args.runs), measure("pandas", mode, case, args.runs)
+            ours, base = measure_pair(mode, case, args.runs)
             target, ratio_goal = goal(label, rows, mode)
             if "error" in ours or "error" in base:
                 rows_out.append(
@@ -224,6 +245,9 @@ def main(argv=None) -> None:
                         "-",
                         target,
                         "NOT MET" if "error" in ours else "-",
+                        "",
+                        "",
+                        "",
                         "",
                         "",
                         "",
@@ -247,15 +271,22 @@ def main(argv=None) -> None:
                     f"{ratio:.2f}x",
                     target,
                     met,
+                    round(ours["cpu_s"], 3),
+                    round(base["cpu_s"], 3),
+                    f"{base['cpu_s'] / ours['cpu_s']:.2f}x" if ours["cpu_s"] else "",
                     round(ours["peak_mb"]),
                     round(base["peak_mb"]),
                     f"+{ours['added_mb']:.0f}",
                     f"+{base['added_mb']:.0f}",
                 ]
             )
-    print_table(["table", "comparison", "ours s", "pandas s", "speed-up", "goal", "", "ours peak MB", "pandas peak MB", "ours +MB", "pandas +MB"], rows_out)
+    headers = ["table", "comparison", "ours s", "pandas s", "speed-up", "goal", "", "ours CPU s", "pandas CPU s", "CPU ratio"]
+    print_table(headers + ["ours peak MB", "pandas peak MB", "ours +MB", "pandas +MB"], rows_out)
     print(
-        f"\nMedians of {args.runs} runs, each in a fresh process warmed up on a tiny table. Peak MB = the process's VmHWM\n"
+        f"\nMedians of {args.runs} runs, each in a fresh process warmed up on a tiny table, ours and pandas taking turns.\n"
+        "The goal is on wall time (speed-up); CPU s is every thread's user + system time of the step, which a loaded\n"
+        f"machine changes less (load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores).\n"
+        "Peak MB = the process's VmHWM\n"
         "during the measured step (reset via /proc/self/clear_refs after loading the data); +MB = that peak minus the\n"
         "RSS just before the step. (a): data already in memory (ours the Arrow table as a snapshot holds it, repeating\n"
         "text dictionary-encoded from 100k rows up, as `lib profile` reads it; pandas the DataFrame read_csv made);\n"

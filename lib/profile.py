@@ -3,9 +3,12 @@
 Numbers, times and text that is nearly all distinct get aggregate queries
 over a bounded batch of columns (distinct count, exact up to
 EXACT_DISTINCT_MAX_ROWS rows and by HyperLogLog beyond, min/max, mean, std,
-quantiles). Text and boolean columns that repeat values are counted by
-Arrow, one hash pass each (top values, the rest, rare values, and the exact
-distinct count). Memory
+quantiles); above EXACT_QUANTILE_MAX_ROWS rows, Arrow and numpy compute the
+min/max, mean, std and sampled quantiles of int and float columns instead,
+the same figures at a fraction of the cost. Text and boolean columns that
+repeat values are counted by Arrow, one hash pass each, or by the indices of
+a dictionary-encoded column (top values, the rest, rare values, and the
+exact distinct count), while DuckDB aggregates the other columns. Memory
 is bounded by one batch, so it stays flat as tables widen (see `_scan`).
 Samples come from the first rows, which costs no scan. Nothing is loaded
 into pandas.
@@ -24,9 +27,11 @@ import math
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -171,13 +176,20 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
     stats: dict[str, dict[str, Any]] = {col: {"nonnull": rows - table.column(col).null_count} for col, _ in types}
     family = {kind: coltypes.family(kind) for _, kind in types}
     candidates = [col for col, kind in types if sample_values and family[kind] in ("text", "boolean") and _countable(table.column(col))]
+    # A shared dictionary this small cannot fill 90% of the sample with distinct values: no sample needed.
+    dictionaries = {col: _shared_dictionary(table.column(col)) for col in candidates}
+    few_values = {col for col, d in dictionaries.items() if d is not None and len(d) <= ROUTE_SAMPLE_ROWS * 0.9}
+    candidates = [col for col in candidates if col not in few_values]
     if rows > ROUTE_SAMPLE_ROWS * 8 and candidates:
         step = rows // ROUTE_SAMPLE_ROWS
-        # One take over all candidate columns: a take per column cost 0.1 s at 1M x 44.
-        sample = table.select(candidates).take(pa.array(range(0, step * ROUTE_SAMPLE_ROWS, step)))
-        repeating = {col for col in candidates if pc.count_distinct(_decoded(sample.column(col))).as_py() <= ROUTE_SAMPLE_ROWS * 0.9}  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+        repeating = {
+            col
+            for col in candidates
+            if pc.count_distinct(_decoded(_strided(table.column(col), step, ROUTE_SAMPLE_ROWS))).as_py() <= ROUTE_SAMPLE_ROWS * 0.9  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+        }
     else:
         repeating = set(candidates)
+    repeating |= few_values
 
     counted, aggregated = [], []
     for col, kind in types:
@@ -185,14 +197,35 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
             counted.append(col)
         else:
             aggregated.append((col, kind))
-    counts = _count_values(table, counted, limit, stats)
-    _aggregate(cursor, name, table, aggregated, stats, family)
+    if rows >= THREADS_MIN_ROWS and counted and aggregated:
+        # Arrow counts (on its own threads) while DuckDB aggregates the other columns: neither waits for
+        # the other's single-threaded stretches. They write the statistics of different columns.
+        with ThreadPoolExecutor(max_workers=1) as side:
+            counting = side.submit(_count_values, table, counted, limit, stats)
+            _aggregate(cursor, name, table, aggregated, stats, family)
+            counts = counting.result()
+    else:
+        counts = _count_values(table, counted, limit, stats)
+        _aggregate(cursor, name, table, aggregated, stats, family)
     later = [col for col, kind in aggregated if sample_values and family[kind] in ("text", "boolean") and 0 < stats[col]["distinct"] <= limit]
     counts.update(_count_values(table, [col for col in later if _countable(table.column(col))], limit, {}))
     for col in later:
         if col not in counts:
             counts[col] = _duckdb_value_counts(cursor, name, col)
     return stats, counts
+
+
+def _strided(column: pa.ChunkedArray, step: int, count: int) -> pa.ChunkedArray:
+    """Rows 0, step, 2 x step, ... (`count` of them at most), taken chunk by chunk: a take over the whole
+    table of many chunks cost 86 ms at 1M x 44, this 1 ms a column."""
+    parts, offset = [], 0
+    for chunk in column.iterchunks():
+        start = -offset % step
+        offset += len(chunk)
+        wanted = np.arange(start, min(len(chunk), count * step - (offset - len(chunk))), step)
+        if len(wanted):
+            parts.append(chunk.take(pa.array(wanted)))
+    return pa.chunked_array(parts, type=column.type)
 
 
 def _count_values(table: pa.Table, columns: list[str], limit: int, stats: dict[str, dict[str, Any]]) -> dict[str, _Counts]:
@@ -232,10 +265,32 @@ def _count_values(table: pa.Table, columns: list[str], limit: int, stats: dict[s
     return out
 
 
+def _shared_dictionary(column: pa.ChunkedArray) -> pa.Array | None:
+    """The dictionary every chunk of a dictionary-encoded column shares (as a snapshot's encoding makes them), else None."""
+    if not pa.types.is_dictionary(column.type) or not column.num_chunks:
+        return None
+    first = column.chunk(0).dictionary
+    # Chunks read from one IPC file point at the same dictionary buffers: comparing addresses spares comparing values.
+    addresses = [b.address if b else 0 for b in first.buffers()]
+    same = all([b.address if b else 0 for b in c.dictionary.buffers()] == addresses or c.dictionary.equals(first) for c in column.iterchunks())
+    return first if same else None
+
+
 def _value_counts(column: pa.ChunkedArray) -> pa.Table:
     """(v, n): each distinct non-null value and its count."""
-    found = pc.value_counts(column)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
-    values = pa.table({"v": _decoded(found.field("values")), "n": found.field("counts")})
+    dictionary = _shared_dictionary(column)
+    if dictionary is not None:
+        # One dictionary for the whole column: its indices are small integers, and counting them with
+        # bincount costs a third of hashing them (bench.profile); the values are looked up once.
+        indices = [c.indices for c in column.iterchunks()]
+        counts = np.zeros(len(dictionary), np.int64)
+        for i in indices:  # chunk by chunk: no copy of the whole column's indices
+            counts += np.bincount(i.drop_null().to_numpy() if i.null_count else i.to_numpy(), minlength=len(dictionary))
+        seen = counts > 0
+        values = pa.table({"v": dictionary.filter(pa.array(seen)), "n": pa.array(counts[seen], pa.int64())})
+    else:
+        found = pc.value_counts(column)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+        values = pa.table({"v": _decoded(found.field("values")), "n": found.field("counts")})
     return values.filter(pc.is_valid(values["v"])) if values["v"].null_count else values  # pyright: ignore[reportAttributeAccessIssue]
 
 
@@ -261,26 +316,58 @@ def _duckdb_value_counts(cursor, name: str, col: str) -> _Counts:
 def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]], stats: dict[str, dict[str, Any]], family: Mapping[str, str]) -> None:
     """Distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
+    Arrow and numpy compute the int and float columns' min/max, mean, std
+    and quantiles, and up to EXACT_DISTINCT_MAX_ROWS rows the exact distinct
+    counts of the columns Arrow can count: a pass each, where the same
+    aggregates cost DuckDB over Arrow data several times more (count(DISTINCT)
+    was two thirds of a 10k-row profile; bench.profile). DuckDB aggregates the
+    rest: times' range, HyperLogLog distinct counts beyond that size, and the
+    columns holding NaN or infinity, which it orders and averages its own way.
     Exact quantiles need a sort per column, which dominated the profile of
     large tables; above EXACT_QUANTILE_MAX_ROWS they come from an evenly
     spaced, deterministic sample of QUANTILE_SAMPLE_ROWS rows instead.
     """
     rows = table.num_rows
     exact = rows <= EXACT_QUANTILE_MAX_ROWS
+    step = 1 if exact else max(1, rows // QUANTILE_SAMPLE_ROWS)
     numbers = [col for col, kind in columns if family[kind] == "number"]
+    by_arrow: set[str] = set()
+    counted: set[str] = set()
+    for col in numbers:
+        found = _arrow_number_stats(table.column(col))
+        if found is not None:
+            # The sorted values count the distinct ones exactly where floats hold every value exactly.
+            exact_distinct = rows <= EXACT_DISTINCT_MAX_ROWS and step == 1 and (found["min"] is None or max(abs(found["min"]), abs(found["max"])) < 2**53)
+            quantiles, distinct = _sampled_quantiles(table.column(col), step, distinct=exact_distinct)
+            stats[col].update(found, quantiles=quantiles)
+            if exact_distinct:
+                stats[col]["distinct"] = distinct
+                counted.add(col)
+            by_arrow.add(col)
+    if rows <= EXACT_DISTINCT_MAX_ROWS:
+        for col, _ in columns:
+            if col in counted:
+                continue
+            found = _arrow_distinct(table.column(col))
+            if found is not None:
+                stats[col]["distinct"] = found
+                counted.add(col)
+    in_duckdb = [col for col in numbers if col not in by_arrow]
     # Exact quantiles keep every value of their column until the query ends.
-    per_query = min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // max(1, rows)) if exact and numbers else SCAN_MAX_COLUMNS
+    per_query = min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // max(1, rows)) if exact and in_duckdb else SCAN_MAX_COLUMNS
     for batch in _batches(columns, per_query):
         select, layout = [], []
         for col, kind in batch:
             fam = family[kind]
             q = quote_ident(col)
-            # count(DISTINCT) costs a hash table per column, ~20x HyperLogLog's time on large
-            # tables; on small ones it is cheap, and HyperLogLog's error showed: 121 distinct in 120 rows.
-            parts = {"distinct": f"count(DISTINCT {q})" if rows <= EXACT_DISTINCT_MAX_ROWS else f"approx_count_distinct({q})"}
-            if fam in ("number", "time"):
+            parts = {}
+            if col not in counted:
+                # count(DISTINCT) costs a hash table per column, ~20x HyperLogLog's time on large
+                # tables; on small ones it is cheap, and HyperLogLog's error showed: 121 distinct in 120 rows.
+                parts["distinct"] = f"count(DISTINCT {q})" if rows <= EXACT_DISTINCT_MAX_ROWS else f"approx_count_distinct({q})"
+            if fam in ("number", "time") and col not in by_arrow:
                 parts["min"], parts["max"] = f"min({q})", f"max({q})"
-            if fam == "number":
+            if fam == "number" and col not in by_arrow:
                 parts["mean"] = f"avg({q}::DOUBLE)"
                 parts["std"] = f"stddev_samp({q}::DOUBLE)"
                 if exact:
@@ -288,22 +375,101 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
             for key, expr in parts.items():
                 select.append(expr)
                 layout.append((col, key))
-        row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0]
-        for (col, key), value in zip(layout, row):
-            stats[col][key] = value
+        if select:
+            row = cursor.execute(f"SELECT {', '.join(select)} FROM {quote_ident(name)}").fetchall()[0]
+            for (col, key), value in zip(layout, row):
+                stats[col][key] = value
         for col, _ in batch:  # an estimate may overshoot; never more distinct values than values
             stats[col]["distinct"] = min(stats[col]["distinct"], stats[col]["nonnull"])
-    if not exact and numbers:
-        step = max(1, rows // QUANTILE_SAMPLE_ROWS)
-        positions = pa.array(range(0, rows, step))
-        for batch in _batches(numbers, min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // len(positions))):
-            cursor.register("__quantile_sample", table.select(batch).take(positions))
+    if not exact and in_duckdb:
+        picked = -(-rows // step)  # rows 0, step, 2 x step, ...
+        for batch in _batches(in_duckdb, min(SCAN_MAX_COLUMNS, SCAN_VALUES_PER_QUERY // picked)):
+            cursor.register("__quantile_sample", pa.table({c: _strided(table.column(c), step, picked) for c in batch}))
             try:
                 exprs = [f"quantile_cont({quote_ident(c)}::DOUBLE, {list(QUANTILES.values())})" for c in batch]
                 for col, value in zip(batch, cursor.execute(f"SELECT {', '.join(exprs)} FROM __quantile_sample").fetchall()[0]):
                     stats[col]["quantiles"] = value
             finally:
                 cursor.unregister("__quantile_sample")
+
+
+def _arrow_distinct(column: pa.ChunkedArray) -> int | None:
+    """The exact number of distinct non-null values as DuckDB's count(DISTINCT) gives it, for the types Arrow
+    counts alike (None for others: DuckDB counts those)."""
+    t = column.type
+    if pa.types.is_floating(t):
+        # DuckDB counts -0.0 and 0.0 as one value, Arrow as two; adding 0.0 turns -0.0 into 0.0 and changes nothing else.
+        # (NaN never gets here: a float column holding NaN is left to DuckDB, see _arrow_number_stats.)
+        if pc.any(pc.is_nan(column)).as_py():  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+            return None
+        column = pc.add(column, 0.0)  # pyright: ignore[reportAttributeAccessIssue]
+    elif not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date(t) or pa.types.is_boolean(t)):
+        return None
+    return pc.count_distinct(column).as_py()  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _arrow_number_stats(column: pa.ChunkedArray) -> dict[str, Any] | None:
+    """min, max, mean and std (sample) of an integer or float column as DuckDB's aggregates give them;
+    None for other types and for columns holding NaN or infinity, which DuckDB orders and averages its own way."""
+    integers = pa.types.is_integer(column.type)
+    if not (integers or pa.types.is_floating(column.type)):
+        return None
+    low, high = _min_max(column)
+    values = column
+    if integers and low is not None and max(abs(low), abs(high)) * len(column) >= 2**62:
+        values = column.cast(pa.float64(), safe=False)  # an int64 sum could overflow: as DuckDB's avg(x::DOUBLE)
+    mean = pc.mean(values).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+    if mean is not None and not math.isfinite(mean):
+        return None
+    return {"min": low, "max": high, "mean": mean, "std": pc.stddev(values, ddof=1).as_py()}  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _min_max(column: pa.ChunkedArray) -> tuple[Any, Any]:
+    """(min, max) of a number column, None for all-null. numpy reduces a float chunk without nulls
+    several times faster than Arrow's NaN-aware min_max (NaN, if any, is caught by the mean)."""
+    found = []
+    for chunk in column.iterchunks():
+        if not len(chunk) or chunk.null_count == len(chunk):
+            continue
+        if chunk.null_count or not pa.types.is_floating(chunk.type):
+            pair = pc.min_max(chunk).as_py()  # pyright: ignore[reportAttributeAccessIssue]
+            found.append((pair["min"], pair["max"]))
+        else:
+            values = chunk.to_numpy()
+            found.append((values.min().item(), values.max().item()))
+    return (min(lo for lo, _ in found), max(hi for _, hi in found)) if found else (None, None)
+
+
+def _sampled_quantiles(column: pa.ChunkedArray, step: int, distinct: bool = False) -> tuple[list[float] | None, int | None]:
+    """(quantile_cont of QUANTILES, with `distinct` the number of distinct values) over rows 0, step,
+    2 x step, ... (nulls left out) of a column without NaN, strided in numpy chunk by chunk: no copy of the
+    column, no table registered with DuckDB. Counting distinct values sorts the sample, which gives the
+    quantiles too, in about the time Arrow's hash count alone took (bench.profile, 20k x 200)."""
+    parts, offset = [], 0
+    for chunk in column.iterchunks():
+        start = -offset % step
+        offset += len(chunk)
+        if start < len(chunk):
+            picked = chunk.to_numpy(zero_copy_only=False)[start::step]  # nulls become NaN
+            parts.append(picked.astype(np.float64, copy=False))
+    sample = np.concatenate(parts) if parts else np.zeros(0)
+    sample = sample[~np.isnan(sample)]
+    if not len(sample):
+        return None, 0
+    # DuckDB's quantile_cont step for step: lo * (1 - d) + hi * d, its multiply and add fused (one rounding), as
+    # its build computes it. numpy's interpolation differed in the last bit in 7 of 200 quantiles, which moved
+    # values sitting on a rounding boundary, as quarter points between two-decimal values often do.
+    positions = [(len(sample) - 1) * q for q in QUANTILES.values()]
+    if distinct:
+        picked = np.sort(sample)
+        count = int(np.count_nonzero(np.diff(picked))) + 1  # -0.0 and 0.0 count once, as in DuckDB
+    else:
+        picked, count = np.partition(sample, sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})), None
+    out = []
+    for p in positions:
+        low, high, d = float(picked[math.floor(p)]), float(picked[math.ceil(p)]), p - math.floor(p)
+        out.append(low if low == high else float(Fraction(low) * Fraction(1 - d) + Fraction(high * d)))
+    return out, count
 
 
 def _samples(column: pa.ChunkedArray | pa.Array | list[Any]) -> list[Any]:

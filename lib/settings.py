@@ -425,6 +425,17 @@ register(
 )
 register(
     Setting(
+        "DASHMEM_RUN_LOG",
+        _resolved_path,
+        None,
+        "a file the app server appends one JSON line per script run to (session, asked, done), for bench.app's server-side page-load times",
+        APP,
+        "a file",
+        "none (no log)",
+    )
+)
+register(
+    Setting(
         "DASHMEM_DATASETS",
         _path,
         PROJECT_ROOT.parent / "shared" / "datasets",

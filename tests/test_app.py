@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -846,3 +849,11 @@ def test_review_shows_what_a_draft_means_above_its_yaml_diff(env):
     assert "ISO 8601 weeks" in texts[rule] and texts[rule].startswith("**Task rules**")
     assert "\\[ISO\\]\\(http\\://evil\\.example\\)" in texts[rule]  # a draft's text is shown as written, never as a link
     assert {e.label for e in at.expander} >= {"task.yaml (modified)", "workspace.yaml (modified)"}
+
+
+def test_the_served_app_watches_no_files_and_collects_no_garbage_after_each_run():
+    """As `streamlit run app.py` reads .streamlit/config.toml: no per-session file watchers, no full GC per
+    script run (about 15 % of the server's CPU with 4 sessions signing in at once, issue #14)."""
+    show = "from streamlit import config; print(config.get_option('server.fileWatcherType'), config.get_option('runner.postScriptGC'))"
+    proc = subprocess.run([sys.executable, "-c", show], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["none", "False"], proc.stderr[-2000:]

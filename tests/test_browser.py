@@ -56,6 +56,7 @@ def serve(tmp: Path):
         "DASHMEM_CONFIG_REPO": str(tmp / "config-repo"),
         "DASHMEM_CACHE_DIR": str(tmp / "cache"),
         "DASHMEM_COOKIE_KEY": "b" * 40,
+        "DASHMEM_RUN_LOG": str(tmp / "runs.jsonl"),  # test_the_run_log_times_each_script_run_in_the_server
         "PYTHONPATH": str(ROOT),
     }
     env.pop("ANTHROPIC_API_KEY", None)
@@ -245,3 +246,24 @@ def test_a_viewer_opens_an_earlier_load_and_sees_its_figure_under_a_banner(serve
         shown = kpi_value(page, "Attainment this week")
     page.screenshot(path=str(ARTIFACTS / "browser-dashboard-data-as-of.png"), full_page=True)
     assert shown == expected != latest
+
+
+def test_the_run_log_times_each_script_run_in_the_server(server, page):
+    """DASHMEM_RUN_LOG (bench.app's server-side measure): a sign-in is two runs of one session, the form and
+    then the signed-in page, each logged from the browser's request to its last message queued."""
+    from lib import runlog
+
+    url, tmp = server
+    log = tmp / "runs.jsonl"
+    page.goto(url)  # the server's first run installs the log (the runs asked for before it are not logged)
+    page.get_by_label("Username").wait_for(timeout=30_000)
+    before = len(runlog.read(log))
+    sign_in(page, url, "vera", "vera-demo")  # a new session
+    page.wait_for_function("document.querySelector('[data-testid=\"stApp\"]').getAttribute('data-test-script-state') === 'notRunning'")
+    deadline = time.monotonic() + 30  # the line is written just after the browser is sent the run's end
+    while time.monotonic() < deadline and len([r for r in runlog.read(log)[before:] if r["ended"] == "finished"]) < 2:
+        time.sleep(0.1)
+    runs = runlog.read(log)[before:]
+    assert len({r["session"] for r in runs}) == 1, runs
+    assert len([r for r in runs if r["ended"] == "finished"]) >= 2, runs
+    assert all(r["asked"] <= r["done"] for r in runs), runs

@@ -205,6 +205,91 @@ def test_dictionary_encoded_text_is_routed_and_counted_like_plain_text(monkeypat
     assert profile.build({"t": encoded}) == profile.build({"t": plain})
 
 
+def chunked(table: pa.Table, sizes: list[int]) -> pa.Table:
+    """The table cut into chunks of these sizes (the rest in a last one), as a snapshot read back holds it."""
+    parts, start = [], 0
+    for size in sizes + [table.num_rows]:
+        parts.append(table.slice(start, size))
+        start += size
+    return pa.concat_tables(parts)
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypatch, sampled):
+    """min/max, mean, std and quantiles of int and float columns come from Arrow and numpy, and (up to 100k
+    rows) distinct counts from Arrow: the profile is the one DuckDB's aggregates give, with nulls, -0.0 beside
+    0.0, NaN (left to DuckDB), an all-null column, int64 values whose sum would overflow, uneven chunks,
+    exact quantiles, and (`sampled`) quantiles of an evenly spaced sample."""
+    import math
+
+    rows = 5_000
+    if sampled:
+        monkeypatch.setattr(profile, "EXACT_QUANTILE_MAX_ROWS", 1_000)  # 5,000 rows count as a large table
+        monkeypatch.setattr(profile, "QUANTILE_SAMPLE_ROWS", 700)  # a sample of every 7th row
+    numbers = pa.table(
+        {
+            "qty": pa.array([None if i % 11 == 0 else (i * 7919) % 1000 - 300 for i in range(rows)], pa.int64()),
+            "price": pa.array([None if i % 13 == 0 else -0.0 if i % 17 == 0 else round(math.sin(i) * 1e4, 2) for i in range(rows)]),
+            "ratio": pa.array([(i % 97) / 7 for i in range(rows)], pa.float32()),
+            "small": pa.array([i % 5 for i in range(rows)], pa.int8()),
+            "huge": pa.array([10**15 + i * 1000 for i in range(rows)], pa.int64()),  # exact as doubles; their int64 sum would overflow
+            "with_nan": pa.array([float("nan") if i == 77 else i / 3 for i in range(rows)]),
+            "nothing": pa.nulls(rows, pa.float64()),
+            "code": pa.array([f"c{i % 450}" for i in range(rows)]),
+        }
+    )
+    table = chunked(numbers, [1, 999, 1234, 0, 2000])
+    arrow_stats, by_arrow_columns = profile._arrow_number_stats, []
+
+    def spy(values: pa.ChunkedArray):
+        found = arrow_stats(values)
+        by_arrow_columns.append(found is not None)
+        return found
+
+    monkeypatch.setattr(profile, "_arrow_number_stats", spy)
+    monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 10)  # code goes to the aggregates (and is counted after)
+    by_arrow = profile.build({"t": table})
+    assert by_arrow_columns.count(True) == 6  # all but with_nan
+    monkeypatch.setattr(profile, "_arrow_number_stats", lambda column: None)  # every statistic by DuckDB, as before
+    monkeypatch.setattr(profile, "_arrow_distinct", lambda column: None)
+    assert by_arrow == profile.build({"t": table})
+    assert column(by_arrow, "qty")["quantiles"] and "quantiles" not in column(by_arrow, "nothing")
+    assert column(by_arrow, "price")["distinct"] == len({v for v in numbers.column("price").to_pylist() if v is not None})  # -0.0 == 0.0
+
+
+def test_dictionary_columns_are_counted_on_their_indices_like_plain_text(monkeypatch):
+    """A dictionary shared by every chunk (as a snapshot holds one) is counted with its indices, null
+    slots and unused entries left out; chunks with dictionaries of their own are counted by value."""
+    rows = 4_000
+    words = [None if i % 17 == 0 else f"w{(i * 31) % 300:03d}" for i in range(rows)]
+    plain = pa.table({"shared": pa.array(words), "own": pa.array(words), "wide": pa.array([f"k{i % 2500}" for i in range(rows)])})
+    dictionary = pa.array([f"w{j:03d}" for j in range(400)] + ["unused"])  # 100 entries no row uses
+    lookup = {w: j for j, w in enumerate(dictionary.to_pylist())}
+
+    def shared(part: list) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array([None if w is None else lookup[w] for w in part], pa.int32()), dictionary)
+
+    cuts = [(0, 1_500), (1_500, 1_501), (1_501, rows)]
+    encoded = pa.table(
+        {
+            "shared": pa.chunked_array([shared(words[a:b]) for a, b in cuts]),
+            "own": pa.chunked_array([pa.array(words[a:b]).dictionary_encode() for a, b in cuts]),
+            "wide": pa.chunked_array([pa.array(plain.column("wide").to_pylist()[a:b]).dictionary_encode() for a, b in cuts]),
+        }
+    )
+    assert profile._shared_dictionary(encoded.column("shared")) is not None
+    assert profile._shared_dictionary(encoded.column("own")) is None
+    monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 64)  # 4,000 rows > 8 x 64: the routing samples
+    assert profile.build({"t": encoded}) == profile.build({"t": plain})
+
+
+def test_strided_rows_are_the_rows_a_take_gives():
+    values = pa.chunked_array([list(range(0, 7)), list(range(7, 20)), [], list(range(20, 33))])
+    for step, count in [(3, 5), (3, 100), (1, 4), (5, 7), (4, 1), (40, 3)]:
+        expected = values.take(pa.array(list(range(0, 33))[0 : step * count : step]))
+        assert profile._strided(values, step, count).to_pylist() == expected.to_pylist(), (step, count)
+
+
 _WIDE_PROFILES: dict[int, dict] = {}
 
 
