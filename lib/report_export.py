@@ -172,6 +172,7 @@ def to_pdf(html: str) -> bytes:
         raise ReportExportError(f"PDF export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
     try:
         from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt") from None
@@ -179,14 +180,21 @@ def to_pdf(html: str) -> bytes:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox", "--disable-gpu"])
             try:
-                page = browser.new_page(viewport={"width": 794, "height": 1123})  # A4 at 96 dpi
+                # Offline, not only routed: a route sees no WebSocket, and the print must reach nothing beyond the HTML.
+                context = browser.new_context(viewport={"width": 794, "height": 1123}, offline=True, service_workers="block")  # A4 at 96 dpi
+                context.set_default_timeout(DRAW_TIMEOUT_S * 1000)
+                context.route("**/*", _offline)
+                context.route_web_socket("**/*", lambda socket: socket.close())
+                page = context.new_page()
                 page.emulate_media(media="print")
-                page.route("**/*", _offline)
                 page.set_content(html, wait_until="load")
                 page.wait_for_function(CHARTS_DRAWN, timeout=DRAW_TIMEOUT_S * 1000)
                 return page.pdf(prefer_css_page_size=True, print_background=True, display_header_footer=False)
             finally:
                 browser.close()
+    except PlaywrightTimeout:
+        log.exception("printing the report to PDF timed out")
+        raise ReportExportError(f"the report's charts were not drawn within {DRAW_TIMEOUT_S:g} s, so nothing was printed; try again, or export the HTML") from None
     except PlaywrightError as exc:
         log.exception("printing the report to PDF failed")
         raise ReportExportError(f"Chromium could not print the report: {str(exc).splitlines()[0]}") from None

@@ -206,3 +206,77 @@ def test_cli_html_chooses_the_report_or_the_dashboard(tmp_path):
     (folder / "dashboard.yaml").unlink()  # a report-only workspace: --html is the report's
     assert _run(["export", str(folder), "--html", str(tmp_path / "only.html")], env, tmp_path).returncode == 0
     assert "<title>Supply chain weekly report</title>" in (tmp_path / "only.html").read_text()
+
+
+# ------------------------------------------------------------------ printing is offline and bounded
+
+
+@pytest.fixture
+def loopback_server():
+    """An HTTP server on loopback that records every request it gets (none is the answer we want)."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}", hits
+    server.shutdown()
+    server.server_close()
+
+
+def _descendants() -> set[int]:
+    """The ids of every process below this one (Chromium runs under Playwright's driver, two levels down)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+@needs_chromium
+def test_printing_fetches_nothing_from_the_network_or_the_local_files(loopback_server, tmp_path):
+    """Whatever the HTML asks for (an image, a style sheet, a frame, fetch, a WebSocket, a local file), Chromium sends nothing."""
+    host, hits = loopback_server
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE")
+    html = f"""<!DOCTYPE html><html><head><link rel="stylesheet" href="http://{host}/css"></head><body><p>Printed</p>
+<img src="http://{host}/img"><img src="file://{secret}"><iframe src="file://{secret}"></iframe><iframe src="http://{host}/frame"></iframe>
+<script>
+fetch("http://{host}/fetch").catch(() => 0);
+try {{ new WebSocket("ws://{host}/socket"); }} catch (e) {{}}
+navigator.sendBeacon("http://{host}/beacon", "x");
+</script></body></html>"""
+    pdf = report_export.to_pdf(html)
+    text = "\n".join(pages_text(pdf))
+    assert "Printed" in text and "TOP-SECRET-LINE" not in text
+    assert hits == []
+
+
+@needs_chromium
+def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and_no_chromium_left(supply, monkeypatch):
+    folder, wh = supply
+    monkeypatch.setattr(report_export, "CHARTS_DRAWN", "() => false")  # as a chart that never finishes drawing
+    monkeypatch.setattr(report_export, "DRAW_TIMEOUT_S", 1.0)
+    before = _descendants()
+    with pytest.raises(report_export.ReportExportError) as raised:
+        report_export.to_pdf(report_export.to_html(rendered_report(folder, wh)))
+    assert str(raised.value) == "the report's charts were not drawn within 1 s, so nothing was printed; try again, or export the HTML"
+    assert _descendants() <= before  # Playwright's driver and Chromium have ended
