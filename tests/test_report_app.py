@@ -1,0 +1,69 @@
+"""The Report page through AppTest, by role: what a viewer, a steward and an owner can read, export and change."""
+
+from __future__ import annotations
+
+import pytest
+
+from lib import workspace
+from lib.access import PermissionDenied, User
+
+from .conftest import ROOT
+from .test_app import env, on_page, signed_in  # noqa: F401  (env is a fixture)
+
+REPORT = "app_pages/report.py"
+DRAFT_REPORT = {
+    "title": "Team KPIs draft report",
+    "sections": [{"type": "heading", "text": "Work in progress"}, {"type": "prose", "markdown": "Nothing to show yet."}],
+}
+
+
+def _click(at, label: str):
+    next(b for b in at.button if b.label == label).click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_a_viewer_reads_and_exports_the_report_but_cannot_change_it(env):
+    at = on_page(signed_in("vera"), REPORT)
+    assert "Supply chain weekly report" in [t.value for t in at.title]
+    assert not [t for t in at.toggle if t.label == "Show my draft"]
+    _click(at, "Export HTML")
+    assert not at.error, [e.value for e in at.error]
+    assert "Export HTML" not in [b.label for b in at.button]  # the download took its place
+    repo = at.session_state["config_repo"]
+    report = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["report"]
+    with pytest.raises(PermissionDenied):
+        repo.save(User("vera", app_role="viewer"), "supply-chain-weekly", {"report": {**report, "title": "Mine now"}}, "retitle")
+
+
+def test_a_missing_chromium_is_a_plain_message_on_the_report_page(env, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CHROMIUM", str(env / "no-chromium"))
+    at = _click(on_page(signed_in("vera"), REPORT), "Export PDF")
+    shown = [e.value for e in at.error]
+    assert any(v.startswith("PDF export needs Chromium") for v in shown), shown
+    assert "Export PDF" in [b.label for b in at.button]
+
+
+def _stewards_unpublished_report(at):
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    repo.new_workspace(sam, "team-kpis", "Team KPIs")
+    repo.save(sam, "team-kpis", {"report": DRAFT_REPORT}, "A first report")
+    return repo
+
+
+def test_a_report_on_a_stewards_unpublished_draft_is_not_shown_to_a_viewer(env):
+    _stewards_unpublished_report(signed_in("sam"))
+    viewer = signed_in("vera", "team-kpis")
+    for page in (REPORT, "app_pages/dashboard.py"):  # the Report page keeps the workspace as the Dashboard page does
+        shown = on_page(viewer, page)
+        assert "Team KPIs draft report" not in [t.value for t in shown.title]
+        assert not [m for m in shown.markdown if "Nothing to show yet" in m.value]
+
+
+def test_an_owner_opening_a_stewards_unpublished_workspace_reads_the_stewards_draft_report_and_creates_nothing(env):
+    repo = _stewards_unpublished_report(signed_in("sam"))
+    owner = on_page(signed_in("olivia", "team-kpis"), REPORT)
+    assert not owner.error, [e.value for e in owner.error]
+    assert "Team KPIs draft report" in [t.value for t in owner.title]
+    assert not repo.has_draft(User("olivia", app_role="owner"), "team-kpis")
