@@ -41,6 +41,8 @@ if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disa
 loaded = st.session_state.get(state.REFRESH_REPORT)
 if loaded is not None and loaded.workspace == ctx.slug and not loaded.ok:
     st.error(loaded.headline() + " The report shows the previous data; the Dashboard page has the details.")
+if loaded is not None and loaded.workspace == ctx.slug and loaded.report_warnings:  # loaded all the same: the dashboard fits
+    st.warning("The new data no longer fits parts of this report:\n" + "\n".join(f"- {w}" for w in loaded.report_warnings))
 
 snapshot = wh.current()
 if snapshot is None:

@@ -67,3 +67,14 @@ def test_an_owner_opening_a_stewards_unpublished_workspace_reads_the_stewards_dr
     assert not owner.error, [e.value for e in owner.error]
     assert "Team KPIs draft report" in [t.value for t in owner.title]
     assert not repo.has_draft(User("olivia", app_role="owner"), "team-kpis")
+
+
+def test_the_report_page_shows_the_refreshs_warning_that_the_report_no_longer_fits(env):
+    from app_pages import state
+    from lib.refresh import RefreshReport
+
+    at = on_page(signed_in("vera"), REPORT)
+    warning = 'query regions no longer fits the new data: it reads column "region", which the new data does not have'
+    at.session_state[state.REFRESH_REPORT] = RefreshReport("supply-chain-weekly", swapped=True, report_warnings=[warning])
+    at.run()
+    assert [w.value for w in at.warning] == [f"The new data no longer fits parts of this report:\n- {warning}"]
