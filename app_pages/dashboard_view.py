@@ -185,7 +185,7 @@ def _table(comp: Component) -> None:
 
 def _text(comp: Component) -> None:
     _heading(comp)
-    st.markdown(comp.markdown)
+    st.markdown(text.inert_images(comp.markdown))
 
 
 # How the page draws each kind of the registry (lib.components.KINDS), so lib stays free of Streamlit.

@@ -193,7 +193,6 @@ def refresh(
     # Tables of sources that failed keep their last data; tables of removed sources go.
     candidate = {**{n: old_tables[n] for n in configured if n in old_tables}, **fetched}
     report.dashboard_errors.extend(dashboard_query_errors(ws.get("dashboard"), candidate, record=warehouse.folder / BOUND_RECORD))
-    report.report_warnings.extend(dashboard_query_errors(ws.get("report"), candidate, record=warehouse.folder / BOUND_RECORD))
 
     protect_old = current is not None
     if protect_old and (any(s.status != "ok" for s in report.sources) or report.dashboard_errors):
@@ -211,6 +210,8 @@ def refresh(
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
         return _finish(report, warehouse, started, progress, "The data has not changed", now)
+    # Only data about to be served can break the report; data kept out, or unchanged, leaves it as it was.
+    report.report_warnings.extend(dashboard_query_errors(ws.get("report"), candidate, record=warehouse.folder / BOUND_RECORD))
     progress(0.95, "Switching to the new data…")
     types = {name: current.tables[name]["columns"] for name in candidate if current and name in current.tables}
     types.update(new_types)

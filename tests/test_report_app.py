@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from lib import workspace
@@ -78,3 +80,25 @@ def test_the_report_page_shows_the_refreshs_warning_that_the_report_no_longer_fi
     at.session_state[state.REFRESH_REPORT] = RefreshReport("supply-chain-weekly", swapped=True, report_warnings=[warning])
     at.run()
     assert [w.value for w in at.warning] == [f"The new data no longer fits parts of this report:\n- {warning}"]
+
+
+def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_fetches_it(env):
+    """Markdown images would make every reader's browser call the URL (with a figure in it, if the URL holds a
+    placeholder). The app shows them as text, as the HTML export does."""
+    at = signed_in("sam")
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    report = {
+        "title": "Pixel report",
+        "queries": {"q": "SELECT count(*) AS n, '![v](http://127.0.0.1:9/value.png)' AS pic FROM gates"},
+        "sections": [{"type": "prose", "markdown": "Rows ![t](http://127.0.0.1:9/track.png?n={{q.n}}) and {{q.pic}} ![r][ref]\n\n[ref]: http://127.0.0.1:9/ref.png"}],
+    }
+    draft = repo.new_workspace(sam, "pixels", "Pixels")
+    (draft.workspace_path / "data").mkdir()
+    shutil.copy(ROOT / "workspaces" / "supply-chain-weekly" / "data" / "gates.csv", draft.workspace_path / "data")
+    sources = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["sources"]
+    repo.save(sam, "pixels", {"report": report, "sources": sources}, "report")
+    shown = on_page(signed_in("sam", "pixels"), REPORT)
+    prose = [m.value for m in shown.markdown if "Rows" in m.value]
+    assert prose and not any("![" in value for value in prose), prose
+    assert "track.png" in prose[0]  # shown, as text
