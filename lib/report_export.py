@@ -194,7 +194,9 @@ def to_pdf(html: str) -> bytes:
                 browser.close()
     except PlaywrightTimeout:
         log.exception("printing the report to PDF timed out")
-        raise ReportExportError(f"the report's charts were not drawn within {DRAW_TIMEOUT_S:g} s, so nothing was printed; try again, or export the HTML") from None
+        raise ReportExportError(
+            f"the report's charts were not drawn within {DRAW_TIMEOUT_S:g} s, so nothing was printed; try again, or export the HTML"
+        ) from None
     except PlaywrightError as exc:
         log.exception("printing the report to PDF failed")
         raise ReportExportError(f"Chromium could not print the report: {str(exc).splitlines()[0]}") from None

@@ -91,7 +91,9 @@ def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_
     report = {
         "title": "Pixel report",
         "queries": {"q": "SELECT count(*) AS n, '![v](http://127.0.0.1:9/value.png)' AS pic FROM gates"},
-        "sections": [{"type": "prose", "markdown": "Rows ![t](http://127.0.0.1:9/track.png?n={{q.n}}) and {{q.pic}} ![r][ref]\n\n[ref]: http://127.0.0.1:9/ref.png"}],
+        "sections": [
+            {"type": "prose", "markdown": "Rows ![t](http://127.0.0.1:9/track.png?n={{q.n}}) and {{q.pic}} ![r][ref]\n\n[ref]: http://127.0.0.1:9/ref.png"}
+        ],
     }
     draft = repo.new_workspace(sam, "pixels", "Pixels")
     (draft.workspace_path / "data").mkdir()

@@ -61,9 +61,11 @@ def test_the_warning_reaches_the_command_line_and_the_next_process_export_shows_
     refreshed = _run(["refresh", str(supply), "--json"], env, tmp_path)  # one process loads the new data...
     assert refreshed.returncode == 0, refreshed.stderr
     said = json.loads(refreshed.stdout)
-    assert said["ok"] and said["swapped"] and said["report_warnings"] == [
-        'query regions no longer fits the new data: it reads column "region", which the new data does not have'
-    ]
+    assert (
+        said["ok"]
+        and said["swapped"]
+        and said["report_warnings"] == ['query regions no longer fits the new data: it reads column "region", which the new data does not have']
+    )
     out = tmp_path / "r.html"
     exported = _run(["export", str(supply), "--report", "--html", str(out)], env, tmp_path)  # ...another exports the report
     assert exported.returncode == 1 and "region" in exported.stderr and "Traceback" not in exported.stderr
