@@ -280,3 +280,64 @@ def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and
         report_export.to_pdf(report_export.to_html(rendered_report(folder, wh)))
     assert str(raised.value) == "the report's charts were not drawn within 1 s, so nothing was printed; try again, or export the HTML"
     assert _descendants() <= before  # Playwright's driver and Chromium have ended
+
+
+@needs_chromium
+def test_a_print_that_takes_too_long_is_stopped_whole_with_a_plain_message_and_no_chromium_left(monkeypatch):
+    """Chromium's print itself has no time limit in Playwright: a huge document (here thousands of long
+    paragraphs, over a minute to print) is stopped at PRINT_TIMEOUT_S, with everything it started."""
+    monkeypatch.setattr(report_export, "PRINT_TIMEOUT_S", 4.0)
+    paragraphs = "\n".join(f"<p>Paragraph {i} " + "long " * 2000 + "</p>" for i in range(3000))
+    before = _descendants()
+    with pytest.raises(report_export.ReportExportError) as raised:
+        report_export.to_pdf(f"<!DOCTYPE html><html><body>{paragraphs}</body></html>")
+    assert str(raised.value) == "the report could not be printed within 4 s (it may be too long); nothing was written"
+    assert _descendants() <= before
+
+
+@needs_chromium
+def test_two_exports_at_once_in_one_server_process_each_write_their_whole_pdf(supply, tmp_path):
+    import threading
+
+    folder, wh = supply
+    results: dict[str, object] = {}
+
+    def export(site: str) -> None:
+        try:
+            results[site] = report_export.export_report(folder, None, tmp_path / f"{site}.pdf", wh, {"site": [site]}, user=OPERATOR)
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            results[site] = exc
+
+    threads = [threading.Thread(target=export, args=(site,)) for site in ("Brno", "Porto")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for site, other in (("Brno", "Porto"), ("Porto", "Brno")):
+        assert isinstance(results[site], dict), results[site]
+        text = " ".join("\n".join(pages_text((tmp_path / f"{site}.pdf").read_bytes())).split())
+        assert f"Sites: {site}" in text and f"Sites: {other}" not in text
+
+
+@needs_chromium
+def test_two_export_processes_at_once_each_write_their_whole_pdf_and_leave_no_chromium(supply, tmp_path):
+    folder, _ = supply
+    env = _python_env(tmp_path)
+    assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
+    before = _descendants()
+    procs = {
+        site: subprocess.Popen(
+            [sys.executable, "-m", "lib", "export", str(folder), "--pdf", str(tmp_path / f"{site}.pdf"), "--param", f"site={site}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+        )
+        for site in ("Lyon", "Poznan")
+    }
+    for site, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        text = " ".join("\n".join(pages_text((tmp_path / f"{site}.pdf").read_bytes())).split())
+        assert f"Sites: {site}" in text
+    assert _descendants() <= before
