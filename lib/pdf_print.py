@@ -5,15 +5,27 @@ whole process group: Playwright's print has no time limit of its own, and Chromi
 must not outlive an export that failed, timed out or was interrupted. It also keeps
 Playwright's sync API (and its event loop) out of the server's threads, so several
 exports run at once. The job comes on stdin as JSON {"html", "chromium",
-"charts_drawn", "draw_timeout_s"}; the PDF goes to stdout. A failure is one plain
-line on stderr, led by "timeout:" when the charts were not drawn in time, exit 2.
+"charts_drawn", "draw_timeout_s", "print_timeout_s"}; the PDF goes to stdout. A failure
+is one plain line on stderr, led by "timeout:" when the charts were not drawn in time, exit 2.
+
+The process bounds itself: past "print_timeout_s", on SIGTERM, or when the process that
+started it is gone, it kills every process below it and exits (status TIMED_OUT past the
+limit). Chromium starts a session of its own, so ending this process's group would leave
+it running, and only this process knows which Chromium is its own.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
+import time
+from pathlib import Path
 from typing import Any
+
+TIMED_OUT = 3  # the exit status when the print took longer than its time limit
 
 
 def print_pdf(html: str, chromium: str, charts_drawn: str, draw_timeout_s: float) -> bytes:
@@ -45,11 +57,46 @@ def _offline(route: Any) -> None:
         route.abort()
 
 
+def _descendants() -> list[int]:
+    """This process's children, theirs, and so on, from /proc (Linux), the deepest last."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found: list[int] = []
+    frontier = {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier and pid not in found}
+        found.extend(sorted(frontier))
+    return found
+
+
+def _stop(status: int) -> None:
+    """Kill everything this print started (Playwright's driver, Chromium and its helpers), then exit."""
+    for pid in _descendants():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(status)
+
+
+def _watch(deadline: float, parent: int) -> None:
+    while time.monotonic() < deadline and os.getppid() == parent:
+        time.sleep(0.2)
+    _stop(TIMED_OUT if os.getppid() == parent else 1)
+
+
 def main() -> int:
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     job = json.loads(sys.stdin.buffer.read())
+    signal.signal(signal.SIGTERM, lambda *_: _stop(1))
+    deadline = time.monotonic() + float(job["print_timeout_s"])
+    threading.Thread(target=_watch, args=(deadline, os.getppid()), daemon=True).start()
     try:
         pdf = print_pdf(job["html"], job["chromium"], job["charts_drawn"], float(job["draw_timeout_s"]))
     except PlaywrightTimeout as exc:

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import settings, workspace
+from . import pdf_print, settings, workspace
 from .access import User
 from .components import Component
 from .components import text as text_kind
@@ -45,6 +45,7 @@ PAGE_SIZE = "A4"
 MARGINS = "18mm 16mm 20mm 16mm"  # top right bottom left: room for the running header and footer
 DRAW_TIMEOUT_S = 30.0  # how long printing waits for the charts to be drawn
 PRINT_TIMEOUT_S = 120.0  # how long the whole print may take, Chromium's start and the PDF included
+STOP_GRACE_S = 5.0  # how long a printer past its time may take to end what it started
 ROOT = Path(__file__).resolve().parent.parent  # where `lib` is, for the printing process
 
 PRINT_STYLE = """
@@ -182,22 +183,22 @@ def to_pdf(html: str) -> bytes:
         raise ReportExportError(f"PDF export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
     if importlib.util.find_spec("playwright") is None:
         raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt")
-    job = json.dumps({"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": DRAW_TIMEOUT_S}).encode()
+    job = {"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": DRAW_TIMEOUT_S, "print_timeout_s": PRINT_TIMEOUT_S}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    # A session of its own, so that a timeout ends the printer, Playwright's driver and Chromium together.
+    # The printer bounds itself and ends what it started (lib/pdf_print.py); its own session keeps a
+    # Ctrl-C in a terminal from reaching it before this process has asked it to stop.
     proc = subprocess.Popen(
         [sys.executable, "-m", "lib.pdf_print"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
     )
     try:
-        pdf, err = proc.communicate(job, timeout=PRINT_TIMEOUT_S)
-    except BaseException as exc:  # the time limit, or the export interrupted: nothing of the print stays behind
-        _end_group(proc)
-        if isinstance(exc, subprocess.TimeoutExpired):
-            log.warning("printing the report to PDF took over %s s; stopped", PRINT_TIMEOUT_S)
-            raise ReportExportError(f"the report could not be printed within {PRINT_TIMEOUT_S:g} s (it may be too long); nothing was written") from None
+        pdf, err = proc.communicate(json.dumps(job).encode(), timeout=PRINT_TIMEOUT_S + STOP_GRACE_S)
+    except BaseException:  # the printer does not answer, or this export was interrupted: nothing of the print stays behind
+        _stop(proc)
         raise
-    _end_group(proc)  # the printer has ended; anything it left in its group goes too
     message = err.decode("utf-8", "replace").strip()
+    if proc.returncode == pdf_print.TIMED_OUT:
+        log.warning("printing the report to PDF took over %s s; stopped", PRINT_TIMEOUT_S)
+        raise ReportExportError(f"the report could not be printed within {PRINT_TIMEOUT_S:g} s (it may be too long); nothing was written")
     if proc.returncode != 0 or not pdf.startswith(b"%PDF-"):
         log.error("printing the report to PDF failed (exit %s): %s", proc.returncode, message)
         if message.startswith("timeout:"):
@@ -207,12 +208,14 @@ def to_pdf(html: str) -> bytes:
     return pdf
 
 
-def _end_group(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask the printer to end what it started (SIGTERM); if it does not within STOP_GRACE_S, kill its group."""
+    proc.terminate()
     try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
-    proc.wait()
+        proc.wait()
 
 
 # --------------------------------------------------------------------------- one workspace, end to end

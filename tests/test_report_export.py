@@ -6,6 +6,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -251,6 +252,28 @@ def _descendants() -> set[int]:
     return found
 
 
+def _marked(mark: str) -> list[int]:
+    """Processes that have `mark` in their environment: whatever an export started, however it detached
+    (Chromium starts a session of its own, its crash handler forks twice), inherits the environment."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def marked(monkeypatch):
+    import uuid
+
+    mark = f"dashmem-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("DASHMEM_TEST_MARK", mark)
+    return f"DASHMEM_TEST_MARK={mark}"
+
+
 @needs_chromium
 def test_printing_fetches_nothing_from_the_network_or_the_local_files(loopback_server, tmp_path):
     """Whatever the HTML asks for (an image, a style sheet, a frame, fetch, a WebSocket, a local file), Chromium sends nothing."""
@@ -271,7 +294,7 @@ navigator.sendBeacon("http://{host}/beacon", "x");
 
 
 @needs_chromium
-def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and_no_chromium_left(supply, monkeypatch):
+def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and_no_chromium_left(supply, monkeypatch, marked):
     folder, wh = supply
     monkeypatch.setattr(report_export, "CHARTS_DRAWN", "() => false")  # as a chart that never finishes drawing
     monkeypatch.setattr(report_export, "DRAW_TIMEOUT_S", 1.0)
@@ -279,11 +302,11 @@ def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and
     with pytest.raises(report_export.ReportExportError) as raised:
         report_export.to_pdf(report_export.to_html(rendered_report(folder, wh)))
     assert str(raised.value) == "the report's charts were not drawn within 1 s, so nothing was printed; try again, or export the HTML"
-    assert _descendants() <= before  # Playwright's driver and Chromium have ended
+    assert _descendants() <= before and _marked(marked) == []  # Playwright's driver and Chromium have ended
 
 
 @needs_chromium
-def test_a_print_that_takes_too_long_is_stopped_whole_with_a_plain_message_and_no_chromium_left(monkeypatch):
+def test_a_print_that_takes_too_long_is_stopped_whole_with_a_plain_message_and_no_chromium_left(monkeypatch, marked):
     """Chromium's print itself has no time limit in Playwright: a huge document (here thousands of long
     paragraphs, over a minute to print) is stopped at PRINT_TIMEOUT_S, with everything it started."""
     monkeypatch.setattr(report_export, "PRINT_TIMEOUT_S", 4.0)
@@ -292,7 +315,7 @@ def test_a_print_that_takes_too_long_is_stopped_whole_with_a_plain_message_and_n
     with pytest.raises(report_export.ReportExportError) as raised:
         report_export.to_pdf(f"<!DOCTYPE html><html><body>{paragraphs}</body></html>")
     assert str(raised.value) == "the report could not be printed within 4 s (it may be too long); nothing was written"
-    assert _descendants() <= before
+    assert _descendants() <= before and _marked(marked) == []
 
 
 @needs_chromium
@@ -320,9 +343,9 @@ def test_two_exports_at_once_in_one_server_process_each_write_their_whole_pdf(su
 
 
 @needs_chromium
-def test_two_export_processes_at_once_each_write_their_whole_pdf_and_leave_no_chromium(supply, tmp_path):
+def test_two_export_processes_at_once_each_write_their_whole_pdf_and_leave_no_chromium(supply, tmp_path, marked):
     folder, _ = supply
-    env = _python_env(tmp_path)
+    env = _python_env(tmp_path)  # carries the mark
     assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
     before = _descendants()
     procs = {
@@ -340,4 +363,42 @@ def test_two_export_processes_at_once_each_write_their_whole_pdf_and_leave_no_ch
         assert proc.returncode == 0, err
         text = " ".join("\n".join(pages_text((tmp_path / f"{site}.pdf").read_bytes())).split())
         assert f"Sites: {site}" in text
-    assert _descendants() <= before
+    assert _descendants() <= before and _marked(marked) == []
+
+
+@needs_chromium
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_an_export_interrupted_while_printing_leaves_no_pdf_and_no_chromium(supply, tmp_path, marked, how):
+    """Ctrl-C runs the export's own clean-up; a SIGKILL runs none, and the printer notices that its parent is gone."""
+    folder, _ = supply
+    env = _python_env(tmp_path)
+    assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
+    out = tmp_path / "out" / "weekly.pdf"
+    proc = subprocess.Popen([sys.executable, "-m", "lib", "export", str(folder), "--pdf", str(out)], env=env, cwd=tmp_path, stderr=subprocess.PIPE)
+    printing = _wait_for(lambda: any("chrom" in _command(pid) for pid in _marked(marked)))  # Chromium is up
+    proc.send_signal(how)
+    _, err = proc.communicate(timeout=60)
+    assert printing and proc.returncode != 0
+    assert b"Traceback" not in err, err
+    if how == signal.SIGINT:
+        assert proc.returncode == 130 and b"error: export interrupted" in err
+    assert _wait_for(lambda: _marked(marked) == [])  # the printer and its Chromium end...
+    assert not out.exists() and not (out.parent.exists() and any(out.parent.iterdir()))  # ...and nothing half-written
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _wait_for(condition, attempts: int = 300) -> bool:
+    """Poll `condition` up to `attempts` times, 0.1 s apart: waiting for a state, not timing one."""
+    import time
+
+    for _ in range(attempts):
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
