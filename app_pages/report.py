@@ -61,7 +61,7 @@ def show(rendered: RenderedReport) -> None:
     """The sections top to bottom; a KPI row side by side, a page break as a rule."""
     for section in rendered.sections:
         if section.type == "heading":
-            st.markdown(f"{'#' * (section.level + 1)} {section.text}")
+            st.markdown(text_kind.inert_images(f"{'#' * (section.level + 1)} {section.text}"))
         elif section.type == "page_break":
             st.divider()
         elif section.type == "prose":

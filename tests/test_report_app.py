@@ -92,7 +92,9 @@ def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_
         "title": "Pixel report",
         "queries": {"q": "SELECT count(*) AS n, '![v](http://127.0.0.1:9/value.png)' AS pic FROM gates"},
         "sections": [
-            {"type": "prose", "markdown": "Rows ![t](http://127.0.0.1:9/track.png?n={{q.n}}) and {{q.pic}} ![r][ref]\n\n[ref]: http://127.0.0.1:9/ref.png"}
+            {"type": "heading", "text": "Heading ![h](http://127.0.0.1:9/heading.png)"},
+            {"type": "table", "id": "t", "title": "Table ![c](http://127.0.0.1:9/title.png)", "query": "SELECT count(*) AS n FROM gates WHERE false"},
+            {"type": "prose", "markdown": "Rows ![t](http://127.0.0.1:9/track.png?n={{q.n}}) and {{q.pic}} ![r][ref]\n\n[ref]: http://127.0.0.1:9/ref.png"},
         ],
     }
     draft = repo.new_workspace(sam, "pixels", "Pixels")
@@ -104,3 +106,5 @@ def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_
     prose = [m.value for m in shown.markdown if "Rows" in m.value]
     assert prose and not any("![" in value for value in prose), prose
     assert "track.png" in prose[0]  # shown, as text
+    titles = [m.value for m in shown.markdown if "heading.png" in m.value or "title.png" in m.value]
+    assert len(titles) == 2 and not any("![" in value for value in titles), titles
