@@ -112,7 +112,7 @@ def component(comp: Component) -> None:
 
 def _component(comp: Component, draw: Mapping[str, Callable[[Component], None]] | None = None) -> None:
     if comp.error:
-        st.markdown(f"**{comp.title or comp.id}**")
+        st.markdown(text.inert_images(f"**{comp.title or comp.id}**"))
         st.error(comp.error)
     else:
         ((draw or {}).get(comp.type) or DRAW[comp.type])(comp)
@@ -120,7 +120,7 @@ def _component(comp: Component, draw: Mapping[str, Callable[[Component], None]] 
 
 def _heading(comp: Component) -> None:
     if comp.title:
-        st.markdown(f"**{comp.title}**")
+        st.markdown(text.inert_images(f"**{comp.title}**"))
 
 
 def _kpi(comp: Component) -> None:
@@ -185,7 +185,7 @@ def _table(comp: Component) -> None:
 
 def _text(comp: Component) -> None:
     _heading(comp)
-    st.markdown(comp.markdown)
+    st.markdown(text.inert_images(comp.markdown))
 
 
 # How the page draws each kind of the registry (lib.components.KINDS), so lib stays free of Streamlit.

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages import dashboard_view, state, ui
 from lib import workspace
+from lib.components import text as text_kind
 from lib.live import router_for
 from lib.render import CACHE, filter_states
 from lib.report import RenderedReport, render_report
@@ -41,6 +42,8 @@ if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disa
 loaded = st.session_state.get(state.REFRESH_REPORT)
 if loaded is not None and loaded.workspace == ctx.slug and not loaded.ok:
     st.error(loaded.headline() + " The report shows the previous data; the Dashboard page has the details.")
+if loaded is not None and loaded.workspace == ctx.slug and loaded.swapped and loaded.report_warnings:  # loaded all the same: the dashboard fits
+    st.warning("The new data no longer fits parts of this report:\n" + "\n".join(f"- {w}" for w in loaded.report_warnings))
 
 snapshot = wh.current()
 if snapshot is None:
@@ -58,7 +61,7 @@ def show(rendered: RenderedReport) -> None:
     """The sections top to bottom; a KPI row side by side, a page break as a rule."""
     for section in rendered.sections:
         if section.type == "heading":
-            st.markdown(f"{'#' * (section.level + 1)} {section.text}")
+            st.markdown(text_kind.inert_images(f"{'#' * (section.level + 1)} {section.text}"))
         elif section.type == "page_break":
             st.divider()
         elif section.type == "prose":
@@ -66,7 +69,7 @@ def show(rendered: RenderedReport) -> None:
                 if comp.error:
                     st.error(f"This paragraph cannot be shown: {comp.error}")
                 else:
-                    st.markdown(comp.markdown)
+                    st.markdown(text_kind.inert_images(comp.markdown))
         else:
             for column, comp in zip(st.columns(len(section.components) or 1), section.components):
                 with column.container(border=True):

@@ -722,6 +722,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return _reader_gone()
+    except KeyboardInterrupt:  # Ctrl-C: files are written atomically, so what was half-done is simply not there
+        _fail(args, f"{args.command} interrupted")
+        return 130
     except (DashmemError, FileExistsError) as exc:  # messages written for a person: printed as they are
         return _fail(args, str(exc))
     except Exception as exc:  # never a traceback for a person or a CI log; DASHMEM_DEBUG=1 shows it

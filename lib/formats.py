@@ -15,6 +15,9 @@ import re
 from decimal import Decimal
 
 _SPEC = re.compile(r"^(?:(.)?([<>^=]))?([+\-( ])?(\$)?(0)?(\d+)?(,)?(?:\.(\d+))?([fdsegr%])?$")
+# d3 clamps precision to 0-20 (21 significant digits); a width past a line's length only pads. A format
+# from a spec is untrusted ("{{q.c|9999999999}}" in a report's prose), so larger ones are refused, not padded to gigabytes.
+MAX_WIDTH, MAX_PRECISION = 100, 20
 _SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
 
 
@@ -52,6 +55,8 @@ def format_number(value: float, spec: str | None = None) -> str:
     if not match:
         raise ValueError(f"unsupported number format {spec!r}")
     fill, align, sign, currency, zero, width, comma, precision, kind = match.groups()
+    if int(width or 0) > MAX_WIDTH or int(precision or 0) > MAX_PRECISION:
+        raise ValueError(f"unsupported number format {spec[:40]!r}: width at most {MAX_WIDTH} and precision at most {MAX_PRECISION}")
     precision = int(precision) if precision is not None else None
     negative = value < 0
     magnitude = abs(value)

@@ -60,6 +60,9 @@ class RefreshReport:
     seconds: float = 0.0
     sources: list[SourceReport] = field(default_factory=list)
     dashboard_errors: list[str] = field(default_factory=list)
+    # The report's queries that fail on the new data: said, never blocking. Refresh serves the dashboard's
+    # readers; a report is printed now and then, and its checks and its export show the same failure in place.
+    report_warnings: list[str] = field(default_factory=list)
     unchanged: bool = False  # every source returned exactly the data already served: nothing to switch
     served: str | None = None  # the snapshot served when the refresh ended (another process may have switched since)
     checked_at: str | None = None  # when the sources were last found to fit (ISO 8601, UTC), changed or not
@@ -116,6 +119,7 @@ class RefreshReport:
                 if ch.get("hint"):
                     lines.append(f"{'':<20}   {ch['hint']}")
         lines.extend(f"dashboard: {e}" for e in self.dashboard_errors)
+        lines.extend(f"report (warning): {w}" for w in self.report_warnings)
         if self.write_error:
             lines.append(self.write_error)
         if self.swapped and self.served != self.snapshot:
@@ -206,6 +210,8 @@ def refresh(
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True
         return _finish(report, warehouse, started, progress, "The data has not changed", now)
+    # Only data about to be served can break the report; data kept out, or unchanged, leaves it as it was.
+    report.report_warnings.extend(dashboard_query_errors(ws.get("report"), candidate, record=warehouse.folder / BOUND_RECORD))
     progress(0.95, "Switching to the new data…")
     types = {name: current.tables[name]["columns"] for name in candidate if current and name in current.tables}
     types.update(new_types)
@@ -529,8 +535,8 @@ _BOUND_KEPT = 512  # bindings remembered per workspace; more only means binding 
 
 
 def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table], record: Path | None = None) -> list[str]:
-    """Bind each dashboard query to the candidate tables (filters unset); one plain line per
-    component or filter whose queries fail, saying what it reads that is gone.
+    """Bind each dashboard (or report) query to the candidate tables (filters unset); one plain line per
+    component, filter, parameter or named query whose queries fail, saying what it reads that is gone.
 
     Binding runs in a query worker (it folds constants, so a query can be an attack
     already there), and starting one cost a cold `python -m lib refresh` more than the
@@ -615,11 +621,19 @@ def _plain_reason(error: str) -> str:
     return f"its query no longer runs ({error.split(chr(10))[0][:200]})"
 
 
-def _where(dashboard: dict, path: tuple) -> str:
-    """`component kpi_sales`, `component insight.queries.top`, `filter site.options_query`: short, for a report line."""
+_KINDS = {"filters": "filter", "parameters": "parameter"}
+
+
+def _where(spec: dict, path: tuple) -> str:
+    """`component kpi_sales`, `component insight.queries.top`, `filter site.options_query`, a report's
+    `parameter site.options_query` or `query totals`: short, for a report line."""
     kind, index, *rest = path
-    item = dashboard[kind][index]
-    label = f"{'filter' if kind == 'filters' else 'component'} {item.get('id')}"
+    if kind == "queries":  # a report's named query
+        return f"query {index}"
+    item = spec[kind][index]
+    if kind == "sections" and rest[:1] == ["components"]:  # a KPI card in a report's KPI row
+        item, rest = item["components"][rest[1]], rest[2:]
+    label = f"{_KINDS.get(kind, 'component')} {item.get('id')}"
     if rest and rest[0] == "queries":
         return f"{label}.queries.{rest[1]}"
-    return f"{label}.{rest[0]}" if kind == "filters" else label
+    return f"{label}.{rest[0]}" if kind in ("filters", "parameters") else label

@@ -17,11 +17,17 @@ printed would be a blank box on paper.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
+import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import settings, workspace
+from . import pdf_print, settings, workspace
 from .access import User
 from .components import Component
 from .components import text as text_kind
@@ -38,6 +44,9 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = "A4"
 MARGINS = "18mm 16mm 20mm 16mm"  # top right bottom left: room for the running header and footer
 DRAW_TIMEOUT_S = 30.0  # how long printing waits for the charts to be drawn
+PRINT_TIMEOUT_S = 120.0  # how long the whole print may take, Chromium's start and the PDF included
+STOP_GRACE_S = 5.0  # how long a printer past its time may take to end what it started
+ROOT = Path(__file__).resolve().parent.parent  # where `lib` is, for the printing process
 
 PRINT_STYLE = """
 .report { max-width: 960px; }
@@ -164,40 +173,49 @@ def to_pdf(html: str) -> bytes:
     """Print the report's HTML to PDF with headless Chromium, after every chart is drawn.
 
     The page is laid out for print (A4 width, print media) before the charts are drawn, so
-    each chart takes the width it will have on paper. Raises ReportExportError, saying what
-    is missing, when Playwright or Chromium is not installed.
+    each chart takes the width it will have on paper. Printing runs in a process of its own
+    (`lib.pdf_print`) that is ended, with the Chromium it started, after PRINT_TIMEOUT_S.
+    Raises ReportExportError, saying what is missing or what went wrong, when Playwright or
+    Chromium is not installed, the charts are not drawn in time, or the print fails.
     """
     chromium = settings.get("DASHMEM_CHROMIUM")
     if not Path(chromium).is_file():
         raise ReportExportError(f"PDF export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
+    if importlib.util.find_spec("playwright") is None:
+        raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt")
+    job = {"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": DRAW_TIMEOUT_S, "print_timeout_s": PRINT_TIMEOUT_S}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # The printer bounds itself and ends what it started (lib/pdf_print.py); its own session keeps a
+    # Ctrl-C in a terminal from reaching it before this process has asked it to stop.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lib.pdf_print"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
     try:
-        from playwright.sync_api import Error as PlaywrightError
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt") from None
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox", "--disable-gpu"])
-            try:
-                page = browser.new_page(viewport={"width": 794, "height": 1123})  # A4 at 96 dpi
-                page.emulate_media(media="print")
-                page.route("**/*", _offline)
-                page.set_content(html, wait_until="load")
-                page.wait_for_function(CHARTS_DRAWN, timeout=DRAW_TIMEOUT_S * 1000)
-                return page.pdf(prefer_css_page_size=True, print_background=True, display_header_footer=False)
-            finally:
-                browser.close()
-    except PlaywrightError as exc:
-        log.exception("printing the report to PDF failed")
-        raise ReportExportError(f"Chromium could not print the report: {str(exc).splitlines()[0]}") from None
+        pdf, err = proc.communicate(json.dumps(job).encode(), timeout=PRINT_TIMEOUT_S + STOP_GRACE_S)
+    except BaseException:  # the printer does not answer, or this export was interrupted: nothing of the print stays behind
+        _stop(proc)
+        raise
+    message = err.decode("utf-8", "replace").strip()
+    if proc.returncode == pdf_print.TIMED_OUT:
+        log.warning("printing the report to PDF took over %s s; stopped", PRINT_TIMEOUT_S)
+        raise ReportExportError(f"the report could not be printed within {PRINT_TIMEOUT_S:g} s (it may be too long); nothing was written")
+    if proc.returncode != 0 or not pdf.startswith(b"%PDF-"):
+        log.error("printing the report to PDF failed (exit %s): %s", proc.returncode, message)
+        if message.startswith("timeout:"):
+            raise ReportExportError(f"the report's charts were not drawn within {DRAW_TIMEOUT_S:g} s, so nothing was printed; try again, or export the HTML")
+        last = message.splitlines()[-1] if message else f"exit status {proc.returncode}"
+        raise ReportExportError(f"Chromium could not print the report: {last}")
+    return pdf
 
 
-def _offline(route: Any) -> None:
-    """The document is standalone: any request it makes (there should be none) is refused, never sent."""
-    if route.request.url.startswith(("about:", "data:")):
-        route.continue_()
-    else:
-        route.abort()
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask the printer to end what it started (SIGTERM); if it does not within STOP_GRACE_S, kill its group."""
+    proc.terminate()
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 # --------------------------------------------------------------------------- one workspace, end to end

@@ -221,3 +221,10 @@ def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():
     assert len(charts) == 3, [type(e) for e in at.main]
     assert charts[1] == charts[0] and charts[2] == charts[0]
     assert charts[0].datasets, "the data travels as Arrow datasets"
+
+
+def test_inert_images_turns_every_markdown_image_into_text_and_leaves_links():
+    from lib.components.text import inert_images
+
+    shown = inert_images("![a](http://x/p.png) [link](https://x) ![b][ref] !not")
+    assert shown == "!\\[a](http://x/p.png) [link](https://x) !\\[b][ref] !not"

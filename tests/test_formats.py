@@ -166,3 +166,14 @@ def test_a_quarter_reads_as_d3_writes_it_and_a_literal_percent_q_stays():
     assert [format_value(dt.date(2014, m, 1), "%Y-Q%q") for m in (1, 3, 4, 9, 10, 12)] == ["2014-Q1", "2014-Q1", "2014-Q2", "2014-Q3", "2014-Q4", "2014-Q4"]
     assert format_value(dt.datetime(2014, 12, 1, 0, 0), "%B %Y") == "December 2014"
     assert format_value(dt.date(2014, 12, 1), "%%q %q") == "%q 4"
+
+
+@pytest.mark.parametrize("spec", ["9999999999", ">99999999,.2f", ".999999f", "0999999d", ".1000e"])
+def test_a_width_or_precision_past_what_any_display_needs_is_refused_before_it_fills_the_memory(spec):
+    """A hostile format in a spec ("{{q.c|9999999999}}" in a report's prose) would pad to gigabytes."""
+    with pytest.raises(ValueError, match="unsupported number format.*width at most 100.*precision at most 20"):
+        format_number(1.5, spec)
+
+
+def test_the_largest_width_and_precision_still_format():
+    assert format_number(1.5, ">100.20f") == " " * 78 + "1.50000000000000000000"

@@ -6,6 +6,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,198 @@ def test_cli_html_chooses_the_report_or_the_dashboard(tmp_path):
     (folder / "dashboard.yaml").unlink()  # a report-only workspace: --html is the report's
     assert _run(["export", str(folder), "--html", str(tmp_path / "only.html")], env, tmp_path).returncode == 0
     assert "<title>Supply chain weekly report</title>" in (tmp_path / "only.html").read_text()
+
+
+# ------------------------------------------------------------------ printing is offline and bounded
+
+
+@pytest.fixture
+def loopback_server():
+    """An HTTP server on loopback that records every request it gets (none is the answer we want)."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}", hits
+    server.shutdown()
+    server.server_close()
+
+
+def _descendants() -> set[int]:
+    """The ids of every process below this one (Chromium runs under Playwright's driver, two levels down)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def _marked(mark: str) -> list[int]:
+    """Processes that have `mark` in their environment: whatever an export started, however it detached
+    (Chromium starts a session of its own, its crash handler forks twice), inherits the environment."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def marked(monkeypatch):
+    import uuid
+
+    mark = f"dashmem-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("DASHMEM_TEST_MARK", mark)
+    return f"DASHMEM_TEST_MARK={mark}"
+
+
+@needs_chromium
+def test_printing_fetches_nothing_from_the_network_or_the_local_files(loopback_server, tmp_path):
+    """Whatever the HTML asks for (an image, a style sheet, a frame, fetch, a WebSocket, a local file), Chromium sends nothing."""
+    host, hits = loopback_server
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE")
+    html = f"""<!DOCTYPE html><html><head><link rel="stylesheet" href="http://{host}/css"></head><body><p>Printed</p>
+<img src="http://{host}/img"><img src="file://{secret}"><iframe src="file://{secret}"></iframe><iframe src="http://{host}/frame"></iframe>
+<script>
+fetch("http://{host}/fetch").catch(() => 0);
+try {{ new WebSocket("ws://{host}/socket"); }} catch (e) {{}}
+navigator.sendBeacon("http://{host}/beacon", "x");
+</script></body></html>"""
+    pdf = report_export.to_pdf(html)
+    text = "\n".join(pages_text(pdf))
+    assert "Printed" in text and "TOP-SECRET-LINE" not in text
+    assert hits == []
+
+
+@needs_chromium
+def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and_no_chromium_left(supply, monkeypatch, marked):
+    folder, wh = supply
+    monkeypatch.setattr(report_export, "CHARTS_DRAWN", "() => false")  # as a chart that never finishes drawing
+    monkeypatch.setattr(report_export, "DRAW_TIMEOUT_S", 1.0)
+    before = _descendants()
+    with pytest.raises(report_export.ReportExportError) as raised:
+        report_export.to_pdf(report_export.to_html(rendered_report(folder, wh)))
+    assert str(raised.value) == "the report's charts were not drawn within 1 s, so nothing was printed; try again, or export the HTML"
+    assert _descendants() <= before and _marked(marked) == []  # Playwright's driver and Chromium have ended
+
+
+@needs_chromium
+def test_a_print_that_takes_too_long_is_stopped_whole_with_a_plain_message_and_no_chromium_left(monkeypatch, marked):
+    """Chromium's print itself has no time limit in Playwright: a huge document (here thousands of long
+    paragraphs, over a minute to print) is stopped at PRINT_TIMEOUT_S, with everything it started."""
+    monkeypatch.setattr(report_export, "PRINT_TIMEOUT_S", 4.0)
+    paragraphs = "\n".join(f"<p>Paragraph {i} " + "long " * 2000 + "</p>" for i in range(3000))
+    before = _descendants()
+    with pytest.raises(report_export.ReportExportError) as raised:
+        report_export.to_pdf(f"<!DOCTYPE html><html><body>{paragraphs}</body></html>")
+    assert str(raised.value) == "the report could not be printed within 4 s (it may be too long); nothing was written"
+    assert _descendants() <= before and _marked(marked) == []
+
+
+@needs_chromium
+def test_two_exports_at_once_in_one_server_process_each_write_their_whole_pdf(supply, tmp_path):
+    import threading
+
+    folder, wh = supply
+    results: dict[str, object] = {}
+
+    def export(site: str) -> None:
+        try:
+            results[site] = report_export.export_report(folder, None, tmp_path / f"{site}.pdf", wh, {"site": [site]}, user=OPERATOR)
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            results[site] = exc
+
+    threads = [threading.Thread(target=export, args=(site,)) for site in ("Brno", "Porto")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for site, other in (("Brno", "Porto"), ("Porto", "Brno")):
+        assert isinstance(results[site], dict), results[site]
+        text = " ".join("\n".join(pages_text((tmp_path / f"{site}.pdf").read_bytes())).split())
+        assert f"Sites: {site}" in text and f"Sites: {other}" not in text
+
+
+@needs_chromium
+def test_two_export_processes_at_once_each_write_their_whole_pdf_and_leave_no_chromium(supply, tmp_path, marked):
+    folder, _ = supply
+    env = _python_env(tmp_path)  # carries the mark
+    assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
+    before = _descendants()
+    procs = {
+        site: subprocess.Popen(
+            [sys.executable, "-m", "lib", "export", str(folder), "--pdf", str(tmp_path / f"{site}.pdf"), "--param", f"site={site}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+        )
+        for site in ("Lyon", "Poznan")
+    }
+    for site, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        text = " ".join("\n".join(pages_text((tmp_path / f"{site}.pdf").read_bytes())).split())
+        assert f"Sites: {site}" in text
+    assert _descendants() <= before and _marked(marked) == []
+
+
+@needs_chromium
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_an_export_interrupted_while_printing_leaves_no_pdf_and_no_chromium(supply, tmp_path, marked, how):
+    """Ctrl-C runs the export's own clean-up; a SIGKILL runs none, and the printer notices that its parent is gone."""
+    folder, _ = supply
+    env = _python_env(tmp_path)
+    assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
+    out = tmp_path / "out" / "weekly.pdf"
+    proc = subprocess.Popen([sys.executable, "-m", "lib", "export", str(folder), "--pdf", str(out)], env=env, cwd=tmp_path, stderr=subprocess.PIPE)
+    printing = _wait_for(lambda: any("chrom" in _command(pid) for pid in _marked(marked)))  # Chromium is up
+    proc.send_signal(how)
+    _, err = proc.communicate(timeout=60)
+    assert printing and proc.returncode != 0
+    assert b"Traceback" not in err, err
+    if how == signal.SIGINT:
+        assert proc.returncode == 130 and b"error: export interrupted" in err
+    assert _wait_for(lambda: _marked(marked) == [])  # the printer and its Chromium end...
+    assert not out.exists() and not (out.parent.exists() and any(out.parent.iterdir()))  # ...and nothing half-written
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _wait_for(condition, attempts: int = 300) -> bool:
+    """Poll `condition` up to `attempts` times, 0.1 s apart: waiting for a state, not timing one."""
+    import time
+
+    for _ in range(attempts):
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False

@@ -66,6 +66,18 @@ def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
     return markdown_to_html(comp.markdown)
 
 
+IMAGE_RE = re.compile(r"!\[")
+
+
+def inert_images(markdown: str) -> str:
+    """The markdown with its images (`![alt](url)`, `![alt][ref]`) escaped to text, for a renderer that would draw them.
+
+    An image makes every reader's browser call its URL, with a figure in it if a placeholder was; the
+    HTML export has no images, and the app shows them as the text they are.
+    """
+    return IMAGE_RE.sub(r"!\\[", markdown)
+
+
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.+)$")
 LIST_ITEM_RE = re.compile(r"^-\s+(.+)$")
 LINK_RE = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")

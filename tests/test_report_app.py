@@ -1,0 +1,110 @@
+"""The Report page through AppTest, by role: what a viewer, a steward and an owner can read, export and change."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from lib import workspace
+from lib.access import PermissionDenied, User
+
+from .conftest import ROOT
+from .test_app import env, on_page, signed_in  # noqa: F401  (env is a fixture)
+
+REPORT = "app_pages/report.py"
+DRAFT_REPORT = {
+    "title": "Team KPIs draft report",
+    "sections": [{"type": "heading", "text": "Work in progress"}, {"type": "prose", "markdown": "Nothing to show yet."}],
+}
+
+
+def _click(at, label: str):
+    next(b for b in at.button if b.label == label).click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_a_viewer_reads_and_exports_the_report_but_cannot_change_it(env):
+    at = on_page(signed_in("vera"), REPORT)
+    assert "Supply chain weekly report" in [t.value for t in at.title]
+    assert not [t for t in at.toggle if t.label == "Show my draft"]
+    _click(at, "Export HTML")
+    assert not at.error, [e.value for e in at.error]
+    assert "Export HTML" not in [b.label for b in at.button]  # the download took its place
+    repo = at.session_state["config_repo"]
+    report = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["report"]
+    with pytest.raises(PermissionDenied):
+        repo.save(User("vera", app_role="viewer"), "supply-chain-weekly", {"report": {**report, "title": "Mine now"}}, "retitle")
+
+
+def test_a_missing_chromium_is_a_plain_message_on_the_report_page(env, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CHROMIUM", str(env / "no-chromium"))
+    at = _click(on_page(signed_in("vera"), REPORT), "Export PDF")
+    shown = [e.value for e in at.error]
+    assert any(v.startswith("PDF export needs Chromium") for v in shown), shown
+    assert "Export PDF" in [b.label for b in at.button]
+
+
+def _stewards_unpublished_report(at):
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    repo.new_workspace(sam, "team-kpis", "Team KPIs")
+    repo.save(sam, "team-kpis", {"report": DRAFT_REPORT}, "A first report")
+    return repo
+
+
+def test_a_report_on_a_stewards_unpublished_draft_is_not_shown_to_a_viewer(env):
+    _stewards_unpublished_report(signed_in("sam"))
+    viewer = signed_in("vera", "team-kpis")
+    for page in (REPORT, "app_pages/dashboard.py"):  # the Report page keeps the workspace as the Dashboard page does
+        shown = on_page(viewer, page)
+        assert "Team KPIs draft report" not in [t.value for t in shown.title]
+        assert not [m for m in shown.markdown if "Nothing to show yet" in m.value]
+
+
+def test_an_owner_opening_a_stewards_unpublished_workspace_reads_the_stewards_draft_report_and_creates_nothing(env):
+    repo = _stewards_unpublished_report(signed_in("sam"))
+    owner = on_page(signed_in("olivia", "team-kpis"), REPORT)
+    assert not owner.error, [e.value for e in owner.error]
+    assert "Team KPIs draft report" in [t.value for t in owner.title]
+    assert not repo.has_draft(User("olivia", app_role="owner"), "team-kpis")
+
+
+def test_the_report_page_shows_the_refreshs_warning_that_the_report_no_longer_fits(env):
+    from app_pages import state
+    from lib.refresh import RefreshReport
+
+    at = on_page(signed_in("vera"), REPORT)
+    warning = 'query regions no longer fits the new data: it reads column "region", which the new data does not have'
+    at.session_state[state.REFRESH_REPORT] = RefreshReport("supply-chain-weekly", swapped=True, report_warnings=[warning])
+    at.run()
+    assert [w.value for w in at.warning] == [f"The new data no longer fits parts of this report:\n- {warning}"]
+
+
+def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_fetches_it(env):
+    """Markdown images would make every reader's browser call the URL (with a figure in it, if the URL holds a
+    placeholder). The app shows them as text, as the HTML export does."""
+    at = signed_in("sam")
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    report = {
+        "title": "Pixel report",
+        "queries": {"q": "SELECT count(*) AS n, '![v](http://127.0.0.1:9/value.png)' AS pic FROM gates"},
+        "sections": [
+            {"type": "heading", "text": "Heading ![h](http://127.0.0.1:9/heading.png)"},
+            {"type": "table", "id": "t", "title": "Table ![c](http://127.0.0.1:9/title.png)", "query": "SELECT count(*) AS n FROM gates WHERE false"},
+            {"type": "prose", "markdown": "Rows ![t](http://127.0.0.1:9/track.png?n={{q.n}}) and {{q.pic}} ![r][ref]\n\n[ref]: http://127.0.0.1:9/ref.png"},
+        ],
+    }
+    draft = repo.new_workspace(sam, "pixels", "Pixels")
+    (draft.workspace_path / "data").mkdir()
+    shutil.copy(ROOT / "workspaces" / "supply-chain-weekly" / "data" / "gates.csv", draft.workspace_path / "data")
+    sources = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["sources"]
+    repo.save(sam, "pixels", {"report": report, "sources": sources}, "report")
+    shown = on_page(signed_in("sam", "pixels"), REPORT)
+    prose = [m.value for m in shown.markdown if "Rows" in m.value]
+    assert prose and not any("![" in value for value in prose), prose
+    assert "track.png" in prose[0]  # shown, as text
+    titles = [m.value for m in shown.markdown if "heading.png" in m.value or "title.png" in m.value]
+    assert len(titles) == 2 and not any("![" in value for value in titles), titles
