@@ -222,6 +222,30 @@ class ExportError(DashmemError, RuntimeError):
     """The workspace cannot be exported; the message says why."""
 
 
+def loaded_for_export(ws_path: Path, kind: str, warehouse: Warehouse | None, *, user: User, error: type[DashmemError]) -> tuple[Any, Warehouse, Any]:
+    """(workspace, warehouse, snapshot) to export the workspace's `kind` file ("dashboard", "report") from.
+
+    Raises ValidationFailed when that file or output.yaml is invalid, and `error` when there is no such file
+    or no data. Data is loaded first only if the workspace has none yet (which needs `user` to have the right
+    to refresh); otherwise the newest snapshot is read as it is, whichever process wrote it.
+    """
+    ws, diagnostics = workspace.load(ws_path)
+    rendered_files = (workspace.FILES[kind], workspace.FILES["output"])
+    problems = [d for d in diagnostics if d.file and d.file.endswith(rendered_files)]
+    if has_errors(problems):
+        raise ValidationFailed(problems)
+    if not ws.get(kind):
+        raise error(f"{ws_path.name} has no {workspace.FILES[kind]} to export")
+    warehouse = warehouse or Warehouse.for_workspace(ws_path)
+    snapshot = warehouse.current()
+    if snapshot is None:
+        loaded = refresh(ws_path, warehouse, user=user)
+        snapshot = warehouse.current()
+        if snapshot is None:
+            raise error(f"no data could be loaded for {ws_path.name}:\n{loaded.summary()}")
+    return ws, warehouse, snapshot
+
+
 def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None, warehouse: Warehouse | None = None, *, user: User) -> dict[str, Any]:
     """Render the workspace's dashboard over its current data and write the HTML and/or the chart PNGs.
 
@@ -230,21 +254,7 @@ def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
     {"html": path or None, "pngs": [paths], "data_version": snapshot id,
     "errors": [(component id, message)]}.
     """
-    ws_path = Path(ws_path)
-    ws, diagnostics = workspace.load(ws_path)
-    rendered_files = (workspace.FILES["dashboard"], workspace.FILES["output"])
-    problems = [d for d in diagnostics if d.file and d.file.endswith(rendered_files)]
-    if has_errors(problems):
-        raise ValidationFailed(problems)
-    if not ws.get("dashboard"):
-        raise ExportError(f"{ws_path.name} has no {workspace.FILES['dashboard']} to export")
-    warehouse = warehouse or Warehouse.for_workspace(ws_path)
-    snapshot = warehouse.current()
-    if snapshot is None:
-        report = refresh(ws_path, warehouse, user=user)
-        snapshot = warehouse.current()
-        if snapshot is None:
-            raise ExportError(f"no data could be loaded for {ws_path.name}:\n{report.summary()}")
+    ws, warehouse, snapshot = loaded_for_export(Path(ws_path), "dashboard", warehouse, user=user, error=ExportError)
     tables = warehouse.tables(snapshot)
     rendered = render(ws.data, tables, snapshot.id, workspace_path=ws.path)
     written: dict[str, Any] = {"html": None, "pngs": [], "data_version": snapshot.id, "errors": rendered.errors}

@@ -27,15 +27,22 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import pdf_print, settings, workspace
+from . import pdf_print, settings
 from .access import User
 from .components import Component
 from .components import text as text_kind
 from .components.base import escape
-from .diagnostics import ValidationFailed, has_errors
 from .errors import DashmemError
-from .export import STYLE, _component_html, _error_html, _script_json, _theme_style, vega_bundle, write_atomically  # the dashboard export's page parts
-from .refresh import refresh
+from .export import (  # the dashboard export's page parts
+    STYLE,
+    _component_html,
+    _error_html,
+    _script_json,
+    _theme_style,
+    loaded_for_export,
+    vega_bundle,
+    write_atomically,
+)
 from .report import RenderedReport, Section, render_report
 from .warehouse import Warehouse
 
@@ -190,13 +197,17 @@ def to_pdf(html: str) -> bytes:
     proc = subprocess.Popen(
         [sys.executable, "-m", "lib.pdf_print"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
     )
+    stuck = False
     try:
         pdf, err = proc.communicate(json.dumps(job).encode(), timeout=PRINT_TIMEOUT_S + STOP_GRACE_S)
-    except BaseException:  # the printer does not answer, or this export was interrupted: nothing of the print stays behind
+    except subprocess.TimeoutExpired:  # the printer did not even stop itself in time (a loaded machine): the same plain message
+        _stop(proc)
+        pdf, err, stuck = b"", b"", True
+    except BaseException:  # this export was interrupted: nothing of the print stays behind
         _stop(proc)
         raise
     message = err.decode("utf-8", "replace").strip()
-    if proc.returncode == pdf_print.TIMED_OUT:
+    if stuck or proc.returncode == pdf_print.TIMED_OUT:
         log.warning("printing the report to PDF took over %s s; stopped", PRINT_TIMEOUT_S)
         raise ReportExportError(f"the report could not be printed within {PRINT_TIMEOUT_S:g} s (it may be too long); nothing was written")
     if proc.returncode != 0 or not pdf.startswith(b"%PDF-"):
@@ -236,21 +247,7 @@ def export_report(
     refresh); otherwise the newest snapshot is read as it is, whichever process wrote it. Returns
     {"html": path or None, "pdf": path or None, "data_version": snapshot id, "errors": [(id, message)]}.
     """
-    ws_path = Path(ws_path)
-    ws, diagnostics = workspace.load(ws_path)
-    rendered_files = (workspace.FILES["report"], workspace.FILES["output"])
-    problems = [d for d in diagnostics if d.file and d.file.endswith(rendered_files)]
-    if has_errors(problems):
-        raise ValidationFailed(problems)
-    if not ws.get("report"):
-        raise ReportExportError(f"{ws_path.name} has no {workspace.FILES['report']} to export")
-    warehouse = warehouse or Warehouse.for_workspace(ws_path)
-    snapshot = warehouse.current()
-    if snapshot is None:
-        loaded = refresh(ws_path, warehouse, user=user)
-        snapshot = warehouse.current()
-        if snapshot is None:
-            raise ReportExportError(f"no data could be loaded for {ws_path.name}:\n{loaded.summary()}")
+    ws, warehouse, snapshot = loaded_for_export(Path(ws_path), "report", warehouse, user=user, error=ReportExportError)
     rendered = render_report(ws.data, warehouse.tables(snapshot), snapshot.id, params or {}, workspace_path=ws.path)
     html = to_html(rendered)
     written: dict[str, Any] = {"html": None, "pdf": None, "data_version": snapshot.id, "errors": rendered.errors}

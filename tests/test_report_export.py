@@ -402,3 +402,20 @@ def _wait_for(condition, attempts: int = 300) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+@needs_chromium  # to_pdf looks for Chromium before it starts the printer
+def test_a_printer_that_does_not_even_stop_itself_in_time_is_killed_with_the_same_plain_message(monkeypatch, tmp_path):
+    """On a loaded machine the printer process may not have started printing, let alone stopped itself, when its
+    time is up: the export says what a too-long print says, not a subprocess error, and leaves no process behind."""
+    hung = tmp_path / "hung-printer"
+    hung.write_text(f"#!/bin/sh\ntrap '' TERM\necho $$ > {tmp_path / 'pid'}\nexec sleep 60\n")
+    hung.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(hung))
+    monkeypatch.setattr(report_export, "PRINT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(report_export, "STOP_GRACE_S", 0.5)
+    with pytest.raises(report_export.ReportExportError) as raised:
+        report_export.to_pdf("<!DOCTYPE html><html><body><p>Hello</p></body></html>")
+    assert str(raised.value) == "the report could not be printed within 0.5 s (it may be too long); nothing was written"
+    pid = int((tmp_path / "pid").read_text())
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
