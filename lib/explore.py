@@ -30,6 +30,7 @@ pasting) and shown to the steward before saving.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -416,9 +417,9 @@ def _coerce(col: Column, value: Any) -> Any:
             if isinstance(value, bool):
                 raise ValueError
             if isinstance(value, (int, float)):
-                return value
+                return _finite(col, value)
             text = str(value).strip().replace(",", "")
-            return int(text) if re.fullmatch(r"[+-]?\d+", text) else float(text)
+            return _finite(col, int(text) if re.fullmatch(r"[+-]?\d+", text) else float(text))
         if col.family == "time":
             if isinstance(value, dt.datetime):
                 return value
@@ -434,6 +435,14 @@ def _coerce(col: Column, value: Any) -> Any:
         kind = {"number": "a number", "time": "a date (YYYY-MM-DD)", "boolean": "true or false"}[col.family]
         raise ExploreError(f"filter on {col.name!r}: {str(value)!r} is not {kind}") from None
     return value if isinstance(value, str) else str(value)
+
+
+def _finite(col: Column, number: int | float) -> int | float:
+    """A number a query can both bind and carry as a literal: a NaN saves as NULL and infinity as a column
+    name `inf`, and DuckDB binds no integer beyond 128 bits, so the saved component would say something else."""
+    if (isinstance(number, float) and not math.isfinite(number)) or (isinstance(number, int) and abs(number) >= 2**127):
+        raise ExploreError(f"filter on {col.name!r}: {str(number)!r} is not a finite number DuckDB can compare")
+    return number
 
 
 def _with_literals(sql: str, params: Mapping[str, Any]) -> str:

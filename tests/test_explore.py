@@ -252,6 +252,17 @@ def test_a_column_not_in_the_profile_is_refused_before_any_sql(superstore):
         explore.build(Question("orders", time="Order Date", grain="decade"), tables)
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", float("nan"), float("inf"), 10**40])
+def test_a_number_that_is_not_finite_or_too_large_is_refused_not_saved_as_another_query(superstore, value):
+    # A NaN ran bound (DuckDB's NaN equals NaN) but was saved as `= NULL`, infinity as the name of a column `inf`,
+    # and a 40-digit integer reached DuckDB, which cannot bind it: the saved component said something else than what ran.
+    ws, _, _ = superstore
+    with pytest.raises(ExploreError, match=r"filter on 'Sales': .* is not a (finite )?number"):
+        explore.build(Question("orders", filters=(Filter("Sales", ">", value),)), explore.catalogue(ws.data))
+    with pytest.raises(ExploreError, match="is not a"):
+        explore.build(Question("orders", filters=(Filter("Sales", "between", (0, value)),)), explore.catalogue(ws.data))
+
+
 def test_an_injection_attempt_in_a_filter_value_is_bound_not_pasted(superstore):
     ws, wh, frame = superstore
     hostile = "EU' OR '1'='1"
