@@ -692,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("component", help="the component's id in dashboard.yaml")
     p.add_argument("--filter", action="append", metavar="ID=VALUE", help="a filter choice, as for explain")
     p.add_argument("--select", action="append", metavar="FIELD=VALUE", help="a mark of a chart with select, by its field's value; repeat for several")
-    p.add_argument("--max-rows", type=int, default=200, help="rows printed at most (default 200); the count says how many match")
+    p.add_argument("--max-rows", type=int, default=200, help="rows printed at most (default 200, at most 5000); the count says how many match")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_rows)
 

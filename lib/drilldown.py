@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 CAP = 200  # rows shown; the count says how many match
+MAX_CAP = 5000  # the most rows anyone may ask for (`rows --max-rows`): they are held in memory as Python values
 MARK_PARAM = "__mark_{i}_{j}"  # parameter names of the selected values: no filter id starts with "__" (schema: id)
 
 
@@ -123,6 +124,8 @@ def drilldown(
     from .live import router_for
     from .render import CACHE, filter_params, filter_states
 
+    if not 1 <= cap <= MAX_CAP:
+        raise DrilldownError(f"the rows shown must be between 1 and {MAX_CAP:,} (asked for {cap:,}); the count says how many match in all")
     dashboard = files.get("dashboard") or {}
     components = {c.get("id"): c for c in dashboard.get("components") or []}
     comp = components.get(component_id)

@@ -218,6 +218,14 @@ def test_show_rows_of_a_kpi_follow_the_filters_and_say_when_capped(supply, gates
     assert everything.matching == len(gates) and len(everything.rows) == min(len(gates), 200)
 
 
+@pytest.mark.parametrize("cap", [0, -1, 5001, 10**20])
+def test_show_rows_refuses_a_cap_beyond_its_bound(supply, cap):
+    # `rows --max-rows 100000000000` read every row of the table into Python: the cap must bound memory, not widen it.
+    ws, tables, version = supply
+    with pytest.raises(DrilldownError, match="between 1 and 5,000"):
+        drilldown(ws.data, tables, version, "site_gate", {}, cap=cap)
+
+
 def test_two_selected_fields_narrow_by_both(supply, gates):
     ws, tables, version = supply
 
@@ -358,6 +366,7 @@ def test_cli_rows_of_a_selected_bar_with_a_filter_are_those_rows_of_the_csv(tmp_
         (["kpi_attainment", "--select", "site=Brno"], "none: it has no select"),
         (["by_site", "--select", "site=Atlantis"], "'Atlantis' is not one of its options"),
         (["nope"], "no component 'nope'"),
+        (["site_gate", "--max-rows", "100000000000"], "between 1 and 5,000"),
     ]:
         bad = cli("rows", folder, *args, cache=cache)
         assert bad.returncode == 1 and bad.stdout == "" and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
