@@ -26,6 +26,15 @@ def data_as_of(ctx: ui.Context, wh: Warehouse, served: Snapshot) -> AsOf:
     """
     kept = wh.snapshots()
     chosen_id = served.id
+    # A load this session was looking at may be pruned by others' refreshes; Streamlit then quietly resets the
+    # choice to the data served, so say it, or the figures would change under the reader without a word.
+    shown = f"as_of_{ctx.slug}:shown"
+    earlier = st.session_state.get(shown)
+    if earlier not in (None, served.id) and earlier not in {s.id for s in kept}:
+        st.info(
+            f"The earlier load you were looking at is no longer kept (only the last {len(kept)} are): this is the data everyone is served.",
+            icon=":material/history:",
+        )
     if len(kept) > 1:
         newest = kept[0].id
         times = {s.id: loaded_at(s) for s in kept}
@@ -43,6 +52,7 @@ def data_as_of(ctx: ui.Context, wh: Warehouse, served: Snapshot) -> AsOf:
         as_of = open_as_of(wh, chosen_id, user=ctx.user, meta=ctx.meta, served=served)
     if as_of is None:  # no longer kept, or not allowed: the message is shown; the data served instead
         as_of = open_as_of(wh, served.id, user=ctx.user, meta=ctx.meta, served=served)
+    st.session_state[shown] = None if as_of.version == served.id else as_of.version  # who follows the served data is told nothing
     if not as_of.is_latest:
         st.warning(as_of.banner(), icon=":material/history:")
     return as_of

@@ -363,3 +363,32 @@ def test_what_cannot_be_compared_says_why_and_the_rest_is_still_compared(tmp_pat
     assert "words" not in notes
     by_region = found.of("by_region")
     assert by_region is not None and [m.text for m in by_region.moves] == ["south amount 0 → 6 (+6)", "north amount 10 → 12 (+2)"]  # from 0 ranks first
+
+
+def test_a_load_pruned_while_a_viewer_looks_at_it_gives_a_plain_message_not_a_crash(env):  # noqa: F811 - the app's fixture
+    from lib.snapshots import KEEP_SNAPSHOTS
+
+    at = signed_in("vera")
+    path = at.session_state["config_repo"].published_path("supply-chain-weekly")
+    wh = Warehouse.for_workspace(path)
+    first = wh.current()
+    assert first is not None
+    gates = wh.tables(first)["gates"]
+    wh.write_snapshot({"gates": gates.slice(0, 10)})
+    at.run()
+    (choice,) = [s for s in at.selectbox if s.label == "Data as of"]
+    choice.set_value(first.id).run()
+    assert any("not what everyone sees" in w.value for w in at.warning)
+    other = signed_in("sam")
+    for _ in range(KEEP_SNAPSHOTS + 1):  # keep five, load six more: the load vera looks at is gone
+        wh.write_snapshot({"gates": gates})
+        other.run()
+        assert not other.exception, [e.message for e in other.exception]
+    assert first.id not in {s.id for s in wh.snapshots()}
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not any("not what everyone sees" in w.value for w in at.warning)  # the data everyone is served, said plainly
+    assert any(m in e.value for e in [*at.error, *at.warning, *at.info] for m in ("no longer kept",)), [e.value for e in [*at.error, *at.warning, *at.info]]
+    assert at.metric and not other.exception
+    # The session that never looked back followed each load without a word about pruning.
+    assert not any("no longer kept" in e.value for e in [*other.error, *other.warning, *other.info])
