@@ -199,6 +199,8 @@ def compare_tables(
     top: int = TOP,
 ) -> Changes:
     """`compare` over tables already open: the Dashboard page has the current ones."""
+    if top < 0:  # a negative slice would list all but the last few and call the rest "smaller changes"
+        raise QueryError(f"the moves listed per component (--top) must be 0 or more (got {top})")
     from .live import router_for
     from .render import CACHE, filter_params, filter_states
     from .spec import params_for

@@ -98,6 +98,34 @@ def two_loads(ws_copy, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_cli_reads_earlier_loads_without_writing_and_refuses_hostile_arguments_plainly(two_loads):
+    folder, cache, _, _ = two_loads
+    older = Warehouse.for_workspace(folder, cache).snapshots()[-1]
+
+    def state() -> dict:
+        return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for root in (folder, cache) for p in sorted(root.rglob("*")) if p.is_file()}
+
+    before = state()
+    for args in (
+        ["changes", folder, "--snapshot", older.id, "--json"],
+        ["changes", folder, "--top", "1"],
+        ["rows", folder, "by_site", "--select", "site=Brno"],
+        ["explain", folder, "kpi_attainment", "--filter", "site=Brno"],
+    ):
+        proc = cli(*args, cache=cache)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    for args, message in (
+        (["changes", folder, "--snapshot", "../../" + older.id], "no kept snapshot '../../"),
+        (["changes", folder, "--top", "-5"], "the moves listed per component (--top) must be 0 or more (got -5)"),
+        (["rows", folder, "by_site", "--select", "site=x'; DROP TABLE gates; --"], "is not one of its options"),
+        (["explain", folder, "../../etc/passwd"], "no component '../../etc/passwd'"),
+    ):
+        proc = cli(*args, cache=cache)
+        assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert state() == before  # looking back, listing rows and explaining write nothing: not the cache, not the workspace
+
+
+@pytest.mark.slow
 def test_two_refreshes_in_other_processes_give_each_kpi_its_previous_value_and_the_biggest_moves(two_loads):
     folder, cache, first, second = two_loads
     ws, _ = workspace.load(folder)
