@@ -102,24 +102,42 @@ def _options(filt: FilterState, values: list[Any]) -> list[Any]:
     A date or timestamp arrives as its text (lib.components.chart.select_key) and
     is matched to the option at the same calendar instant: a day option takes
     the text of that day at midnight, as a date_trunc over DATE gives it.
+    The event is the browser's to write, so the options are indexed once and
+    each value sent is looked up: a forged event of many points costs their
+    number, not their number times the options'; anything but a JSON scalar matches nothing.
     """
+    equal: dict[Any, Any] = {}
+    text: dict[str, Any] = {}
+    instant: dict[tuple[dt.datetime, bool], Any] = {}
+    for option in filt.options:
+        try:
+            equal.setdefault(option, option)
+        except TypeError:  # an unhashable option is found by its text
+            pass
+        text.setdefault(str(option), option)
+        if isinstance(option, dt.date):
+            mine = option if isinstance(option, dt.datetime) else dt.datetime.combine(option, dt.time())
+            instant.setdefault((mine.replace(tzinfo=None), mine.tzinfo is not None), option)
     found: list[Any] = []
     for value in values:
-        option = next((o for o in filt.options if o == value or str(o) == str(value) or _same_instant(o, value)), None)
+        if not isinstance(value, (str, int, float)):
+            continue
+        option = equal.get(value, text.get(str(value)))
+        if option is None and isinstance(value, str) and instant:
+            option = instant.get(_instant(value))
         if option is not None and option not in found:
             found.append(option)
+            if len(found) == len(filt.options):
+                break
     return found
 
 
-def _same_instant(option: Any, value: Any) -> bool:
-    if not isinstance(option, dt.date) or not isinstance(value, str):
-        return False
+def _instant(value: str) -> tuple[dt.datetime, bool] | None:
     try:
-        sent = dt.datetime.fromisoformat(value)
+        sent = dt.datetime.fromisoformat(value) if len(value) <= 40 else None
     except ValueError:
-        return False
-    mine = option if isinstance(option, dt.datetime) else dt.datetime.combine(option, dt.time())
-    return mine.replace(tzinfo=None) == sent.replace(tzinfo=None) and (mine.tzinfo is None) == (sent.tzinfo is None)
+        return None
+    return None if sent is None else (sent.replace(tzinfo=None), sent.tzinfo is not None)
 
 
 def _clear(slug: str, filters: list[FilterState]) -> None:

@@ -323,6 +323,24 @@ def test_a_clicked_value_becomes_the_filters_own_option():
     assert _points([{"site": "Brno"}, "junk"]) == [{"site": "Brno"}] and _points({}) == [] and _points(None) == []
 
 
+def test_a_forged_selection_of_many_points_reads_the_options_once_and_keeps_only_options():
+    """The selection event is the browser's to write: 200,000 points (or nested objects) must not cost points x options."""
+    from app_pages.crossfilter import _options
+    from lib.render import FilterState
+
+    class Counted(list):
+        passes = 0
+
+        def __iter__(self):
+            Counted.passes += 1
+            return super().__iter__()
+
+    sites = FilterState("site", "multiselect", "Sites", options=Counted(f"site{i}" for i in range(1000)))
+    sent = [f"x{i}" for i in range(200_000)] + [{"site": ["site1"]}, ["site2"], None, float("nan"), "site7", 3, "site7"]
+    assert _options(sites, sent) == ["site7"]
+    assert Counted.passes <= 2  # not once per value sent
+
+
 def test_a_clicked_days_text_becomes_the_date_option_of_that_day_and_nothing_else():
     import datetime as dt
 
