@@ -67,6 +67,10 @@ OPERATORS["other"] = (IS_NULL, NOT_NULL)
 TOP_N = 15  # bars (or lines) a breakdown shows: the largest values
 MAX_ROWS = 5000  # the row cap of an exploration's result, below the workspace's own cap when that is lower
 DISTINCT_VALUES = 200  # options offered for a filter value
+# A saved component carries its filter values as SQL text (see the module's docstring): bounded, so a pasted
+# megabyte does not land in dashboard.yaml and get parsed at every render.
+MAX_VALUE_CHARS = 10_000  # characters of one filter value
+MAX_VALUES = 1_000  # values of one `in` filter
 
 
 class ExploreError(DashmemError, ValueError):
@@ -388,13 +392,16 @@ def _where(filters: Sequence[Filter], table: TableChoices) -> tuple[list[str], d
             params[f"{name}_from"], params[f"{name}_to"] = low, high
             conditions.append(f"{ident} BETWEEN ${name}_from AND ${name}_to")
         elif f.op == IN:
-            items = [_coerce(col, v) for v in (f.value if isinstance(f.value, (list, tuple)) else [f.value])]
+            sent = f.value if isinstance(f.value, (list, tuple)) else [f.value]
+            if len(sent) > MAX_VALUES:
+                raise ExploreError(f"filter on {col.name!r}: {len(sent):,} values; 'in' takes at most {MAX_VALUES:,}")
+            items = [_coerce(col, v) for v in sent]
             if not items:
                 raise ExploreError(f"filter on {col.name!r}: choose at least one value")
             params[name] = items
             conditions.append(f"list_contains(${name}, {ident})")
         elif f.op == CONTAINS:
-            params[name] = str(f.value if f.value is not None else "")
+            params[name] = _short(col, str(f.value if f.value is not None else ""))
             conditions.append(f"strpos(lower({ident}), lower(${name})) > 0")
         else:
             params[name] = _coerce(col, f.value)
@@ -434,7 +441,13 @@ def _coerce(col: Column, value: Any) -> Any:
     except (ValueError, KeyError):
         kind = {"number": "a number", "time": "a date (YYYY-MM-DD)", "boolean": "true or false"}[col.family]
         raise ExploreError(f"filter on {col.name!r}: {str(value)!r} is not {kind}") from None
-    return value if isinstance(value, str) else str(value)
+    return _short(col, value if isinstance(value, str) else str(value))
+
+
+def _short(col: Column, text: str) -> str:
+    if len(text) > MAX_VALUE_CHARS:
+        raise ExploreError(f"filter on {col.name!r}: a value of {len(text):,} characters; at most {MAX_VALUE_CHARS:,}")
+    return text
 
 
 def _finite(col: Column, number: int | float) -> int | float:

@@ -263,6 +263,22 @@ def test_a_number_that_is_not_finite_or_too_large_is_refused_not_saved_as_anothe
         explore.build(Question("orders", filters=(Filter("Sales", "between", (0, value)),)), explore.catalogue(ws.data))
 
 
+def test_a_filter_value_of_ten_megabytes_or_a_list_of_a_hundred_thousand_is_refused_plainly(superstore):
+    # Either ran, but a saved component carries its values as SQL text: 10 MB in dashboard.yaml, parsed at every render.
+    ws, _, _ = superstore
+    tables = explore.catalogue(ws.data)
+    for flt in (
+        Filter("Product Name", "contains", "x" * 10_000_000),
+        Filter("Market", "=", "EU" * 5_000_001),
+        Filter("Market", "in", ["EU", "x" * 20_000]),
+        Filter("Market", "in", [f"m{i}" for i in range(100_000)]),
+    ):
+        with pytest.raises(ExploreError, match=r"filter on '(Product Name|Market)': .*at most"):
+            explore.build(Question("orders", filters=(flt,)), tables)
+    built = explore.build(Question("orders", filters=(Filter("Market", "in", ["EU"] * explore.MAX_VALUES),)), tables)
+    assert len(built.params["f0"]) == explore.MAX_VALUES
+
+
 def test_an_injection_attempt_in_a_filter_value_is_bound_not_pasted(superstore):
     ws, wh, frame = superstore
     hostile = "EU' OR '1'='1"
