@@ -388,3 +388,58 @@ def test_cli_rows_of_a_selected_bar_with_a_filter_are_those_rows_of_the_csv(tmp_
     ]:
         bad = cli("rows", folder, *args, cache=cache)
         assert bad.returncode == 1 and bad.stdout == "" and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_show_rows_and_explore_on_a_live_sqlite_source_bind_hostile_values(tmp_path):
+    """Values with quotes, `$1`, NUL, LIKE wildcards and SQL text, in a live source's own database: each one matched as text."""
+    import sqlite3
+
+    import pyarrow as pa
+
+    from lib import explore
+
+    hostile = ["it's", 'a"b', "x'; DROP TABLE orders; --", "$1", "日本", "a\x00b", "%", "_"]
+    with sqlite3.connect(tmp_path / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [(h, i) for i, h in enumerate(hostile)] + [("north", 100)])
+    query = "SELECT region, sum(sales) AS s FROM orders WHERE ($region IS NULL OR list_contains($region, region)) GROUP BY region"
+    files = {
+        "sources": {"sources": [{"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0}]},
+        "dashboard": {
+            "title": "Orders",
+            "filters": [{"id": "region", "type": "multiselect", "options_query": "SELECT DISTINCT region FROM orders ORDER BY 1"}],
+            "components": [
+                {
+                    "id": "by_region",
+                    "type": "chart",
+                    "query": query,
+                    "mark": "bar",
+                    "encoding": {"x": {"field": "region", "type": "nominal"}, "y": {"field": "s", "type": "quantitative"}},
+                    "select": {"field": "region", "filter": "region"},
+                }
+            ],
+        },
+        "profile": {
+            "tables": [
+                {
+                    "name": "orders",
+                    "rows": 9,
+                    "columns": [
+                        {"name": "region", "type": "VARCHAR", "role": "dimension", "distinct": 9},
+                        {"name": "sales", "type": "BIGINT", "role": "measure", "aggregate": "sum"},
+                    ],
+                }
+            ]
+        },
+    }
+    empty = {"orders": pa.table({"region": pa.array([], "string"), "sales": pa.array([], "int64")})}  # what refresh keeps of a live table
+    for i, value in enumerate(hostile):
+        d = drilldown(files, empty, "v1", "by_region", {"region": [value]}, workspace_path=tmp_path)
+        assert d.matching == 1 and d.rows == [{"region": value, "sales": i}] and d.params["__mark_0_0"] == value
+        built, result = explore.run(
+            explore.Question("orders", "sales", "sum", filters=(explore.Filter("region", "=", value),)), files, empty, "v1", workspace_path=tmp_path, cache=QueryCache()
+        )
+        assert result.table.to_pylist() == [{"value": i}] and built.params == {"f0": value}
+    assert drilldown(files, empty, "v1", "by_region", {"region": hostile}, workspace_path=tmp_path).matching == len(hostile)
+    with sqlite3.connect(tmp_path / "local.db") as connection:
+        assert connection.execute("SELECT count(*) FROM orders").fetchone() == (len(hostile) + 1,)
