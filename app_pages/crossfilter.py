@@ -123,8 +123,9 @@ def _options(filt: FilterState, values: list[Any]) -> list[Any]:
         if not isinstance(value, (str, int, float)):
             continue
         option = equal.get(value, text.get(str(value)))
-        if option is None and isinstance(value, str) and instant:
-            option = instant.get(_instant(value))
+        when = _instant(value) if option is None and isinstance(value, str) and instant else None
+        if when is not None:
+            option = instant.get(when)
         if option is not None and option not in found:
             found.append(option)
             if len(found) == len(filt.options):

@@ -420,3 +420,35 @@ def test_a_load_pruned_while_a_viewer_looks_at_it_gives_a_plain_message_not_a_cr
     assert at.metric and not other.exception
     # The session that never looked back followed each load without a word about pruning.
     assert not any("no longer kept" in e.value for e in [*other.error, *other.warning, *other.info])
+
+
+def test_one_session_cross_filtering_and_another_looking_back_each_see_only_their_own_choice(env):  # noqa: F811 - the app's fixture
+    import pyarrow.compute as pc
+
+    viewer, steward = signed_in("vera"), signed_in("sam")
+    path = viewer.session_state["config_repo"].published_path("supply-chain-weekly")
+    wh = Warehouse.for_workspace(path)
+    first = wh.current()
+    assert first is not None
+    gates = wh.tables(first)["gates"]
+    rows = read_rows(path / "data" / "gates.csv")
+    brno = [r for r in rows if r["site"] == "Brno"]
+    wh.write_snapshot({"gates": gates.filter(pc.equal(gates["site"], "Brno"))})  # a second load: Brno only
+
+    def shown(at) -> str:
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        return {m.label: m.value for m in at.metric}["Attainment this week"]
+
+    everything_then, brno_now = format_value(attainment(rows)[()], ".1%"), format_value(attainment(brno)[()], ".1%")
+    assert shown(viewer) == shown(steward) == brno_now
+    (choice,) = [s for s in viewer.selectbox if s.label == "Data as of"]
+    choice.set_value(first.id).run()  # vera looks back at the first load
+    lyon = [r for r in rows if r["site"] == "Lyon"]
+    next(m for m in steward.multiselect if m.label == "Sites").select("Brno").run()  # sam cross-filters today's data
+    assert shown(viewer) == everything_then and any("not what everyone sees" in w.value for w in viewer.warning)
+    assert next(m for m in viewer.multiselect if m.label == "Sites").value == []
+    assert shown(steward) == brno_now and not any("not what everyone sees" in w.value for w in steward.warning)
+    next(m for m in viewer.multiselect if m.label == "Sites").select("Lyon").run()
+    assert shown(viewer) == format_value(attainment(lyon)[()], ".1%") and shown(steward) == brno_now
+    assert [m.value for m in steward.multiselect if m.label == "Sites"] == [["Brno"]]

@@ -437,7 +437,12 @@ def test_show_rows_and_explore_on_a_live_sqlite_source_bind_hostile_values(tmp_p
         d = drilldown(files, empty, "v1", "by_region", {"region": [value]}, workspace_path=tmp_path)
         assert d.matching == 1 and d.rows == [{"region": value, "sales": i}] and d.params["__mark_0_0"] == value
         built, result = explore.run(
-            explore.Question("orders", "sales", "sum", filters=(explore.Filter("region", "=", value),)), files, empty, "v1", workspace_path=tmp_path, cache=QueryCache()
+            explore.Question("orders", "sales", "sum", filters=(explore.Filter("region", "=", value),)),
+            files,
+            empty,
+            "v1",
+            workspace_path=tmp_path,
+            cache=QueryCache(),
         )
         assert result.table.to_pylist() == [{"value": i}] and built.params == {"f0": value}
     assert drilldown(files, empty, "v1", "by_region", {"region": hostile}, workspace_path=tmp_path).matching == len(hostile)
