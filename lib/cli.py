@@ -467,7 +467,7 @@ def cmd_explain(args) -> int:
 def cmd_rows(args) -> int:
     """The rows behind one component, or behind the marks `--select` picks on a chart with `select` (Show rows)."""
     from . import spec as specs
-    from .drilldown import DrilldownError, drilldown
+    from .drilldown import DrilldownError, component, drilldown
     from .explain import parse_filters
     from .render import filter_states
 
@@ -479,7 +479,7 @@ def cmd_rows(args) -> int:
     version = snapshot.id if snapshot else "none"
     dashboard = ws.get("dashboard") or {}
     states = filter_states(dashboard, tables, version)
-    comp = next((c for c in dashboard.get("components") or [] if c.get("id") == args.component), {})
+    comp = component(dashboard, args.component)  # an unknown id is named as such, not as a --select without a field
     # A selected mark is its field's value set on the filter the chart's `select` drives, as a click sets it on the page.
     driven = {name.lower(): fid for _, name, fid in specs.selections(comp)}
     pairs = list(args.filter or [])

@@ -104,6 +104,15 @@ def _expression_of(tree: Any, name: str) -> Any:
     raise DrilldownError(f"'{name}' is not a column of the query")
 
 
+def component(dashboard: Mapping[str, Any], component_id: str) -> dict[str, Any]:
+    """The dashboard's component `component_id`; DrilldownError naming the known ones when there is none."""
+    components = {c.get("id"): c for c in dashboard.get("components") or []}
+    if component_id not in components:
+        known = ", ".join(str(c) for c in components) or "none"
+        raise DrilldownError(f"no component {component_id!r} in this dashboard; its components: {known}")
+    return components[component_id]
+
+
 def drilldown(
     files: Mapping[str, Any],
     tables: Mapping[str, pa.Table],
@@ -127,11 +136,7 @@ def drilldown(
     if not 1 <= cap <= MAX_CAP:
         raise DrilldownError(f"the rows shown must be between 1 and {MAX_CAP:,} (asked for {cap:,}); the count says how many match in all")
     dashboard = files.get("dashboard") or {}
-    components = {c.get("id"): c for c in dashboard.get("components") or []}
-    comp = components.get(component_id)
-    if comp is None:
-        known = ", ".join(str(c) for c in components) or "none"
-        raise DrilldownError(f"no component {component_id!r} in this dashboard; its components: {known}")
+    comp = component(dashboard, component_id)
     if not isinstance(comp.get("query"), str):
         raise DrilldownError(f"component {component_id!r} has no single query (a text block's figures come from several)")
     injection = (files.get("output") or {}).get("data_injection") or {}

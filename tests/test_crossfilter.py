@@ -384,6 +384,7 @@ def test_cli_rows_of_a_selected_bar_with_a_filter_are_those_rows_of_the_csv(tmp_
         (["kpi_attainment", "--select", "site=Brno"], "none: it has no select"),
         (["by_site", "--select", "site=Atlantis"], "'Atlantis' is not one of its options"),
         (["nope"], "no component 'nope'"),
+        (["nope", "--select", "site=Brno"], "no component 'nope' in this dashboard; its components: kpi_attainment"),
         (["site_gate", "--max-rows", "100000000000"], "between 1 and 5,000"),
     ]:
         bad = cli("rows", folder, *args, cache=cache)
