@@ -438,9 +438,12 @@ def _coerce(col: Column, value: Any) -> Any:
             if isinstance(value, bool):
                 return value
             return {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}[str(value).strip().lower()]
+    except ExploreError:  # already says what does not fit (a ValueError too)
+        raise
     except (ValueError, KeyError):
         kind = {"number": "a number", "time": "a date (YYYY-MM-DD)", "boolean": "true or false"}[col.family]
-        raise ExploreError(f"filter on {col.name!r}: {str(value)!r} is not {kind}") from None
+        shown = str(value) if len(str(value)) <= 60 else f"{str(value)[:40]}… ({len(str(value)):,} characters)"
+        raise ExploreError(f"filter on {col.name!r}: {shown!r} is not {kind}") from None
     return _short(col, value if isinstance(value, str) else str(value))
 
 
