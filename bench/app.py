@@ -86,20 +86,25 @@ class Round:
     on_server: list[float]
     server_cpu: float
     browser_cpu: float
+    spread: float  # seconds from the first of the measured requests reaching the server to the last
 
 
-def sign_in_runs(runs: list[dict]) -> list[float]:
-    """Server seconds of each session's sign-in run: its last finished run (the Login click's: the password
-    check and the dashboard), from the request to the last message queued."""
+def spread(asked: list[float]) -> float:
+    return max(asked) - min(asked) if asked else float("nan")
+
+
+def sign_in_runs(runs: list[dict]) -> list[tuple[float, float]]:
+    """(when asked, server seconds) of each session's sign-in run: its last finished run (the Login click's: the
+    password check and the dashboard), from the request to the last message queued."""
     last: dict[str, dict] = {}
     for run in runs:
         if run["ended"] == "finished":
             last[run["session"]] = run
-    return [run["done"] - run["asked"] for run in last.values()]
+    return [(run["asked"], run["done"] - run["asked"]) for run in last.values()]
 
 
-def session_runs(runs: list[dict]) -> list[float]:
-    """Server seconds of each session's page load: from its first run's request to its last finished run's last
+def session_runs(runs: list[dict]) -> list[tuple[float, float]]:
+    """(when asked, server seconds) of each session's page load: from its first run's request to its last finished run's last
     message queued (a reload signed in by the cookie is one run; were it more, they would all count)."""
     first: dict[str, float] = {}
     done: dict[str, float] = {}
@@ -107,7 +112,7 @@ def session_runs(runs: list[dict]) -> list[float]:
         first.setdefault(run["session"], run["asked"])
         if run["ended"] == "finished":
             done[run["session"]] = run["done"]
-    return [done[s] - first[s] for s in done]
+    return [(first[s], done[s] - first[s]) for s in done]
 
 
 async def logged(log: Path, before: int, sessions: int, timeout_s: float = 10) -> list[dict]:
@@ -134,7 +139,7 @@ async def sign_in_round(browser, url: str, sessions: int, timeout_s: float, serv
     browser_cpu = process_tree_cpu(os.getpid()) - all_before - server_cpu
     times = [t for t in got if t is not None]
     on_server = sign_in_runs(await logged(log, before, len(times)))
-    return Round(times, sessions - len(times), on_server, server_cpu, browser_cpu)
+    return Round(times, sessions - len(times), [t for _, t in on_server], server_cpu, browser_cpu, spread([a for a, _ in on_server]))
 
 
 async def signed_in_round(browser, url: str, sessions: int, timeout_s: float, server_pid: int, log: Path) -> Round:
@@ -155,7 +160,7 @@ async def signed_in_round(browser, url: str, sessions: int, timeout_s: float, se
     finally:
         for page in ready:
             await page.context.close()
-    return Round(times, sessions - len(times), on_server, server_cpu, browser_cpu)
+    return Round(times, sessions - len(times), [t for _, t in on_server], server_cpu, browser_cpu, spread([a for a, _ in on_server]))
 
 
 SCENARIOS = {
@@ -258,6 +263,7 @@ def browser_bench(tmp: Path, args) -> None:
                     stuck,
                     round(server_cpu, 3),
                     round(floor, 2),
+                    round(statistics.median(r.spread for r in got), 2),
                     f"<= {GOAL_RATIO:.0f}x, none stuck",
                     verdict,
                 ]
@@ -301,6 +307,7 @@ def browser_bench(tmp: Path, args) -> None:
             "stuck",
             "server CPU s/load",
             "CPU floor s",
+            "requests spread s",
             "goal",
             f"at {high}",
         ],
@@ -314,7 +321,9 @@ def browser_bench(tmp: Path, args) -> None:
         + (" Server pinned to core 0, browsers to the others (taskset)." if pin else " Not pinned (--no-pin, or one core).")
         + " CPU floor: N loads asked at once need N x the server's CPU per load on its cores, so the last of them"
         " cannot be done sooner; when one load is CPU-bound (its time close to its CPU), the ratio cannot fall"
-        " much below N / cores, whatever the app does: 8 on one core, 4 on two."
+        " much below N / cores, whatever the app does: 8 on one core, 4 on two. Requests spread: in a round, from"
+        " the first measured request reaching the server to the last (median over rounds); the floor binds only"
+        " when the spread is small beside it, the N requests then being at the server together."
     )
 
 
