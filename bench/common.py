@@ -259,6 +259,37 @@ async def open_dashboard(browser, url: str, charts: int, metrics: int, timeout_s
         await context.close()
 
 
+async def signed_in_page(browser, url: str, charts: int, metrics: int, timeout_s: float, user: tuple[str, str] = VIEWER):
+    """A page of a new browser context signed in on the dashboard, its sign-in cookie kept; the caller closes its context.
+
+    None if the sign-in did not reach the drawn dashboard within `timeout_s`.
+    """
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = await context.new_page()
+        await page.goto(f"{url}/?ws={BENCH_SLUG}")
+        await page.get_by_label("Username").fill(user[0], timeout=timeout_s * 1000)
+        await page.get_by_role("textbox", name="Password").fill(user[1])
+        await page.get_by_role("button", name="Login").click()
+        await page.wait_for_function(DRAWN_JS, arg=[charts, metrics], timeout=timeout_s * 1000, polling=100)
+        await page.wait_for_function("document.cookie.includes('dashmem_auth=')", timeout=timeout_s * 1000)
+        return page
+    except Exception:  # a playwright TimeoutError
+        await context.close()
+        return None
+
+
+async def reload_dashboard(page, charts: int, metrics: int, timeout_s: float) -> float | None:
+    """Seconds from a reload of a signed-in page (a new Streamlit session, signed in by the cookie) to the dashboard drawn; None if stuck."""
+    try:
+        started = time.perf_counter()
+        await page.reload(timeout=timeout_s * 1000)
+        await page.wait_for_function(DRAWN_JS, arg=[charts, metrics], timeout=timeout_s * 1000, polling=100)
+        return time.perf_counter() - started
+    except Exception:  # a playwright TimeoutError: the session is stuck
+        return None
+
+
 # Counts the script runs a page sees (each time the app's script state turns to "running"); an init script.
 COUNT_RUNS_JS = """
 window.__runs = 0;
