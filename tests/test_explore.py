@@ -796,10 +796,12 @@ def test_a_viewer_explores_in_chromium(server, page):
     page.get_by_role("heading", name="Explore").wait_for(timeout=30_000)
 
     def choose(label: str, option: str, sql: str) -> None:
-        """Pick an option, then wait for the rerun to show SQL holding `sql`, so the next choice sees the new widgets."""
+        """Pick an option, then wait for the rerun to show SQL holding `sql` and to end, so the next choice sees only the
+        new widgets (a widget whose key changed stays on the page, stale, until the run that replaced it ends)."""
         page.locator('[data-testid="stSelectbox"]', has_text=label).click()
         page.get_by_role("option", name=option, exact=True).click()
         page.locator('[data-testid="stCode"]', has_text=sql).wait_for(timeout=30_000)
+        page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached", timeout=30_000)
 
     choose("Measure", "actual", 'count("actual")')
     choose("Aggregation", "Sum", 'sum("actual")')
