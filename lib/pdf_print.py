@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 TIMED_OUT = 3  # the exit status when the print took longer than its time limit
+STOP_WAIT_S = 3.0  # how long stopping waits for what it killed to be gone
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 
 def print_pdf(html: str, chromium: str, charts_drawn: str, draw_timeout_s: float) -> bytes:
@@ -73,14 +75,59 @@ def _descendants() -> list[int]:
     return found
 
 
+def _become_subreaper() -> None:
+    """Adopt orphans: Chromium's crash handler forks twice, which would leave it outside this process's tree,
+    beyond `_descendants` and so alive after `_stop`. As a child subreaper (Linux), it stays below this process."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the processes are still killed, the double-forked ones end with their client
+        pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has ended: only its exit status waits to be collected)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+_STOPPING = threading.Event()  # set once the time is up (or SIGTERM came): the stopper alone decides the exit status
+
+
 def _stop(status: int) -> None:
-    """Kill everything this print started (Playwright's driver, Chromium and its helpers), then exit."""
-    for pid in _descendants():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    """Kill everything this print started, then exit."""
+    _STOPPING.set()
+    _kill_all()
     os._exit(status)
+
+
+def _unless_stopping() -> None:
+    """Called on the print's own failure: when the stopper is at work, that failure is its doing (it killed the
+    browser), so wait for it to end the process with its status rather than report a failure of our own."""
+    if _STOPPING.is_set():
+        time.sleep(STOP_WAIT_S + 5)
+
+
+def _kill_all() -> None:
+    """Kill everything below this process (Playwright's driver, Chromium and its helpers) and wait until it is gone.
+
+    A process may fork while the others are being killed, so the tree is read again until nothing below
+    this process runs (bounded by STOP_WAIT_S): the export reports the print stopped only once it has.
+    """
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+        running = [pid for pid in _descendants() if _alive(pid)]
+        if not running:
+            break
+        for pid in running:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
 
 
 def _watch(deadline: float, parent: int) -> None:
@@ -94,15 +141,18 @@ def main() -> int:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     job = json.loads(sys.stdin.buffer.read())
+    _become_subreaper()
     signal.signal(signal.SIGTERM, lambda *_: _stop(1))
     deadline = time.monotonic() + float(job["print_timeout_s"])
     threading.Thread(target=_watch, args=(deadline, os.getppid()), daemon=True).start()
     try:
         pdf = print_pdf(job["html"], job["chromium"], job["charts_drawn"], float(job["draw_timeout_s"]))
     except PlaywrightTimeout as exc:
+        _unless_stopping()
         print(f"timeout: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     except PlaywrightError as exc:
+        _unless_stopping()
         print(str(exc).splitlines()[0], file=sys.stderr)
         return 2
     sys.stdout.buffer.write(pdf)
@@ -111,4 +161,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    finally:  # the browser is closed (or failed); a helper it left behind (the crash handler) ends now, not some time later
+        _unless_stopping()
+        _kill_all()
+    sys.exit(status)
