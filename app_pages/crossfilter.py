@@ -15,7 +15,6 @@ mark is a change the callback hears.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import hashlib
 import logging
@@ -30,7 +29,7 @@ from lib.components import chart as chart_kind
 from lib.components.chart import SELECTION
 from lib.drilldown import CAP, drilldown
 from lib.render import FilterState
-from lib.spec import POINT_FILTERS, selection_values, selections
+from lib.spec import POINT_FILTERS, matching_options, selected_points, selection_values, selections
 
 log = logging.getLogger("dashmem.app")
 
@@ -81,64 +80,12 @@ def _selected(key: str, slug: str, pairs: list[tuple[str, FilterState]]) -> None
     """The chart's selection changed: each driven filter takes the selected marks' values (no mark: all)."""
     try:
         event = st.session_state.get(key) or {}
-        points = _points((event.get("selection") or {}).get(SELECTION))
+        points = selected_points((event.get("selection") or {}).get(SELECTION))
         for name, filt in pairs:
-            values = _options(filt, [v for p in points for k, v in p.items() if chart_kind.selected_field(k).lower() == name.lower()])
+            values = matching_options(filt.options, [v for p in points for k, v in p.items() if chart_kind.selected_field(k).lower() == name.lower()])
             st.session_state[state.filter_widget(slug, filt.id)] = values if filt.type == "multiselect" else (values[0] if values else None)
     except Exception:  # a callback's exception would reach the page as a traceback; the filters simply stay as they were
         log.exception("cross-filter selection on %s could not be applied", key)
-
-
-def _points(selection: Any) -> list[Mapping[str, Any]]:
-    """The selected marks' field values: Streamlit gives a point selection as a list of {field: value}."""
-    if isinstance(selection, Mapping):
-        selection = [selection] if selection else []
-    return [p for p in selection or [] if isinstance(p, Mapping)]
-
-
-def _options(filt: FilterState, values: list[Any]) -> list[Any]:
-    """The filter's own options for the values a browser sent (JSON numbers and text), in click order, once each.
-
-    A date or timestamp arrives as its text (lib.components.chart.select_key) and
-    is matched to the option at the same calendar instant: a day option takes
-    the text of that day at midnight, as a date_trunc over DATE gives it.
-    The event is the browser's to write, so the options are indexed once and
-    each value sent is looked up: a forged event of many points costs their
-    number, not their number times the options'; anything but a JSON scalar matches nothing.
-    """
-    equal: dict[Any, Any] = {}
-    text: dict[str, Any] = {}
-    instant: dict[tuple[dt.datetime, bool], Any] = {}
-    for option in filt.options:
-        try:
-            equal.setdefault(option, option)
-        except TypeError:  # an unhashable option is found by its text
-            pass
-        text.setdefault(str(option), option)
-        if isinstance(option, dt.date):
-            mine = option if isinstance(option, dt.datetime) else dt.datetime.combine(option, dt.time())
-            instant.setdefault((mine.replace(tzinfo=None), mine.tzinfo is not None), option)
-    found: list[Any] = []
-    for value in values:
-        if not isinstance(value, (str, int, float)):
-            continue
-        option = equal.get(value, text.get(str(value)))
-        when = _instant(value) if option is None and isinstance(value, str) and instant else None
-        if when is not None:
-            option = instant.get(when)
-        if option is not None and option not in found:
-            found.append(option)
-            if len(found) == len(filt.options):
-                break
-    return found
-
-
-def _instant(value: str) -> tuple[dt.datetime, bool] | None:
-    try:
-        sent = dt.datetime.fromisoformat(value) if len(value) <= 40 else None
-    except ValueError:
-        return None
-    return None if sent is None else (sent.replace(tzinfo=None), sent.tzinfo is not None)
 
 
 def _clear(slug: str, filters: list[FilterState]) -> None:

@@ -103,9 +103,7 @@ def to_html(rendered: Rendered, changes: Changes | None = None, as_of: str = "")
     description = f"<p>{_escape(rendered.description)}</p>" if rendered.description else ""
     if as_of:
         description += f'<p class="as-of">{_escape(as_of)}</p>'
-    scripts = ""
-    if chart_specs:
-        scripts = f'<script type="application/json" id="chart-specs">{_script_json(chart_specs)}</script>\n<script>{vega_bundle()}</script>\n'
+    scripts = chart_scripts(chart_specs)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -125,6 +123,13 @@ def to_html(rendered: Rendered, changes: Changes | None = None, as_of: str = "")
 {scripts}</body>
 </html>
 """
+
+
+def chart_scripts(chart_specs: list[dict[str, Any]]) -> str:
+    """The page's chart specs and the inlined Vega bundle that draws them offline; nothing when it has no chart."""
+    if not chart_specs:
+        return ""
+    return f'<script type="application/json" id="chart-specs">{_script_json(chart_specs)}</script>\n<script>{vega_bundle()}</script>\n'
 
 
 @functools.lru_cache(maxsize=1)

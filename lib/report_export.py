@@ -37,10 +37,9 @@ from .export import (  # the dashboard export's page parts
     STYLE,
     _component_html,
     _error_html,
-    _script_json,
     _theme_style,
+    chart_scripts,
     loaded_for_export,
-    vega_bundle,
     write_atomically,
 )
 from .report import RenderedReport, Section, render_report
@@ -91,9 +90,7 @@ def to_html(rendered: RenderedReport) -> str:
     exported = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     meta = f"{params_text(rendered)} · data version {rendered.data_version} · exported {exported}"
     description = f"<p>{escape(rendered.description)}</p>" if rendered.description else ""
-    scripts = ""
-    if chart_specs:
-        scripts = f'<script type="application/json" id="chart-specs">{_script_json(chart_specs)}</script>\n<script>{vega_bundle()}</script>\n'
+    scripts = chart_scripts(chart_specs)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

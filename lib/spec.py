@@ -7,8 +7,9 @@ only need the spec do not import the renderer.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from . import schemas
 
@@ -105,3 +106,58 @@ def selection_values(value: Any) -> list[Any]:
     if value in (None, "", [], ()):
         return []
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+# --------------------------------------------------------------------------- a chart's selection, as the browser sends it
+
+
+def selected_points(selection: Any) -> list[Mapping[str, Any]]:
+    """The selected marks' field values: Streamlit gives a point selection as a list of {field: value}."""
+    if isinstance(selection, Mapping):
+        selection = [selection] if selection else []
+    return [p for p in selection or [] if isinstance(p, Mapping)]
+
+
+def matching_options(options: Sequence[Any], values: Sequence[Any]) -> list[Any]:
+    """A point filter's own `options` for the values a browser sent (JSON numbers and text), in click order, once each.
+
+    A date or timestamp arrives as its text (lib.components.chart.select_key) and
+    is matched to the option at the same calendar instant: a day option takes
+    the text of that day at midnight, as a date_trunc over DATE gives it.
+    The event is the browser's to write, so the options are indexed once and
+    each value sent is looked up: a forged event of many points costs their
+    number, not their number times the options'; anything but a JSON scalar matches nothing.
+    """
+    equal: dict[Any, Any] = {}
+    text: dict[str, Any] = {}
+    instant: dict[tuple[dt.datetime, bool], Any] = {}
+    for option in options:
+        try:
+            equal.setdefault(option, option)
+        except TypeError:  # an unhashable option is found by its text
+            pass
+        text.setdefault(str(option), option)
+        if isinstance(option, dt.date):
+            mine = option if isinstance(option, dt.datetime) else dt.datetime.combine(option, dt.time())
+            instant.setdefault((mine.replace(tzinfo=None), mine.tzinfo is not None), option)
+    found: list[Any] = []
+    for value in values:
+        if not isinstance(value, (str, int, float)):
+            continue
+        option = equal.get(value, text.get(str(value)))
+        when = _instant(value) if option is None and isinstance(value, str) and instant else None
+        if when is not None:
+            option = instant.get(when)
+        if option is not None and option not in found:
+            found.append(option)
+            if len(found) == len(options):
+                break
+    return found
+
+
+def _instant(value: str) -> tuple[dt.datetime, bool] | None:
+    try:
+        sent = dt.datetime.fromisoformat(value) if len(value) <= 40 else None
+    except ValueError:
+        return None
+    return None if sent is None else (sent.replace(tzinfo=None), sent.tzinfo is not None)

@@ -313,20 +313,20 @@ def test_a_chosen_site_shows_as_selected_and_clear_selection_restores_the_figure
 
 def test_a_clicked_value_becomes_the_filters_own_option():
     """The browser sends JSON numbers and text; the filter bar takes only its options, each once, in click order."""
-    from app_pages.crossfilter import _options, _points
     from lib.render import FilterState
+    from lib.spec import matching_options, selected_points
 
     sites = FilterState("site", "multiselect", "Sites", options=["Brno", "Lyon", "Porto"])
-    assert _options(sites, ["Lyon", "Nowhere", "Brno", "Lyon"]) == ["Lyon", "Brno"]
+    assert matching_options(sites.options, ["Lyon", "Nowhere", "Brno", "Lyon"]) == ["Lyon", "Brno"]
     years = FilterState("year", "select", "Year", options=[2023, 2024])
-    assert _options(years, [2024.0]) == [2024] and _options(years, ["2023"]) == [2023]
-    assert _points([{"site": "Brno"}, "junk"]) == [{"site": "Brno"}] and _points({}) == [] and _points(None) == []
+    assert matching_options(years.options, [2024.0]) == [2024] and matching_options(years.options, ["2023"]) == [2023]
+    assert selected_points([{"site": "Brno"}, "junk"]) == [{"site": "Brno"}] and selected_points({}) == [] and selected_points(None) == []
 
 
 def test_a_forged_selection_of_many_points_reads_the_options_once_and_keeps_only_options():
     """The selection event is the browser's to write: 200,000 points (or nested objects) must not cost points x options."""
-    from app_pages.crossfilter import _options
     from lib.render import FilterState
+    from lib.spec import matching_options
 
     class Counted(list):
         passes = 0
@@ -337,23 +337,26 @@ def test_a_forged_selection_of_many_points_reads_the_options_once_and_keeps_only
 
     sites = FilterState("site", "multiselect", "Sites", options=Counted(f"site{i}" for i in range(1000)))
     sent = [f"x{i}" for i in range(200_000)] + [{"site": ["site1"]}, ["site2"], None, float("nan"), "site7", 3, "site7"]
-    assert _options(sites, sent) == ["site7"]
+    assert matching_options(sites.options, sent) == ["site7"]
     assert Counted.passes <= 2  # not once per value sent
 
 
 def test_a_clicked_days_text_becomes_the_date_option_of_that_day_and_nothing_else():
     import datetime as dt
 
-    from app_pages.crossfilter import _options
     from lib.render import FilterState
+    from lib.spec import matching_options
 
     days = FilterState("day", "multiselect", "Day", options=[dt.date(2026, 11, 16), dt.date(2026, 11, 17)])
-    assert _options(days, ["2026-11-17", "2026-11-16"]) == [dt.date(2026, 11, 17), dt.date(2026, 11, 16)]
+    assert matching_options(days.options, ["2026-11-17", "2026-11-16"]) == [dt.date(2026, 11, 17), dt.date(2026, 11, 16)]
     # A day's text at midnight is that day (date_trunc over a DATE); no other hour, zone or epoch number is.
-    assert _options(days, ["2026-11-17 00:00:00"]) == [dt.date(2026, 11, 17)]
-    assert _options(days, ["2026-11-16T23:00:00", "2026-11-17T00:00:00+01:00", 1763251200000, "junk"]) == []
+    assert matching_options(days.options, ["2026-11-17 00:00:00"]) == [dt.date(2026, 11, 17)]
+    assert matching_options(days.options, ["2026-11-16T23:00:00", "2026-11-17T00:00:00+01:00", 1763251200000, "junk"]) == []
     stamps = FilterState("at", "select", "At", options=[dt.datetime(2026, 11, 16, 6, 30)])
-    assert _options(stamps, ["2026-11-16 06:30:00"]) == [dt.datetime(2026, 11, 16, 6, 30)] and _options(stamps, ["2026-11-16"]) == []
+    assert (
+        matching_options(stamps.options, ["2026-11-16 06:30:00"]) == [dt.datetime(2026, 11, 16, 6, 30)]
+        and matching_options(stamps.options, ["2026-11-16"]) == []
+    )
 
 
 # --------------------------------------------------------------------------- `python -m lib rows`, in its own processes
