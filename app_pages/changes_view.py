@@ -14,7 +14,7 @@ from app_pages import ui
 from lib.changes import Changes, compare_tables, previous_of
 from lib.components import Component
 from lib.snapshots import Snapshot, Warehouse
-from lib.time_travel import AsOf, loaded_at, open_as_of
+from lib.time_travel import AsOf, load_label, open_as_of
 
 SERVED = "served"  # the "Data as of" option meaning the data everyone is served, whichever load that is
 
@@ -37,12 +37,12 @@ def data_as_of(ctx: ui.Context, wh: Warehouse, served: Snapshot) -> AsOf:
         )
     if len(kept) > 1:
         newest = kept[0].id
-        times = {s.id: loaded_at(s) for s in kept}
+        labels = {s.id: load_label(s) for s in kept}
         # The first option is whatever is served, not its id: whoever has not chosen follows the next refresh.
         choice = st.selectbox(
             "Data as of",
             [SERVED] + [s.id for s in kept if s.id != served.id],
-            format_func=lambda i: f"{loaded_at(served)} ({'latest' if served.id == newest else 'served to everyone'})" if i == SERVED else times[i],
+            format_func=lambda i: f"{load_label(served)} ({'latest' if served.id == newest else 'served to everyone'})" if i == SERVED else labels[i],
             key=f"as_of_{ctx.slug}",
             help="Look at the dashboard as it was at an earlier load. Read-only and for you only: nobody else's view changes.",
         )

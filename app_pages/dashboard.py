@@ -14,6 +14,7 @@ from lib import schedule, workspace
 from lib.connectors import FILE_TYPES, REGISTRY
 from lib.live import router_for
 from lib.render import CACHE, filter_states
+from lib.time_travel import load_label
 from lib.warehouse import Warehouse
 
 ctx = ui.context("view")
@@ -120,9 +121,7 @@ if snapshot is not None and ctx.can("edit") and len(kept) > 1:
         chosen_id = st.selectbox(
             "Loaded at",
             [s.id for s in kept],
-            format_func=lambda i: next(
-                f"{dt.datetime.fromisoformat(s.created).astimezone():%Y-%m-%d %H:%M:%S}" + (" (current)" if s.id == serving else "") for s in kept if s.id == i
-            ),
+            format_func=lambda i: next(load_label(s) + (" (current)" if s.id == serving else "") for s in kept if s.id == i),
         )
         if st.button("Serve this data", disabled=chosen_id == serving):
             with ui.user_errors("Could not serve that data"):

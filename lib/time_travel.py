@@ -56,6 +56,15 @@ def loaded_at(snapshot: Snapshot) -> str:
     return f"{dt.datetime.fromisoformat(snapshot.created).astimezone():%Y-%m-%d %H:%M:%S}"
 
 
+def load_label(snapshot: Snapshot) -> str:
+    """A load as a choice in a list: its time and the end of its id, "2026-11-30 18:13:05 · load 3f2a1b".
+
+    The id is needed: loads a second apart show the same time, and Streamlit remembers a
+    choice by its label, so equal labels would be one choice (a pruned load's label too).
+    """
+    return f"{loaded_at(snapshot)} · load {snapshot.id.rpartition('-')[2]}"
+
+
 class ReadOnlyWarehouse:
     """The reading half of a `Warehouse`: kept snapshots, their tables and queries; every other attribute raises `ReadOnlyData`.
 

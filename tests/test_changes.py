@@ -452,3 +452,57 @@ def test_one_session_cross_filtering_and_another_looking_back_each_see_only_thei
     next(m for m in viewer.multiselect if m.label == "Sites").select("Lyon").run()
     assert shown(viewer) == format_value(attainment(lyon)[()], ".1%") and shown(steward) == brno_now
     assert [m.value for m in steward.multiselect if m.label == "Sites"] == [["Brno"]]
+
+
+def loads_in_one_second(wh: Warehouse, *tables: dict) -> list:
+    """Write one load per mapping of tables, all stamped within the same second (as a fast scheduled refresh can)."""
+    for _ in range(20):
+        loads = [wh.write_snapshot(t) for t in tables]
+        if len({s.created[:19] for s in loads}) == 1:
+            return loads
+    raise AssertionError("could not write the loads within one second")
+
+
+def with_actual_scaled(gates: pa.Table, factor: float) -> pa.Table:
+    import pyarrow.compute as pc
+
+    i = gates.schema.get_field_index("actual")
+    return gates.set_column(i, "actual", pc.cast(pc.multiply(gates["actual"], factor), gates.schema.field("actual").type, safe=False))
+
+
+def test_two_loads_in_the_same_second_are_told_apart_when_looking_back(env):  # noqa: F811 - the app's fixture
+    """Streamlit remembers a choice by its label: two loads shown with the same time were one choice."""
+    at = signed_in("vera")
+    path = at.session_state["config_repo"].published_path("supply-chain-weekly")
+    wh = Warehouse.for_workspace(path)
+    gates = wh.tables(wh.current())["gates"]
+    _, third = loads_in_one_second(wh, {"gates": with_actual_scaled(gates, 0.5)}, {"gates": gates})
+    follower = signed_in("sam")
+    third_value = {m.label: m.value for m in follower.metric}["Attainment this week"]
+    wh.write_snapshot({"gates": with_actual_scaled(gates, 0.25)})
+    at.run()
+    (choice,) = [s for s in at.selectbox if s.label == "Data as of"]
+    assert len(set(choice.options)) == len(choice.options), choice.options
+    choice.set_value(third.id).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert [s.value for s in at.selectbox if s.label == "Data as of"] == [third.id]
+    assert {m.label: m.value for m in at.metric}["Attainment this week"] == third_value
+    assert any("not what everyone sees" in w.value for w in at.warning)
+
+
+def test_serving_one_of_two_loads_in_the_same_second_serves_that_one(env):  # noqa: F811 - the app's fixture
+    """The steward's "Earlier data": what everyone sees must be the load chosen, not its same-second neighbour."""
+    at = signed_in("sam")
+    path = at.session_state["config_repo"].published_path("supply-chain-weekly")
+    wh = Warehouse.for_workspace(path)
+    gates = wh.tables(wh.current())["gates"]
+    _, third = loads_in_one_second(wh, {"gates": with_actual_scaled(gates, 0.5)}, {"gates": gates})
+    wh.write_snapshot({"gates": with_actual_scaled(gates, 0.25)})
+    at.run()
+    (loaded,) = [s for s in at.selectbox if s.label == "Loaded at"]
+    assert len(set(loaded.options)) == len(loaded.options), loaded.options
+    loaded.set_value(third.id).run()
+    next(b for b in at.button if b.label == "Serve this data").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    current = wh.current()
+    assert current is not None and current.id == third.id
