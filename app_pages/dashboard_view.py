@@ -57,7 +57,8 @@ def filter_bar(states: list, key: Callable[[str], str]) -> dict[str, Any]:
             elif filt.type == "multiselect":
                 chosen[filt.id] = st.multiselect(filt.label, filt.options, key=widget)
             elif filt.type == "select":
-                chosen[filt.id] = st.selectbox(filt.label, [None] + filt.options, key=widget, format_func=lambda v: "All" if v is None else str(v))
+                everything = ui.label_apart("All", filt.options)
+                chosen[filt.id] = st.selectbox(filt.label, [None] + filt.options, key=widget, format_func=lambda v, e=everything: e if v is None else str(v))
             elif filt.bounds and None not in filt.bounds:
                 low, high = filt.bounds
                 if filt.type == "number_range":

@@ -45,13 +45,15 @@ measure_col, agg_col, by_col, time_col, grain_col = st.columns(5)
 measure = measure_col.selectbox(
     "Measure",
     [None, *table.measures, *table.countables],
-    format_func=lambda m: "Number of rows" if m is None else m,
+    format_func=lambda m, e=ui.label_apart("Number of rows", [*table.measures, *table.countables]): e if m is None else m,
     key=f"{key}:measure",
     help="Numeric measures first, then identifiers and categories (which can be counted)",
 )
 aggregation = agg_col.selectbox("Aggregation", table.aggregations(measure), format_func=explore.AGGREGATION_TITLES.__getitem__, key=f"{key}:agg:{measure}")
-breakdown = by_col.selectbox("Breakdown", [None, *table.breakdowns], format_func=lambda b: "None" if b is None else b, key=f"{key}:by")
-time = time_col.selectbox("Time", [None, *table.times], format_func=lambda t: "None" if t is None else t, key=f"{key}:time")
+breakdown = by_col.selectbox(
+    "Breakdown", [None, *table.breakdowns], format_func=lambda b, e=ui.label_apart("None", table.breakdowns): e if b is None else b, key=f"{key}:by"
+)
+time = time_col.selectbox("Time", [None, *table.times], format_func=lambda t, e=ui.label_apart("None", table.times): e if t is None else t, key=f"{key}:time")
 grains = table.grains(time) if time else ()
 grain = grain_col.selectbox("Time grain", grains, index=min(2, len(grains) - 1) if grains else None, key=f"{key}:grain:{time}", disabled=not time)
 

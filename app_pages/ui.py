@@ -185,6 +185,17 @@ def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace, user: User) -
     return report
 
 
+def label_apart(label: str, options: list) -> str:
+    """`label` for a choice that is no option ("All", "None"), in brackets while an option is shown so.
+
+    Streamlit keeps a choice by its label: an option shown the same would be the same choice.
+    """
+    shown = {str(o) for o in options}
+    while label in shown:
+        label = f"({label})"
+    return label
+
+
 def when(iso: str) -> str:
     """An ISO 8601 time as people read it, in the server's local time: "30 Nov 2026, 18:13"."""
     import datetime as dt

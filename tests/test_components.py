@@ -228,3 +228,29 @@ def test_inert_images_turns_every_markdown_image_into_text_and_leaves_links():
 
     shown = inert_images("![a](http://x/p.png) [link](https://x) ![b][ref] !not")
     assert shown == "!\\[a](http://x/p.png) [link](https://x) !\\[b][ref] !not"
+
+
+@pytest.mark.parametrize("everything", ["All", "(All)"])
+def test_a_select_filter_tells_a_value_named_all_from_every_value(everything):
+    """Streamlit keeps a choice by its label: an option shown as "All" would be taken for no filter at all."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from app_pages import dashboard_view
+        from lib.render import FilterState
+
+        values = st.session_state.setdefault("values", [])
+        chosen = dashboard_view.filter_bar([FilterState("region", "select", "Region", values)], key=lambda i: f"f:{i}")
+        st.text(repr(chosen))
+
+    at = AppTest.from_function(script, default_timeout=60)
+    at.session_state["values"] = [everything, "All ", "East"]
+    at.run()
+    (select,) = at.selectbox
+    assert len(set(select.options)) == len(select.options), select.options
+    for value in [everything, "All ", "East", None]:
+        select.set_value(value).run()
+        assert not at.exception, at.exception
+        assert at.text[0].value == repr({"region": value})
