@@ -152,8 +152,18 @@ with st.sidebar:
     if visible:
         # The workspace is in the URL (?ws=...), so links and reloads open the same one.
         current = st.session_state.get(state.SLUG) or st.query_params.get("ws")
-        index = visible.index(current) if current in visible else 0
-        st.session_state[state.SLUG] = st.selectbox("Workspace", visible, index=index, format_func=lambda s: metas[s].get("name", s))
+        # Keyed, so the box stays one widget whichever workspace is open (unkeyed, its identity followed
+        # the open one, and the next choice went to a box the browser no longer showed: every other
+        # switch was lost). A choice sets SLUG in its callback; Workspaces' Open and Create set SLUG too.
+        if st.session_state.get(state.WORKSPACE_PICKER) != current:
+            st.session_state[state.WORKSPACE_PICKER] = current if current in visible else visible[0]
+        st.session_state[state.SLUG] = st.selectbox(
+            "Workspace",
+            visible,
+            key=state.WORKSPACE_PICKER,
+            on_change=lambda: st.session_state.update({state.SLUG: st.session_state[state.WORKSPACE_PICKER]}),
+            format_func=ui.workspace_names(metas).__getitem__,
+        )
         st.query_params["ws"] = st.session_state[state.SLUG]
     else:
         st.session_state[state.SLUG] = None

@@ -17,6 +17,7 @@ USER = "user"  # lib.access.User of the signed-in person: set by app.py on every
 CONFIG_REPO = "config_repo"  # the lib.configrepo.ConfigRepo: set by app.py on every run; ui.context and Workspaces read it
 METAS = "metas"  # {slug: workspace.yaml meta} the user may see, read once per run by app.py; the pages read it
 SLUG = "slug"  # the open workspace's slug (or None): set by app.py's picker, and by Workspaces (Open, Create)
+WORKSPACE_PICKER = "workspace_picker"  # the sidebar's Workspace box, kept in step with SLUG by app.py
 
 # --- Dashboard -------------------------------------------------------------------------------------------
 REFRESH_REPORT = "refresh_report"  # the last lib.refresh.RefreshReport: set by Dashboard (Refresh, first load)

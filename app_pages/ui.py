@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import streamlit as st
 
@@ -194,6 +194,16 @@ def label_apart(label: str, options: list) -> str:
     while label in shown:
         label = f"({label})"
     return label
+
+
+def workspace_names(metas: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Each workspace's name as a choice, its slug beside it where another workspace has the same name.
+
+    Streamlit keeps a choice by its label, so two workspaces shown the same were one choice.
+    """
+    names = {slug: str(meta.get("name") or slug) for slug, meta in metas.items()}
+    shared = {n for n in names.values() if list(names.values()).count(n) > 1}
+    return {slug: f"{name} ({slug})" if name in shared else name for slug, name in names.items()}
 
 
 def when(iso: str) -> str:

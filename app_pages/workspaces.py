@@ -20,6 +20,7 @@ st.caption("Each workspace keeps four kinds of memory plus its dashboard, versio
 
 metas = st.session_state[state.METAS]  # app.py read them this run
 mine = auth.visible(user, metas)
+names = ui.workspace_names(metas)
 for slug in mine:
     published = repo.is_published(slug)
     ws, diagnostics = workspace.load(repo.view_path(user, slug))
@@ -54,7 +55,7 @@ if user.app_role in (STEWARD, "owner"):
         st.subheader("New workspace")
         name = st.text_input("Name", placeholder="Team KPIs")
         slug = st.text_input("Folder name", placeholder="team-kpis", help="Lower-case letters, digits and dashes.")
-        template = st.selectbox("Start from", [None] + published_mine, format_func=lambda s: "blank" if s is None else f"copy of {metas[s].get('name', s)}")
+        template = st.selectbox("Start from", [None] + published_mine, format_func=lambda s: "blank" if s is None else f"copy of {names[s]}")
         if st.form_submit_button("Create on my draft"):
             with ui.user_errors("Could not create the workspace"):
                 draft = repo.new_workspace(user, slug.strip(), name.strip() or slug.strip(), template)
@@ -69,9 +70,9 @@ if user.app_role in (STEWARD, "owner"):
     with right.form("import_category"):
         st.subheader("Import one memory category")
         st.caption("Copy, for example, only the task rules or only the connectors of another workspace into your draft of this one.")
-        target = st.selectbox("Into", mine, index=mine.index(current) if current in mine else 0, format_func=lambda s: metas[s].get("name", s))
+        target = st.selectbox("Into", mine, index=mine.index(current) if current in mine else 0, format_func=names.__getitem__)
         others = [s for s in published_mine if s != target] or published_mine  # never offer a copy into itself first
-        source = st.selectbox("From", others, format_func=lambda s: metas[s].get("name", s))
+        source = st.selectbox("From", others, format_func=names.__getitem__)
         kind = st.selectbox("Category", IMPORTABLE, format_func=lambda k: CATEGORY_TITLES.get(k) or k)
         if st.form_submit_button("Import into my draft"):
             with ui.user_errors("Could not import"):

@@ -857,3 +857,22 @@ def test_the_served_app_watches_no_files_and_collects_no_garbage_after_each_run(
     show = "from streamlit import config; print(config.get_option('server.fileWatcherType'), config.get_option('runner.postScriptGC'))"
     proc = subprocess.run([sys.executable, "-c", show], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["none", "False"], proc.stderr[-2000:]
+
+
+def test_two_workspaces_with_the_same_name_are_two_choices_in_the_sidebar(env):
+    """Streamlit keeps a choice by its label: a second "Supply chain weekly" opened the first one."""
+    from lib.access import User
+
+    at = signed_in("olivia")
+    repo = at.session_state["config_repo"]
+    olivia = User("olivia", app_role="owner")
+    repo.new_workspace(olivia, "supply-emea", "Supply chain weekly", template="supply-chain-weekly")
+    repo.publish(olivia, "supply-emea")
+    at.run()
+    (picker,) = [s for s in at.selectbox if s.label == "Workspace"]
+    assert len(set(picker.options)) == len(picker.options), picker.options
+    for slug in ("supply-emea", "supply-chain-weekly", "supply-emea"):
+        picker.set_value(slug).run()
+        assert not at.exception, [e.message for e in at.exception]
+        assert at.session_state["slug"] == slug
+        (picker,) = [s for s in at.selectbox if s.label == "Workspace"]

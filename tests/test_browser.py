@@ -151,6 +151,16 @@ def test_sign_in_open_dashboard_refresh_and_see_new_numbers(server, page):
     page.get_by_text("Week **2026-W48**".replace("**", "")).first.wait_for(timeout=10_000)
 
 
+def test_every_switch_of_workspace_in_the_sidebar_opens_the_one_chosen(server, page):
+    """The box's identity followed the open workspace, so every other choice went to a box no longer shown."""
+    url, _ = server
+    sign_in(page, url, "vera", "vera-demo")
+    for name in ("Supply chain weekly", "GDP explorer", "Supply chain weekly", "GDP explorer"):
+        choose_workspace(page, name)
+        picker = page.locator('[data-testid="stSidebar"]').get_by_role("combobox", name="Workspace")
+        assert picker.input_value() == name
+
+
 def test_deep_link_while_signed_out_shows_the_sign_in_form_then_the_page(server, page):
     url, _ = server
     page.goto(f"{url}/specs?ws=supply-chain-weekly")
