@@ -94,15 +94,26 @@ def _clear(slug: str, filters: list[FilterState]) -> None:
 
 
 def rows_popover(
-    comp: Component, slug: str, files: Mapping[str, Any], tables: Mapping[str, Any], version: str, chosen: Mapping[str, Any], workspace_path: Any
+    comp: Component,
+    slug: str,
+    files: Mapping[str, Any],
+    tables: Mapping[str, Any],
+    version: str,
+    chosen: Mapping[str, Any],
+    workspace_path: Any,
+    *,
+    router: Any = None,
 ) -> None:
-    """The component's "Show rows" popover: the rows behind it (or behind its selected marks), worked out only while it is open."""
+    """The component's "Show rows" popover: the rows behind it (or behind its selected marks), worked out only while it is open.
+
+    `router` is the load's (lib.time_travel.AsOf.router): over an earlier load, a live source's database is not read.
+    """
     if comp.type not in ("chart", "table", "kpi") or comp.error:
         return
     popover = st.popover("Show rows", icon=":material/table_rows:", on_change="rerun", key=state.rows_popover(slug, comp.id), help="The rows behind this")
     if popover.open:
         with popover, ui.user_errors("Could not show the rows behind this"):
-            rows(drilldown(files, tables, version, comp.id, chosen, workspace_path=workspace_path))
+            rows(drilldown(files, tables, version, comp.id, chosen, workspace_path=workspace_path, router=router))
 
 
 def rows(d: Any) -> None:

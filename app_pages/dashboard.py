@@ -208,7 +208,7 @@ def explain_popover(comp) -> None:
 
 
 def rows_popover(comp) -> None:
-    crossfilter.rows_popover(comp, ctx.slug, ws.data, tables, version, chosen, ws.path)
+    crossfilter.rows_popover(comp, ctx.slug, ws.data, tables, version, chosen, ws.path, router=as_of.router(ws.data))
 
 
 popovers = crossfilter.component_actions(explain_popover, rows_popover)

@@ -171,10 +171,13 @@ def compare(
     top: int = TOP,
 ) -> Changes:
     """The changes between `snapshot` (default: the one served) and the load kept before it."""
-    current = snapshot or warehouse.current()
+    served = warehouse.current()
+    current = snapshot or served
     if current is None:
         raise QueryError("no data loaded yet: refresh first")
     previous = previous_of(warehouse, current)
+    # Only the load everyone is served may read a live source's database: it holds today's rows, no earlier load's.
+    earlier_load = served is None or current.id != served.id
     return compare_tables(
         files,
         current,
@@ -184,6 +187,7 @@ def compare(
         chosen_filters,
         workspace_path=workspace_path,
         top=top,
+        router=EarlierDataRouter(files) if earlier_load else None,
     )
 
 
@@ -197,8 +201,13 @@ def compare_tables(
     *,
     workspace_path: Path | None = None,
     top: int = TOP,
+    router: Any = None,
 ) -> Changes:
-    """`compare` over tables already open: the Dashboard page has the current ones."""
+    """`compare` over tables already open: the Dashboard page has the current ones.
+
+    `router` runs the current load's queries instead of the render's: over an earlier load it is
+    `AsOf.router`, which refuses a live source's, so nothing of today's database is read for it.
+    """
     if top < 0:  # a negative slice would list all but the last few and call the rest "smaller changes"
         raise QueryError(f"the moves listed per component (--top) must be 0 or more (got {top})")
     from .live import router_for
@@ -211,7 +220,7 @@ def compare_tables(
     max_rows = int(injection.get("max_rows_per_query", 10_000))
     timeout_s = float(injection.get("query_timeout_s", 10))
     formats = output.get("number_formats") or {}
-    now_runner = router_for(files, CACHE, workspace_path)
+    now_runner = router or router_for(files, CACHE, workspace_path)
     earlier_runner = EarlierDataRouter(files)
     states = filter_states(dashboard, tables, current.id, now_runner, timeout_s)
     params = filter_params(states, chosen_filters or {})
@@ -228,6 +237,9 @@ def compare_tables(
         cap = min(max_rows, int(spec.get("max_rows", max_rows))) if kind == "table" else max_rows  # as the render asks, so its cache entry serves
         try:
             now = now_runner.run(current.id, tables, sql, bound, max_rows=cap, timeout_s=timeout_s)
+        except NoEarlierData as exc:
+            comp.note = str(exc)
+            continue
         except QueryError as exc:
             comp.note = f"not compared: the query fails ({exc})"
             continue

@@ -13,7 +13,8 @@ condition `<the expression the query outputs as that field> = <a chosen
 value>`. Every value travels as a bound parameter; `readable` inlines them
 for people to read, never to run. The queries run like every dashboard query,
 through the render's cache and router: in the sandbox, or read-only in a live
-source's database.
+source's database. Over an earlier load (`lib.time_travel`) they run through
+that load's router, which refuses a live source: its database has no earlier rows.
 """
 
 from __future__ import annotations
@@ -122,11 +123,15 @@ def drilldown(
     *,
     workspace_path: Any = None,
     cap: int = CAP,
+    router: Any = None,
 ) -> Drilldown:
     """The rows behind component `component_id` of `files["dashboard"]` over `tables` (the data of `version`).
 
     For a chart with `select`, the rows behind its selected marks (its driven
     filters' chosen values); with none chosen, the rows behind the whole chart.
+    `router` runs the queries instead of the render's: over an earlier load it is
+    `AsOf.router`, which refuses a live source's (`NoEarlierData`), since its
+    database holds today's rows, not that load's.
     """
     from . import spec as specs
     from .explain import inline
@@ -141,7 +146,7 @@ def drilldown(
         raise DrilldownError(f"component {component_id!r} has no single query (a text block's figures come from several)")
     injection = (files.get("output") or {}).get("data_injection") or {}
     timeout_s = float(injection.get("query_timeout_s", 10))
-    runner = router_for(files, CACHE, workspace_path)
+    runner = router or router_for(files, CACHE, workspace_path)
     states = filter_states(dashboard, tables, version, runner, timeout_s)
     params = filter_params(states, chosen_filters or {})
     pairs = specs.selections(comp)

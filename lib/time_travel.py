@@ -15,7 +15,10 @@ and nothing anyone else sees. That is enforced here, not only in the page:
   because a live source keeps no earlier data (its rows are read from its
   database when shown, so "as of" an earlier load would show today's figures).
 
-`lib.changes` uses the same router for the previous snapshot's values.
+`lib.changes` uses the same router for the previous snapshot's values. Whatever
+else reads an earlier load's data takes `AsOf.router` too (Show rows,
+`lib.drilldown`; Explain, `lib.explain`; the Changes panel's side of that load,
+`lib.changes.compare_tables`), so none of it reads today's rows of a live source.
 """
 
 from __future__ import annotations
@@ -141,7 +144,7 @@ class AsOf:
         return f"{text}, an earlier load kept: everyone is served the load of {loaded_at(self.latest)}"
 
     def router(self, files: Mapping[str, Any]) -> EarlierDataRouter | None:
-        """What runs queries over this load for render and explain: None (theirs) on the latest, else one that refuses live sources."""
+        """What runs queries over this load for render, Explain, Show rows and Changes: None (theirs) on the latest, else one that refuses live sources."""
         return None if self.is_latest else EarlierDataRouter(files)
 
     def render(

@@ -23,10 +23,11 @@ import pytest
 
 from lib import workspace
 from lib.access import PermissionDenied, User
-from lib.changes import ONLY_ONE_LOAD, compare, previous_of
+from lib.changes import ONLY_ONE_LOAD, compare, compare_tables, previous_of
+from lib.drilldown import drilldown
 from lib.explain import explain
 from lib.formats import format_value
-from lib.time_travel import NO_EARLIER_DATA, ReadOnlyData, TimeTravelError, open_as_of
+from lib.time_travel import NO_EARLIER_DATA, NoEarlierData, ReadOnlyData, TimeTravelError, open_as_of
 from lib.warehouse import Warehouse
 
 from .conftest import ROOT
@@ -213,18 +214,13 @@ def test_a_workspace_with_one_load_has_nothing_to_compare(ws_copy, tmp_path):
     assert as_of.is_latest and as_of.banner() == ""
 
 
-def live_workspace(tmp_path: Path) -> tuple[Path, dict, Warehouse]:
-    """A live SQLite source beside a snapshot table, loaded twice with different targets."""
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    with sqlite3.connect(folder / "local.db") as connection:
-        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
-        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1200), ("south", 3400)])
-    files = {
+def orders_and_targets(orders_url: str, targets_path: str) -> dict:
+    """Sources and dashboard: a KPI over a live SQL table `orders` (sales), one over a CSV snapshot table `targets` (target)."""
+    return {
         "sources": {
             "sources": [
-                {"name": "orders", "type": "sql", "url": "sqlite:///local.db", "table": "orders", "mode": "live", "cache_ttl_s": 0},
-                {"name": "targets", "type": "csv", "path": "targets.csv"},
+                {"name": "orders", "type": "sql", "url": orders_url, "table": "orders", "mode": "live", "cache_ttl_s": 0},
+                {"name": "targets", "type": "csv", "path": targets_path},
             ]
         },
         "dashboard": {
@@ -233,8 +229,19 @@ def live_workspace(tmp_path: Path) -> tuple[Path, dict, Warehouse]:
                 {"id": "sales", "type": "kpi", "title": "Sales", "query": "SELECT sum(sales) AS value FROM orders", "format": ",d"},
                 {"id": "target", "type": "kpi", "title": "Target", "query": "SELECT sum(target) AS value FROM targets", "format": ",d"},
             ],
+            "layout": [["sales", "target"]],
         },
     }
+
+
+def live_workspace(tmp_path: Path) -> tuple[Path, dict, Warehouse]:
+    """A live SQLite source beside a snapshot table, loaded twice with different targets."""
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    with sqlite3.connect(folder / "local.db") as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1200), ("south", 3400)])
+    files = orders_and_targets("sqlite:///local.db", "targets.csv")
     wh = Warehouse(tmp_path / "cache")
     empty = pa.table({"region": pa.array([], "string"), "sales": pa.array([], "int64")})  # what refresh keeps of a live table
     wh.write_snapshot({"orders": empty, "targets": pa.table({"target": [1000, 2000]})})
@@ -293,6 +300,42 @@ def test_time_travel_is_read_only_and_for_anyone_who_may_view(tmp_path):
         open_as_of(wh, "20200101T000000.000000Z-000000", user=VIEWER, meta=META)
     with pytest.raises(TimeTravelError, match="no data loaded yet"):
         open_as_of(Warehouse(tmp_path / "empty"), None, user=VIEWER, meta=META)
+
+
+def test_show_rows_on_an_earlier_load_reads_no_live_database_and_gives_that_loads_snapshot_rows(tmp_path):
+    folder, files, wh = live_workspace(tmp_path)
+    newest, older = wh.snapshots()
+    as_of = open_as_of(wh, older.id, user=VIEWER, meta=META)
+    with pytest.raises(NoEarlierData) as refused:  # today's orders are not the rows behind an earlier load's figures
+        drilldown(files, as_of.tables, as_of.version, "sales", workspace_path=folder, router=as_of.router(files))
+    assert str(refused.value).startswith(NO_EARLIER_DATA) and "orders is a live source" in str(refused.value)
+    earlier = drilldown(files, as_of.tables, as_of.version, "target", workspace_path=folder, router=as_of.router(files))
+    assert (earlier.rows, earlier.matching) == ([{"target": 1000}, {"target": 2000}], 2)
+
+    latest = open_as_of(wh, None, user=VIEWER, meta=META)  # the data everyone sees: the live source read as before
+    assert latest.router(files) is None
+    today = drilldown(files, latest.tables, latest.version, "sales", workspace_path=folder, router=latest.router(files))
+    assert (today.rows, today.matching) == ([{"region": "north", "sales": 1200}, {"region": "south", "sales": 3400}], 2)
+    assert drilldown(files, latest.tables, latest.version, "target", workspace_path=folder).rows == [{"target": 1500}, {"target": 2000}]
+
+
+def test_changes_of_an_earlier_load_never_query_the_live_database(tmp_path):
+    """Its live component says there is no earlier data, even when today's database cannot be read at all."""
+    folder, files, wh = live_workspace(tmp_path)
+    empty = pa.table({"region": pa.array([], "string"), "sales": pa.array([], "int64")})
+    wh.write_snapshot({"orders": empty, "targets": pa.table({"target": [1700, 2000]})})
+    newest, middle, oldest = wh.snapshots()
+    (folder / "local.db").unlink()  # any query of today's database now fails, and says so
+    as_of = open_as_of(wh, middle.id, user=VIEWER, meta=META)
+    for found in (
+        compare(files, wh, middle, workspace_path=folder),  # python -m lib changes --snapshot
+        compare_tables(files, middle, as_of.tables, oldest, wh.tables(oldest), workspace_path=folder, router=as_of.router(files)),  # the page's panel
+    ):
+        sales, target = found.of("sales"), found.of("target")
+        assert sales is not None and sales.note.startswith(NO_EARLIER_DATA) and "orders is a live source" in sales.note, sales
+        assert sales.kpi is None and target is not None and target.kpi is not None and (target.kpi.before, target.kpi.after) == (3000, 3500)
+    latest = compare(files, wh, workspace_path=folder).of("sales")  # the data served: the query does run in today's database
+    assert latest is not None and latest.note.startswith("not compared: the query fails"), latest
 
 
 # --------------------------------------------------------------------------- the Dashboard page
@@ -506,3 +549,67 @@ def test_serving_one_of_two_loads_in_the_same_second_serves_that_one(env):  # no
     assert not at.exception, [e.message for e in at.exception]
     current = wh.current()
     assert current is not None and current.id == third.id
+
+
+def test_on_an_earlier_load_the_page_reads_nothing_of_the_live_database(env, monkeypatch):  # noqa: F811 - the app's fixture
+    """Show rows, Explain and the Changes panel over a live SQLite source beside a CSV, looking back at an earlier load
+    while today's database cannot be read at all: the live KPI says there is no earlier data, the CSV shows that load's rows."""
+    import shutil
+
+    from app_pages import state
+
+    templates, data = env / "templates", env / "data"
+    folder = templates / "supply-chain-weekly"
+    shutil.copytree(ROOT / "workspaces" / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    (folder / "profile.yaml").unlink()
+    data.mkdir()
+    database = data / "orders.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE orders (region TEXT, sales INTEGER)")
+        connection.executemany("INSERT INTO orders VALUES (?, ?)", [("north", 1200), ("south", 3400)])
+    (data / "targets.csv").write_text("target\n1000\n2000\n")
+    ws, _ = workspace.load(folder)
+    ws.data.update(orders_and_targets(f"sqlite:///{database}", str(data / "targets.csv")))
+    workspace.save(folder, ws.data)
+    monkeypatch.setenv("DASHMEM_TEMPLATES", str(templates))
+    monkeypatch.setenv("DASHMEM_DATA_DIRS", str(data))
+
+    at = signed_in("vera")
+    slug = "supply-chain-weekly"
+    wh = Warehouse.for_workspace(at.session_state["config_repo"].published_path(slug))
+    first = wh.current()
+    assert first is not None and {m.label: m.value for m in at.metric} == {"Sales": "4,600", "Target": "3,000"}
+    middle = wh.write_snapshot({**wh.tables(first), "targets": pa.table({"target": [1500, 2000]})})  # two more loads, as a refresh writes them
+    wh.write_snapshot({**wh.tables(first), "targets": pa.table({"target": [1700, 2000]})})
+    at.run()
+    next(s for s in at.selectbox if s.label == "Data as of").set_value(middle.id).run()
+    for popover in (state.rows_popover, state.explain_popover):  # every popover of both components open, as clicking them does
+        for cid in ("sales", "target"):
+            at.session_state[popover(slug, cid)] = True
+
+    def rename_orders(old: str, new: str) -> None:
+        with sqlite3.connect(database) as connection:
+            connection.execute(f"ALTER TABLE {old} RENAME TO {new}")
+
+    rename_orders("orders", "orders_away")  # today's database cannot answer: looking back must not need it
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("not what everyone sees" in w.value for w in at.warning)
+
+    def frames() -> list[list[dict]]:
+        return [d.value.to_dict("records") for d in at.dataframe]
+
+    texts = [e.value for e in [*at.markdown, *at.caption, *at.error, *at.warning, *at.info]]
+    assert not [t for t in texts if "no such table" in t or "query fails" in t or "Could not" in t], texts
+    assert {m.label: m.value for m in at.metric}["Target"] == "3,500"
+    assert [{"target": 1500}, {"target": 2000}] in frames()  # Show rows of the CSV: that load's rows
+    assert "was 3,000 (+500)" in " ".join(texts)  # and its KPI's value at the load before
+    said = [t for t in texts if t.startswith(NO_EARLIER_DATA)]
+    assert said and all("orders is a live source" in t for t in said), texts  # the live KPI, in its card and beside it
+
+    rename_orders("orders_away", "orders")
+    next(s for s in at.selectbox if s.label == "Data as of").set_value("served").run()  # the data everyone sees: live rows as before
+    assert not at.exception, [e.message for e in at.exception]
+    assert [{"region": "north", "sales": 1200}, {"region": "south", "sales": 3400}] in frames()
+    assert [{"target": 1700}, {"target": 2000}] in frames()
