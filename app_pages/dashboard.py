@@ -70,7 +70,9 @@ with ui.user_errors("Could not read the refresh schedule"):
 report: refreshing.RefreshReport | None = st.session_state.get(state.REFRESH_REPORT)
 if report and report.workspace == ctx.slug:
     # One box: what happened in a line, then the details.
-    with st.expander(report.headline(), expanded=not report.ok, icon=":material/check_circle:" if report.ok else ":material/error:"):
+    warned = report.swapped and bool(report.report_warnings)
+    icon = ":material/error:" if not report.ok else ":material/warning:" if warned else ":material/check_circle:"
+    with st.expander(report.headline(), expanded=not report.ok or warned, icon=icon):
         problems = []
         for s in report.incompatible:
             renames = ", ".join(f"{old} → {new}?" for old, new in s.renames.items())
@@ -83,6 +85,10 @@ if report and report.workspace == ctx.slug:
         problems += [error[0].upper() + error[1:] for error in report.dashboard_errors]
         if problems:
             st.error("\n".join(f"- {p}" for p in problems) + "\n\nThe dashboard keeps showing the previous data.")
+        if warned:  # loaded all the same: the dashboard fits, the report does not
+            st.warning(
+                "The new data no longer fits parts of the report (the Report page shows each in place):\n" + "\n".join(f"- {w}" for w in report.report_warnings)
+            )
         st.dataframe(
             pd.DataFrame(
                 [

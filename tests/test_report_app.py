@@ -108,3 +108,20 @@ def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_
     assert "track.png" in prose[0]  # shown, as text
     titles = [m.value for m in shown.markdown if "heading.png" in m.value or "title.png" in m.value]
     assert len(titles) == 2 and not any("![" in value for value in titles), titles
+
+
+def test_the_dashboard_pages_refresh_says_too_that_the_new_data_no_longer_fits_the_report(env):
+    """Who refreshes from the Dashboard page hears it there: the report is printed later, by someone else."""
+    from .test_report_refresh import _with_region_column
+
+    at = on_page(signed_in("sam"), "app_pages/dashboard.py")
+    path = at.session_state["config_repo"].published_path("supply-chain-weekly")
+    _with_region_column(path)
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    assert not at.exception and not [w for w in at.warning if "report" in w.value], [w.value for w in at.warning]
+    shutil.copy(path / "data" / "next_week" / "gates.csv", path / "data" / "gates.csv")  # next week's file has no region
+    next(b for b in at.button if b.label == "Refresh").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    said = [w.value for w in at.warning if "report" in w.value]
+    assert said and 'query regions no longer fits the new data: it reads column "region"' in said[0] and "Report page" in said[0], [w.value for w in at.warning]
+    assert not at.error, [e.value for e in at.error]  # the dashboard's readers got the new data
