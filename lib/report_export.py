@@ -49,8 +49,6 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = "A4"
 MARGINS = "18mm 16mm 20mm 16mm"  # top right bottom left: room for the running header and footer
-DRAW_TIMEOUT_S = 30.0  # how long printing waits for the charts to be drawn
-PRINT_TIMEOUT_S = 120.0  # how long the whole print may take, Chromium's start and the PDF included
 STOP_GRACE_S = 5.0  # how long a printer past its time may take to end what it started
 ROOT = Path(__file__).resolve().parent.parent  # where `lib` is, for the printing process
 
@@ -178,7 +176,7 @@ def to_pdf(html: str) -> bytes:
 
     The page is laid out for print (A4 width, print media) before the charts are drawn, so
     each chart takes the width it will have on paper. Printing runs in a process of its own
-    (`lib.pdf_print`) that is ended, with the Chromium it started, after PRINT_TIMEOUT_S.
+    (`lib.pdf_print`) that is ended, with the Chromium it started, after DASHMEM_PDF_SECONDS.
     Raises ReportExportError, saying what is missing or what went wrong, when Playwright or
     Chromium is not installed, the charts are not drawn in time, or the print fails.
     """
@@ -187,7 +185,8 @@ def to_pdf(html: str) -> bytes:
         raise ReportExportError(f"PDF export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
     if importlib.util.find_spec("playwright") is None:
         raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt")
-    job = {"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": DRAW_TIMEOUT_S, "print_timeout_s": PRINT_TIMEOUT_S}
+    print_timeout_s, draw_timeout_s = settings.get("DASHMEM_PDF_SECONDS"), settings.get("DASHMEM_PDF_DRAW_SECONDS")
+    job = {"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": draw_timeout_s, "print_timeout_s": print_timeout_s}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     # The printer bounds itself and ends what it started (lib/pdf_print.py); its own session keeps a
     # Ctrl-C in a terminal from reaching it before this process has asked it to stop.
@@ -196,7 +195,7 @@ def to_pdf(html: str) -> bytes:
     )
     stuck = False
     try:
-        pdf, err = proc.communicate(json.dumps(job).encode(), timeout=PRINT_TIMEOUT_S + STOP_GRACE_S)
+        pdf, err = proc.communicate(json.dumps(job).encode(), timeout=print_timeout_s + STOP_GRACE_S)
     except subprocess.TimeoutExpired:  # the printer did not even stop itself in time (a loaded machine): the same plain message
         _stop(proc)
         pdf, err, stuck = b"", b"", True
@@ -205,12 +204,16 @@ def to_pdf(html: str) -> bytes:
         raise
     message = err.decode("utf-8", "replace").strip()
     if stuck or proc.returncode == pdf_print.TIMED_OUT:
-        log.warning("printing the report to PDF took over %s s; stopped", PRINT_TIMEOUT_S)
-        raise ReportExportError(f"the report could not be printed within {PRINT_TIMEOUT_S:g} s (it may be too long); nothing was written")
+        log.warning("printing the report to PDF took over %s s; stopped", print_timeout_s)
+        raise ReportExportError(
+            f"the report could not be printed within {print_timeout_s:g} s (it may be too long, or the machine busy: DASHMEM_PDF_SECONDS sets the limit); nothing was written"
+        )
     if proc.returncode != 0 or not pdf.startswith(b"%PDF-"):
         log.error("printing the report to PDF failed (exit %s): %s", proc.returncode, message)
         if message.startswith("timeout:"):
-            raise ReportExportError(f"the report's charts were not drawn within {DRAW_TIMEOUT_S:g} s, so nothing was printed; try again, or export the HTML")
+            raise ReportExportError(
+                f"the report's charts were not drawn within {draw_timeout_s:g} s, so nothing was printed; try again, or export the HTML (DASHMEM_PDF_DRAW_SECONDS sets the limit)"
+            )
         last = message.splitlines()[-1] if message else f"exit status {proc.returncode}"
         raise ReportExportError(f"Chromium could not print the report: {last}")
     return pdf

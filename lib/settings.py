@@ -154,6 +154,16 @@ def _seconds(text: str) -> int:
     return number
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        number = float(text.strip())
+    except ValueError:
+        number = 0.0
+    if not 0 < number < 86_400:
+        raise ValueError(f"is {text!r}, which is not a number of seconds above 0 and under a day")
+    return number
+
+
 def _git_remote(text: str) -> str:
     from .configrepo import ConfigRepoError
     from .replica import check_url
@@ -309,6 +319,28 @@ register(
         APP_AND_CLI,
         "a file path",
         "`/usr/bin/chromium` (Debian's package)",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_PDF_SECONDS",
+        _positive_seconds,
+        120.0,
+        "how long printing a report to PDF may take, Chromium's start included, before it is stopped (nothing is written)",
+        APP_AND_CLI,
+        "seconds (decimals allowed)",
+        "120",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_PDF_DRAW_SECONDS",
+        _positive_seconds,
+        30.0,
+        "how long printing a report to PDF waits for its charts to be drawn before it gives up",
+        APP_AND_CLI,
+        "seconds (decimals allowed)",
+        "30",
     )
 )
 register(Setting("DASHMEM_MODEL", _text, DEFAULT_MODEL, "the Claude model chat sessions and token counts use", APP_AND_CLI, "a model id"))

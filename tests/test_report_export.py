@@ -297,24 +297,30 @@ navigator.sendBeacon("http://{host}/beacon", "x");
 def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and_no_chromium_left(supply, monkeypatch, marked):
     folder, wh = supply
     monkeypatch.setattr(report_export, "CHARTS_DRAWN", "() => false")  # as a chart that never finishes drawing
-    monkeypatch.setattr(report_export, "DRAW_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("DASHMEM_PDF_DRAW_SECONDS", "1")
     before = _descendants()
     with pytest.raises(report_export.ReportExportError) as raised:
         report_export.to_pdf(report_export.to_html(rendered_report(folder, wh)))
-    assert str(raised.value) == "the report's charts were not drawn within 1 s, so nothing was printed; try again, or export the HTML"
+    assert (
+        str(raised.value)
+        == "the report's charts were not drawn within 1 s, so nothing was printed; try again, or export the HTML (DASHMEM_PDF_DRAW_SECONDS sets the limit)"
+    )
     assert _descendants() <= before and _marked(marked) == []  # Playwright's driver and Chromium have ended
 
 
 @needs_chromium
 def test_a_print_that_takes_too_long_is_stopped_whole_with_a_plain_message_and_no_chromium_left(monkeypatch, marked):
     """Chromium's print itself has no time limit in Playwright: a huge document (here thousands of long
-    paragraphs, over a minute to print) is stopped at PRINT_TIMEOUT_S, with everything it started."""
-    monkeypatch.setattr(report_export, "PRINT_TIMEOUT_S", 4.0)
+    paragraphs, over a minute to print) is stopped at DASHMEM_PDF_SECONDS, with everything it started."""
+    monkeypatch.setenv("DASHMEM_PDF_SECONDS", "4")
     paragraphs = "\n".join(f"<p>Paragraph {i} " + "long " * 2000 + "</p>" for i in range(3000))
     before = _descendants()
     with pytest.raises(report_export.ReportExportError) as raised:
         report_export.to_pdf(f"<!DOCTYPE html><html><body>{paragraphs}</body></html>")
-    assert str(raised.value) == "the report could not be printed within 4 s (it may be too long); nothing was written"
+    assert (
+        str(raised.value)
+        == "the report could not be printed within 4 s (it may be too long, or the machine busy: DASHMEM_PDF_SECONDS sets the limit); nothing was written"
+    )
     assert _descendants() <= before and _marked(marked) == []
 
 
@@ -412,10 +418,26 @@ def test_a_printer_that_does_not_even_stop_itself_in_time_is_killed_with_the_sam
     hung.write_text(f"#!/bin/sh\ntrap '' TERM\necho $$ > {tmp_path / 'pid'}\nexec sleep 60\n")
     hung.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(hung))
-    monkeypatch.setattr(report_export, "PRINT_TIMEOUT_S", 0.5)
+    monkeypatch.setenv("DASHMEM_PDF_SECONDS", "0.5")
     monkeypatch.setattr(report_export, "STOP_GRACE_S", 0.5)
     with pytest.raises(report_export.ReportExportError) as raised:
         report_export.to_pdf("<!DOCTYPE html><html><body><p>Hello</p></body></html>")
-    assert str(raised.value) == "the report could not be printed within 0.5 s (it may be too long); nothing was written"
+    assert (
+        str(raised.value)
+        == "the report could not be printed within 0.5 s (it may be too long, or the machine busy: DASHMEM_PDF_SECONDS sets the limit); nothing was written"
+    )
     pid = int((tmp_path / "pid").read_text())
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+@needs_chromium
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "1e9"])
+def test_a_pdf_time_limit_that_is_no_number_of_seconds_is_refused_in_one_line_and_nothing_is_written(tmp_path, value):
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    env = {**_python_env(tmp_path), "DASHMEM_PDF_SECONDS": value}
+    assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
+    out = tmp_path / "report.pdf"
+    exported = _run(["export", str(folder), "--pdf", str(out)], env, tmp_path)
+    assert exported.returncode != 0 and not out.exists()
+    assert "Traceback" not in exported.stderr and f"DASHMEM_PDF_SECONDS is {value!r}" in exported.stderr, exported.stderr
