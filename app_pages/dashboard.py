@@ -107,16 +107,8 @@ if report and report.workspace == ctx.slug:
             hide_index=True,
             width="stretch",
         )
-        if not report.ok and report.incompatible and ctx.can("edit"):
-            from lib.model import api_key_available
-
-            label = "Regenerate with Claude" if api_key_available() else "Auto-draft a dashboard on the new data"
-            if st.button(label, icon=":material/auto_awesome:"):
-                from lib.agent import regenerate_message
-
-                st.session_state[state.chat_prefill(ctx.slug)] = regenerate_message(report)
-                st.session_state[state.CHAT_MODE] = "edit"
-                st.switch_page("app_pages/chat.py")
+        if ctx.can("edit") and ((not report.ok and report.incompatible) or warned):
+            ui.regenerate_button(ctx, report, "report" if report.ok else "dashboard", has_report=bool(ws.get("report")))
         st.caption(f"{report.seconds * 1000:.0f} ms · {report.model_calls} model calls")
 
 kept = wh.snapshots()

@@ -44,6 +44,8 @@ if loaded is not None and loaded.workspace == ctx.slug and not loaded.ok:
     st.error(loaded.headline() + " The report shows the previous data; the Dashboard page has the details.")
 if loaded is not None and loaded.workspace == ctx.slug and loaded.swapped and loaded.report_warnings:  # loaded all the same: the dashboard fits
     st.warning("The new data no longer fits parts of this report:\n" + "\n".join(f"- {w}" for w in loaded.report_warnings))
+    if ctx.can("edit"):
+        ui.regenerate_button(ctx, loaded, "report", has_report=True)
 
 snapshot = wh.current()
 if snapshot is None:

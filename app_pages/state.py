@@ -43,6 +43,11 @@ def chat_prefill(slug: str) -> str:
     return f"chat_prefill:{slug}"
 
 
+def chat_regenerate_kind(slug: str) -> str:
+    """What the Regenerate request is for, "dashboard" or "report": set with `chat_prefill`, read by Chat."""
+    return f"chat_regenerate_kind:{slug}"
+
+
 # --- one-shot success messages, shown after the rerun that follows a change -----------------------------
 HISTORY_DONE = "history_done"  # set by History (revert, undo); popped and shown by History
 REVIEW_DONE = "review_done"  # set by Review (publish, reject, remote saved); popped and shown by Review

@@ -206,6 +206,20 @@ def workspace_names(metas: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     return {slug: f"{name} ({slug})" if name in shared else name for slug, name in names.items()}
 
 
+def regenerate_button(ctx: Context, report: "RefreshReport", kind: str, *, has_report: bool) -> None:
+    """After a refresh found data that no longer fits the dashboard or (`kind` "report") only the report:
+    the button that opens Chat with the Regenerate request (or, without a key, the auto-draft on the new data)."""
+    from lib.agent import regenerate_message
+    from lib.model import api_key_available
+
+    label = "Regenerate with Claude" if api_key_available() else f"Auto-draft a {kind} on the new data"
+    if st.button(label, icon=":material/auto_awesome:", key=f"regenerate_{kind}"):
+        st.session_state[state.chat_prefill(ctx.slug)] = regenerate_message(report, has_report=has_report)
+        st.session_state[state.chat_regenerate_kind(ctx.slug)] = kind
+        st.session_state[state.CHAT_MODE] = "edit"
+        st.switch_page("app_pages/chat.py")
+
+
 def when(iso: str) -> str:
     """An ISO 8601 time as people read it, in the server's local time: "30 Nov 2026, 18:13"."""
     import datetime as dt

@@ -271,17 +271,26 @@ def files_to_save(
     return out
 
 
-def regenerate_message(report) -> str:
-    """The request for a "Regenerate" edit session after a refresh found data that no longer fits the dashboard.
+def regenerate_message(report, *, has_report: bool = False) -> str:
+    """The request for a "Regenerate" edit session after a refresh found data that no longer fits.
 
-    `report` is a lib.refresh.RefreshReport. The session needs the new data's
-    tables and profile, since the refresh kept serving the old data.
+    `report` is a lib.refresh.RefreshReport: either the dashboard no longer fits (the refresh kept
+    serving the old data) or only the report does (the new data is served, with warnings).
+    `has_report`: the workspace has a report.yaml, which reads the same tables as the dashboard.
+    The session needs the new data's tables and profile.
     """
-    lines = [
-        "The data changed shape, and the dashboard no longer fits it. Update dashboard.yaml so that every "
-        "query runs on the new data and the dashboard shows the same things as before. Keep ids, titles, rule "
-        "colours and layout unless a change is needed. What changed:"
-    ]
+    if report.ok and report.report_warnings:
+        lines = [
+            "The data changed shape, and the report no longer fits it. Update report.yaml with write_report so that "
+            "every query runs on the new data and the report says the same things as before. Keep its sections, "
+            "headings, prose and parameters unless a change is needed. What changed:"
+        ]
+    else:
+        lines = [
+            "The data changed shape, and the dashboard no longer fits it. Update dashboard.yaml so that every "
+            "query runs on the new data and the dashboard shows the same things as before. Keep ids, titles, rule "
+            "colours and layout unless a change is needed. What changed:"
+        ]
     for source in report.sources:
         for column in source.missing:
             guess = source.renames.get(column)
@@ -292,8 +301,11 @@ def regenerate_message(report) -> str:
         if source.status == "failed":
             lines.append(f"- table {source.name}: could not be loaded ({source.message})")
     lines.extend(f"- dashboard: {error}" for error in report.dashboard_errors)
+    lines.extend(f"- report: {warning}" for warning in report.report_warnings)
     if len(lines) == 1:
         lines.append("- no column changes were reported; check every query against the profile")
+    if has_report and not (report.ok and report.report_warnings):
+        lines.append("The workspace's report.yaml reads the same tables: update its queries the same way with write_report, keeping its sections and text.")
     return "\n".join(lines)
 
 

@@ -594,6 +594,28 @@ def test_regenerate_message_names_missing_and_changed_columns_and_renames(tmp_pa
 
     hand_made = RefreshReport(workspace="x", sources=[SourceReport(name="t", type="csv", status="failed", message="file not found")])
     assert "could not be loaded (file not found)" in regenerate_message(hand_made)
+    assert "report.yaml" not in text
+    assert "The workspace's report.yaml reads the same tables: update its queries the same way with write_report" in regenerate_message(report, has_report=True)
+
+
+def test_regenerate_message_for_new_data_that_breaks_only_the_report_asks_for_the_report(tmp_path):
+    import shutil
+
+    from .conftest import WORKSPACES
+    from .test_report_refresh import _with_region_column
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    _with_region_column(folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    shutil.copy(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")  # no region column
+    loaded = refresh(folder, wh, user=OPERATOR)
+    assert loaded.ok and loaded.swapped and loaded.report_warnings
+    text = regenerate_message(loaded, has_report=True)
+    assert text.startswith("The data changed shape, and the report no longer fits it. Update report.yaml with write_report")
+    assert "dashboard no longer fits" not in text and "no column changes were reported" not in text
+    assert '- report: query regions no longer fits the new data: it reads column "region"' in text
 
 
 def test_estimate_cost_uses_the_price_table():

@@ -125,3 +125,7 @@ def test_the_dashboard_pages_refresh_says_too_that_the_new_data_no_longer_fits_t
     said = [w.value for w in at.warning if "report" in w.value]
     assert said and 'query regions no longer fits the new data: it reads column "region"' in said[0] and "Report page" in said[0], [w.value for w in at.warning]
     assert not at.error, [e.value for e in at.error]  # the dashboard's readers got the new data
+    next(b for b in at.button if b.label == "Auto-draft a report on the new data").click().run()  # no key: the auto-draft
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.session_state["chat_regenerate_kind:supply-chain-weekly"] == "report"
+    assert at.session_state["chat_prefill:supply-chain-weekly"].startswith("The data changed shape, and the report no longer fits it.")
