@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import dashboard_view, state, ui
-from lib import autodraft, checks, profile, settings, workspace
+from app_pages import dashboard_view, report_view, state, ui
+from lib import autodraft, profile, settings, workspace
 from lib.agent import estimate_cost, files_to_save, run_session
 from lib.compose import budget_warnings
-from lib.diagnostics import ERROR
 from lib.model import AnthropicClient, api_key_available
 from lib.refresh import fetch_candidate
 from lib.warehouse import Warehouse
@@ -53,19 +52,6 @@ def save_outcome(files: dict, message: str, base: str | None) -> None:
 
 
 DRAFT_CHOICES = {"dashboard": "A dashboard", "report": "A report", "both": "Both"}
-
-
-def report_preview(report: dict, tables, version: str) -> list:
-    """The checks' findings on a proposed report.yaml, shown; the Report page draws a saved one."""
-    candidate = workspace.Workspace(ws.path, {**ws.data, "report": report}, {})
-    found = checks.run(candidate, tables, f"preview:{version}", file=workspace.FILES["report"], kind="report")
-    errors = [d for d in found if d.level == ERROR]
-    if errors:
-        st.error(f"The checks found {len(errors)} error(s) in this report:")
-    else:
-        st.success("The report's checks pass" + (" (with warnings)." if found else "."))
-    ui.show_diagnostics(found)
-    return found
 
 
 def offer_autodraft(new_data: bool = False) -> None:
@@ -216,7 +202,7 @@ if pending and can_edit:
         if "dashboard" in to_save:
             found = dashboard_view.preview(ws, to_save["dashboard"], tables, version)
         if "report" in to_save:
-            found = found + report_preview(to_save["report"], tables, version)
+            found = found + report_view.preview(ws, to_save["report"], tables, version)
     else:
         outcome = pending["outcome"]
         accepted = []
@@ -242,7 +228,7 @@ if pending and can_edit:
                 found = found + outcome.report_diagnostics
                 ui.show_diagnostics(outcome.report_diagnostics)
             elif to_save.get("report"):
-                found = found + report_preview(to_save["report"], served_tables, served_version)
+                found = found + report_view.preview(ws, to_save["report"], served_tables, served_version)
     do_save, discard = dashboard_view.save_buttons(found, f"chat:{ctx.slug}")
     if do_save and to_save:
         save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""), pending.get("base"))

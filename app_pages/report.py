@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import dashboard_view, state, ui
+from app_pages import dashboard_view, report_view, state, ui
 from lib import workspace
-from lib.components import text as text_kind
 from lib.live import router_for
 from lib.render import CACHE, filter_states
-from lib.report import RenderedReport, render_report
+from lib.report import render_report
 from lib.warehouse import Warehouse
 
 ctx = ui.context("view")
@@ -32,9 +31,7 @@ if first is not None:
     st.session_state[state.REFRESH_REPORT] = first
 
 head, actions = st.columns([1, 1], vertical_alignment="bottom")
-head.title(report.get("title") or ws.name)
-if report.get("description"):
-    head.caption(report["description"])
+report_view.header(report.get("title") or ws.name, report.get("description") or "", head)
 refresh_col, pdf_col, html_col = actions.columns(3)
 if refresh_col.button("Refresh", type="primary", icon=":material/refresh:", disabled=not ctx.can("refresh"), width="stretch", key="report_refresh"):
     # The Dashboard's refresh: new data for both; what it says shows here as there.
@@ -59,26 +56,7 @@ chosen = dashboard_view.filter_bar(states, lambda filter_id: f"p_{ctx.slug}_{fil
 rendered = render_report(ws.data, tables, snapshot.id, chosen, workspace_path=ws.path)
 
 
-def show(rendered: RenderedReport) -> None:
-    """The sections top to bottom; a KPI row side by side, a page break as a rule."""
-    for section in rendered.sections:
-        if section.type == "heading":
-            st.markdown(text_kind.inert_images(f"{'#' * (section.level + 1)} {section.text}"))
-        elif section.type == "page_break":
-            st.divider()
-        elif section.type == "prose":
-            for comp in section.components:
-                if comp.error:
-                    st.error(f"This paragraph cannot be shown: {comp.error}")
-                else:
-                    st.markdown(text_kind.inert_images(comp.markdown))
-        else:
-            for column, comp in zip(st.columns(len(section.components) or 1), section.components):
-                with column.container(border=True):
-                    dashboard_view.component(comp)
-
-
-show(rendered)
+report_view.show(rendered)
 
 exported_for = (ctx.slug, snapshot.id, repr(chosen))  # an export of other data or parameters is stale
 prepared = st.session_state.get(state.REPORT_EXPORT)

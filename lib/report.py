@@ -10,7 +10,7 @@ the report's named `queries`. A prose section renders as a `text` component
 whose queries are the named ones it uses, so a query several sections share
 runs once per data version and parameter values.
 
-Nothing here knows Streamlit; the Report page draws `RenderedReport`, and
+Nothing here knows Streamlit; `app_pages/report_view.py` draws `RenderedReport` (the Report page, the Chat page's proposals), and
 `lib.report_export` writes it as standalone HTML and PDF.
 """
 

@@ -89,7 +89,7 @@ def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_
     repo = at.session_state["config_repo"]
     sam = User("sam", app_role="steward")
     report = {
-        "title": "Pixel report",
+        "title": "Pixel report ![p](http://127.0.0.1:9/report-title.png)",
         "queries": {"q": "SELECT count(*) AS n, '![v](http://127.0.0.1:9/value.png)' AS pic FROM gates"},
         "sections": [
             {"type": "heading", "text": "Heading ![h](http://127.0.0.1:9/heading.png)"},
@@ -108,6 +108,8 @@ def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_
     assert "track.png" in prose[0]  # shown, as text
     titles = [m.value for m in shown.markdown if "heading.png" in m.value or "title.png" in m.value]
     assert len(titles) == 2 and not any("![" in value for value in titles), titles
+    [title] = [t.value for t in shown.title if "report-title.png" in t.value]
+    assert "![" not in title, title
 
 
 def test_the_dashboard_pages_refresh_says_too_that_the_new_data_no_longer_fits_the_report(env):
