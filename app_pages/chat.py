@@ -21,6 +21,7 @@ ctx = ui.context("query")
 can_edit = ctx.can("edit")
 # Pending changes and Regenerate requests belong to one workspace; switching must not carry them over.
 OUTCOME, PREFILL = state.chat_outcome(ctx.slug), state.chat_prefill(ctx.slug)
+REGENERATE_KIND = state.chat_regenerate_kind(ctx.slug)  # what the Regenerate request is for: "dashboard" or "report"
 st.title("Chat")
 modes = ["edit", "query"] if can_edit else ["query"]
 default = st.session_state.get(state.CHAT_MODE, modes[0])
@@ -56,7 +57,7 @@ DRAFT_CHOICES = {"dashboard": "A dashboard", "report": "A report", "both": "Both
 
 def offer_autodraft(new_data: bool = False) -> None:
     """The auto-draft, on the data served, or (after a refresh that found data no longer fitting) on the new data."""
-    st.subheader("Auto-draft a dashboard" + (" on the new data" if new_data else ""))
+    st.subheader("Auto-draft a dashboard or a report" + (" on the new data" if new_data else ""))
     st.caption(
         "A first dashboard from the data profile and your output constraints, made without a model: "
         "KPIs, a trend, breakdowns, a table and an insight text. A report reads the same picks as a document: "
@@ -68,7 +69,11 @@ def offer_autodraft(new_data: bool = False) -> None:
             else ""
         )
     )
-    choice = st.radio("Draft", list(DRAFT_CHOICES), format_func=DRAFT_CHOICES.get, horizontal=True, key=f"autodraft_kind:{ctx.slug}")
+    kind_key = f"autodraft_kind:{ctx.slug}"
+    asked = st.session_state.pop(REGENERATE_KIND, None)  # once: the choice is the steward's after that
+    if new_data and asked in DRAFT_CHOICES:
+        st.session_state[kind_key] = asked  # what no longer fits is what to draft
+    choice = st.radio("Draft", list(DRAFT_CHOICES), format_func=DRAFT_CHOICES.get, horizontal=True, key=kind_key)
     kinds = autodraft.DRAFTABLE if choice == "both" else (choice,)
     if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
         with ui.user_errors("Could not draft a dashboard"):
@@ -91,6 +96,7 @@ def offer_autodraft(new_data: bool = False) -> None:
                 "base": ctx.repo.draft_head(ctx.user, ctx.slug),
             }
             st.session_state.pop(PREFILL, None)
+            st.session_state.pop(REGENERATE_KIND, None)
 
 
 if not api_key_available():
@@ -127,11 +133,12 @@ prefill = st.session_state.get(PREFILL) if mode == "edit" else None
 message, regenerate = None, False
 if api_key_available():
     if prefill:
-        st.warning("The last refresh found data that no longer fits the dashboard.")
+        st.warning(f"The last refresh found data that no longer fits the {st.session_state.get(REGENERATE_KIND) or 'dashboard'}.")
         edited = st.text_area("Regenerate request", value=prefill, height=160)
         if st.button("Regenerate with Claude", type="primary"):
             message, regenerate = edited, True
             st.session_state.pop(PREFILL, None)
+            st.session_state.pop(REGENERATE_KIND, None)
     typed = st.chat_input("Ask Claude to build or change the dashboard or the report" if mode == "edit" else "Ask about this dashboard's data")
     message = message or typed
 

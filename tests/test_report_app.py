@@ -129,5 +129,13 @@ def test_the_dashboard_pages_refresh_says_too_that_the_new_data_no_longer_fits_t
     assert not at.error, [e.value for e in at.error]  # the dashboard's readers got the new data
     next(b for b in at.button if b.label == "Auto-draft a report on the new data").click().run()  # no key: the auto-draft
     assert not at.exception, [e.message for e in at.exception]
-    assert at.session_state["chat_regenerate_kind:supply-chain-weekly"] == "report"
     assert at.session_state["chat_prefill:supply-chain-weekly"].startswith("The data changed shape, and the report no longer fits it.")
+    (kind,) = [r for r in at.radio if r.label == "Draft"]  # on Chat: the auto-draft on the new data, of a report
+    assert kind.value == "report" and any(h.value.endswith("on the new data") for h in at.subheader)
+    at = on_page(at, "app_pages/chat.py")  # AppTest stays on the page it was given: go where switch_page went
+    (kind,) = [r for r in at.radio if r.label == "Draft"]
+    assert kind.value == "report"
+    next(b for b in at.button if b.label == "Auto-draft").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = " ".join(m.value for m in at.markdown)
+    assert "report.yaml" in " ".join(c.value for c in at.code) and "Overview" in shown, shown[:500]
