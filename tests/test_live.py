@@ -31,6 +31,7 @@ from .conftest import ROOT, WORKSPACES, server_engine, statements_sent
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 MARIADB_URL = "mysql://root@127.0.0.1:3306/test"
 ROWS = 200_000
+MARIADB_ROWS = 20_000  # a smaller table: its rows are inserted from Python
 SITES = ["Brno", "Lyon", "Porto", "Gdansk", "Leeds", "Turin"]
 CHOSEN = {"site": ["Brno", "Lyon"]}
 
@@ -229,21 +230,53 @@ def test_statement_timeout_stops_a_runaway_query(pg_table):
         live.run(source, "SELECT count(*) FROM gates a CROSS JOIN gates b WHERE a.target + b.actual = 17", timeout_s=1)
 
 
-def _terminate(admin, pid: int) -> None:
-    """Drop one backend as a server restart or an idle-connection reaper would (only ours: the server is shared)."""
+# What each server calls the id of a connection, by SQLAlchemy dialect name (MariaDB's is `mysql`).
+CONNECTION_ID = {"postgresql": "pg_backend_pid()", "mysql": "CONNECTION_ID()"}
+
+
+def _drop_connection(admin: sa.Engine, connection_id: int) -> None:
+    """Drop one connection server-side from another, as a server restart or an idle-connection reaper
+    would (only ours: the server is shared)."""
     with admin.begin() as connection:
-        assert connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})").scalar_one() is True
+        if admin.dialect.name == "postgresql":
+            assert connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(connection_id)})").scalar_one() is True
+        else:
+            connection.exec_driver_sql(f"KILL CONNECTION {int(connection_id)}")  # an id that is not there is an error
 
 
-def test_a_dropped_connection_is_tried_again_once_and_an_sql_error_never(pg_table, caplog):
-    admin, table = pg_table
-    source = _source(table, cache_ttl_s=0, url=PG_URL + "?application_name=dm_reconnect", retry={"attempts": 3, "backoff_s": 0.01})
-    pid = live.run(source, "SELECT pg_backend_pid() AS pid FROM gates LIMIT 1").rows[0][0]
-    _terminate(admin, pid)  # the pooled connection is now dead; the pool does not know yet
+def _connection_id(dbapi_connection) -> int:
+    """The server's id of a driver's connection: PyMySQL's thread id, psycopg2's backend pid."""
+    if hasattr(dbapi_connection, "thread_id"):
+        return dbapi_connection.thread_id()
+    return dbapi_connection.info.backend_pid
+
+
+def _url_of_its_own(url: str, tag: str) -> str:
+    """`url` told apart by a harmless client name, so that its live engine (cached by url) pools only
+    the connections of the test that made it."""
+    return f"{url}?{'application_name' if url.startswith('postgresql') else 'program_name'}={tag}"
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def server_table(request):
+    """(admin engine, `gates` table, its row count, live url) in PostgreSQL or MariaDB."""
+    if request.param == "postgresql":
+        admin, table = request.getfixturevalue("pg_table")
+        return admin, table, ROWS, PG_URL
+    admin, table = request.getfixturevalue("mariadb_table")
+    return admin, table, MARIADB_ROWS, MARIADB_URL
+
+
+def test_a_dropped_connection_is_tried_again_once_and_an_sql_error_never(server_table, caplog):
+    admin, table, rows, url = server_table
+    source = _source(table, cache_ttl_s=0, url=_url_of_its_own(url, "dm_reconnect"), retry={"attempts": 3, "backoff_s": 0.01})
+    connection_id = CONNECTION_ID[admin.dialect.name]
+    dropped = live.run(source, f"SELECT {connection_id} AS id FROM gates LIMIT 1").rows[0][0]
+    _drop_connection(admin, dropped)  # the pooled connection is now dead; the pool does not know yet
     caplog.set_level("INFO", logger="lib.live")
     with statements_sent() as sent:
-        result = live.run(source, "SELECT count(*) AS n, pg_backend_pid() AS pid FROM gates")
-    assert result.rows[0][0] == ROWS and result.rows[0][1] != pid  # answered, on a new connection
+        result = live.run(source, f"SELECT count(*) AS n, {connection_id} AS id FROM gates")
+    assert result.rows[0][0] == rows and result.rows[0][1] != dropped  # answered, on a new connection
     assert len([r for r in caplog.records if "trying again" in r.getMessage()]) == 1  # one retry
     assert sum("count(*)" in statement.lower() for statement, _ in sent) == 1  # the dead connection failed before the query
     caplog.clear()
@@ -263,16 +296,16 @@ def test_a_statement_stopped_by_its_time_limit_is_not_tried_again(pg_table):
     assert sum("pg_sleep" in statement.lower() for statement, _ in sent) == 1
 
 
-def test_a_connection_dropped_on_every_attempt_gives_up_saying_how_often_it_tried(pg_table):
+def test_a_connection_dropped_on_every_attempt_gives_up_saying_how_often_it_tried(server_table):
     from sqlalchemy import event
 
-    admin, table = pg_table
-    source = _source(table, cache_ttl_s=0, url=PG_URL + "?application_name=dm_always_dropped", retry={"attempts": 2, "backoff_s": 0.01})
+    admin, table, _, url = server_table
+    source = _source(table, cache_ttl_s=0, url=_url_of_its_own(url, "dm_always_dropped"), retry={"attempts": 2, "backoff_s": 0.01})
     engine = live._engine(source, None)
 
     def drop_before_the_query(connection, cursor, statement, parameters, context, executemany):
         if "count(*)" in statement.lower():
-            _terminate(admin, connection.connection.dbapi_connection.info.backend_pid)
+            _drop_connection(admin, _connection_id(connection.connection.dbapi_connection))
 
     event.listen(engine, "before_cursor_execute", drop_before_the_query)
     try:
@@ -411,7 +444,7 @@ def mariadb_table():
                 "target": 800 + g % 400,
                 "actual": 800 + g % 400 - g % 97,
             }
-            for g in range(20_000)
+            for g in range(MARIADB_ROWS)
         ]
         connection.execute(sa.text(f"INSERT INTO {name} VALUES (:day, :site, :gate, :target, :actual)"), rows)
     yield engine, name

@@ -230,18 +230,21 @@ def test_cli_profile_of_a_live_workspace_is_computed_in_the_database(pg, tmp_pat
     assert by_name["grade"]["top"][0] == {"value": "grade_19", "count": 468}  # 39 of every 400 rows (g % 400 in 361..399), 12 cycles
 
 
-def test_live_profiling_scans_again_on_a_new_connection_when_its_connection_was_dropped(pg, tmp_path, caplog):
-    from .test_live import _terminate
+@pytest.mark.parametrize("server", ["pg", "mariadb"])
+def test_live_profiling_scans_again_on_a_new_connection_when_its_connection_was_dropped(server, request, tmp_path, caplog):
+    from .test_live import CONNECTION_ID, _drop_connection, _url_of_its_own
 
-    table = _make(pg, 2_000)
+    admin = request.getfixturevalue(server)
+    url = {"pg": PG_URL, "mariadb": MARIADB_URL}[server]
+    table = _make(admin, 2_000)
     try:
-        source = {"name": "t", "type": "sql", "url": PG_URL + "?application_name=dm_lprof_reconnect", "table": table, "mode": "live"}
+        source = {"name": "t", "type": "sql", "url": _url_of_its_own(url, "dm_lprof_reconnect"), "table": table, "mode": "live"}
         stand_in = live.catalogue_table(source, FetchContext(workspace_path=tmp_path))
-        pid = live.run(source, "SELECT pg_backend_pid() AS pid FROM t LIMIT 1", workspace_path=tmp_path).rows[0][0]
-        _terminate(pg, pid)  # the pooled connection the profile would take is dead
+        dropped = live.run(source, f"SELECT {CONNECTION_ID[admin.dialect.name]} AS id FROM t LIMIT 1", workspace_path=tmp_path).rows[0][0]
+        _drop_connection(admin, dropped)  # the pooled connection the profile would take is dead
         caplog.set_level("INFO", logger="lib.live")
         built = profile.build({"t": stand_in}, [source], workspace_path=tmp_path)
         assert built["tables"][0]["rows"] == 2_000
         assert len([r for r in caplog.records if "trying again" in r.getMessage()]) == 1
     finally:
-        _drop(pg, table)
+        _drop(admin, table)
