@@ -186,7 +186,8 @@ with st.expander("Try it with your own data (this session only)"):
                 st.rerun()
 
 # Filters bar
-states = filter_states(dashboard, tables, version, router_for(ws.data, CACHE, ws.path))  # a live table's options come from its database
+# A live table's options come from its database, but not on an earlier load: today's values are not that load's.
+states = filter_states(dashboard, tables, version, as_of.router(ws.data) or router_for(ws.data, CACHE, ws.path))
 chosen = dashboard_view.filter_bar(states, lambda filter_id: state.filter_widget(ctx.slug, filter_id))
 
 rendered = as_of.render(ws.data, chosen, workspace_path=ws.path, tables=tables, version=version)

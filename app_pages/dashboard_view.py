@@ -25,6 +25,7 @@ from lib.diagnostics import ERROR, Diagnostic
 from lib.explain import Explanation
 from lib.formats import readable_text_on
 from lib.render import Rendered, render
+from lib.time_travel import NO_EARLIER_DATA
 
 
 def show(rendered: Rendered, explain: Callable[[Component], None] | None = None, draw: Mapping[str, Callable[[Component], None]] | None = None) -> None:
@@ -52,7 +53,9 @@ def filter_bar(states: list, key: Callable[[str], str]) -> dict[str, Any]:
     for col, filt in zip(st.columns(len(states)), states):
         with col:
             widget = key(filt.id)
-            if filt.error:
+            if filt.error and filt.error.startswith(NO_EARLIER_DATA):  # nothing is wrong: an earlier load of a live source
+                st.caption(f"{filt.label}: {filt.error}")
+            elif filt.error:
                 st.error(f"{filt.label}: {filt.error}")
             elif filt.type == "multiselect":
                 chosen[filt.id] = st.multiselect(filt.label, filt.options, key=widget)

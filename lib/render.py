@@ -96,9 +96,8 @@ def _hashable(value: Any) -> Any:
 CACHE = QueryCache()
 
 
-def filter_states(
-    dashboard: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, cache: QueryCache = CACHE, timeout_s: float = 10.0
-) -> list[FilterState]:
+def filter_states(dashboard: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, cache: Any = CACHE, timeout_s: float = 10.0) -> list[FilterState]:
+    """Each filter's options or bounds, from its query; `cache` runs them (a QueryCache, or a router as `render` takes)."""
     states = []
     for f in dashboard.get("filters") or []:
         state = FilterState(f["id"], f["type"], f.get("label") or f["id"].replace("_", " ").capitalize())

@@ -571,6 +571,7 @@ def test_on_an_earlier_load_the_page_reads_nothing_of_the_live_database(env, mon
     (data / "targets.csv").write_text("target\n1000\n2000\n")
     ws, _ = workspace.load(folder)
     ws.data.update(orders_and_targets(f"sqlite:///{database}", str(data / "targets.csv")))
+    ws.data["dashboard"]["filters"] = [{"id": "region", "type": "select", "label": "Region", "options_query": "SELECT DISTINCT region FROM orders ORDER BY 1"}]
     workspace.save(folder, ws.data)
     monkeypatch.setenv("DASHMEM_TEMPLATES", str(templates))
     monkeypatch.setenv("DASHMEM_DATA_DIRS", str(data))
@@ -607,9 +608,12 @@ def test_on_an_earlier_load_the_page_reads_nothing_of_the_live_database(env, mon
     assert "was 3,000 (+500)" in " ".join(texts)  # and its KPI's value at the load before
     said = [t for t in texts if t.startswith(NO_EARLIER_DATA)]
     assert said and all("orders is a live source" in t for t in said), texts  # the live KPI, in its card and beside it
+    assert not [s for s in at.selectbox if s.label == "Region"]  # no options of today's database to offer for that load
+    assert f"Region: {NO_EARLIER_DATA}: orders is a live source" in " ".join(c.value for c in at.caption)
 
     rename_orders("orders_away", "orders")
     next(s for s in at.selectbox if s.label == "Data as of").set_value("served").run()  # the data everyone sees: live rows as before
     assert not at.exception, [e.message for e in at.exception]
     assert [{"region": "north", "sales": 1200}, {"region": "south", "sales": 3400}] in frames()
     assert [{"target": 1700}, {"target": 2000}] in frames()
+    assert [s.options for s in at.selectbox if s.label == "Region"] == [["All", "north", "south"]]
