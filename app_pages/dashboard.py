@@ -116,11 +116,11 @@ if snapshot is not None and ctx.can("edit") and len(kept) > 1:
     with st.expander("Earlier data"):
         st.caption("The last few loads are kept. Serving an earlier one changes what everyone sees until the next Refresh.")
         serving = snapshot.id
-        chosen_id = st.selectbox(
-            "Loaded at",
-            [s.id for s in kept],
-            format_func=lambda i: next(load_label(s) + (" (current)" if s.id == serving else "") for s in kept if s.id == i),
-        )
+        st.caption(f"Served to everyone now: {load_label(snapshot)}.")
+        labels = {s.id: load_label(s) for s in kept}
+        # Keyed, and labelled by the load alone, so the box stays one widget while loads come and go: a refresh
+        # or a serve meanwhile keeps the choice (Streamlit keeps it by its label).
+        chosen_id = st.selectbox("Loaded at", list(labels), format_func=labels.__getitem__, key=f"serve_earlier:{ctx.slug}")
         if st.button("Serve this data", disabled=chosen_id == serving):
             with ui.user_errors("Could not serve that data"):
                 wh.switch_to(chosen_id, user=ctx.user, meta=ctx.meta)

@@ -545,10 +545,13 @@ def test_serving_one_of_two_loads_in_the_same_second_serves_that_one(env):  # no
     (loaded,) = [s for s in at.selectbox if s.label == "Loaded at"]
     assert len(set(loaded.options)) == len(loaded.options), loaded.options
     loaded.set_value(third.id).run()
+    wh.write_snapshot({"gates": with_actual_scaled(gates, 0.75)})  # a scheduled refresh lands while sam reads the list
     next(b for b in at.button if b.label == "Serve this data").click().run()
     assert not at.exception, [e.message for e in at.exception]
     current = wh.current()
     assert current is not None and current.id == third.id
+    (loaded,) = [s for s in at.selectbox if s.label == "Loaded at"]
+    assert loaded.value == third.id  # and serving keeps the choice shown
 
 
 def test_on_an_earlier_load_the_page_reads_nothing_of_the_live_database(env, monkeypatch):  # noqa: F811 - the app's fixture
