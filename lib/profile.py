@@ -55,7 +55,15 @@ SCAN_VALUES_PER_QUERY = 4_000_000  # values an aggregate query with exact quanti
 COUNT_HELD_VALUES = 1_000_000  # distinct values held at most (plus one column's) while counting
 COUNT_THREADS = min(4, os.cpu_count() or 1)  # Arrow counts this many columns at a time,
 THREADS_MIN_ROWS = 100_000  # in tables of at least this many rows
+# Columns of up to this many rows are copied into one chunk before the passes whose result does not depend on
+# the chunks (min/max, sorts, distinct counts): a snapshot of a wide table holds ~800-row chunks, and the calls
+# per chunk cost more than the copy (bench.profile, 20k x 1000). Means and sums stay on the chunks as they are.
+CONTIGUOUS_MAX_ROWS = 100_000
 ROUTE_SAMPLE_ROWS = 2_048  # rows sampled to decide whether a text column is worth counting value by value (not nearly all distinct)
+# Up to this many rows every text column is counted value by value, unsampled: its distinct count is exact
+# anyway (EXACT_DISTINCT_MAX_ROWS), and Arrow's value counts cost no more than its count_distinct, so the
+# sample could only add its own cost (a third of the 20k x 1000 profile step, bench.profile).
+ROUTE_MIN_ROWS = EXACT_DISTINCT_MAX_ROWS
 
 
 def _round(value: Any) -> Any:
@@ -161,8 +169,9 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
 
     - Text and boolean columns that Arrow can count and that repeat values
       (an evenly spaced sample of ROUTE_SAMPLE_ROWS rows is at most 90%
-      distinct) are counted by Arrow, one column per thread; the value counts
-      give their exact distinct count too.
+      distinct; every such column up to ROUTE_MIN_ROWS rows) are counted by
+      Arrow, one column per thread; the value counts give their exact distinct
+      count too.
     - Every other column is aggregated by DuckDB (distinct count, exact up to EXACT_DISTINCT_MAX_ROWS rows,
       min/max, mean, std, quantiles) in queries over at most SCAN_MAX_COLUMNS
       columns and SCAN_VALUES_PER_QUERY values held for exact quantiles.
@@ -180,7 +189,7 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
     dictionaries = {col: _shared_dictionary(table.column(col)) for col in candidates}
     few_values = {col for col, d in dictionaries.items() if d is not None and len(d) <= ROUTE_SAMPLE_ROWS * 0.9}
     candidates = [col for col in candidates if col not in few_values]
-    if rows > ROUTE_SAMPLE_ROWS * 8 and candidates:
+    if rows > max(ROUTE_MIN_ROWS, ROUTE_SAMPLE_ROWS * 8) and candidates:
         step = rows // ROUTE_SAMPLE_ROWS
         repeating = {
             col
@@ -288,6 +297,11 @@ def _value_counts(column: pa.ChunkedArray) -> pa.Table:
             counts += np.bincount(i.drop_null().to_numpy() if i.null_count else i.to_numpy(), minlength=len(dictionary))
         seen = counts > 0
         values = pa.table({"v": dictionary.filter(pa.array(seen)), "n": pa.array(counts[seen], pa.int64())})
+    elif pa.types.is_boolean(column.type):
+        # Two values: their counts are a sum away, a twentieth of value_counts' time on a chunked column.
+        trues = pc.sum(column).as_py() or 0  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+        pairs = [(v, n) for v, n in ((False, len(column) - column.null_count - trues), (True, trues)) if n]
+        return pa.table({"v": pa.array([v for v, _ in pairs], pa.bool_()), "n": pa.array([n for _, n in pairs], pa.int64())})
     else:
         found = pc.value_counts(column)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
         values = pa.table({"v": _decoded(found.field("values")), "n": found.field("counts")})
@@ -338,11 +352,18 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
         if found is not None:
             # The sorted values count the distinct ones exactly where floats hold every value exactly.
             exact_distinct = rows <= EXACT_DISTINCT_MAX_ROWS and step == 1 and (found["min"] is None or max(abs(found["min"]), abs(found["max"])) < 2**53)
-            quantiles, distinct = _sampled_quantiles(table.column(col), step, distinct=exact_distinct)
+            quantiles, distinct = _sampled_quantiles(_contiguous(table.column(col)), step, distinct=exact_distinct)
             stats[col].update(found, quantiles=quantiles)
             if exact_distinct:
                 stats[col]["distinct"] = distinct
                 counted.add(col)
+            by_arrow.add(col)
+    for col, kind in columns:
+        if family[kind] == "time" and pa.types.is_date32(table.column(col).type):
+            # Arrow's min_max gives the datetime.date DuckDB's min and max give, at a twentieth of their cost
+            # over a wide Arrow table (bench.profile, 20k x 1000).
+            found = pc.min_max(_contiguous(table.column(col))).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+            stats[col].update(min=found["min"], max=found["max"])
             by_arrow.add(col)
     if rows <= EXACT_DISTINCT_MAX_ROWS:
         for col, _ in columns:
@@ -393,6 +414,13 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
                 cursor.unregister("__quantile_sample")
 
 
+def _contiguous(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The column in one chunk when it is small (see CONTIGUOUS_MAX_ROWS), else as it is."""
+    if column.num_chunks > 1 and len(column) <= CONTIGUOUS_MAX_ROWS:
+        return pa.chunked_array([column.combine_chunks()], type=column.type)
+    return column
+
+
 def _arrow_distinct(column: pa.ChunkedArray) -> int | None:
     """The exact number of distinct non-null values as DuckDB's count(DISTINCT) gives it, for the types Arrow
     counts alike (None for others: DuckDB counts those)."""
@@ -405,7 +433,7 @@ def _arrow_distinct(column: pa.ChunkedArray) -> int | None:
         column = pc.add(column, 0.0)  # pyright: ignore[reportAttributeAccessIssue]
     elif not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date(t) or pa.types.is_boolean(t)):
         return None
-    return pc.count_distinct(column).as_py()  # pyright: ignore[reportAttributeAccessIssue]
+    return pc.count_distinct(_contiguous(column)).as_py()  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _arrow_number_stats(column: pa.ChunkedArray) -> dict[str, Any] | None:
@@ -414,7 +442,7 @@ def _arrow_number_stats(column: pa.ChunkedArray) -> dict[str, Any] | None:
     integers = pa.types.is_integer(column.type)
     if not (integers or pa.types.is_floating(column.type)):
         return None
-    low, high = _min_max(column)
+    low, high = _min_max(_contiguous(column))
     values = column
     if integers and low is not None and max(abs(low), abs(high)) * len(column) >= 2**62:
         values = column.cast(pa.float64(), safe=False)  # an int64 sum could overflow: as DuckDB's avg(x::DOUBLE)
