@@ -488,11 +488,22 @@ def _sampled_quantiles(column: pa.ChunkedArray, step: int, distinct: bool = Fals
     # its build computes it. numpy's interpolation differed in the last bit in 7 of 200 quantiles, which moved
     # values sitting on a rounding boundary, as quarter points between two-decimal values often do.
     positions = [(len(sample) - 1) * q for q in QUANTILES.values()]
-    if distinct:
+    wanted = sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})
+    integers = distinct and pa.types.is_integer(column.type)
+    lowest = sample.min() if integers else 0.0
+    if integers and sample.max() - lowest <= 8 * len(sample):
+        # Integers over a span of a few values a row: counting each value (bincount) gives the distinct count and,
+        # cumulated, the values at the wanted ranks, the ones the sort gives, in 60% of its time (bench.profile,
+        # 20k rows spanning 100k values). Cumulating only the values present: a cumsum over the whole span cost more than the sort.
+        counts = np.bincount((sample - lowest).astype(np.int64))
+        present = np.flatnonzero(counts)
+        ranked = lowest + present[np.searchsorted(np.cumsum(counts[present]), wanted, side="right")]
+        picked, count = dict(zip(wanted, ranked.tolist())), len(present)
+    elif distinct:
         picked = np.sort(sample)
         count = int(np.count_nonzero(np.diff(picked))) + 1  # -0.0 and 0.0 count once, as in DuckDB
     else:
-        picked, count = np.partition(sample, sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})), None
+        picked, count = np.partition(sample, wanted), None
     out = []
     for p in positions:
         low, high, d = float(picked[math.floor(p)]), float(picked[math.ceil(p)]), p - math.floor(p)
