@@ -492,13 +492,7 @@ def _sampled_quantiles(column: pa.ChunkedArray, step: int, distinct: bool = Fals
     integers = distinct and pa.types.is_integer(column.type)
     lowest = sample.min() if integers else 0.0
     if integers and sample.max() - lowest <= 8 * len(sample):
-        # Integers over a span of a few values a row: counting each value (bincount) gives the distinct count and,
-        # cumulated, the values at the wanted ranks, the ones the sort gives, in 60% of its time (bench.profile,
-        # 20k rows spanning 100k values). Cumulating only the values present: a cumsum over the whole span cost more than the sort.
-        counts = np.bincount((sample - lowest).astype(np.int64))
-        present = np.flatnonzero(counts)
-        ranked = lowest + present[np.searchsorted(np.cumsum(counts[present]), wanted, side="right")]
-        picked, count = dict(zip(wanted, ranked.tolist())), len(present)
+        picked, count = _ranked_integers(sample, lowest, wanted)
     elif distinct:
         picked = np.sort(sample)
         count = int(np.count_nonzero(np.diff(picked))) + 1  # -0.0 and 0.0 count once, as in DuckDB
@@ -509,6 +503,22 @@ def _sampled_quantiles(column: pa.ChunkedArray, step: int, distinct: bool = Fals
         low, high, d = float(picked[math.floor(p)]), float(picked[math.ceil(p)]), p - math.floor(p)
         out.append(low if low == high else float(Fraction(low) * Fraction(1 - d) + Fraction(high * d)))
     return out, count
+
+
+def _ranked_integers(sample: np.ndarray, lowest: float, ranks: list[int]) -> tuple[dict[int, float], int]:
+    """({rank: the value at that rank in sorted order}, the number of distinct values) of integers held as floats,
+    spanning a few values a row from `lowest`: counted value by value (bincount), the values the sort would give in
+    a quarter of its time (bench.profile, 20k rows spanning 100k values). The counts are cumulated block by block,
+    then within the block a rank falls in: numpy's cumsum and flatnonzero over the whole span cost more than the sort."""
+    block = 1024
+    span = int(sample.max() - lowest) + 1
+    counts = np.bincount((sample - lowest).astype(np.int64), minlength=-(-span // block) * block).reshape(-1, block)
+    through = np.cumsum(counts.sum(axis=1))  # values up to the end of each block
+    found = {}
+    for rank, b in zip(ranks, np.searchsorted(through, ranks, side="right").tolist()):
+        before = int(through[b - 1]) if b else 0
+        found[rank] = lowest + b * block + int(np.searchsorted(np.cumsum(counts[b]), rank - before, side="right"))
+    return found, int(np.count_nonzero(counts))
 
 
 def _samples(column: pa.ChunkedArray | pa.Array | list[Any]) -> list[Any]:

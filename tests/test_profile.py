@@ -221,7 +221,8 @@ def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypat
     """min/max, mean, std and quantiles of int and float columns come from Arrow and numpy, and (up to 100k
     rows) distinct counts from Arrow: the profile is the one DuckDB's aggregates give, with nulls, -0.0 beside
     0.0, NaN (left to DuckDB), an all-null column, int64 values whose sum would overflow, uneven chunks,
-    exact quantiles, and (`sampled`) quantiles of an evenly spaced sample."""
+    exact quantiles (integers spanning a few values a row counted value by value), and (`sampled`) quantiles of an
+    evenly spaced sample."""
     import math
 
     rows = 5_000
@@ -234,6 +235,7 @@ def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypat
             "price": pa.array([None if i % 13 == 0 else -0.0 if i % 17 == 0 else round(math.sin(i) * 1e4, 2) for i in range(rows)]),
             "ratio": pa.array([(i % 97) / 7 for i in range(rows)], pa.float32()),
             "small": pa.array([i % 5 for i in range(rows)], pa.int8()),
+            "spread": pa.array([None if i % 19 == 0 else (i * 7919) % 30011 - 5000 for i in range(rows)], pa.int32()),  # ~30 blocks of counts
             "huge": pa.array([10**15 + i * 1000 for i in range(rows)], pa.int64()),  # exact as doubles; their int64 sum would overflow
             "with_nan": pa.array([float("nan") if i == 77 else i / 3 for i in range(rows)]),
             "nothing": pa.nulls(rows, pa.float64()),
@@ -252,7 +254,7 @@ def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypat
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 10)  # code goes to the aggregates (and is counted after)
     monkeypatch.setattr(profile, "ROUTE_MIN_ROWS", 0)
     by_arrow = profile.build({"t": table})
-    assert by_arrow_columns.count(True) == 6  # all but with_nan
+    assert by_arrow_columns.count(True) == 7  # all but with_nan
     monkeypatch.setattr(profile, "_arrow_number_stats", lambda column: None)  # every statistic by DuckDB, as before
     monkeypatch.setattr(profile, "_arrow_distinct", lambda column: None)
     assert by_arrow == profile.build({"t": table})
