@@ -241,7 +241,9 @@ def _count_values(table: pa.Table, columns: list[str], limit: int, stats: dict[s
     """Value counts of Arrow-countable columns whose distinct count is at most `limit`;
     sets stats[col]["distinct"] of those in `stats`.
 
-    Distinct values are held for a few columns at a time, at most about COUNT_HELD_VALUES.
+    Distinct values are held for a few columns at a time, at most about COUNT_HELD_VALUES; those of a
+    column with more than `limit` (nearly all distinct text, counted here up to ROUTE_MIN_ROWS rows) are
+    dropped as soon as they are counted.
     """
     out: dict[str, _Counts] = {}
     if not columns:
@@ -263,7 +265,11 @@ def _count_values(table: pa.Table, columns: list[str], limit: int, stats: dict[s
     try:
         for chunk in _batches(columns, threads):
             found = pool.map(lambda c: _value_counts(table.column(c)), chunk) if pool else map(lambda c: _value_counts(table.column(c)), chunk)
-            pending.extend(zip(chunk, found))
+            for col, values in zip(chunk, found):
+                if values.num_rows <= limit:
+                    pending.append((col, values))
+                elif col in stats:  # too many values to show: only their number is kept, not the values
+                    stats[col]["distinct"] = values.num_rows
             if sum(values.num_rows for _, values in pending) >= COUNT_HELD_VALUES or len(pending) >= SCAN_MAX_COLUMNS:
                 flush()
         if pending:
