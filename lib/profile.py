@@ -337,12 +337,13 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
     """Distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
     Arrow and numpy compute the int and float columns' min/max, mean, std
-    and quantiles, and up to EXACT_DISTINCT_MAX_ROWS rows the exact distinct
-    counts of the columns Arrow can count: a pass each, where the same
-    aggregates cost DuckDB over Arrow data several times more (count(DISTINCT)
-    was two thirds of a 10k-row profile; bench.profile). DuckDB aggregates the
-    rest: times' range, HyperLogLog distinct counts beyond that size, and the
-    columns holding NaN or infinity, which it orders and averages its own way.
+    and quantiles, dates' range, and up to EXACT_DISTINCT_MAX_ROWS rows the
+    exact distinct counts of the columns Arrow can count: a pass each, where
+    the same aggregates cost DuckDB over Arrow data several times more
+    (count(DISTINCT) was two thirds of a 10k-row profile; bench.profile).
+    DuckDB aggregates the rest: timestamps' range, HyperLogLog distinct counts
+    beyond that size, and the columns holding NaN or infinity, which it orders
+    and averages its own way.
     Exact quantiles need a sort per column, which dominated the profile of
     large tables; above EXACT_QUANTILE_MAX_ROWS they come from an evenly
     spaced, deterministic sample of QUANTILE_SAMPLE_ROWS rows instead.
