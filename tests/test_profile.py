@@ -175,6 +175,7 @@ def test_batches_threads_and_routing_do_not_change_the_profile(monkeypatch):
     monkeypatch.setattr(profile, "SCAN_MAX_COLUMNS", 1)
     monkeypatch.setattr(profile, "COUNT_HELD_VALUES", 1)
     monkeypatch.setattr(profile, "THREADS_MIN_ROWS", 0)
+    monkeypatch.setattr(profile, "COUNT_THREADS", 2)  # a pool of counting threads, whatever the machine's cores
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 16)  # routes some text columns to HyperLogLog first
     monkeypatch.setattr(profile, "ROUTE_MIN_ROWS", 0)
     assert workspace.render("profile", profile.build(tables)) == expected
