@@ -53,9 +53,20 @@ QUANTILES = {"p05": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
 SCAN_MAX_COLUMNS = 64  # columns per aggregate query
 SCAN_VALUES_PER_QUERY = 4_000_000  # values an aggregate query with exact quantiles may hold (8 bytes each)
 COUNT_HELD_VALUES = 1_000_000  # distinct values held at most (plus one column's) while counting
-COUNT_THREADS = min(4, os.cpu_count() or 1)  # Arrow counts this many columns at a time,
-THREADS_MIN_ROWS = 100_000  # in tables of at least this many rows
+# Arrow counts this many columns at a time, on a side thread beside the aggregates (DuckDB's threads, numpy):
+# one core is left to those. On 2 cores, two counting threads only contended with them: 1M x 44 took 0.39 s
+# of CPU (0.245 s wall) against 0.33 s (0.204 s) with one (bench.profile).
+COUNT_THREADS = max(1, min(4, (os.cpu_count() or 1) - 1))
+THREADS_MIN_ROWS = 100_000  # the side thread and the counting threads work in tables of at least this many rows
+# Columns of up to this many rows are copied into one chunk before the passes whose result does not depend on
+# the chunks (min/max, sorts, distinct counts): a snapshot of a wide table holds ~800-row chunks, and the calls
+# per chunk cost more than the copy (bench.profile, 20k x 1000). Means and sums stay on the chunks as they are.
+CONTIGUOUS_MAX_ROWS = 100_000
 ROUTE_SAMPLE_ROWS = 2_048  # rows sampled to decide whether a text column is worth counting value by value (not nearly all distinct)
+# Up to this many rows every text column is counted value by value, unsampled: its distinct count is exact
+# anyway (EXACT_DISTINCT_MAX_ROWS), and Arrow's value counts cost no more than its count_distinct, so the
+# sample could only add its own cost (a third of the 20k x 1000 profile step, bench.profile).
+ROUTE_MIN_ROWS = EXACT_DISTINCT_MAX_ROWS
 
 
 def _round(value: Any) -> Any:
@@ -161,8 +172,9 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
 
     - Text and boolean columns that Arrow can count and that repeat values
       (an evenly spaced sample of ROUTE_SAMPLE_ROWS rows is at most 90%
-      distinct) are counted by Arrow, one column per thread; the value counts
-      give their exact distinct count too.
+      distinct; every such column up to ROUTE_MIN_ROWS rows) are counted by
+      Arrow, one column per thread; the value counts give their exact distinct
+      count too.
     - Every other column is aggregated by DuckDB (distinct count, exact up to EXACT_DISTINCT_MAX_ROWS rows,
       min/max, mean, std, quantiles) in queries over at most SCAN_MAX_COLUMNS
       columns and SCAN_VALUES_PER_QUERY values held for exact quantiles.
@@ -180,7 +192,7 @@ def _scan(cursor, name: str, table: pa.Table, types: list[list[str]], limit: int
     dictionaries = {col: _shared_dictionary(table.column(col)) for col in candidates}
     few_values = {col for col, d in dictionaries.items() if d is not None and len(d) <= ROUTE_SAMPLE_ROWS * 0.9}
     candidates = [col for col in candidates if col not in few_values]
-    if rows > ROUTE_SAMPLE_ROWS * 8 and candidates:
+    if rows > max(ROUTE_MIN_ROWS, ROUTE_SAMPLE_ROWS * 8) and candidates:
         step = rows // ROUTE_SAMPLE_ROWS
         repeating = {
             col
@@ -232,7 +244,9 @@ def _count_values(table: pa.Table, columns: list[str], limit: int, stats: dict[s
     """Value counts of Arrow-countable columns whose distinct count is at most `limit`;
     sets stats[col]["distinct"] of those in `stats`.
 
-    Distinct values are held for a few columns at a time, at most about COUNT_HELD_VALUES.
+    Distinct values are held for a few columns at a time, at most about COUNT_HELD_VALUES; those of a
+    column with more than `limit` (nearly all distinct text, counted here up to ROUTE_MIN_ROWS rows) are
+    dropped as soon as they are counted.
     """
     out: dict[str, _Counts] = {}
     if not columns:
@@ -254,7 +268,11 @@ def _count_values(table: pa.Table, columns: list[str], limit: int, stats: dict[s
     try:
         for chunk in _batches(columns, threads):
             found = pool.map(lambda c: _value_counts(table.column(c)), chunk) if pool else map(lambda c: _value_counts(table.column(c)), chunk)
-            pending.extend(zip(chunk, found))
+            for col, values in zip(chunk, found):
+                if values.num_rows <= limit:
+                    pending.append((col, values))
+                elif col in stats:  # too many values to show: only their number is kept, not the values
+                    stats[col]["distinct"] = values.num_rows
             if sum(values.num_rows for _, values in pending) >= COUNT_HELD_VALUES or len(pending) >= SCAN_MAX_COLUMNS:
                 flush()
         if pending:
@@ -288,6 +306,11 @@ def _value_counts(column: pa.ChunkedArray) -> pa.Table:
             counts += np.bincount(i.drop_null().to_numpy() if i.null_count else i.to_numpy(), minlength=len(dictionary))
         seen = counts > 0
         values = pa.table({"v": dictionary.filter(pa.array(seen)), "n": pa.array(counts[seen], pa.int64())})
+    elif pa.types.is_boolean(column.type):
+        # Two values: their counts are a sum away, a twentieth of value_counts' time on a chunked column.
+        trues = pc.sum(column).as_py() or 0  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+        pairs = [(v, n) for v, n in ((False, len(column) - column.null_count - trues), (True, trues)) if n]
+        return pa.table({"v": pa.array([v for v, _ in pairs], pa.bool_()), "n": pa.array([n for _, n in pairs], pa.int64())})
     else:
         found = pc.value_counts(column)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
         values = pa.table({"v": _decoded(found.field("values")), "n": found.field("counts")})
@@ -317,12 +340,13 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
     """Distinct count, min/max, mean, std and quantiles of `columns`, a batch of columns per query.
 
     Arrow and numpy compute the int and float columns' min/max, mean, std
-    and quantiles, and up to EXACT_DISTINCT_MAX_ROWS rows the exact distinct
-    counts of the columns Arrow can count: a pass each, where the same
-    aggregates cost DuckDB over Arrow data several times more (count(DISTINCT)
-    was two thirds of a 10k-row profile; bench.profile). DuckDB aggregates the
-    rest: times' range, HyperLogLog distinct counts beyond that size, and the
-    columns holding NaN or infinity, which it orders and averages its own way.
+    and quantiles, dates' range, and up to EXACT_DISTINCT_MAX_ROWS rows the
+    exact distinct counts of the columns Arrow can count: a pass each, where
+    the same aggregates cost DuckDB over Arrow data several times more
+    (count(DISTINCT) was two thirds of a 10k-row profile; bench.profile).
+    DuckDB aggregates the rest: timestamps' range, HyperLogLog distinct counts
+    beyond that size, and the columns holding NaN or infinity, which it orders
+    and averages its own way.
     Exact quantiles need a sort per column, which dominated the profile of
     large tables; above EXACT_QUANTILE_MAX_ROWS they come from an evenly
     spaced, deterministic sample of QUANTILE_SAMPLE_ROWS rows instead.
@@ -338,11 +362,18 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
         if found is not None:
             # The sorted values count the distinct ones exactly where floats hold every value exactly.
             exact_distinct = rows <= EXACT_DISTINCT_MAX_ROWS and step == 1 and (found["min"] is None or max(abs(found["min"]), abs(found["max"])) < 2**53)
-            quantiles, distinct = _sampled_quantiles(table.column(col), step, distinct=exact_distinct)
+            quantiles, distinct = _sampled_quantiles(_contiguous(table.column(col)), step, distinct=exact_distinct)
             stats[col].update(found, quantiles=quantiles)
             if exact_distinct:
                 stats[col]["distinct"] = distinct
                 counted.add(col)
+            by_arrow.add(col)
+    for col, kind in columns:
+        if family[kind] == "time" and pa.types.is_date32(table.column(col).type):
+            # Arrow's min_max gives the datetime.date DuckDB's min and max give, at a twentieth of their cost
+            # over a wide Arrow table (bench.profile, 20k x 1000).
+            found = pc.min_max(_contiguous(table.column(col))).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
+            stats[col].update(min=found["min"], max=found["max"])
             by_arrow.add(col)
     if rows <= EXACT_DISTINCT_MAX_ROWS:
         for col, _ in columns:
@@ -393,6 +424,13 @@ def _aggregate(cursor, name: str, table: pa.Table, columns: list[tuple[str, str]
                 cursor.unregister("__quantile_sample")
 
 
+def _contiguous(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The column in one chunk when it is small (see CONTIGUOUS_MAX_ROWS), else as it is."""
+    if column.num_chunks > 1 and len(column) <= CONTIGUOUS_MAX_ROWS:
+        return pa.chunked_array([column.combine_chunks()], type=column.type)
+    return column
+
+
 def _arrow_distinct(column: pa.ChunkedArray) -> int | None:
     """The exact number of distinct non-null values as DuckDB's count(DISTINCT) gives it, for the types Arrow
     counts alike (None for others: DuckDB counts those)."""
@@ -405,7 +443,7 @@ def _arrow_distinct(column: pa.ChunkedArray) -> int | None:
         column = pc.add(column, 0.0)  # pyright: ignore[reportAttributeAccessIssue]
     elif not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date(t) or pa.types.is_boolean(t)):
         return None
-    return pc.count_distinct(column).as_py()  # pyright: ignore[reportAttributeAccessIssue]
+    return pc.count_distinct(_contiguous(column)).as_py()  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _arrow_number_stats(column: pa.ChunkedArray) -> dict[str, Any] | None:
@@ -414,7 +452,7 @@ def _arrow_number_stats(column: pa.ChunkedArray) -> dict[str, Any] | None:
     integers = pa.types.is_integer(column.type)
     if not (integers or pa.types.is_floating(column.type)):
         return None
-    low, high = _min_max(column)
+    low, high = _min_max(_contiguous(column))
     values = column
     if integers and low is not None and max(abs(low), abs(high)) * len(column) >= 2**62:
         values = column.cast(pa.float64(), safe=False)  # an int64 sum could overflow: as DuckDB's avg(x::DOUBLE)
@@ -460,16 +498,37 @@ def _sampled_quantiles(column: pa.ChunkedArray, step: int, distinct: bool = Fals
     # its build computes it. numpy's interpolation differed in the last bit in 7 of 200 quantiles, which moved
     # values sitting on a rounding boundary, as quarter points between two-decimal values often do.
     positions = [(len(sample) - 1) * q for q in QUANTILES.values()]
-    if distinct:
+    wanted = sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})
+    integers = distinct and pa.types.is_integer(column.type)
+    lowest = sample.min() if integers else 0.0
+    if integers and sample.max() - lowest <= 8 * len(sample):
+        picked, count = _ranked_integers(sample, lowest, wanted)
+    elif distinct:
         picked = np.sort(sample)
         count = int(np.count_nonzero(np.diff(picked))) + 1  # -0.0 and 0.0 count once, as in DuckDB
     else:
-        picked, count = np.partition(sample, sorted({math.floor(p) for p in positions} | {math.ceil(p) for p in positions})), None
+        picked, count = np.partition(sample, wanted), None
     out = []
     for p in positions:
         low, high, d = float(picked[math.floor(p)]), float(picked[math.ceil(p)]), p - math.floor(p)
         out.append(low if low == high else float(Fraction(low) * Fraction(1 - d) + Fraction(high * d)))
     return out, count
+
+
+def _ranked_integers(sample: np.ndarray, lowest: float, ranks: list[int]) -> tuple[dict[int, float], int]:
+    """({rank: the value at that rank in sorted order}, the number of distinct values) of integers held as floats,
+    spanning a few values a row from `lowest`: counted value by value (bincount), the values the sort would give in
+    a quarter of its time (bench.profile, 20k rows spanning 100k values). The counts are cumulated block by block,
+    then within the block a rank falls in: numpy's cumsum and flatnonzero over the whole span cost more than the sort."""
+    block = 1024
+    span = int(sample.max() - lowest) + 1
+    counts = np.bincount((sample - lowest).astype(np.int64), minlength=-(-span // block) * block).reshape(-1, block)
+    through = np.cumsum(counts.sum(axis=1))  # values up to the end of each block
+    found = {}
+    for rank, b in zip(ranks, np.searchsorted(through, ranks, side="right").tolist()):
+        before = int(through[b - 1]) if b else 0
+        found[rank] = lowest + b * block + int(np.searchsorted(np.cumsum(counts[b]), rank - before, side="right"))
+    return found, int(np.count_nonzero(counts))
 
 
 def _samples(column: pa.ChunkedArray | pa.Array | list[Any]) -> list[Any]:

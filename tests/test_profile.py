@@ -175,7 +175,9 @@ def test_batches_threads_and_routing_do_not_change_the_profile(monkeypatch):
     monkeypatch.setattr(profile, "SCAN_MAX_COLUMNS", 1)
     monkeypatch.setattr(profile, "COUNT_HELD_VALUES", 1)
     monkeypatch.setattr(profile, "THREADS_MIN_ROWS", 0)
+    monkeypatch.setattr(profile, "COUNT_THREADS", 2)  # a pool of counting threads, whatever the machine's cores
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 16)  # routes some text columns to HyperLogLog first
+    monkeypatch.setattr(profile, "ROUTE_MIN_ROWS", 0)
     assert workspace.render("profile", profile.build(tables)) == expected
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 10**9)  # every text column counted by Arrow
     monkeypatch.setattr(profile, "COUNT_THREADS", 1)
@@ -201,6 +203,7 @@ def test_dictionary_encoded_text_is_routed_and_counted_like_plain_text(monkeypat
     encoded = pa.table({name: col.dictionary_encode() if pa.types.is_string(col.type) else col for name, col in zip(plain.column_names, plain.columns)})
     assert any(pa.types.is_dictionary(t) for t in encoded.schema.types)
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 64)  # 6,000 rows > 8 x 64: the routing samples
+    monkeypatch.setattr(profile, "ROUTE_MIN_ROWS", 0)
     monkeypatch.setattr(profile, "THREADS_MIN_ROWS", 0)
     assert profile.build({"t": encoded}) == profile.build({"t": plain})
 
@@ -219,7 +222,8 @@ def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypat
     """min/max, mean, std and quantiles of int and float columns come from Arrow and numpy, and (up to 100k
     rows) distinct counts from Arrow: the profile is the one DuckDB's aggregates give, with nulls, -0.0 beside
     0.0, NaN (left to DuckDB), an all-null column, int64 values whose sum would overflow, uneven chunks,
-    exact quantiles, and (`sampled`) quantiles of an evenly spaced sample."""
+    exact quantiles (integers spanning a few values a row counted value by value), and (`sampled`) quantiles of an
+    evenly spaced sample."""
     import math
 
     rows = 5_000
@@ -232,6 +236,7 @@ def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypat
             "price": pa.array([None if i % 13 == 0 else -0.0 if i % 17 == 0 else round(math.sin(i) * 1e4, 2) for i in range(rows)]),
             "ratio": pa.array([(i % 97) / 7 for i in range(rows)], pa.float32()),
             "small": pa.array([i % 5 for i in range(rows)], pa.int8()),
+            "spread": pa.array([None if i % 19 == 0 else (i * 7919) % 30011 - 5000 for i in range(rows)], pa.int32()),  # ~30 blocks of counts
             "huge": pa.array([10**15 + i * 1000 for i in range(rows)], pa.int64()),  # exact as doubles; their int64 sum would overflow
             "with_nan": pa.array([float("nan") if i == 77 else i / 3 for i in range(rows)]),
             "nothing": pa.nulls(rows, pa.float64()),
@@ -248,8 +253,9 @@ def test_number_statistics_and_distinct_counts_from_arrow_match_duckdb(monkeypat
 
     monkeypatch.setattr(profile, "_arrow_number_stats", spy)
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 10)  # code goes to the aggregates (and is counted after)
+    monkeypatch.setattr(profile, "ROUTE_MIN_ROWS", 0)
     by_arrow = profile.build({"t": table})
-    assert by_arrow_columns.count(True) == 6  # all but with_nan
+    assert by_arrow_columns.count(True) == 7  # all but with_nan
     monkeypatch.setattr(profile, "_arrow_number_stats", lambda column: None)  # every statistic by DuckDB, as before
     monkeypatch.setattr(profile, "_arrow_distinct", lambda column: None)
     assert by_arrow == profile.build({"t": table})
@@ -280,7 +286,39 @@ def test_dictionary_columns_are_counted_on_their_indices_like_plain_text(monkeyp
     assert profile._shared_dictionary(encoded.column("shared")) is not None
     assert profile._shared_dictionary(encoded.column("own")) is None
     monkeypatch.setattr(profile, "ROUTE_SAMPLE_ROWS", 64)  # 4,000 rows > 8 x 64: the routing samples
+    monkeypatch.setattr(profile, "ROUTE_MIN_ROWS", 0)
     assert profile.build({"t": encoded}) == profile.build({"t": plain})
+
+
+def test_date_ranges_and_boolean_counts_from_arrow_match_duckdb():
+    """Dates' min/max (Arrow's min_max) are DuckDB's, and booleans' value counts (a sum) are the ones
+    counting each value gives: with nulls, uneven chunks, an all-null column and a column of one value."""
+    import duckdb
+
+    rows = 3_000
+    values = pa.table(
+        {
+            "day": pa.array([None if i % 7 == 0 else dt.date(2019, 1, 1) + dt.timedelta(days=(i * 7919) % 2000) for i in range(rows)], pa.date32()),
+            "no_day": pa.nulls(rows, pa.date32()),
+            "flag": pa.array([None if i % 5 == 0 else i % 3 == 0 for i in range(rows)]),
+            "always": pa.array([True] * rows),
+            "no_flag": pa.nulls(rows, pa.bool_()),
+        }
+    )
+    table = chunked(values, [1, 999, 0, 1500])
+    prof = profile.build({"t": table})
+    con = duckdb.connect()
+    con.register("v", table)
+    [(low, high)] = con.execute("SELECT min(day), max(day) FROM v").fetchall()
+    con.close()
+    assert (column(prof, "day")["min"], column(prof, "day")["max"]) == (low.isoformat(), high.isoformat())
+    assert "min" not in column(prof, "no_day") and column(prof, "no_day")["distinct"] == 0
+    flags = values.column("flag").to_pylist()
+    expected = sorted(((v, flags.count(v)) for v in (False, True)), key=lambda vc: -vc[1])
+    assert [(t["value"], t["count"]) for t in column(prof, "flag")["top"]] == expected
+    assert column(prof, "flag")["distinct"] == 2 and column(prof, "flag")["other_count"] == 0
+    assert column(prof, "always")["top"] == [{"value": True, "count": rows}] and column(prof, "always")["distinct"] == 1
+    assert "top" not in column(prof, "no_flag") and column(prof, "no_flag")["distinct"] == 0
 
 
 def test_strided_rows_are_the_rows_a_take_gives():
