@@ -205,12 +205,7 @@ def preview(ws: workspace.Workspace, dashboard: dict[str, Any], tables: Mapping[
     """
     candidate = workspace.Workspace(ws.path, {**copy.copy(ws.data), "dashboard": dashboard}, {})
     found = checks.run(candidate, tables, f"preview:{version}")
-    errors = [d for d in found if d.level == ERROR]
-    if errors:
-        st.error(f"The checks found {len(errors)} error(s) in this dashboard:")
-    else:
-        st.success("The checks pass" + (" (with warnings)." if found else "."))
-    ui.show_diagnostics(found)
+    ui.show_check_verdict(found, "dashboard")
     if tables is not None:
         with st.expander("Preview", expanded=True):
             show(render(candidate.data, tables, f"preview:{version}", workspace_path=ws.path))

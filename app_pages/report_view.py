@@ -14,7 +14,7 @@ import streamlit as st
 from app_pages import dashboard_view, ui
 from lib import checks, workspace
 from lib.components import text as text_kind
-from lib.diagnostics import ERROR, Diagnostic
+from lib.diagnostics import Diagnostic
 from lib.report import RenderedReport, render_report
 
 
@@ -52,12 +52,7 @@ def preview(ws: workspace.Workspace, report: dict[str, Any], tables: Mapping[str
     """
     candidate = workspace.Workspace(ws.path, {**ws.data, "report": report}, {})
     found = checks.run(candidate, tables, f"preview:{version}", file=workspace.FILES["report"], kind="report")
-    errors = [d for d in found if d.level == ERROR]
-    if errors:
-        st.error(f"The checks found {len(errors)} error(s) in this report:")
-    else:
-        st.success("The report's checks pass" + (" (with warnings)." if found else "."))
-    ui.show_diagnostics(found)
+    ui.show_check_verdict(found, "report", "The report's checks pass")
     if tables is not None:
         with st.expander("Report preview", expanded=True):
             # A proposal the checks refuse may still be drawn wrongly shaped (a section without its id): say so plainly.

@@ -240,6 +240,18 @@ def show_diagnostics(diagnostics: list, *, max_items: int = 20, out: Any = None)
         (out.error if d.level == "error" else out.warning)(shown.format())
 
 
+def show_check_verdict(found: list, what: str, passed: str = "The checks pass") -> None:
+    """The checks' findings on a proposed `what` ("dashboard", "report"): how many errors, or that they pass, then each."""
+    from lib.diagnostics import ERROR
+
+    errors = [d for d in found if d.level == ERROR]
+    if errors:
+        st.error(f"The checks found {len(errors)} error(s) in this {what}:")
+    else:
+        st.success(passed + (" (with warnings)." if found else "."))
+    show_diagnostics(found)
+
+
 def show_diff(patches: list[Any]) -> None:
     if not patches:
         st.caption("No differences.")
