@@ -155,8 +155,9 @@ with st.sidebar:
         # Keyed, so the box stays one widget whichever workspace is open (unkeyed, its identity followed
         # the open one, and the next choice went to a box the browser no longer showed: every other
         # switch was lost). A choice sets SLUG in its callback; Workspaces' Open and Create set SLUG too.
-        if st.session_state.get(state.WORKSPACE_PICKER) != current:
-            st.session_state[state.WORKSPACE_PICKER] = current if current in visible else visible[0]
+        wanted = current if current in visible else visible[0]  # a workspace gone (or no longer shared) opens the first
+        if st.session_state.get(state.WORKSPACE_PICKER) != wanted:
+            st.session_state[state.WORKSPACE_PICKER] = wanted
         st.session_state[state.SLUG] = st.selectbox(
             "Workspace",
             visible,

@@ -876,3 +876,14 @@ def test_two_workspaces_with_the_same_name_are_two_choices_in_the_sidebar(env):
         assert not at.exception, [e.message for e in at.exception]
         assert at.session_state["slug"] == slug
         (picker,) = [s for s in at.selectbox if s.label == "Workspace"]
+
+
+def test_a_workspace_no_longer_visible_opens_the_first_one_not_a_name_as_a_slug(env):
+    at = signed_in("vera")
+    at.session_state["slug"] = "no-such-workspace"  # as a workspace deleted, or no longer shared, while a session had it open
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    (picker,) = [s for s in at.selectbox if s.label == "Workspace"]
+    assert at.session_state["slug"] == picker.value == "gdp-explorer"  # the first the viewer may open
+    picker.set_value("supply-chain-weekly").run()
+    assert at.session_state["slug"] == "supply-chain-weekly"
