@@ -82,16 +82,7 @@ def serve(tmp: Path):
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+    wait_until_serving(proc, url)
     yield url, tmp
     proc.terminate()
     proc.wait(timeout=20)
@@ -117,6 +108,20 @@ def sign_in(page, url: str, user: str, password: str) -> None:
     page.get_by_text(f"· {'steward' if user == 'sam' else 'viewer' if user == 'vera' else 'owner'}").wait_for(timeout=30_000)
     # The sign-in cookie is written by a script in the page; a new page (a link, a reload) signs in by it.
     page.wait_for_function("document.cookie.includes('dashmem_auth=')", timeout=30_000)
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str) -> None:
+    """Wait (60 s at most) for the Streamlit server `proc` to answer its health check; fail with its output if it does not."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                return
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    assert proc.stdout is not None
+    pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
 
 
 def choose_workspace(page, name: str) -> None:

@@ -513,13 +513,18 @@ def with_actual_scaled(gates: pa.Table, factor: float) -> pa.Table:
     return gates.set_column(i, "actual", pc.cast(pc.multiply(gates["actual"], factor), gates.schema.field("actual").type, safe=False))
 
 
+def signed_in_with_two_loads_in_one_second(user: str):
+    """`user`'s session on the demo, and two more loads within one second (actual halved, then as it was); the second returned."""
+    at = signed_in(user)
+    wh = Warehouse.for_workspace(at.session_state["config_repo"].published_path("supply-chain-weekly"))
+    gates = wh.tables(wh.current())["gates"]
+    _, second = loads_in_one_second(wh, {"gates": with_actual_scaled(gates, 0.5)}, {"gates": gates})
+    return at, wh, gates, second
+
+
 def test_two_loads_in_the_same_second_are_told_apart_when_looking_back(env):  # noqa: F811 - the app's fixture
     """Streamlit remembers a choice by its label: two loads shown with the same time were one choice."""
-    at = signed_in("vera")
-    path = at.session_state["config_repo"].published_path("supply-chain-weekly")
-    wh = Warehouse.for_workspace(path)
-    gates = wh.tables(wh.current())["gates"]
-    _, third = loads_in_one_second(wh, {"gates": with_actual_scaled(gates, 0.5)}, {"gates": gates})
+    at, wh, gates, third = signed_in_with_two_loads_in_one_second("vera")
     follower = signed_in("sam")
     third_value = {m.label: m.value for m in follower.metric}["Attainment this week"]
     wh.write_snapshot({"gates": with_actual_scaled(gates, 0.25)})
@@ -535,11 +540,7 @@ def test_two_loads_in_the_same_second_are_told_apart_when_looking_back(env):  # 
 
 def test_serving_one_of_two_loads_in_the_same_second_serves_that_one(env):  # noqa: F811 - the app's fixture
     """The steward's "Earlier data": what everyone sees must be the load chosen, not its same-second neighbour."""
-    at = signed_in("sam")
-    path = at.session_state["config_repo"].published_path("supply-chain-weekly")
-    wh = Warehouse.for_workspace(path)
-    gates = wh.tables(wh.current())["gates"]
-    _, third = loads_in_one_second(wh, {"gates": with_actual_scaled(gates, 0.5)}, {"gates": gates})
+    at, wh, gates, third = signed_in_with_two_loads_in_one_second("sam")
     wh.write_snapshot({"gates": with_actual_scaled(gates, 0.25)})
     at.run()
     (loaded,) = [s for s in at.selectbox if s.label == "Loaded at"]

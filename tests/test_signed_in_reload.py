@@ -12,13 +12,12 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT
-from .test_browser import ARGS, ARTIFACTS, CHROMIUM, free_port, sign_in
+from .test_browser import ARGS, ARTIFACTS, CHROMIUM, free_port, sign_in, wait_until_serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (make test installs it as root)")]
 
@@ -45,16 +44,7 @@ def counting_server(tmp_path_factory):
     command += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+    wait_until_serving(proc, url)
     yield url, counts, tmp / "runs.jsonl"
     proc.terminate()
     proc.wait(timeout=20)
