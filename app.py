@@ -4,8 +4,8 @@ Pages live in app_pages/ (not pages/) and are registered with st.navigation on
 every run, so no page is ever served without this file's sign-in running
 first; a deep link opened while signed out shows the sign-in form.
 
-Sign-in is a plain form checked with lib.auth (bcrypt); a signed JWT cookie
-(lib.auth.session_token) signs the browser in again in new sessions. The
+Sign-in is a plain form checked with lib.roles.auth (bcrypt); a signed JWT cookie
+(lib.roles.auth.session_token) signs the browser in again in new sessions. The
 cookie is read from the request (st.context.cookies) and written by a line of
 JavaScript in the page, never by a component: streamlit-authenticator's
 cookie manager was an iframe component on every run whose value arrived
@@ -24,14 +24,15 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages import state, ui
-from lib import auth, settings
-from lib.access import OWNER, STEWARD
-from lib.configrepo import ConfigRepo
+from lib.core import settings
+from lib.repo.configrepo import ConfigRepo
+from lib.roles import auth
+from lib.roles.access import OWNER, STEWARD
 
 # A local icon file: a Material icon or an emoji favicon would be fetched from a CDN, and the app must work offline.
 st.set_page_config(page_title="dashmem", page_icon=str(Path(__file__).with_name("app_icon.png")), layout="wide")
 if settings.get("DASHMEM_RUN_LOG"):  # each script run's server-side time, for bench.app
-    from lib import runlog
+    from lib.core import runlog
 
     runlog.install(settings.get("DASHMEM_RUN_LOG"))
 
@@ -104,7 +105,7 @@ if caught.failed or credentials is None or cookie_key is None:
 repo = None
 with ui.user_errors("Could not open the config repo") as caught:  # e.g. a shared remote that cannot be reached on first start
     repo = config_repo(str(settings.config_repo_path()), str(settings.templates_dir()), settings.get("DASHMEM_CONFIG_REMOTE"))
-    # Several app servers: what another one published is served from here after this pull (lib.replica).
+    # Several app servers: what another one published is served from here after this pull (lib.repo.replica).
     repo.pull_if_due(settings.get("DASHMEM_CONFIG_PULL_SECONDS"))
 if caught.failed or repo is None:
     st.stop()

@@ -1,7 +1,7 @@
 """The Dashboard page's "what changed" parts: Data as of (time travel), each KPI's earlier value, the Changes panel.
 
-UI only: lib.time_travel opens a kept snapshot read-only (for anyone who may
-view), lib.changes compares it with the load before it.
+UI only: lib.artifacts.time_travel opens a kept snapshot read-only (for anyone who may
+view), lib.artifacts.changes compares it with the load before it.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any, Mapping
 import streamlit as st
 
 from app_pages import ui
-from lib.changes import Changes, compare_tables, previous_of
-from lib.components import Component
-from lib.snapshots import Snapshot, Warehouse
-from lib.time_travel import AsOf, load_label, open_as_of
+from lib.artifacts.changes import Changes, compare_tables, previous_of
+from lib.artifacts.components import Component
+from lib.artifacts.time_travel import AsOf, load_label, open_as_of
+from lib.data.snapshots import Snapshot, Warehouse
 
 SERVED = "served"  # the "Data as of" option meaning the data everyone is served, whichever load that is
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import dashboard_view, report_view, state, ui
-from lib import autodraft, profile, settings, workspace
-from lib.agent import estimate_cost, files_to_save, run_session
-from lib.compose import budget_warnings
-from lib.model import AnthropicClient, api_key_available
-from lib.refresh import fetch_candidate
-from lib.warehouse import Warehouse
+from lib.artifacts import autodraft
+from lib.chat.agent import estimate_cost, files_to_save, run_session
+from lib.chat.compose import budget_warnings
+from lib.chat.model import AnthropicClient, api_key_available
+from lib.core import settings
+from lib.data import profile
+from lib.data.refresh import fetch_candidate
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
 
 ctx = ui.context("query")
 can_edit = ctx.can("edit")
@@ -218,7 +221,7 @@ if pending and can_edit:
             for rule in outcome.proposed_rules:
                 if st.checkbox(f"`{rule['id']}` — {rule['text']}", key=f"accept_{rule['id']}"):
                     accepted.append(rule["id"])
-        # A regenerated dashboard is saved with the new data's profile (lib.agent.files_to_save says why).
+        # A regenerated dashboard is saved with the new data's profile (lib.chat.agent.files_to_save says why).
         to_save = files_to_save(pending["files"], outcome, accepted, regenerated=bool(pending.get("regenerated")))
         message_text = "Report change from a Claude session" if outcome.report_diff and not outcome.dashboard_diff else "Dashboard change from a Claude session"
         if outcome.dashboard_diff:

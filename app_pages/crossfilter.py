@@ -1,6 +1,6 @@
 """Cross-filter and Show rows on the Dashboard page: a click on a chart's mark sets the filter it stands for.
 
-lib.components.chart gives a chart with `select` a point selection
+lib.artifacts.components.chart gives a chart with `select` a point selection
 (`chart.SELECTION`) that highlights the marks its filters chose; here it is
 drawn with `on_select`. The callback runs before the rerun, when the filter
 bar's widgets do not exist yet, so it may set their session state: the filter
@@ -24,12 +24,12 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import dashboard_view, state, ui
-from lib.components import Component
-from lib.components import chart as chart_kind
-from lib.components.chart import SELECTION
-from lib.drilldown import CAP, drilldown
-from lib.render import FilterState
-from lib.spec import POINT_FILTERS, matching_options, selected_points, selection_values, selections
+from lib.artifacts.components import Component
+from lib.artifacts.components import chart as chart_kind
+from lib.artifacts.components.chart import SELECTION
+from lib.artifacts.drilldown import CAP, drilldown
+from lib.artifacts.render import FilterState
+from lib.memory.spec import POINT_FILTERS, matching_options, selected_points, selection_values, selections
 
 log = logging.getLogger("dashmem.app")
 
@@ -106,7 +106,7 @@ def rows_popover(
 ) -> None:
     """The component's "Show rows" popover: the rows behind it (or behind its selected marks), worked out only while it is open.
 
-    `router` is the load's (lib.time_travel.AsOf.router): over an earlier load, a live source's database is not read.
+    `router` is the load's (lib.artifacts.time_travel.AsOf.router): over an earlier load, a live source's database is not read.
     """
     if comp.type not in ("chart", "table", "kpi") or comp.error:
         return
@@ -117,7 +117,7 @@ def rows_popover(
 
 
 def rows(d: Any) -> None:
-    """A lib.drilldown.Drilldown: what it shows, the table (capped), and its SQL."""
+    """A lib.artifacts.drilldown.Drilldown: what it shows, the table (capped), and its SQL."""
     what = "; ".join(f"{name} = {', '.join(str(v) for v in values)}" for name, values in d.marks.items())
     st.markdown(f"**Rows behind {'the selected ' + what if what else 'this'}**")
     if d.capped:

@@ -9,13 +9,14 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import changes_view, crossfilter, dashboard_view, state, ui
-from lib import refresh as refreshing
-from lib import schedule, workspace
-from lib.connectors import FILE_TYPES, REGISTRY
-from lib.live import router_for
-from lib.render import CACHE, filter_states
-from lib.time_travel import load_label
-from lib.warehouse import Warehouse
+from lib.artifacts.render import CACHE, filter_states
+from lib.artifacts.time_travel import load_label
+from lib.data import refresh as refreshing
+from lib.data.connectors import FILE_TYPES, REGISTRY
+from lib.data.live import router_for
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.ops import schedule
 
 ctx = ui.context("view")
 show_draft = (
@@ -130,7 +131,7 @@ if st.session_state.get(state.PROFILE_UPDATED):
     st.success(st.session_state.pop(state.PROFILE_UPDATED))
 if snapshot is not None and ctx.can("edit") and ws.get("profile"):
     # Stewards hear when the data served has moved away from what the model is told about it.
-    from lib import profile_drift
+    from lib.data import profile_drift
 
     drifted = []
     with ui.user_errors("Could not compare the data profile with the data"), st.spinner("Comparing the data profile with the data…"):
@@ -157,7 +158,7 @@ if snapshot is None:
     st.warning("No data loaded yet. Add a source on the Sources page, then Refresh.")
     st.stop()
 
-as_of = changes_view.data_as_of(ctx, wh, snapshot)  # the load chosen to look at, opened read-only (lib.time_travel)
+as_of = changes_view.data_as_of(ctx, wh, snapshot)  # the load chosen to look at, opened read-only (lib.artifacts.time_travel)
 snapshot = as_of.snapshot
 tables = dict(as_of.tables)  # the tables of the snapshot the caption and cache key name
 version = snapshot.id
@@ -199,7 +200,7 @@ def explain_popover(comp) -> None:
     popover = st.popover("Explain", icon=":material/info:", on_change="rerun", key=state.explain_popover(ctx.slug, comp.id), help="Where this comes from")
     if popover.open:
         with popover, ui.user_errors("Could not explain this"):
-            from lib.explain import explain
+            from lib.artifacts.explain import explain
 
             dashboard_view.explanation(
                 explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version, router=as_of.router(ws.data))
@@ -229,7 +230,7 @@ with st.expander("About this view"):
     )
 
 if export_col.button("Export HTML", icon=":material/download:", width="stretch", help="A standalone file with the data embedded; it opens offline."):
-    from lib import export
+    from lib.artifacts import export
 
     st.session_state[state.EXPORT_HTML] = (
         (ctx.slug, version, repr(chosen)),

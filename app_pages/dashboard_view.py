@@ -18,14 +18,15 @@ import pyarrow as pa
 import streamlit as st
 
 from app_pages import ui
-from lib import checks, workspace
-from lib.components import Component, chart, kpi, table, text
-from lib.components.base import COLOR_RE as COLOR
-from lib.diagnostics import ERROR, Diagnostic
-from lib.explain import Explanation
-from lib.formats import readable_text_on
-from lib.render import Rendered, render
-from lib.time_travel import NO_EARLIER_DATA
+from lib.artifacts import checks
+from lib.artifacts.components import Component, chart, kpi, table, text
+from lib.artifacts.components.base import COLOR_RE as COLOR
+from lib.artifacts.explain import Explanation
+from lib.artifacts.render import Rendered, render
+from lib.artifacts.time_travel import NO_EARLIER_DATA
+from lib.core.diagnostics import ERROR, Diagnostic
+from lib.core.formats import readable_text_on
+from lib.memory import workspace
 
 
 def show(rendered: Rendered, explain: Callable[[Component], None] | None = None, draw: Mapping[str, Callable[[Component], None]] | None = None) -> None:
@@ -74,7 +75,7 @@ def filter_bar(states: list, key: Callable[[str], str]) -> dict[str, Any]:
 
 
 def explanation(e: Explanation) -> None:
-    """Where a component's figures come from (lib.explain), drawn inside its popover."""
+    """Where a component's figures come from (lib.artifacts.explain), drawn inside its popover."""
     st.markdown(f"**Where {'these figures come' if e.type != 'kpi' else 'this number comes'} from**")
     chosen = ", ".join(f"{k} = {v}" for k, v in e.filters.items())
     st.caption(f"Filters: {chosen or 'none chosen (all rows)'}")
@@ -150,7 +151,7 @@ def streamlit_spec(chart: Any) -> dict[str, Any]:
     """The Vega-Lite dict st.altair_chart would send for this Altair chart, made once per chart object.
 
     st.altair_chart converts (and so re-validates) the chart on every rerun;
-    lib.components.chart hands back the same chart object while its query
+    lib.artifacts.components.chart hands back the same chart object while its query
     result is cached, so converting once per object and drawing the dict with
     st.vega_lite_chart sends the same element without that cost. Streamlit's
     own conversion is used so the data still travels as Arrow, as before.
@@ -192,7 +193,7 @@ def _text(comp: Component) -> None:
     st.markdown(text.inert_images(comp.markdown))
 
 
-# How the page draws each kind of the registry (lib.components.KINDS), so lib stays free of Streamlit.
+# How the page draws each kind of the registry (lib.artifacts.components.KINDS), so lib stays free of Streamlit.
 # tests/test_components.py checks that every registered kind has one.
 DRAW: dict[str, Callable[[Component], None]] = {kpi.NAME: _kpi, chart.NAME: _chart, table.NAME: _table, text.NAME: _text}
 

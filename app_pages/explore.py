@@ -3,7 +3,7 @@
 Everyone who can view the workspace picks a measure, an aggregation, a
 breakdown, a time grain and filters from the data profile; the page shows the
 SQL it runs and the chart, drawn like any dashboard component. Stewards and
-owners can save it to their draft dashboard; lib.explore runs the checks first
+owners can save it to their draft dashboard; lib.artifacts.explore runs the checks first
 and saves nothing when they fail.
 """
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import dashboard_view, state, ui
-from lib import explore, workspace
-from lib.explore import Filter, Question
-from lib.render import render
-from lib.warehouse import Warehouse
+from lib.artifacts import explore
+from lib.artifacts.explore import Filter, Question
+from lib.artifacts.render import render
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
 
 ctx = ui.context("view")
 st.title("Explore")

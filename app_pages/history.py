@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import state, ui
-from lib.configrepo import MAIN
+from lib.repo.history import MAIN
 
 ctx = ui.context("view")
 st.title("History")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import dashboard_view, report_view, state, ui
-from lib import workspace
-from lib.live import router_for
-from lib.render import CACHE, filter_states
-from lib.report import render_report
-from lib.warehouse import Warehouse
+from lib.artifacts.render import CACHE, filter_states
+from lib.artifacts.report import render_report
+from lib.data.live import router_for
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
 
 ctx = ui.context("view")
 show_draft = (
@@ -65,7 +65,7 @@ for col, kind, label, mime in ((pdf_col, "pdf", "PDF", "application/pdf"), (html
     if kind in files:
         col.download_button(f"Download {label}", files[kind], file_name=f"{ctx.slug}-report.{kind}", mime=mime, width="stretch", key=f"report_download_{kind}")
     elif col.button(f"Export {label}", icon=":material/download:", width="stretch", key=f"report_export_{kind}"):
-        from lib import report_export
+        from lib.artifacts import report_export
 
         with ui.user_errors(f"Could not export the report as {label}"), st.spinner(f"Writing the {label}…"):
             html = report_export.to_html(rendered)

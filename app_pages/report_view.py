@@ -12,10 +12,11 @@ import pyarrow as pa
 import streamlit as st
 
 from app_pages import dashboard_view, ui
-from lib import checks, workspace
-from lib.components import text as text_kind
-from lib.diagnostics import Diagnostic
-from lib.report import RenderedReport, render_report
+from lib.artifacts import checks
+from lib.artifacts.components import text as text_kind
+from lib.artifacts.report import RenderedReport, render_report
+from lib.core.diagnostics import Diagnostic
+from lib.memory import workspace
 
 
 def header(title: str, description: str, where: Any = st) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages import state, ui
-from lib import checks, workspace
-from lib.configrepo import PublishConflict
-from lib.publish_rules import publish_button
+from lib.artifacts import checks
+from lib.memory import workspace
+from lib.repo.drafts import PublishConflict
+from lib.repo.publish_rules import publish_button
 
 ctx = ui.context("propose")  # drafts are for the people who write them
 
@@ -67,7 +68,7 @@ for d in drafts:
                 if yes.button("Yes, publish", key=f"confirm_{branch}", type="primary"):
                     st.session_state.pop(state.CONFIRM_PUBLISH, None)
                     with ui.user_errors("Could not publish"):  # a PublishConflict or failing checks say what to do
-                        sha = ctx.repo.publish_branch(ctx.user, ctx.slug, branch)
+                        sha = publish.publish_branch(ctx.repo, ctx.user, ctx.slug, branch)
                         st.session_state[state.REVIEW_DONE] = (
                             f"Published {d['user']}'s draft ({', '.join(files)}) as version {sha[:10]}. Everyone now sees it; History lists it."
                         )
@@ -87,7 +88,7 @@ for d in drafts:
             if ctx.repo.has_remote("origin"):
                 if buttons[2].button("Propose (push for a pull request)", key="propose"):
                     with ui.user_errors("Could not push the draft"):
-                        st.success(f"Pushed `{ctx.repo.propose(ctx.user, ctx.slug)}` to origin; open a pull request there.")
+                        st.success(f"Pushed `{publish.propose(ctx.repo, ctx.user, ctx.slug)}` to origin; open a pull request there.")
             else:
                 buttons[2].caption(
                     "Proposals need a shared remote; " + ("set it below." if ctx.user.app_role == "owner" else "ask an app owner to set one on this page.")
@@ -122,9 +123,9 @@ if ctx.user.app_role == "owner":
             "Give an SSH or HTTPS URL without a password (the server uses its SSH key or git credential helper), "
             "or a path to a bare repository."
         )
-        url = st.text_input("Remote URL", value=ctx.repo.remote_url() or "", placeholder="git@github.com:acme/dashboards-config.git")
+        url = st.text_input("Remote URL", value=publish.remote_url(ctx.repo) or "", placeholder="git@github.com:acme/dashboards-config.git")
         if st.form_submit_button("Save the remote"):
             with ui.user_errors("Could not save the remote"):
-                ctx.repo.set_remote(ctx.user, url)
+                publish.set_remote(ctx.repo, ctx.user, url)
                 st.session_state[state.REVIEW_DONE] = "Saved: proposals are pushed there now."
                 st.rerun()

@@ -14,8 +14,8 @@ from typing import Any
 import streamlit as st
 import yaml
 
-from lib import schemas
-from lib.yamlio import YamlSyntaxError, declared_properties, parse, resolve_ref
+from lib.memory import schemas
+from lib.memory.yamlio import YamlSyntaxError, declared_properties, parse, resolve_ref
 
 COLOR_PATTERN = schemas.pattern("dashboard", "color")  # the same in every schema (tests/test_schemas.py)
 LONG_TEXT = {"text", "description", "goal", "markdown"}

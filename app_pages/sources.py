@@ -10,11 +10,14 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import schema_form, state, ui
-from lib import colroles, coltypes, profile, relationships, schemas, settings, workspace
-from lib.connectors import FILE_TYPES, REGISTRY, FetchContext, fetch
-from lib.connectors.csv_source import store_upload
-from lib.warehouse import QueryError, Warehouse
-from lib.yamlio import declared_properties
+from lib.core import settings
+from lib.data import colroles, coltypes, profile
+from lib.data.connectors import FILE_TYPES, REGISTRY, FetchContext, fetch
+from lib.data.connectors.csv_source import store_upload
+from lib.data.sandbox import QueryError
+from lib.data.snapshots import Warehouse
+from lib.memory import relationships, schemas, workspace
+from lib.memory.yamlio import declared_properties
 
 ctx = ui.context("edit")
 st.title("Sources")
@@ -120,7 +123,7 @@ st.divider()
 st.subheader("Data profile")
 prof = ws.get("profile")
 if st.button("Update the profile from the current data", help="Loads your draft's sources, profiles them and saves profile.yaml to your draft."):
-    from lib.refresh import fetch_candidate
+    from lib.data.refresh import fetch_candidate
 
     with st.status("Loading and profiling…") as status:
         # The sources as they are now, even where they no longer fit the recorded
@@ -230,7 +233,7 @@ for rel in sources_doc.get("rejected_relationships") or []:
         st.rerun()
 with st.expander("What the model sees"):
     text = profile.text({**prof, "relationships": rels})
-    from lib import tokens
+    from lib.core import tokens
 
     st.code(text)
     st.caption(f"about {tokens.estimate(text)} tokens")

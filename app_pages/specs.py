@@ -7,9 +7,9 @@ import datetime as dt
 import streamlit as st
 
 from app_pages import dashboard_view, schema_form, state, ui
-from lib import schemas, workspace
-from lib.warehouse import Warehouse
-from lib.yamlio import YamlSyntaxError, parse
+from lib.data.snapshots import Warehouse
+from lib.memory import schemas, workspace
+from lib.memory.yamlio import YamlSyntaxError, parse
 
 ctx = ui.context("edit")
 st.title("Specs")

@@ -13,14 +13,14 @@ AUTH_STATUS = "authentication_status"  # True/False/None: set by app.py's sign-i
 USERNAME = "username"  # the signed-in user name: set by app.py's sign-in; app.py turns it into USER
 SIGN_IN_COOKIE = "sign_in_cookie"  # (cookie value, expiry): set by app.py when the form signs in; app.py writes it to the browser
 SIGNED_OUT = "signed_out"  # True after Sign out: app.py then ignores (and deletes) the cookie this session was opened with
-USER = "user"  # lib.access.User of the signed-in person: set by app.py on every run; ui.context reads it
-CONFIG_REPO = "config_repo"  # the lib.configrepo.ConfigRepo: set by app.py on every run; ui.context and Workspaces read it
+USER = "user"  # lib.roles.access.User of the signed-in person: set by app.py on every run; ui.context reads it
+CONFIG_REPO = "config_repo"  # the lib.repo.configrepo.ConfigRepo: set by app.py on every run; ui.context and Workspaces read it
 METAS = "metas"  # {slug: workspace.yaml meta} the user may see, read once per run by app.py; the pages read it
 SLUG = "slug"  # the open workspace's slug (or None): set by app.py's picker, and by Workspaces (Open, Create)
 WORKSPACE_PICKER = "workspace_picker"  # the sidebar's Workspace box, kept in step with SLUG by app.py
 
 # --- Dashboard -------------------------------------------------------------------------------------------
-REFRESH_REPORT = "refresh_report"  # the last lib.refresh.RefreshReport: set by Dashboard (Refresh, first load)
+REFRESH_REPORT = "refresh_report"  # the last lib.data.refresh.RefreshReport: set by Dashboard (Refresh, first load)
 SWAPS = "swaps"  # {(slug, table): (digest, pyarrow.Table)}: a viewer's own CSVs, set by Dashboard; this session only
 EXPORT_HTML = "export_html"  # ((slug, data version, filters), html text): the prepared export, set by Dashboard
 

@@ -4,7 +4,7 @@ Not a page itself (app.py registers only the page files). Permission checks
 here only decide what to show; lib/ enforces them again on every write.
 
 Errors: a page wraps each action in `with ui.user_errors("Could not publish"):`.
-A lib.errors.DashmemError shows its own message (written for the person); any
+A lib.core.errors.DashmemError shows its own message (written for the person); any
 other exception shows a plain generic message with a reference, and its
 traceback goes to the server log under that reference. Nobody sees a traceback.
 """
@@ -22,15 +22,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 import streamlit as st
 
 from app_pages import state
-from lib import access, workspace
-from lib.access import User
-from lib.configrepo import ConfigRepo
-from lib.diagnostics import ValidationFailed
-from lib.errors import DashmemError
-from lib.warehouse import Warehouse
+from lib.core.diagnostics import ValidationFailed
+from lib.core.errors import DashmemError
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.repo.configrepo import ConfigRepo
+from lib.roles import access
+from lib.roles.access import User
 
 if TYPE_CHECKING:
-    from lib.refresh import RefreshReport
+    from lib.data.refresh import RefreshReport
 
 log = logging.getLogger("dashmem.app")
 
@@ -150,7 +151,7 @@ def context(action: str = "view") -> Context:
 
 def run_refresh(path: Path, wh: Warehouse, label: str, user: User, full: bool = False) -> "RefreshReport":
     """A refresh with a progress bar inside a status box that ends saying how it went."""
-    from lib.refresh import refresh
+    from lib.data.refresh import refresh
 
     box = st.empty()  # the progress shows while it runs; the page's report box says how it went
     report = None
@@ -209,8 +210,8 @@ def workspace_names(metas: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
 def regenerate_button(ctx: Context, report: "RefreshReport", kind: str, *, has_report: bool) -> None:
     """After a refresh found data that no longer fits the dashboard or (`kind` "report") only the report:
     the button that opens Chat with the Regenerate request (or, without a key, the auto-draft on the new data)."""
-    from lib.agent import regenerate_message
-    from lib.model import api_key_available
+    from lib.chat.agent import regenerate_message
+    from lib.chat.model import api_key_available
 
     label = "Regenerate with Claude" if api_key_available() else f"Auto-draft a {kind} on the new data"
     if st.button(label, icon=":material/auto_awesome:", key=f"regenerate_{kind}"):
@@ -242,7 +243,7 @@ def show_diagnostics(diagnostics: list, *, max_items: int = 20, out: Any = None)
 
 def show_check_verdict(found: list, what: str, passed: str = "The checks pass") -> None:
     """The checks' findings on a proposed `what` ("dashboard", "report"): how many errors, or that they pass, then each."""
-    from lib.diagnostics import ERROR
+    from lib.core.diagnostics import ERROR
 
     errors = [d for d in found if d.level == ERROR]
     if errors:
@@ -261,8 +262,8 @@ def show_diff(patches: list[Any]) -> None:
 
 
 def show_changes(changes: list[Any]) -> None:
-    """What a change means (lib.semantic_diff), by category; access and where data comes from as warnings."""
-    from lib.semantic_diff import ATTENTION, CATEGORY_TITLES
+    """What a change means (lib.repo.semantic_diff), by category; access and where data comes from as warnings."""
+    from lib.repo.semantic_diff import ATTENTION, CATEGORY_TITLES
 
     if not changes:
         st.caption("No change in meaning (formatting or order only).")
@@ -288,10 +289,10 @@ def text_diff(old: str, new: str, name: str) -> str:
 def stale_rules_box(ctx: Context, files: dict[str, Any], key: str, done_key: str) -> None:
     """Task rules due for review, each with a one-click "Still holds" that confirms it on the person's draft.
 
-    lib.rule_review decides which rules are stale and checks the steward role when saving;
+    lib.memory.rule_review decides which rules are stale and checks the steward role when saving;
     the message of a confirmation goes to `done_key` for the page to show after the rerun.
     """
-    from lib import rule_review
+    from lib.memory import rule_review
 
     stale = rule_review.stale_rules(files)
     if not stale:

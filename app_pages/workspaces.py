@@ -5,8 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state, ui
-from lib import access, auth, schemas, workspace
-from lib.access import STEWARD
+from lib.memory import schemas, workspace
+from lib.roles import access, auth
+from lib.roles.access import STEWARD
 
 CATEGORY_TITLES = {kind: schemas.title(kind) for kind in schemas.FILES}  # "Task specifications", ...
 IMPORTABLE = ("task", "sources", "output")

@@ -14,7 +14,7 @@ same columns, rows shuffled, measures moved by up to ±15 %, a fixed seed) and
 written over the source file. Phase 2: in each condition
 (bench/ablation_conditions.py) an edit session on V2 gets only the message
 "Regenerate the dashboard with this updated data." plus what that condition
-remembers. A Phase 2 session completes when every lib.checks check passes on
+remembers. A Phase 2 session completes when every lib.artifacts.checks check passes on
 its dashboard over V2 and both specification rules are honoured, whatever the
 condition's prompt showed (bench/ablation_task.py: the dashboard is judged as
 it renders in its condition).
@@ -23,10 +23,10 @@ Per condition: completion rate, input/output/cache tokens, model calls and
 wall time per session, and an exact McNemar test against selective_memory
 over the paired (dataset, run) cells. `--runs N` repeats Phase 1 and every
 Phase 2 cell N times. Separately per dataset: the zero-token refresh from V1
-to V2 with lib.refresh, its time, and proof that no model client was made or
+to V2 with lib.data.refresh, its time, and proof that no model client was made or
 called on that path.
 
-With an Anthropic API key the model is Claude (lib.model.AnthropicClient);
+With an Anthropic API key the model is Claude (lib.chat.model.AnthropicClient);
 without one, or with --scripted, it is bench/scripted_analyst.py, and the
 output says so first. Results go to --out as Markdown and CSV.
 """
@@ -44,14 +44,14 @@ from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow.csv as pacsv
 
-from lib import workspace
-from lib.access import OPERATOR, User
-from lib.agent import run_session
-from lib.model import AnthropicClient, api_key_available
-from lib.profile import build as build_profile
-from lib.refresh import refresh
-from lib.settings import model_id
-from lib.warehouse import Warehouse
+from lib.chat.agent import run_session
+from lib.chat.model import AnthropicClient, api_key_available
+from lib.core.settings import model_id
+from lib.data.profile import build as build_profile
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR, User
 
 from .ablation_conditions import CONDITIONS, Condition, Phase1, SessionClient, phase2_context, phase2_files
 from .ablation_results import SCRIPTED_LABEL, SCRIPTED_NOTICE, Cell, DatasetResult, RefreshMeasure, Study, print_study, write_results
@@ -219,11 +219,11 @@ def watching_model_clients() -> Iterator[dict[str, int]]:
     """Count model clients constructed and model calls made, anywhere in the process, while the block runs.
 
     Wraps the constructors of every client class there is (the SDK's own included) and the project's `create`
-    methods, and restores them after, so the zero-token claim does not rest on lib.refresh's own report.
+    methods, and restores them after, so the zero-token claim does not rest on lib.data.refresh's own report.
     """
     import anthropic
 
-    from lib import model
+    from lib.chat import model
 
     counts = {"made": 0, "calls": 0}
     targets = [(cls, "__init__", "made") for cls in (anthropic.Anthropic, model.AnthropicClient, model.ScriptedModel, ScriptedAnalyst)]

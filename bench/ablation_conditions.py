@@ -2,7 +2,7 @@
 
 Every condition is built from two ingredients, kept in `CONDITIONS`:
 
-- `workspace_parts`: which workspace files lib.compose gets. Composition is
+- `workspace_parts`: which workspace files lib.chat.compose gets. Composition is
   the product's own, unchanged; a condition only leaves files out. The
   workspace's name and access list always stay, since they carry no task
   knowledge and the session's role check needs them.
@@ -25,8 +25,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from lib.agent import Outcome
-from lib.model import ModelClient, TextCallback
+from lib.chat.agent import Outcome
+from lib.chat.model import ModelClient, TextCallback
 
 from .ablation_task import FormattingSpec
 
@@ -124,7 +124,7 @@ def phase2_context(condition: Condition, spec: FormattingSpec, phase1: Phase1) -
 
 @dataclass
 class SessionClient:
-    """Between lib.agent's loop and the model: adds a condition's outside memory to each request, records traffic.
+    """Between lib.chat.agent's loop and the model: adds a condition's outside memory to each request, records traffic.
 
     System texts go right after the base instructions (the base keeps its cache breakpoint, the workspace memory
     its own); replayed messages go before the composed turn. The loop itself, its tools, checks and limits are

@@ -52,7 +52,7 @@ class Cell:
 class RefreshMeasure:
     switched: bool
     seconds: float
-    model_calls: int  # as lib.refresh reports them
+    model_calls: int  # as lib.data.refresh reports them
     clients_made: int  # model clients constructed during the refresh, counted from outside
     client_calls: int  # model calls made during the refresh, counted from outside
 
@@ -185,7 +185,7 @@ def captions(study: Study) -> dict[str, str]:
     return {
         "conditions": (
             f"Phase 2 per condition ({who}), over {len(study.datasets)} dataset(s) x {study.runs} run(s). "
-            "Completed: every lib.checks check passes over V2 and both specification rules hold, as the "
+            "Completed: every lib.artifacts.checks check passes over V2 and both specification rules hold, as the "
             "dashboard renders in its condition. Tokens, calls and wall time are means per session; b/c "
             "counts cells only selective_memory completed / only this condition completed; exact "
             "two-sided McNemar p."
@@ -193,7 +193,7 @@ def captions(study: Study) -> dict[str, str]:
         "datasets": f"Completed Phase 2 cells per dataset ({who}).",
         "setup": (
             "Per dataset: the specification's threshold rule, Phase 1 on V1, and the zero-token refresh from V1 "
-            "to V2 (lib.refresh; model calls and client constructions counted from outside)."
+            "to V2 (lib.data.refresh; model calls and client constructions counted from outside)."
         ),
     }
 

@@ -5,9 +5,9 @@ implies it, so a session can honour it only if something carried it from
 the first session to the second: a background colour for the whole dashboard
 and a threshold colour on a measure taken from the data's profile. Each item
 is also a checkable task rule (`background_color`, `threshold_color` in
-schemas/task.schema.json), so lib.checks verifies it like any other rule.
+schemas/task.schema.json), so lib.artifacts.checks verifies it like any other rule.
 
-Completion of a session is decided by lib.checks alone: every check passes on
+Completion of a session is decided by lib.artifacts.checks alone: every check passes on
 the dashboard over the session's data, and neither specification rule is
 named by any check result (an error, or the warning that the rule applies to
 no component). The two are reported apart, so a valid dashboard that ignores
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from lib import autodraft, checks, workspace
-from lib.diagnostics import ERROR, Diagnostic
+from lib.artifacts import autodraft, checks
+from lib.core.diagnostics import ERROR, Diagnostic
+from lib.memory import workspace
 
 PHASE2_MESSAGE = "Regenerate the dashboard with this updated data."
 # Opens the Phase 1 message only: conversation, not knowledge, so selective memory drops it and a replayed
@@ -92,7 +93,7 @@ class FormattingSpec:
 
 
 def spec_for(dataset: str, profile: Mapping[str, Any]) -> FormattingSpec:
-    """The threshold goes on the measure a dashboard of this data leads with (lib.autodraft's first pick), at its
+    """The threshold goes on the measure a dashboard of this data leads with (lib.artifacts.autodraft's first pick), at its
     median rounded to two significant digits; a table without measures gets it on its record count, at half the
     rows."""
     table = autodraft.main_table(profile)
@@ -133,10 +134,10 @@ class Completion:
 def completion(
     dashboard: Mapping[str, Any], spec: FormattingSpec, tables: Mapping[str, Any], version: str, output: Mapping[str, Any] | None = None
 ) -> Completion:
-    """Run every lib.checks check on `dashboard` over `tables`, with the specification as checkable task rules.
+    """Run every lib.artifacts.checks check on `dashboard` over `tables`, with the specification as checkable task rules.
 
     `output` is the output.yaml the session's condition kept, if any. The dashboard is judged as it renders
-    there: a theme in output.yaml colours the background of a dashboard that sets none (lib.spec.theme_for),
+    there: a theme in output.yaml colours the background of a dashboard that sets none (lib.memory.spec.theme_for),
     and the checks fall back to it in the same way; without output.yaml the dashboard must carry the background.
     """
     ws = workspace.Workspace(

@@ -118,7 +118,7 @@ def session_runs(runs: list[dict]) -> list[tuple[float, float]]:
 async def logged(log: Path, before: int, sessions: int, timeout_s: float = 10) -> list[dict]:
     """The runs logged since `before`, once `sessions` sessions have a finished run there (the line is written
     just after the run's last message is queued, so it may trail the browser's drawing by a moment)."""
-    from lib import runlog
+    from lib.core import runlog
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -130,7 +130,7 @@ async def logged(log: Path, before: int, sessions: int, timeout_s: float = 10) -
 
 async def sign_in_round(browser, url: str, sessions: int, timeout_s: float, server_pid: int, log: Path) -> Round:
     """N new contexts (no cookie) at once: each opens the dashboard's link, signs in and waits for it drawn."""
-    from lib import runlog
+    from lib.core import runlog
 
     before = len(runlog.read(log))
     server_before, all_before = process_tree_cpu(server_pid), process_tree_cpu(os.getpid())
@@ -145,7 +145,7 @@ async def sign_in_round(browser, url: str, sessions: int, timeout_s: float, serv
 async def signed_in_round(browser, url: str, sessions: int, timeout_s: float, server_pid: int, log: Path) -> Round:
     """N contexts sign in one after another (not timed), then all N reload the dashboard at once (timed): each
     reload is a new Streamlit session that the sign-in cookie signs in, as a business user's daily open."""
-    from lib import runlog
+    from lib.core import runlog
 
     pages = [await signed_in_page(browser, url, CHARTS, METRICS, timeout_s) for _ in range(sessions)]
     ready = [page for page in pages if page is not None]
@@ -332,7 +332,7 @@ def apptest_bench(tmp: Path, args) -> None:
     from streamlit.testing.v1 import AppTest
 
     from app_pages import dashboard_view
-    from lib.components import chart
+    from lib.artifacts.components import chart
 
     if not (tmp / "config-repo").exists():  # the browser bench made it already when it ran
         bench_config_repo(tmp, args.rows, SPEC)

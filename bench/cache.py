@@ -22,7 +22,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from lib.access import OPERATOR
+from lib.roles.access import OPERATOR
 
 from .common import print_table, public_datasets
 from .refresh import make_workspace
@@ -44,9 +44,11 @@ def cached_bytes(request: dict) -> int:
 
 
 def prepared_workspace(root: Path, csv: Path) -> dict:
-    from lib import autodraft, profile, workspace
-    from lib.refresh import refresh
-    from lib.warehouse import Warehouse
+    from lib.artifacts import autodraft
+    from lib.data import profile
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.memory import workspace
 
     folder = make_workspace(root, csv)
     wh = Warehouse(root / "cache" / folder.name)
@@ -67,7 +69,7 @@ def main(argv=None) -> None:
     files_on_disk = public_datasets()
     os.environ["DASHMEM_DATA_DIRS"] = str(files_on_disk[0].parent)
 
-    from lib.compose import compose
+    from lib.chat.compose import compose
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,9 @@ GOAL = "issue #16 goal: every chat session's profile at most the workspace budge
 
 
 def main(argv=None) -> None:
-    from lib import compose, tokens, workspace
+    from lib.chat import compose
+    from lib.core import tokens
+    from lib.memory import workspace
 
     from .common import ROOT
 

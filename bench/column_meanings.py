@@ -29,7 +29,7 @@ _AVERAGED = re.compile(r"(rate|ratio|share|pct|percent|attainment|score|age|pric
 
 def baseline(column: dict, rows: int) -> str:
     """The old rule's aggregation of a profiled column: sum, mean or none."""
-    from lib import coltypes
+    from lib.data import coltypes
 
     col, kind, fam = column["name"], column["type"], coltypes.family(column["type"])
     nonnull = rows * (1 - (column.get("null_share") or 0))
@@ -47,7 +47,7 @@ def baseline(column: dict, rows: int) -> str:
 
 
 def main() -> None:
-    from lib import profile
+    from lib.data import profile
     from tests.test_colroles import column_table
 
     cases = yaml.safe_load(LABELLED.read_text(encoding="utf-8"))

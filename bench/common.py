@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lib import settings  # after the path is set
+from lib.core import settings  # after the path is set
 
 DATASETS = settings.get("DASHMEM_DATASETS")
 PUBLIC = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "global_superstore.csv", "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
@@ -140,11 +140,11 @@ def bench_config_repo(tmp: Path, rows: int, spec: dict) -> dict[str, str]:
 
     import git
 
-    from lib import workspace
-    from lib.access import OPERATOR
-    from lib.configrepo import ConfigRepo
-    from lib.refresh import refresh
-    from lib.warehouse import Warehouse
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.memory import workspace
+    from lib.repo.configrepo import ConfigRepo
+    from lib.roles.access import OPERATOR
 
     csv = wide_table_csv(rows)
     env = {

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from lib import workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.warehouse import Warehouse
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 ROOT = Path(__file__).resolve().parent.parent
 PG = "postgresql://postgres@127.0.0.1:5432/test"

@@ -29,8 +29,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from bench.common import DATASETS, median_time, print_table
-from lib import profile, relationships
-from lib.warehouse import quote_ident, sandbox_cursor
+from lib.data import profile
+from lib.data.sandbox import quote_ident, sandbox_cursor
+from lib.memory import relationships
 
 GOAL = "goal (issue #16): precision and recall >= 0.9, no false positive on decoys"
 COST_GOAL = "goal (issue #16): 1M-row tables well under a second"

@@ -133,7 +133,7 @@ def warm_up() -> None:
 
     import pyarrow as pa
 
-    from lib.render import QueryCache, render
+    from lib.artifacts.render import QueryCache, render
 
     rows = pa.table(
         {
@@ -155,11 +155,11 @@ def child(mode: str, folder: Path, cache_root: Path) -> dict:
     """One cold open of the dashboard: the figures of this process only."""
     import sqlalchemy as sa
 
-    from lib import workspace
-    from lib.access import OPERATOR
-    from lib.refresh import refresh
-    from lib.render import render
-    from lib.warehouse import Warehouse
+    from lib.artifacts.render import render
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.memory import workspace
+    from lib.roles.access import OPERATOR
 
     sent: list[tuple[str, object]] = []
     received = [0]
@@ -263,11 +263,11 @@ def make_config_repo(tmp: Path, table: str) -> tuple[dict[str, str], Path, Path]
     """A config repo with the live and the snapshot workspace over `table`; the live one refreshed (its catalogue)."""
     import git
 
-    from lib import workspace
-    from lib.access import OPERATOR
-    from lib.configrepo import ConfigRepo
-    from lib.refresh import refresh
-    from lib.warehouse import Warehouse
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.memory import workspace
+    from lib.repo.configrepo import ConfigRepo
+    from lib.roles.access import OPERATOR
 
     env = {"DASHMEM_CONFIG_REPO": str(tmp / "config-repo"), "DASHMEM_CACHE_DIR": str(tmp / "cache")}
     os.environ.update(env)

@@ -40,9 +40,9 @@ def _seconds(fn) -> float:
 def main(sizes: list[int]) -> None:
     import sqlalchemy as sa
 
-    from lib import live, profile
-    from lib.connectors import sql_source
-    from lib.connectors.base import FetchContext
+    from lib.data import live, profile
+    from lib.data.connectors import sql_source
+    from lib.data.connectors.base import FetchContext
 
     engine = sa.create_engine("postgresql+psycopg2://postgres@127.0.0.1:5432/test")
     ctx = FetchContext(workspace_path=Path.cwd())

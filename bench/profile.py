@@ -59,7 +59,7 @@ QUANTILES = [0.05, 0.25, 0.5, 0.75, 0.95]
 
 
 def pandas_profile(frame) -> dict:
-    """The same statistics as lib.profile, computed as a competent pandas user would (block-wise where pandas can)."""
+    """The same statistics as lib.data.profile, computed as a competent pandas user would (block-wise where pandas can)."""
     from pandas.api import types as pt
 
     out: dict = {"count": frame.count()}
@@ -87,7 +87,7 @@ def pandas_read(case: Path, file: str = "data.csv"):
 
 
 def ours_read(case: Path, file: str = "data.csv"):
-    from lib.connectors import FetchContext, fetch
+    from lib.data.connectors import FetchContext, fetch
 
     os.environ["DASHMEM_DATA_DIRS"] = str(case)
     return fetch({"name": "t", "type": "csv", "path": str(case / file)}, FetchContext(workspace_path=case))
@@ -95,13 +95,13 @@ def ours_read(case: Path, file: str = "data.csv"):
 
 def ours_load(case: Path, file: str = "data.csv"):
     """CSV -> the table as a refresh stores it in the snapshot."""
-    from lib.snapshots import compact_strings
+    from lib.data.snapshots import compact_strings
 
     return compact_strings(ours_read(case, file))
 
 
 def ours_profile(table) -> dict:
-    from lib import profile
+    from lib.data import profile
 
     return profile.build({"t": table})
 
@@ -343,7 +343,7 @@ def superstore_table(rows: int):
     columns again, rotated by 7,919 rows, as `<name> 2`. Deterministic."""
     import pyarrow as pa
 
-    from lib.connectors import FetchContext, fetch
+    from lib.data.connectors import FetchContext, fetch
 
     base = fetch({"name": "t", "type": "csv", "path": str(DATASETS / "global_superstore.csv")}, FetchContext(workspace_path=DATASETS))
     n = base.num_rows

@@ -20,7 +20,7 @@ from .common import DATASETS, PUBLIC
 
 
 def tables() -> dict[str, object]:
-    from lib.connectors import FetchContext, fetch
+    from lib.data.connectors import FetchContext, fetch
 
     from .profile import superstore_table, synthetic_wide
 
@@ -58,7 +58,8 @@ def odd_types():
 def main(argv=None) -> None:
     import os
 
-    from lib import profile, workspace
+    from lib.data import profile
+    from lib.memory import workspace
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lib.access import OPERATOR
+from lib.roles.access import OPERATOR
 
 from .common import ROOT, print_table, public_datasets
 
@@ -39,7 +39,7 @@ COLD_GOAL_RATIO = 1.0  # issue #14: a cold CLI refresh no slower than a cold `im
 
 
 def make_workspace(root: Path, csv: Path) -> Path:
-    from lib import workspace
+    from lib.memory import workspace
 
     folder = root / csv.stem.replace("_", "-").lower()
     workspace.save(folder, workspace.blank(csv.stem, "bench", "2026-11-30"))
@@ -151,8 +151,8 @@ def warm(files: list[Path], repeat: int) -> None:
 
     import pandas as pd
 
-    from lib.refresh import refresh
-    from lib.warehouse import Warehouse
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,7 @@ GOAL = "issue #18 item 6 states no time goal; expected: --all no slower than one
 
 
 def _config_repo(tmp: Path, count: int) -> Path:
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
 
     templates = tmp / "templates"
     demos = ["gdp-explorer", "supply-chain-weekly"]

@@ -96,9 +96,9 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
 
-    from lib.connectors import FetchContext, fetch
-    from lib.render import QueryCache, render
-    from lib.warehouse import Warehouse
+    from lib.artifacts.render import QueryCache, render
+    from lib.data.connectors import FetchContext, fetch
+    from lib.data.snapshots import Warehouse
 
     csv = wide_table_csv(args.rows)
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lib.ops import publish
+
 from .common import ROOT, median_time, print_table
 
 GOAL = "issue #15: pull cheaply, a git fetch at most every N seconds per process; publish pushes with a lock"
@@ -27,14 +29,14 @@ SLUG = "supply-chain-weekly"
 
 
 def _open(root: Path, remote: Path | None):
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
 
     return ConfigRepo.open_or_create(root, ROOT / "workspaces", str(remote) if remote else None)
 
 
 def _publish_times(repo, repeat: int) -> list[float]:
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     olivia = User("olivia", app_role="owner")
     times = []
@@ -43,7 +45,7 @@ def _publish_times(repo, repeat: int) -> list[float]:
         task["rules"][0]["text"] = f"Benchmark edit {n}."
         repo.save(olivia, SLUG, {"task": task}, f"edit {n}")
         start = time.perf_counter()
-        repo.publish(olivia, SLUG)
+        publish.publish(repo, olivia, SLUG)
         times.append(time.perf_counter() - start)
     return times
 
@@ -55,7 +57,7 @@ def main() -> None:
     repeat = max(5, args.repeat)
     import git
 
-    from lib.access import User
+    from lib.roles.access import User
 
     with tempfile.TemporaryDirectory(prefix="bench-replica-") as tmp:
         tmp_path = Path(tmp)

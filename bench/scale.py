@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lib.ops import publish
+
 from .common import ROOT, interleaved_medians, median_time, print_table, wide_table_csv
 
 TEMPLATE = ROOT / "workspaces" / "supply-chain-weekly"  # a small demo workspace (56 kB), copied n times
@@ -59,10 +61,10 @@ def rows_case(n: int, runs: int) -> dict[str, float]:
 
     from bench.profile import pandas_profile
     from bench.refresh import make_workspace
-    from lib import profile
-    from lib.access import OPERATOR
-    from lib.refresh import refresh
-    from lib.warehouse import Warehouse
+    from lib.data import profile
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.roles.access import OPERATOR
 
     csv = wide_table_csv(n)
     dates = [f"date_{i}" for i in range(3)]
@@ -120,7 +122,7 @@ def axis_rows(runs: int, big: bool) -> None:
 
 def axis_columns(runs: int) -> None:
     from bench.profile import pandas_profile, synthetic_wide
-    from lib import profile
+    from lib.data import profile
 
     rows, first = [], None
     for cols in (4, 40, 200, 1000):
@@ -140,8 +142,8 @@ def axis_columns(runs: int) -> None:
 
 def make_config_repo(root: Path, n: int) -> Path:
     """A config repo with n copies of a demo workspace, and sam's draft of the first (a steward mid-edit)."""
-    from lib.access import User
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
+    from lib.roles.access import User
 
     templates = root / "templates"
     for i in range(n):
@@ -153,9 +155,12 @@ def make_config_repo(root: Path, n: int) -> Path:
 
 def uncached_workspaces_for(cr, user) -> dict:
     """What workspaces_for did before issue #14: every workspace.yaml read from git and parsed, every page run."""
-    from lib import access, drafts, workspace
-    from lib.configrepo import MAIN, ConfigRepoError, read_file
-    from lib.yamlio import parse
+    from lib.memory import workspace
+    from lib.memory.yamlio import parse
+    from lib.repo import drafts
+    from lib.repo.gitops import ConfigRepoError
+    from lib.repo.history import MAIN, read_file
+    from lib.roles import access
 
     def meta(slug: str, ref: str = MAIN) -> dict:
         raw = read_file(cr.repo, ref, f"{slug}/{workspace.FILES['workspace']}")
@@ -173,10 +178,11 @@ def uncached_workspaces_for(cr, user) -> dict:
 
 def workspaces_cases(root: Path, n: int) -> dict[str, tuple]:
     """(setup, fn) of each way of getting the metas with n workspaces (see the module docstring)."""
-    from lib import auth
-    from lib.access import User
-    from lib.configrepo import MAIN, ConfigRepo
-    from lib.gitops import SYSTEM, _git, actor_env
+    from lib.repo.configrepo import ConfigRepo
+    from lib.repo.gitops import SYSTEM, _git, actor_env
+    from lib.repo.history import MAIN
+    from lib.roles import auth
+    from lib.roles.access import User
 
     sam = User("sam", app_role="steward")
     path = make_config_repo(root / str(n), n)
@@ -262,8 +268,8 @@ def axis_workspaces(runs: int) -> None:
 
 def make_history(path: Path, slug: str, commits: int) -> None:
     """`commits` commits on main changing the workspace's task.yaml, written in one `git fast-import` (seconds, not minutes)."""
-    from lib.gitops import _git
-    from lib.history import message
+    from lib.repo.gitops import _git
+    from lib.repo.history import message
 
     task = (path / slug / "task.yaml").read_text()
     parent = _git(path, "rev-parse", "main").stdout.strip()
@@ -284,11 +290,11 @@ def make_history(path: Path, slug: str, commits: int) -> None:
 
 def history_cases(root: Path, commits: int) -> dict[str, tuple]:
     """(setup, fn) of the History page's reads, a publish, and git's own, with `commits` commits of one workspace."""
-    from lib.access import User
-    from lib.configrepo import MAIN, ConfigRepo
-    from lib.drafts import git_env
-    from lib.gitops import _git
-    from lib.history import message
+    from lib.repo.configrepo import ConfigRepo
+    from lib.repo.drafts import git_env
+    from lib.repo.gitops import _git
+    from lib.repo.history import MAIN, message
+    from lib.roles.access import User
 
     olivia = User("olivia", app_role="owner")
     slug = "gdp-explorer"
@@ -318,7 +324,7 @@ def history_cases(root: Path, commits: int) -> dict[str, tuple]:
         "diff": (nothing, lambda: cr.diff(slug, oldest, MAIN)),
         "git diff": (nothing, lambda: _git(path, "diff", oldest, MAIN, "--", slug)),
         "undo": (nothing, lambda: cr.undo_stack(olivia, slug)),
-        "publish": (edit_draft, lambda: cr.publish(olivia, slug)),
+        "publish": (edit_draft, lambda: publish.publish(cr, olivia, slug)),
     }
 
 

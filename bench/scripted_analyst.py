@@ -1,4 +1,4 @@
-"""A deterministic stand-in for Claude in the ablation study, behind lib.model's ModelClient interface.
+"""A deterministic stand-in for Claude in the ablation study, behind lib.chat.model's ModelClient interface.
 
 Without an API key the study still runs end to end, with this client in the
 model's place. Its numbers show the mechanism (what each condition puts in
@@ -11,14 +11,14 @@ It reads only the request it is sent, and plays one session in three calls:
 2. Write: start from the dashboard the request shows (the current-dashboard
    block of an edit session, else the last `write_dashboard` of a replayed
    conversation) and keep it, as a model told to refine it would. Without
-   one, draft from the profile the request shows (lib.autodraft). Without
+   one, draft from the profile the request shows (lib.artifacts.autodraft). Without
    either it cannot know the columns and says so instead of writing. Then it
    applies each item of the formatting specification whose colour code
    appears anywhere in the request (in the person's words, a task rule, the
    theme, or a dashboard that already carries it), and only those.
 3. Answer in one sentence.
 
-Usage: input tokens are lib.tokens' offline estimate of the request, output
+Usage: input tokens are lib.core.tokens' offline estimate of the request, output
 tokens that of the reply. It reports no cache reads or writes: it has no cache.
 """
 
@@ -29,16 +29,18 @@ import json
 import re
 from typing import Any, Mapping
 
-from lib import autodraft, tokens, workspace
-from lib.model import TextCallback, message, text_block, tool_use_block
-from lib.yamlio import parse
+from lib.artifacts import autodraft
+from lib.chat.model import TextCallback, message, text_block, tool_use_block
+from lib.core import tokens
+from lib.memory import workspace
+from lib.memory.yamlio import parse
 
 from .ablation_task import BACKGROUND_RULE, THRESHOLD_RULE, FormattingSpec
 
 TABLE = "data"  # every study workspace names its one source `data`
 EXPLORE_SQL = f"SELECT count(*) AS row_count FROM {TABLE}"
-PROFILE_HEADING = "# Data profile (profile.yaml"  # lib.compose's profile block (without one: "No data profile yet")
-DASHBOARD_HEADING = "# Current dashboard (dashboard.yaml)"  # lib.compose's dashboard block in edit mode
+PROFILE_HEADING = "# Data profile (profile.yaml"  # lib.chat.compose's profile block (without one: "No data profile yet")
+DASHBOARD_HEADING = "# Current dashboard (dashboard.yaml)"  # lib.chat.compose's dashboard block in edit mode
 
 
 class ScriptedAnalyst:

@@ -47,8 +47,8 @@ KEPT = 6  # KEEP_SNAPSHOTS plus the newest one older than a minute
 
 def load(csv: Path):
     """The table as a refresh gets it: our CSV connector."""
-    from lib.connectors.base import FetchContext
-    from lib.connectors.csv_source import fetch
+    from lib.data.connectors.base import FetchContext
+    from lib.data.connectors.csv_source import fetch
 
     return fetch({"name": "data", "type": "csv", "path": str(csv.resolve())}, FetchContext(workspace_path=csv.resolve().parent))
 
@@ -57,8 +57,8 @@ def write_before(root: Path, snapshot_id: str, tables: dict) -> None:
     """The previous format, as its writer made it: uncompressed IPC files back to back, then the manifest."""
     import pyarrow as pa
 
-    from lib.sandbox import describe
-    from lib.snapshots import compact_strings
+    from lib.data.sandbox import describe
+    from lib.data.snapshots import compact_strings
 
     root.mkdir(parents=True, exist_ok=True)
     manifest = {}
@@ -100,7 +100,7 @@ def small(i: int):
 
 RENDER = r"""
 import sys, time, json, statistics
-from lib.snapshots import Warehouse
+from lib.data.snapshots import Warehouse
 wh, sql = Warehouse(sys.argv[1]), sys.argv[2]
 start = time.perf_counter()
 wh.query(sql)
@@ -131,7 +131,7 @@ def dashboard_query(table) -> str:
     """A GROUP BY a dashboard would run: the first text column, the sum of the first numeric one."""
     import pyarrow as pa
 
-    from lib.sandbox import quote_ident
+    from lib.data.sandbox import quote_ident
 
     text = next((f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)), None)
     number = next((f.name for f in table.schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)), None)
@@ -142,7 +142,7 @@ def dashboard_query(table) -> str:
 
 
 def snapshot_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
-    from lib.snapshots import Warehouse
+    from lib.data.snapshots import Warehouse
 
     table = load(csv)
     sql = dashboard_query(table)
@@ -201,7 +201,7 @@ def formats_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lib.snapshots import compact_strings
+    from lib.data.snapshots import compact_strings
 
     table = compact_strings(load(csv))
     sql = dashboard_query(table)
@@ -309,7 +309,7 @@ def csv_rows(csv: Path, repeat: int) -> list[list[object]]:
         return duckdb.connect().sql(f"SELECT * FROM read_csv('{csv}')").to_arrow_table()
 
     def ours_streamed():  # before issue #14: every file over STREAM_ABOVE_BYTES was parsed block by block
-        from lib.connectors import csv_source
+        from lib.data.connectors import csv_source
 
         available = csv_source.available_memory
         csv_source.available_memory = lambda: 0

@@ -176,8 +176,8 @@ def child(method: str, backend: str, rows: int, query_mode: bool) -> dict:
     import pyarrow as pa
     import sqlalchemy as sa
 
-    from lib.connectors import fetch
-    from lib.connectors.base import FetchContext
+    from lib.data.connectors import fetch
+    from lib.data.connectors.base import FetchContext
 
     url, name = url_for(backend, rows), table_name(rows)
     if backend == "postgresql":

@@ -107,8 +107,8 @@ def tokenizer_digest(path: Path | None = None) -> str:
 
 @contextlib.contextmanager
 def baseline_estimate() -> Iterator[None]:
-    """lib.tokens.estimate as it was (characters / 3.2), for the same work done the old way."""
-    from lib import tokens
+    """lib.core.tokens.estimate as it was (characters / 3.2), for the same work done the old way."""
+    from lib.core import tokens
 
     kept = tokens.estimate
     tokens.estimate = lambda text: math.ceil(len(text) / 3.2)
@@ -119,11 +119,11 @@ def baseline_estimate() -> Iterator[None]:
 
 
 def dataset_profiles() -> dict[str, dict]:
-    """Each public dataset's profile, as the CSV connector and lib.profile make it."""
+    """Each public dataset's profile, as the CSV connector and lib.data.profile make it."""
     files = public_datasets()
     os.environ["DASHMEM_DATA_DIRS"] = str(files[0].parent)
-    from lib import profile
-    from lib.connectors import FetchContext, fetch
+    from lib.data import profile
+    from lib.data.connectors import FetchContext, fetch
 
     out = {}
     for csv in files:
@@ -134,7 +134,8 @@ def dataset_profiles() -> dict[str, dict]:
 
 def calibration_samples(profiles: dict[str, dict]) -> list[tuple[str, str]]:
     """(name, text) for everything the model is sent, each distinct text once."""
-    from lib import compose, profile
+    from lib.chat import compose
+    from lib.data import profile
 
     samples: list[tuple[str, str]] = []
     for name, prof in profiles.items():
@@ -157,7 +158,7 @@ def calibration_samples(profiles: dict[str, dict]) -> list[tuple[str, str]]:
 
 
 def record(counter: Callable[[str], int], samples: list[tuple[str, str]], digest: str) -> None:
-    from lib.fsutil import atomic_write
+    from lib.core.fsutil import atomic_write
 
     data = {
         "tokenizer": f"{LEGACY_NOTE}; file sha256 {digest}",
@@ -176,7 +177,8 @@ def recorded_samples() -> list[tuple[str, str, int]]:
 
 def budget_rows(profiles: dict[str, dict], counter: Callable[[str], int]) -> tuple[list[list], list[float], list[float]]:
     """Per dataset and budget: the profile fitted by the baseline and by today's estimate, both counted for real."""
-    from lib import profile, tokens
+    from lib.core import tokens
+    from lib.data import profile
 
     rows, old_use, new_use = [], [], []
     for name, prof in profiles.items():
@@ -205,7 +207,7 @@ def budget_rows(profiles: dict[str, dict], counter: Callable[[str], int]) -> tup
 
 
 def calibration_report(measured: list[tuple[str, str, int]]) -> None:
-    from lib import tokens
+    from lib.core import tokens
 
     ratios = sorted(((tokens.estimate(text) / real, math.ceil(len(text) / 3.2) / real, name) for name, text, real in measured), key=lambda r: r[0])
     print_table(["sample (5 lowest estimate/real)", "estimate/real", f"{BASELINE}/real"], [[name, f"{new:.3f}", f"{old:.3f}"] for new, old, name in ratios[:5]])
@@ -218,7 +220,7 @@ def calibration_report(measured: list[tuple[str, str, int]]) -> None:
 
 
 def paper_report(counter: Callable[[str], int], profiles: dict[str, dict], budget: int) -> None:
-    from lib import profile
+    from lib.data import profile
 
     rows, totals = [], {"raw": [], "first 50 rows": [], "summary": []}
     for csv in public_datasets():
@@ -269,7 +271,7 @@ def main(argv=None) -> None:
     parser.add_argument("--no-paper", action="store_true", help="skip the paper's table (it tokenizes the raw CSVs)")
     args = parser.parse_args(argv)
 
-    from lib import tokens
+    from lib.chat import model
 
     try:
         counter = load_real_tokenizer(args.tokenizer)
@@ -284,8 +286,8 @@ def main(argv=None) -> None:
         calibration_report(recorded_samples())
         print(f"\n{GOAL}: not measurable here without the tokenizer; the recorded minimum above is the margin.\n")
         if not args.no_paper:
-            paper_report(lambda text: tokens.count(text)[0], dataset_profiles(), args.budget)
-            print(f"tokens: {tokens.count('x')[1]}.")
+            paper_report(lambda text: model.count_tokens(text)[0], dataset_profiles(), args.budget)
+            print(f"tokens: {model.count_tokens('x')[1]}.")
         return
 
     profiles = dataset_profiles()

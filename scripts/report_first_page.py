@@ -29,7 +29,7 @@ def main() -> None:
 
         from playwright.sync_api import sync_playwright
 
-        from lib import settings
+        from lib.core import settings
 
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(settings.get("DASHMEM_CHROMIUM")), args=["--no-sandbox"])

@@ -8,15 +8,12 @@ from pathlib import Path
 
 import git
 
-from lib import workspace
-from lib.access import User
-from lib.configrepo import (
-    MAIN,
-    ConfigRepo,
-    read_file,
-)
-from lib.diagnostics import has_errors
-from lib.yamlio import parse
+from lib.core.diagnostics import has_errors
+from lib.memory import workspace
+from lib.memory.yamlio import parse
+from lib.repo.configrepo import ConfigRepo
+from lib.repo.history import MAIN, read_file
+from lib.roles.access import User
 
 WORKSPACES = Path(__file__).resolve().parent.parent / "workspaces"  # the shipped templates
 

@@ -70,7 +70,7 @@ def ws_copy(tmp_path):
 @pytest.fixture
 def config_repo(tmp_path, monkeypatch):
     """A fresh config repo created from the shipped templates, plus a bare remote named origin."""
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
 
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
@@ -85,7 +85,7 @@ def config_repo(tmp_path, monkeypatch):
 @pytest.fixture
 def streamlit_secrets(monkeypatch) -> dict:
     """No .streamlit/secrets.toml, whatever the machine has: the dict returned stands in for Streamlit's secrets."""
-    from lib import secrets
+    from lib.memory import secrets
 
     store: dict = {}
 

@@ -1,7 +1,7 @@
 """The ablation harness (bench/ablation.py) run end to end with the scripted model on gdp.csv.
 
 Each condition's Phase 2 prompt is checked for exactly the memory it should
-carry, completion is checked to come from lib.checks, and the refresh from
+carry, completion is checked to come from lib.artifacts.checks, and the refresh from
 V1 to V2 is checked to make no model call. Also: the exact McNemar test on
 known values, and the determinism and bounds of the V2 data.
 """
@@ -37,9 +37,10 @@ from bench.ablation_task import BACKGROUND_RULE, PHASE2_MESSAGE, THRESHOLD_RULE,
 from bench.data_versions import SPREAD, measure_columns, updated_version
 from bench.mcnemar import discordant, mcnemar_exact
 from bench.scripted_analyst import EXPLORE_SQL, ScriptedAnalyst, apply_specification
-from lib import autodraft, profile
-from lib.connectors import FetchContext, fetch
-from lib.model import AnthropicClient, ScriptedModel
+from lib.artifacts import autodraft
+from lib.chat.model import AnthropicClient, ScriptedModel
+from lib.data import profile
+from lib.data.connectors import FetchContext, fetch
 
 from .test_model import MODEL
 

@@ -12,8 +12,8 @@ import dataclasses
 
 import pytest
 
-from lib import access
-from lib.access import OPERATOR, OWNER, STEWARD, VIEWER, PermissionDenied, User
+from lib.roles import access
+from lib.roles.access import OPERATOR, OWNER, STEWARD, VIEWER, PermissionDenied, User
 
 META = {
     "name": "Sales",

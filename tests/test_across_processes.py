@@ -344,9 +344,9 @@ def test_refresh_of_unchanged_data_in_a_new_process_writes_no_snapshot(count, da
 
 PIN = r"""
 import inspect, json, sys
-from lib import workspace
-from lib.access import OPERATOR
-from lib.warehouse import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
+from lib.data.snapshots import Warehouse
 
 wh = Warehouse.for_workspace(sys.argv[1])
 # What the Dashboard page's "Serve this data" does, as an owner (the access arguments are recent: pass what it takes).
@@ -379,8 +379,8 @@ def test_earlier_snapshot_served_from_one_process_is_served_to_others_until_the_
 WRITER = r"""
 import contextlib, io, json, sys
 from pathlib import Path
-from lib import cli, warehouse
-from lib.warehouse import Warehouse
+from lib import cli; from lib.data import snapshots as warehouse
+from lib.data.snapshots import Warehouse
 
 ws, sql = Path(sys.argv[1]), sys.argv[2]
 with contextlib.redirect_stdout(io.StringIO()) as printed:  # the CLI's refresh, in this process
@@ -446,8 +446,8 @@ def test_snapshot_is_read_while_its_writer_is_alive_and_after_it_exits(count, da
 WRITE_AND_READ = r"""
 import contextlib, io, json, sys
 from pathlib import Path
-from lib import cli, warehouse
-from lib.warehouse import Warehouse
+from lib import cli; from lib.data import snapshots as warehouse
+from lib.data.snapshots import Warehouse
 
 ws, sql = Path(sys.argv[1]), sys.argv[2]
 with contextlib.redirect_stdout(io.StringIO()) as printed:  # the CLI's refresh, in this process
@@ -471,7 +471,7 @@ def test_big_table_among_small_ones_in_one_snapshot(data, make_ws, tmp_path):
     [path] = snapshot_files(tmp_path)
     tables = read_manifest(path)["tables"]
     assert list(tables) == names
-    # The big table has a file of its own (lib.snapshots.OWN_FILE_BYTES); the small tables after the first
+    # The big table has a file of its own (lib.data.snapshots.OWN_FILE_BYTES); the small tables after the first
     # start further into the snapshot file: their footers' offsets count from the start of the file.
     assert tables["big"]["file"] and (path.parent / tables["big"]["file"]).stat().st_size > 0
     assert all(tables[n]["offset"] > 0 for n in names[1:] if not tables[n].get("file"))
@@ -495,9 +495,9 @@ def test_big_table_among_small_ones_in_one_snapshot(data, make_ws, tmp_path):
 RENDER_PAGE = r"""
 import json, sys
 from pathlib import Path
-from lib import workspace
-from lib.render import filter_states, render
-from lib.warehouse import Warehouse
+from lib.memory import workspace
+from lib.artifacts.render import filter_states, render
+from lib.data.snapshots import Warehouse
 
 # What app_pages/dashboard.py calls, in a process that did not write the data (a restarted app).
 out = {}

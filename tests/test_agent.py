@@ -19,14 +19,18 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lib import agent, checks, profile, workspace
-from lib.access import OPERATOR, PermissionDenied, User
-from lib.agent import Limits, Outcome, apply_outcome, estimate_cost, files_to_save, regenerate_message, run_session
-from lib.model import ScriptedModel, message, text_block, tool_use_block
-from lib.refresh import RefreshReport, SourceReport, refresh
-from lib.render import QueryCache
-from lib.report import render_report
-from lib.warehouse import Warehouse
+from lib.artifacts import checks
+from lib.artifacts.render import QueryCache
+from lib.artifacts.report import render_report
+from lib.chat import agent
+from lib.chat.agent import Limits, Outcome, apply_outcome, estimate_cost, files_to_save, regenerate_message, run_session
+from lib.chat.model import ScriptedModel, message, text_block, tool_use_block
+from lib.data import profile
+from lib.data.refresh import RefreshReport, SourceReport, refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.ops import publish
+from lib.roles.access import OPERATOR, PermissionDenied, User
 
 from .test_model import MODEL, FakeAPI, error_response, raises
 
@@ -116,7 +120,7 @@ def superstore(config_repo, tmp_path, monkeypatch, dataset):
     assert refresh(draft.workspace_path, wh, user=OPERATOR).ok
     sources = workspace.load(draft.workspace_path)[0].data["sources"]["sources"]
     config_repo.save(ALICE, SLUG, {"profile": profile.build(wh.tables(), sources)}, "Profile the data")
-    config_repo.publish(ALICE, SLUG)
+    publish.publish(config_repo, ALICE, SLUG)
     return config_repo, draft.workspace_path, wh
 
 
@@ -532,7 +536,7 @@ def test_nothing_of_a_session_is_persisted_anywhere(superstore, tmp_path, caplog
         assert phrase not in as_yaml(outcome.draft_dashboard) and phrase not in json.dumps(outcome.proposed_rules)
 
     repo.save(ALICE, SLUG, apply_outcome(files, outcome, ["sales-first"]), "Dashboard from a chat session")
-    repo.publish(ALICE, SLUG)
+    publish.publish(repo, ALICE, SLUG)
     assert workspace.load(repo.published_path(SLUG))[0].data["dashboard"] == SALES_SPEC
 
     kept = "Sales come before profit."  # the accepted rule: persisted, so the search below must find it
@@ -639,6 +643,6 @@ def test_a_session_holds_the_profile_to_the_workspace_budget_and_names_unconfirm
     run_session(files, wh.tables(), wh.current().id, "query", "Which site?", scripted, user=VERA, slug="supply-chain-weekly", model=MODEL, today="2027-02-05")
     request = scripted.requests[0]
     assert "Unconfirmed rules" in request["system"][1]["text"] and "gate-colors-orders, gate-colors-process" in request["system"][1]["text"]
-    from lib import tokens
+    from lib.core import tokens
 
     assert tokens.estimate(request["messages"][0]["content"][0]["text"]) <= 60

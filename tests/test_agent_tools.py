@@ -12,11 +12,12 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from lib import agent_tools, toolbox, workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.toolbox import Toolbox, change_summary, text_table
-from lib.warehouse import Warehouse
+from lib.chat import agent_tools, toolbox
+from lib.chat.toolbox import Toolbox, change_summary, text_table
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import ROOT, WORKSPACES
 

@@ -8,6 +8,8 @@ import sys
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from lib.ops import publish
+
 from .conftest import ROOT
 
 PAGES = ["app_pages/dashboard.py", "app_pages/report.py", "app_pages/chat.py", "app_pages/workspaces.py", "app_pages/history.py"]
@@ -128,9 +130,9 @@ def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
 
 
 def test_viewer_cannot_save_even_by_calling_lib(env):
-    from lib import settings
-    from lib.access import PermissionDenied, User
-    from lib.configrepo import ConfigRepo
+    from lib.core import settings
+    from lib.repo.configrepo import ConfigRepo
+    from lib.roles.access import PermissionDenied, User
 
     at = signed_in("vera")
     repo: ConfigRepo = at.session_state["config_repo"]
@@ -185,8 +187,8 @@ def test_chat_without_a_key_offers_auto_draft(env):
 
 @JOURNEY
 def test_chat_auto_drafts_a_report_checks_it_and_saves_it_to_the_draft(env):
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     at = on_page(signed_in("sam"), "app_pages/chat.py")
     next(r for r in at.radio if r.label == "Draft").set_value("report").run()
@@ -214,7 +216,7 @@ def test_chat_auto_drafts_a_report_checks_it_and_saves_it_to_the_draft(env):
 @pytest.fixture
 def scripted_claude(env, monkeypatch):
     """An API key is 'set' and the page's client is a scripted model (the real SDK path is tested in test_model)."""
-    from lib import model
+    from lib.chat import model
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     script: list = []
@@ -224,8 +226,8 @@ def scripted_claude(env, monkeypatch):
 
 @JOURNEY
 def test_chat_edit_session_shows_a_diff_and_saves_to_the_draft(scripted_claude):
-    from lib import workspace
-    from lib.model import message, text_block, tool_use_block
+    from lib.chat.model import message, text_block, tool_use_block
+    from lib.memory import workspace
 
     spec = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["dashboard"]
     spec = {**spec, "title": "Supply chain weekly, refined"}
@@ -259,9 +261,9 @@ def test_a_chat_change_saved_after_another_save_to_the_draft_saves_nothing_and_l
     dashboard over it would drop that save, so it is refused with a plain message and the other save stays."""
     import copy
 
-    from lib import workspace
-    from lib.access import User
-    from lib.model import message, text_block, tool_use_block
+    from lib.chat.model import message, text_block, tool_use_block
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     spec = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["dashboard"]
     scripted_claude.extend(
@@ -287,8 +289,8 @@ def test_a_chat_change_saved_after_another_save_to_the_draft_saves_nothing_and_l
 
 @JOURNEY
 def test_chat_session_that_writes_a_report_shows_its_diff_and_checks_and_saves_it(scripted_claude):
-    from lib import workspace
-    from lib.model import message, text_block, tool_use_block
+    from lib.chat.model import message, text_block, tool_use_block
+    from lib.memory import workspace
 
     report = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["report"]
     report = {**report, "title": "Supply chain weekly report, refined"}
@@ -309,7 +311,7 @@ def test_chat_session_that_writes_a_report_shows_its_diff_and_checks_and_saves_i
 
 
 def test_chat_query_mode_for_a_viewer_answers_and_offers_nothing_to_save(scripted_claude):
-    from lib.model import message, text_block, tool_use_block
+    from lib.chat.model import message, text_block, tool_use_block
 
     scripted_claude.extend(
         [
@@ -348,8 +350,8 @@ def test_steward_creates_a_workspace_and_works_on_it_before_publishing(env):
 
 def test_a_failed_first_load_is_not_retried_at_every_click(env, monkeypatch):
     """Each rerun would otherwise wait on the unreachable sources again; the Refresh button retries."""
-    import lib.refresh
-    from lib.refresh import RefreshReport, SourceReport
+    import lib.data.refresh
+    from lib.data.refresh import RefreshReport, SourceReport
 
     calls = []
 
@@ -357,7 +359,7 @@ def test_a_failed_first_load_is_not_retried_at_every_click(env, monkeypatch):
         calls.append(path)
         return RefreshReport(workspace=path.name, sources=[SourceReport("gates", "csv", status="failed", message="source 'gates': timed out")])
 
-    monkeypatch.setattr(lib.refresh, "refresh", unreachable)
+    monkeypatch.setattr(lib.data.refresh, "refresh", unreachable)
     at = signed_in("vera")
     assert len(calls) == 1
     at.run()
@@ -390,7 +392,7 @@ def test_editing_the_goal_changes_only_the_goal_lines(env):
 
 
 def test_a_page_that_fails_shows_a_plain_message_not_a_traceback(env, monkeypatch, caplog):
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
 
     def broken(*args, **kwargs):
         raise RuntimeError("internal detail /srv/secret/path")
@@ -452,7 +454,7 @@ def test_saving_a_dashboard_that_fails_its_checks_needs_an_explicit_choice(env):
 def test_without_a_key_a_schema_change_leads_to_an_auto_draft_on_the_new_data(env):
     import pyarrow.csv as pacsv
 
-    from lib.access import User
+    from lib.roles.access import User
 
     at = signed_in("sam")
     draft = at.session_state["config_repo"].draft(User("sam", app_role="steward"), "supply-chain-weekly")
@@ -503,7 +505,7 @@ def test_a_sources_form_shows_its_own_types_fields_and_saves_nothing_unchanged(e
 
 def test_the_profile_has_a_readable_chart_per_column(env):
     at = on_page(signed_in("sam"), "app_pages/sources.py")
-    from lib import workspace
+    from lib.memory import workspace
 
     prof = workspace.load(ROOT / "workspaces" / "supply-chain-weekly")[0].data["profile"]
     columns = [c for t in prof["tables"] for c in t["columns"]]
@@ -559,8 +561,8 @@ def test_the_apps_owners_see_a_workspace_a_steward_created_and_not_published(env
 
 
 def test_an_owner_opening_a_stewards_unpublished_workspace_sees_the_stewards_draft_and_creates_nothing(env):
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     at = signed_in("sam")
     repo = at.session_state["config_repo"]
@@ -604,7 +606,7 @@ def test_a_steward_can_ask_the_refresh_button_for_a_full_reload_and_a_viewer_can
     import shutil
     import sqlite3
 
-    from lib import workspace
+    from lib.memory import workspace
 
     data = env / "data"
     data.mkdir()
@@ -648,7 +650,7 @@ def test_a_multiselect_over_a_live_table_offers_the_databases_values(env, monkey
     import shutil
     import sqlite3
 
-    from lib import workspace
+    from lib.memory import workspace
 
     templates = env / "templates"
     folder = templates / "supply-chain-weekly"
@@ -690,8 +692,8 @@ def test_a_multiselect_over_a_live_table_offers_the_databases_values(env, monkey
 @JOURNEY
 def test_a_steward_confirms_and_rejects_join_candidates_on_the_sources_page(env, monkeypatch):
     """Candidates from an updated profile; Confirm declares, Reject stops proposing; both outlive the next profile update."""
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     extra = env / "extra"
     extra.mkdir()
@@ -735,8 +737,8 @@ def test_a_steward_confirms_and_rejects_join_candidates_on_the_sources_page(env,
 
 @JOURNEY
 def test_removing_a_source_drops_the_joins_that_name_its_table(env, monkeypatch):
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     extra = env / "extra"
     extra.mkdir()
@@ -764,8 +766,8 @@ def test_removing_a_source_drops_the_joins_that_name_its_table(env, monkeypatch)
 
 
 def test_a_stale_rule_is_flagged_on_specs_and_review_and_still_holds_confirms_it_on_the_draft(env):
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     at = signed_in("sam")
     repo, sam = at.session_state["config_repo"], User("sam", app_role="steward")
@@ -786,8 +788,8 @@ def test_the_dashboard_tells_stewards_the_profile_is_out_of_date_and_updates_it_
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     at = signed_in("sam")
     draft = at.session_state["config_repo"].draft(User("sam", app_role="steward"), "supply-chain-weekly")
@@ -810,8 +812,8 @@ def test_the_dashboard_tells_stewards_the_profile_is_out_of_date_and_updates_it_
 
 
 def test_chat_warns_when_the_workspace_budget_cannot_hold_the_column_names(env):
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     at = signed_in("olivia")
     repo, olivia = at.session_state["config_repo"], User("olivia", app_role="owner")
@@ -825,8 +827,8 @@ def test_chat_warns_when_the_workspace_budget_cannot_hold_the_column_names(env):
 
 @JOURNEY
 def test_review_shows_what_a_draft_means_above_its_yaml_diff(env):
-    from lib import workspace
-    from lib.access import User
+    from lib.memory import workspace
+    from lib.roles.access import User
 
     at = signed_in("olivia")
     repo = at.session_state["config_repo"]
@@ -861,13 +863,13 @@ def test_the_served_app_watches_no_files_and_collects_no_garbage_after_each_run(
 
 def test_two_workspaces_with_the_same_name_are_two_choices_in_the_sidebar(env):
     """Streamlit keeps a choice by its label: a second "Supply chain weekly" opened the first one."""
-    from lib.access import User
+    from lib.roles.access import User
 
     at = signed_in("olivia")
     repo = at.session_state["config_repo"]
     olivia = User("olivia", app_role="owner")
     repo.new_workspace(olivia, "supply-emea", "Supply chain weekly", template="supply-chain-weekly")
-    repo.publish(olivia, "supply-emea")
+    publish.publish(repo, olivia, "supply-emea")
     at.run()
     (picker,) = [s for s in at.selectbox if s.label == "Workspace"]
     assert len(set(picker.options)) == len(picker.options), picker.options

@@ -6,8 +6,8 @@ import bcrypt
 import pytest
 import yaml
 
-from lib import auth
-from lib.access import OWNER, STEWARD, VIEWER, User
+from lib.roles import auth
+from lib.roles.access import OWNER, STEWARD, VIEWER, User
 
 from .conftest import ROOT
 

@@ -12,13 +12,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib import autodraft, checks, live, profile, workspace
-from lib.access import OPERATOR
-from lib.components import chart
-from lib.refresh import refresh
-from lib.render import QueryCache, render
-from lib.report import render_report
-from lib.warehouse import Warehouse
+from lib.artifacts import autodraft, checks
+from lib.artifacts.components import chart
+from lib.artifacts.render import QueryCache, render
+from lib.artifacts.report import render_report
+from lib.data import live, profile
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES
 
@@ -169,10 +171,10 @@ def test_a_profile_written_before_aggregates_were_recorded_still_drafts_averages
     env = {**os.environ, "DASHMEM_DATA_DIRS": str(csv.parent), "PYTHONPATH": str(Path(__file__).parents[1])}
     write = f"""
 from pathlib import Path
-from lib import profile, workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.warehouse import Warehouse
+from lib.data import profile; from lib.memory import workspace
+from lib.roles.access import OPERATOR
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
 folder = Path({str(folder)!r})
 workspace.save(folder, workspace.blank("Cars", "alice", "2026-11-30"))
 workspace.save(folder, {{"sources": {{"sources": [{{"name": "data", "type": "csv", "path": {str(csv)!r}}}]}}}})
@@ -186,7 +188,7 @@ workspace.save(folder, {{"profile": built}})
 """
     draft = f"""
 from pathlib import Path
-from lib import autodraft, workspace
+from lib.artifacts import autodraft; from lib.memory import workspace
 folder = Path({str(folder)!r})
 ws, diags = workspace.load(folder)
 assert diags == [], diags

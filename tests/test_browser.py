@@ -235,7 +235,7 @@ def test_a_viewer_opens_explain_on_a_kpi_and_reads_its_sql_and_source(server, pa
 def test_a_viewer_opens_an_earlier_load_and_sees_its_figure_under_a_banner(server, page):
     import csv
 
-    from lib.formats import format_value
+    from lib.core.formats import format_value
 
     url, tmp = server
     sign_in(page, url, "vera", "vera-demo")
@@ -266,7 +266,7 @@ def test_a_viewer_opens_an_earlier_load_and_sees_its_figure_under_a_banner(serve
 def test_the_run_log_times_each_script_run_in_the_server(server, page):
     """DASHMEM_RUN_LOG (bench.app's server-side measure): a sign-in is two runs of one session, the form and
     then the signed-in page, each logged from the browser's request to its last message queued."""
-    from lib import runlog
+    from lib.core import runlog
 
     url, tmp = server
     log = tmp / "runs.jsonl"

@@ -10,6 +10,8 @@ import re
 import pandas as pd
 import pytest
 
+from lib.ops import publish
+
 from .conftest import WORKSPACES
 from .test_browser import ARTIFACTS, choose_workspace, kpi_value, page, pytestmark, server, sign_in  # noqa: F401  # fixtures and marks
 
@@ -85,12 +87,12 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
 def test_the_exported_html_still_highlights_a_clicked_bar_offline(tmp_path, page):
     import shutil
 
-    from lib import workspace
-    from lib.access import OPERATOR
-    from lib.export import to_html
-    from lib.refresh import refresh
-    from lib.render import QueryCache, render
-    from lib.warehouse import Warehouse
+    from lib.artifacts.export import to_html
+    from lib.artifacts.render import QueryCache, render
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.memory import workspace
+    from lib.roles.access import OPERATOR
 
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
@@ -129,8 +131,8 @@ def day_server(tmp_path_factory):
     """The app on a config repo whose published supply-chain dashboard has a Day filter that the daily line's points drive."""
     import copy
 
-    from lib import workspace
-    from lib.configrepo import ConfigRepo
+    from lib.memory import workspace
+    from lib.repo.configrepo import ConfigRepo
 
     from .configrepo_helpers import OLIVIA, SCW
     from .test_browser import serve
@@ -142,7 +144,7 @@ def day_server(tmp_path_factory):
     dashboard = copy.deepcopy(ws.data["dashboard"])
     by_day(dashboard)
     assert repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "A Day filter the daily line drives")
-    repo.publish(OLIVIA, SCW, "Publish the Day filter")
+    publish.publish(repo, OLIVIA, SCW, "Publish the Day filter")
     yield from serve(tmp)
 
 

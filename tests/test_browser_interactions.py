@@ -31,10 +31,10 @@ def loads(tmp_path_factory):
     """The server's URL and the two loads of the published workspace, oldest first, as pandas frames."""
     import pyarrow as pa
 
-    from lib.access import OPERATOR
-    from lib.configrepo import ConfigRepo
-    from lib.refresh import refresh
-    from lib.warehouse import Warehouse
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.repo.configrepo import ConfigRepo
+    from lib.roles.access import OPERATOR
 
     tmp = tmp_path_factory.mktemp("browser-interactions")
     repo = ConfigRepo.open_or_create(tmp / "config-repo", WORKSPACES)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lib import schemas, workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.render import QueryCache, render
-from lib.warehouse import Warehouse
-from lib.yamlio import parse
+from lib.artifacts.render import QueryCache, render
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import schemas, workspace
+from lib.memory.yamlio import parse
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES, server_engine
 

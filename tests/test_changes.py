@@ -1,4 +1,4 @@
-"""What changed since the last refresh (lib.changes) and data time travel (lib.time_travel).
+"""What changed since the last refresh (lib.artifacts.changes) and data time travel (lib.artifacts.time_travel).
 
 Two real refreshes, each in its own process (`python -m lib refresh`), with
 different CSV data; the previous values and the changes list are then read in
@@ -21,14 +21,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lib import workspace
-from lib.access import PermissionDenied, User
-from lib.changes import ONLY_ONE_LOAD, compare, compare_tables, previous_of
-from lib.drilldown import drilldown
-from lib.explain import explain
-from lib.formats import format_value
-from lib.time_travel import NO_EARLIER_DATA, NoEarlierData, ReadOnlyData, TimeTravelError, open_as_of
-from lib.warehouse import Warehouse
+from lib.artifacts.changes import ONLY_ONE_LOAD, compare, compare_tables, previous_of
+from lib.artifacts.drilldown import drilldown
+from lib.artifacts.explain import explain
+from lib.artifacts.time_travel import NO_EARLIER_DATA, NoEarlierData, ReadOnlyData, TimeTravelError, open_as_of
+from lib.core.formats import format_value
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import PermissionDenied, User
 
 from .conftest import ROOT
 from .test_app import env, signed_in  # noqa: F401 - the app's fixture: its own config repo and cache
@@ -199,8 +199,8 @@ def test_two_refreshes_in_other_processes_give_each_kpi_its_previous_value_and_t
 
 
 def test_a_workspace_with_one_load_has_nothing_to_compare(ws_copy, tmp_path):
-    from lib.access import OPERATOR
-    from lib.refresh import refresh
+    from lib.data.refresh import refresh
+    from lib.roles.access import OPERATOR
 
     folder = ws_copy("supply-chain-weekly")
     wh = Warehouse.for_workspace(folder, tmp_path / "cache")
@@ -437,7 +437,7 @@ def test_what_cannot_be_compared_says_why_and_the_rest_is_still_compared(tmp_pat
 
 
 def test_a_load_pruned_while_a_viewer_looks_at_it_gives_a_plain_message_not_a_crash(env):  # noqa: F811 - the app's fixture
-    from lib.snapshots import KEEP_SNAPSHOTS
+    from lib.data.snapshots import KEEP_SNAPSHOTS
 
     at = signed_in("vera")
     path = at.session_state["config_repo"].published_path("supply-chain-weekly")

@@ -10,9 +10,9 @@ import csv
 
 import pytest
 
-from lib import workspace
-from lib.access import User
-from lib.model import message, text_block, tool_use_block
+from lib.chat.model import message, text_block, tool_use_block
+from lib.memory import workspace
+from lib.roles.access import User
 
 from .conftest import ROOT
 from .test_app import env, on_page, signed_in  # noqa: F401  (env is a fixture)
@@ -51,7 +51,7 @@ def proposed_report(*extra_sections: dict) -> dict:
 @pytest.fixture
 def claude(env, monkeypatch):
     """A key is set and every client the page makes talks to a scripted Anthropic API over a fake HTTP transport."""
-    from lib import model
+    from lib.chat import model
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     api = FakeAPI([])

@@ -7,11 +7,12 @@ import shutil
 
 import pytest
 
-from lib import checks, workspace
-from lib.access import OPERATOR
-from lib.diagnostics import ERROR
-from lib.refresh import refresh
-from lib.warehouse import Warehouse
+from lib.artifacts import checks
+from lib.core.diagnostics import ERROR
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES
 
@@ -123,7 +124,7 @@ def test_references_check_text_placeholder(supply):
 
 def test_literal_values_check(supply):
     ws, tables, version = supply
-    from lib.warehouse import run_query
+    from lib.data.queries import run_query
 
     value = run_query(tables, "SELECT sum(actual) / sum(target) FROM gates").rows[0][0]
     title = f"Attainment {value * 100:.1f}% this week"
@@ -197,7 +198,7 @@ def test_inline_data_check_ignores_column_and_query_names(supply):
 def test_a_division_by_zero_renders_as_infinity_not_a_crash(supply):
     errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(query="SELECT sum(actual) / 0 AS value FROM gates", format=",d"))
     assert not [e for e in errors if e.id == "check.renders"]
-    from lib.formats import format_number
+    from lib.core.formats import format_number
 
     assert format_number(float("inf"), ",d") == "∞" and format_number(float("-inf")) == "−∞" and format_number(float("nan")) == "—"
 
@@ -246,7 +247,7 @@ def test_a_check_that_breaks_is_an_error_naming_it_and_the_others_still_run(supp
 
     broken.__name__ = "check_references"
     monkeypatch.setattr(checks, "ON_DATA", [broken if c is checks.check_references else c for c in checks.ON_DATA])
-    from lib.warehouse import run_query
+    from lib.data.queries import run_query
 
     value = run_query(supply[1], "SELECT sum(actual) / sum(target) FROM gates").rows[0][0]
     errors = run_with(supply, lambda dash, _: component(dash, "kpi_attainment").update(title=f"Attainment {value * 100:.1f}%"))

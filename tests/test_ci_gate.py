@@ -18,7 +18,7 @@ import git
 import pytest
 import yaml
 
-from lib import ci_workflow
+from lib.repo import ci_workflow
 
 from .conftest import ROOT
 

@@ -9,7 +9,8 @@ import tomllib
 
 import yaml
 
-from lib import ci_workflow, cli
+from lib import cli
+from lib.repo import ci_workflow
 
 from .conftest import ROOT
 

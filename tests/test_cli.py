@@ -150,9 +150,9 @@ def test_publish_a_branch_on_a_plain_checkout(plain_checkout):
 _EDIT_DRAFT = """
 import sys
 from pathlib import Path
-from lib import workspace
-from lib.access import User
-from lib.configrepo import ConfigRepo
+from lib.memory import workspace
+from lib.roles.access import User
+from lib.repo.configrepo import ConfigRepo
 
 repo = ConfigRepo.open_or_create(Path(sys.argv[1]), None)
 olivia = User("olivia", app_role="owner")
@@ -244,11 +244,11 @@ def test_bad_arguments_are_one_line_not_a_traceback(args, message):
 
 
 def _user_facing_errors():
-    from lib.access import PermissionDenied
-    from lib.connectors.base import SourceError
-    from lib.export import ExportError
-    from lib.secrets import SecretMissing
-    from lib.warehouse import QueryRefused
+    from lib.artifacts.export import ExportError
+    from lib.data.connectors.base import SourceError
+    from lib.data.sandbox import QueryRefused
+    from lib.memory.secrets import SecretMissing
+    from lib.roles.access import PermissionDenied
 
     return [
         PermissionDenied("sam (steward) may not publish in workspace 'x'"),
@@ -300,7 +300,7 @@ try:
     runpy.run_module("lib", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
     code = exc.code
-workers = sys.modules.get("lib.query_worker")
+workers = sys.modules.get("lib.data.query_worker")
 print("query workers started:", workers._POOL.count if workers else 0)
 sys.exit(code)
 """

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from lib import colroles, coltypes, profile
+from lib.data import colroles, coltypes, profile
 
 LABELLED = Path(__file__).parent / "data" / "column_meanings.yaml"
 CASES = yaml.safe_load(LABELLED.read_text(encoding="utf-8"))
@@ -101,7 +101,7 @@ def test_the_profile_records_the_aggregate_and_the_model_sees_it():
 
 
 def test_a_profile_with_a_wrong_aggregate_is_refused_naming_the_field(tmp_path):
-    from lib import workspace
+    from lib.memory import workspace
 
     folder = tmp_path / "ws"
     workspace.save(folder, workspace.blank("Cars", "alice", "2026-11-30"))

@@ -9,7 +9,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from lib import coltypes
+from lib.data import coltypes
 
 from .conftest import ROOT
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lib import checks, export, schemas, workspace
-from lib.components import KINDS, ComponentKind, kind_of
-from lib.render import QueryCache, render
+from lib.artifacts import checks, export
+from lib.artifacts.components import KINDS, ComponentKind, kind_of
+from lib.artifacts.render import QueryCache, render
+from lib.memory import schemas, workspace
 
 from .conftest import ROOT
 
@@ -92,7 +93,7 @@ def test_the_dashboard_page_draws_every_kind():
 
 
 def test_lib_components_need_no_streamlit_and_load_altair_only_to_draw():
-    code = "import sys, lib.components, lib.render, lib.checks, lib.export; print('streamlit' in sys.modules, 'altair' in sys.modules)"
+    code = "import sys, lib.artifacts.components, lib.artifacts.render, lib.artifacts.checks, lib.artifacts.export; print('streamlit' in sys.modules, 'altair' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -151,7 +152,7 @@ def test_a_failing_component_shows_its_error_in_place():
 
 
 def test_a_warm_rerender_reuses_the_built_chart_and_a_change_rebuilds_it():
-    from lib.components import chart
+    from lib.artifacts.components import chart
 
     files = {"dashboard": {"title": "Sales", "components": [EXAMPLES["chart"]]}}
     cache = QueryCache()
@@ -194,7 +195,7 @@ def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():
         import streamlit as st
 
         from app_pages import dashboard_view
-        from lib.render import QueryCache, render
+        from lib.artifacts.render import QueryCache, render
 
         sales = pa.table({"day": [dt.date(2026, 1, 1), dt.date(2026, 1, 2)], "region": ["north", "south"], "amount": [1.5, 2.0]})
         spec = {
@@ -224,7 +225,7 @@ def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():
 
 
 def test_inert_images_turns_every_markdown_image_into_text_and_leaves_links():
-    from lib.components.text import inert_images
+    from lib.artifacts.components.text import inert_images
 
     shown = inert_images("![a](http://x/p.png) [link](https://x) ![b][ref] !not")
     assert shown == "!\\[a](http://x/p.png) [link](https://x) !\\[b][ref] !not"
@@ -239,7 +240,7 @@ def test_a_select_filter_tells_a_value_named_all_from_every_value(everything):
         import streamlit as st
 
         from app_pages import dashboard_view
-        from lib.render import FilterState
+        from lib.artifacts.render import FilterState
 
         values = st.session_state.setdefault("values", [])
         chosen = dashboard_view.filter_bar([FilterState("region", "select", "Region", values)], key=lambda i: f"f:{i}")

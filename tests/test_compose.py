@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
-from lib import agent_tools, compose, profile, schemas, tokens, workspace
+from lib.chat import agent_tools, compose
+from lib.core import tokens
+from lib.data import profile
+from lib.memory import schemas, workspace
 
 from .conftest import ROOT, WORKSPACES
 
@@ -205,11 +208,11 @@ def test_composes_without_an_api_key_and_without_importing_anthropic(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     script = (
         "import json, sys\n"
-        "import lib.refresh, lib.compose, lib.agent, lib.model\n"
-        f"out = lib.compose.compose_cli({str(WORKSPACES / 'gdp-explorer')!r}, 'Add a trend', 'query')\n"
+        "import lib.data.refresh, lib.chat.compose, lib.chat.agent, lib.chat.model\n"
+        f"out = lib.chat.compose.compose_cli({str(WORKSPACES / 'gdp-explorer')!r}, 'Add a trend', 'query')\n"
         "shown = json.loads(out)\n"
         "assert list(shown) == ['system', 'tools', 'messages'], list(shown)\n"
-        "assert not lib.model.api_key_available()\n"
+        "assert not lib.chat.model.api_key_available()\n"
         "assert 'anthropic' not in sys.modules\n"
         "print('ok', len(out))\n"
     )
@@ -219,7 +222,7 @@ def test_composes_without_an_api_key_and_without_importing_anthropic(tmp_path):
 
 
 def test_compose_cli_refuses_a_workspace_that_does_not_validate(tmp_path):
-    from lib.diagnostics import ValidationFailed
+    from lib.core.diagnostics import ValidationFailed
 
     folder = tmp_path / "broken"
     folder.mkdir()

@@ -12,15 +12,13 @@ from pathlib import Path
 import git
 import pytest
 
-from lib import workspace
-from lib.access import PermissionDenied, User
-from lib.configrepo import (
-    MAIN,
-    ConfigRepo,
-    ConfigRepoError,
-    read_file,
-)
-from lib.diagnostics import ValidationFailed, has_errors
+from lib.core.diagnostics import ValidationFailed, has_errors
+from lib.memory import workspace
+from lib.ops import publish
+from lib.repo.configrepo import ConfigRepo
+from lib.repo.gitops import ConfigRepoError
+from lib.repo.history import MAIN, read_file
+from lib.roles.access import PermissionDenied, User
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
@@ -88,14 +86,14 @@ def test_propose_pushes_draft_branch_to_origin(config_repo):
     edit_rule(repo, SAM, SCW, 5, "Sam proposes ISO weeks everywhere.")
     branch = repo.branch_name(SAM, SCW)
 
-    assert repo.propose(SAM, SCW) == branch
+    assert publish.propose(repo, SAM, SCW) == branch
 
     remote = git.Repo(repo.repo.remotes.origin.url)
     assert remote.bare
     assert remote.commit(f"refs/heads/{branch}").hexsha == sha(repo, branch)
     # proposing again after another save updates the remote branch
     edit_rule(repo, SAM, SCW, 5, "Sam proposes ISO weeks, second try.")
-    repo.propose(SAM, SCW)
+    publish.propose(repo, SAM, SCW)
     assert remote.commit(f"refs/heads/{branch}").hexsha == sha(repo, branch)
 
 
@@ -103,15 +101,15 @@ def test_propose_without_remote_raises_clear_error(config_repo):
     repo = config_repo
     edit_rule(repo, SAM, SCW, 5, "Nowhere to push this.")
     with pytest.raises(ConfigRepoError, match="no remote 'upstream'"):
-        repo.propose(SAM, SCW, remote="upstream")
+        publish.propose(repo, SAM, SCW, remote="upstream")
     repo.repo.delete_remote("origin")
     with pytest.raises(ConfigRepoError, match="no remote 'origin'"):
-        repo.propose(SAM, SCW)
+        publish.propose(repo, SAM, SCW)
 
 
 def test_propose_without_draft_raises(config_repo):
     with pytest.raises(ConfigRepoError, match="no draft"):
-        config_repo.propose(SAM, SCW)
+        publish.propose(config_repo, SAM, SCW)
 
 
 # --------------------------------------------------------------------------- 11. roles
@@ -127,13 +125,13 @@ def test_viewer_cannot_draft_save_publish_revert_or_undo(config_repo):
         with pytest.raises(PermissionDenied):
             repo.save(VERA, slug, {"task": task}, "sneaky")
         with pytest.raises(PermissionDenied):
-            repo.publish(VERA, slug)
+            publish.publish(repo, VERA, slug)
         with pytest.raises(PermissionDenied):
             repo.revert(VERA, slug, main_before)
         with pytest.raises(PermissionDenied):
             repo.undo(VERA, slug)
         with pytest.raises(PermissionDenied):
-            repo.propose(VERA, slug)
+            publish.propose(repo, VERA, slug)
     assert not any(h.name.startswith("draft/vera/") for h in repo.repo.heads)
     assert not (repo.drafts_root / "vera").exists()
     assert sha(repo) == main_before
@@ -144,19 +142,19 @@ def test_steward_cannot_publish_where_policy_forbids(config_repo):
     edit_rule(repo, SAM, SCW, 5, "Sam's change waiting for an owner.")
     main_before = sha(repo)
     with pytest.raises(PermissionDenied, match="policy"):
-        repo.publish(SAM, SCW)
+        publish.publish(repo, SAM, SCW)
     with pytest.raises(PermissionDenied, match="policy"):
-        repo.publish_branch(SAM, SCW, repo.branch_name(SAM, SCW))
+        publish.publish_branch(repo, SAM, SCW, repo.branch_name(SAM, SCW))
     assert sha(repo) == main_before
     # an owner may publish it
-    repo.publish_branch(OLIVIA, SCW, repo.branch_name(SAM, SCW))
+    publish.publish_branch(repo, OLIVIA, SCW, repo.branch_name(SAM, SCW))
     assert rule_text(repo, MAIN, SCW, 5) == "Sam's change waiting for an owner."
 
 
 def test_steward_can_publish_where_policy_allows(config_repo):
     repo = config_repo
     edit_rule(repo, SAM, GDP, 0, "Sam publishes this himself.")
-    new_main = repo.publish(SAM, GDP)
+    new_main = publish.publish(repo, SAM, GDP)
     assert sha(repo) == new_main
     assert repo.repo.commit(new_main).author.name == "sam"
     assert rule_text(repo, MAIN, GDP, 0) == "Sam publishes this himself."
@@ -170,7 +168,7 @@ def test_publish_branch_cannot_carry_changes_to_another_workspace(config_repo):
     edit_rule(repo, SAM, SCW, 5, "Sam sneaks this past the owner.")
     main_before = sha(repo)
     with pytest.raises((PermissionDenied, ConfigRepoError), match=f"{SCW}|only their own draft"):
-        repo.publish_branch(SAM, GDP, repo.branch_name(SAM, SCW))
+        publish.publish_branch(repo, SAM, GDP, repo.branch_name(SAM, SCW))
     assert sha(repo) == main_before
     assert "sneaks" not in rule_text(repo, MAIN, SCW, 5)
     assert_main_clean(repo)
@@ -180,9 +178,9 @@ def test_publish_with_nothing_new_raises(config_repo):
     repo = config_repo
     repo.draft(OLIVIA, GDP)
     with pytest.raises(ConfigRepoError, match="nothing to publish"):
-        repo.publish(OLIVIA, GDP)
+        publish.publish(repo, OLIVIA, GDP)
     with pytest.raises(ConfigRepoError, match="no draft"):
-        repo.publish(OLIVIA, SCW)
+        publish.publish(repo, OLIVIA, SCW)
 
 
 @pytest.mark.parametrize("user", [VERA, User("olivia")], ids=["vera", "olivia-with-viewer-app-role"])
@@ -280,7 +278,7 @@ def test_new_workspace_can_be_edited_and_published_by_its_creator(config_repo):
     task = {"goal": "Track the team's KPIs.", "rules": [{"id": "weekly", "text": "Report weekly.", "author": "olivia", "created": "2026-12-01"}]}
     assert repo.save(OLIVIA, "team-kpis", {"task": task}, "First rule") is not None
 
-    repo.publish(OLIVIA, "team-kpis")
+    publish.publish(repo, OLIVIA, "team-kpis")
 
     assert "team-kpis" in repo.slugs()
     assert rule_text(repo, MAIN, "team-kpis", 0) == "Report weekly."
@@ -391,7 +389,7 @@ def test_a_source_password_is_saved_only_as_a_reference(config_repo, monkeypatch
         repo.save(olivia, "gdp-explorer", in_url, "Oops again")
     assert secret not in str(info.value)
     assert repo.repo.heads["draft/olivia/gdp-explorer"].commit.hexsha == head
-    repo.publish(olivia, "gdp-explorer")
+    publish.publish(repo, olivia, "gdp-explorer")
     everything = _all_repo_bytes(repo.path) + _all_repo_bytes(repo.drafts_root)
     assert b"env:REPORTING_DB_PASSWORD" in everything
     assert secret.encode() not in everything
@@ -403,7 +401,7 @@ def _restrict_gdp_to_owner(repo):
     meta = workspace.load(d.workspace_path)[0].data["workspace"]
     meta["access"] = {"owners": ["olivia"], "stewards": ["sam"], "viewers": ["olivia"]}
     repo.save(olivia, "gdp-explorer", {"workspace": meta}, "restrict")
-    repo.publish(olivia, "gdp-explorer")
+    publish.publish(repo, olivia, "gdp-explorer")
     return olivia, meta
 
 
@@ -414,7 +412,7 @@ def test_revert_cannot_smuggle_an_access_change_into_main(config_repo):
     olivia, meta = _restrict_gdp_to_owner(repo)
     repo.revert(sam, "gdp-explorer", before)  # a steward's revert brings the old access list back
     with pytest.raises(PermissionDenied, match="manage_access"):
-        repo.publish(sam, "gdp-explorer")
+        publish.publish(repo, sam, "gdp-explorer")
     assert repo.meta("gdp-explorer")["access"]["viewers"] == ["olivia"]
     assert not repo.repo.is_dirty(untracked_files=True)
 
@@ -426,16 +424,16 @@ def test_stewards_publish_only_their_own_draft_and_nobody_publishes_a_rejected_o
     meta = workspace.load(d.workspace_path)[0].data["workspace"]
     meta["access"]["stewards"] = ["sam", "ann"]
     repo.save(olivia, "gdp-explorer", {"workspace": meta}, "add ann")
-    repo.publish(olivia, "gdp-explorer")
+    publish.publish(repo, olivia, "gdp-explorer")
     d = repo.draft(ann, "gdp-explorer")
     task = workspace.load(d.workspace_path)[0].data["task"]
     task["goal"] = "WIP, not ready"
     repo.save(ann, "gdp-explorer", {"task": task}, "wip")
     with pytest.raises(PermissionDenied, match="only their own draft"):
-        repo.publish_branch(sam, "gdp-explorer", "draft/ann/gdp-explorer")
+        publish.publish_branch(repo, sam, "gdp-explorer", "draft/ann/gdp-explorer")
     kept = repo.reject(olivia, "gdp-explorer", "draft/ann/gdp-explorer")
     with pytest.raises(ConfigRepoError, match="was rejected"):
-        repo.publish_branch(olivia, "gdp-explorer", kept)
+        publish.publish_branch(repo, olivia, "gdp-explorer", kept)
     assert "WIP" not in repo.published_path("gdp-explorer").joinpath("task.yaml").read_text()
 
 
@@ -484,8 +482,8 @@ def test_a_failed_new_workspace_leaves_the_name_free(config_repo):
 def test_a_save_that_fails_on_a_full_disk_says_so_even_when_its_cleanup_fails_too(config_repo, monkeypatch):
     import errno
 
-    from lib import drafts as module  # where a save runs git
-    from lib import workspace as ws_module
+    from lib.memory import workspace as ws_module
+    from lib.repo import drafts as module  # where a save runs git
 
     repo = config_repo
     repo.draft(SAM, SCW)

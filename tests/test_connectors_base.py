@@ -9,8 +9,8 @@ import os
 import pyarrow as pa
 import pytest
 
-from lib.connectors import base
-from lib.connectors.base import FetchContext, SourceError, confined_path, dig, flatten, records_to_table, to_arrow_column
+from lib.data.connectors import base
+from lib.data.connectors.base import FetchContext, SourceError, confined_path, dig, flatten, records_to_table, to_arrow_column
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from lib import schemas
-from lib.connectors.base import FetchContext, SourceError
-from lib.connectors.policy import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S, RetryPolicy, Transient
-from lib.yamlio import parse
+from lib.data.connectors.base import FetchContext, SourceError
+from lib.data.connectors.policy import DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S, RetryPolicy, Transient
+from lib.memory import schemas
+from lib.memory.yamlio import parse
 
 from .conftest import ROOT
 

@@ -32,10 +32,13 @@ from pathlib import Path
 
 import pytest
 
-from lib import workspace
-from lib.access import OPERATOR, User
-from lib.configrepo import MAIN, Busy, ConfigRepo, _locked, read_file
-from lib.yamlio import parse
+from lib.memory import workspace
+from lib.memory.yamlio import parse
+from lib.ops import publish
+from lib.repo.configrepo import ConfigRepo, _locked
+from lib.repo.gitops import Busy
+from lib.repo.history import MAIN, read_file
+from lib.roles.access import OPERATOR, User
 
 from .conftest import ROOT
 
@@ -49,17 +52,18 @@ SEED = 11
 HELPER = r"""
 import json, sys
 from pathlib import Path
+from lib.ops import publish
 
 op, path = sys.argv[1], Path(sys.argv[2])
 # Everything imported first, so that the kills hit the operation, not the imports.
 if op == "refresh":
-    from lib import refresh, warehouse
-    from lib.access import OPERATOR
+    from lib.data import refresh, snapshots as warehouse
+    from lib.roles.access import OPERATOR
 else:
-    from lib.access import User
-    from lib.configrepo import ConfigRepo
+    from lib.roles.access import User
+    from lib.repo.configrepo import ConfigRepo
     if op == "publish":
-        from lib import checks
+        from lib.artifacts import checks
 print("ready", flush=True)
 arg = json.loads(sys.stdin.readline())  # go
 if op == "refresh":
@@ -69,7 +73,7 @@ else:
     olivia = User("olivia", app_role="owner")
     repo = ConfigRepo(path)
     if op == "publish":
-        repo.publish(olivia, arg["slug"])
+        publish.publish(repo, olivia, arg["slug"])
     elif op == "save":
         repo.save(olivia, arg["slug"], arg["files"], "Crash test save")
     elif op == "revert":
@@ -266,7 +270,7 @@ def test_publish_killed_at_any_moment_leaves_main_old_or_new_and_the_next_publis
             assert rule_at(path, MAIN, SCW) == text
         else:
             assert rule_at(path, MAIN, SCW) != text
-            new = repo.publish(OLIVIA, SCW)  # the next publish works, with no hand steps
+            new = publish.publish(repo, OLIVIA, SCW)  # the next publish works, with no hand steps
             assert g(path, "rev-parse", f"{new}^1", f"{new}^2").split() == [old, tip]
             assert_checkout_equals(path, MAIN)
         assert (path / SCW / "task.yaml").read_bytes() == read_file(repo.repo, MAIN, f"{SCW}/task.yaml")
@@ -352,8 +356,8 @@ def test_revert_killed_at_any_moment_keeps_the_draft_whole_and_the_next_revert_w
 
 
 def test_refresh_killed_at_any_moment_serves_the_old_or_the_new_snapshot_and_the_next_refresh_works(ws_copy, tmp_path, monkeypatch):
-    from lib.refresh import refresh
-    from lib.warehouse import Warehouse
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
 
     monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -422,7 +426,7 @@ def test_a_published_checkout_left_mid_merge_is_repaired_on_open_and_publishing_
     assert_checkout_equals(repo.path, MAIN)
     assert "Half-published" not in (repo.path / SCW / "task.yaml").read_text()
     assert branch_tips(repo.path)[f"refs/heads/{MAIN}"] == main_before
-    published = reopened.publish(OLIVIA, SCW)
+    published = publish.publish(reopened, OLIVIA, SCW)
     assert g(repo.path, "rev-parse", f"{published}^1", f"{published}^2").split() == [main_before, branch_tip]
     assert "Half-published" in (repo.path / SCW / "task.yaml").read_text()
     assert_checkout_equals(repo.path, MAIN)
@@ -434,7 +438,7 @@ def test_a_published_checkout_behind_main_is_brought_to_main_and_what_differed_i
     repo = config_repo
     repo.save(OLIVIA, SCW, {"task": task_with_rule(repo, SCW, "Moved main only.")}, "change")
     old = branch_tips(repo.path)[f"refs/heads/{MAIN}"]
-    new = repo.publish(OLIVIA, SCW)
+    new = publish.publish(repo, OLIVIA, SCW)
     g(repo.path, "reset", "-q", "--hard", old)  # the checkout and main as they were ...
     g(repo.path, "update-ref", f"refs/heads/{MAIN}", new, old)  # ... then main moved, the checkout not yet
     (repo.path / SCW / "output.yaml").write_text("# someone's edit\n", encoding="utf-8")
@@ -475,7 +479,7 @@ def test_git_lock_files_left_by_a_killed_git_are_removed_on_open(config_repo):
 
     assert [p for p in stale if p.exists()] == []
     assert (gd / "dashmem-main.lock").exists()  # our own flock files stay
-    reopened.publish(OLIVIA, SCW)
+    publish.publish(reopened, OLIVIA, SCW)
     reopened.save(OLIVIA, SCW, {"task": task_with_rule(reopened, SCW, "Saved after the locks.")}, "again")
     assert_checkout_equals(repo.path, MAIN)
 
@@ -561,7 +565,7 @@ def test_a_draft_left_mid_merge_is_repaired_on_open(config_repo):
     gdp_task = copy.deepcopy(workspace.load(repo.draft(sam, "gdp-explorer").workspace_path)[0].data["task"])
     gdp_task["goal"] = "Published meanwhile."
     repo.save(sam, "gdp-explorer", {"task": gdp_task}, "meanwhile")
-    repo.publish(sam, "gdp-explorer")
+    publish.publish(repo, sam, "gdp-explorer")
     g(draft.path, "merge", "--no-ff", "--no-commit", "-q", MAIN)
     assert (Path(g(draft.path, "rev-parse", "--absolute-git-dir").strip()) / "MERGE_HEAD").exists()
 
@@ -600,7 +604,7 @@ def test_opening_a_sound_repo_changes_nothing(config_repo):
 
 def test_opening_packs_loose_objects_under_every_lock_keeping_what_repairs_kept(config_repo, monkeypatch):
     """git's auto-gc is off under our locks (a detached gc would take lock files of every kind); opening packs instead."""
-    import lib.configrepo as configrepo
+    import lib.repo.configrepo as configrepo
 
     repo = config_repo
     draft = repo.draft(OLIVIA, SCW)

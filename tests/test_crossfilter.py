@@ -11,15 +11,16 @@ import shutil
 import pandas as pd
 import pytest
 
-from lib import checks, schemas, workspace
-from lib.access import OPERATOR
-from lib.components import chart
-from lib.diagnostics import ERROR, WARNING
-from lib.drilldown import DrilldownError, drilldown, rows_sql
-from lib.export import to_html
-from lib.refresh import refresh
-from lib.render import QueryCache, render
-from lib.warehouse import Warehouse
+from lib.artifacts import checks
+from lib.artifacts.components import chart
+from lib.artifacts.drilldown import DrilldownError, drilldown, rows_sql
+from lib.artifacts.export import to_html
+from lib.artifacts.render import QueryCache, render
+from lib.core.diagnostics import ERROR, WARNING
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import schemas, workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES
 
@@ -166,7 +167,7 @@ def test_the_chart_carries_a_point_selection_and_highlights_the_chosen_site(supp
 
 
 def test_explain_shows_the_chart_query_as_it_ran_without_its_driven_filter(supply):
-    from lib.explain import explain
+    from lib.artifacts.explain import explain
 
     ws, tables, version = supply
     e = explain(ws.data, tables, None, "by_site", {"site": ["Brno"]}, version=version)
@@ -313,8 +314,8 @@ def test_a_chosen_site_shows_as_selected_and_clear_selection_restores_the_figure
 
 def test_a_clicked_value_becomes_the_filters_own_option():
     """The browser sends JSON numbers and text; the filter bar takes only its options, each once, in click order."""
-    from lib.render import FilterState
-    from lib.spec import matching_options, selected_points
+    from lib.artifacts.render import FilterState
+    from lib.memory.spec import matching_options, selected_points
 
     sites = FilterState("site", "multiselect", "Sites", options=["Brno", "Lyon", "Porto"])
     assert matching_options(sites.options, ["Lyon", "Nowhere", "Brno", "Lyon"]) == ["Lyon", "Brno"]
@@ -325,8 +326,8 @@ def test_a_clicked_value_becomes_the_filters_own_option():
 
 def test_a_forged_selection_of_many_points_reads_the_options_once_and_keeps_only_options():
     """The selection event is the browser's to write: 200,000 points (or nested objects) must not cost points x options."""
-    from lib.render import FilterState
-    from lib.spec import matching_options
+    from lib.artifacts.render import FilterState
+    from lib.memory.spec import matching_options
 
     class Counted(list):
         passes = 0
@@ -344,8 +345,8 @@ def test_a_forged_selection_of_many_points_reads_the_options_once_and_keeps_only
 def test_a_clicked_days_text_becomes_the_date_option_of_that_day_and_nothing_else():
     import datetime as dt
 
-    from lib.render import FilterState
-    from lib.spec import matching_options
+    from lib.artifacts.render import FilterState
+    from lib.memory.spec import matching_options
 
     days = FilterState("day", "multiselect", "Day", options=[dt.date(2026, 11, 16), dt.date(2026, 11, 17)])
     assert matching_options(days.options, ["2026-11-17", "2026-11-16"]) == [dt.date(2026, 11, 17), dt.date(2026, 11, 16)]
@@ -400,7 +401,7 @@ def test_show_rows_and_explore_on_a_live_sqlite_source_bind_hostile_values(tmp_p
 
     import pyarrow as pa
 
-    from lib import explore
+    from lib.artifacts import explore
 
     hostile = ["it's", 'a"b', "x'; DROP TABLE orders; --", "$1", "日本", "a\x00b", "%", "_"]
     with sqlite3.connect(tmp_path / "local.db") as connection:

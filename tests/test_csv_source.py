@@ -9,9 +9,9 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from lib.connectors import FetchContext, SourceError, fetch
-from lib.connectors import csv_source as csv
-from lib.connectors.csv_source import DATE_FORMAT_KEY, parse_dates, sniff_delimiter, store_upload
+from lib.data.connectors import FetchContext, SourceError, fetch
+from lib.data.connectors import csv_source as csv
+from lib.data.connectors.csv_source import DATE_FORMAT_KEY, parse_dates, sniff_delimiter, store_upload
 
 
 @pytest.fixture
@@ -264,8 +264,8 @@ def test_the_same_mark_for_thousands_and_decimal_is_refused(ctx):
 
 
 def test_the_settings_are_validated_by_the_schema_naming_line_and_field():
-    from lib.schemas import validate_document
-    from lib.yamlio import parse
+    from lib.memory.schemas import validate_document
+    from lib.memory.yamlio import parse
 
     def errors(settings: str) -> list:
         text = f"sources:\n  - name: f\n    type: csv\n    path: f.csv\n{settings}"

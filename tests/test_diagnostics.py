@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from lib.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
+from lib.core.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
 
 
 def test_a_full_diagnostic_prints_as_file_line_field_level_message():

@@ -8,16 +8,13 @@ from __future__ import annotations
 import git
 import pytest
 
-from lib import workspace
-from lib.access import User
-from lib.configrepo import (
-    MAIN,
-    UNDO_DEPTH,
-    ConfigRepoError,
-    PublishConflict,
-    read_file,
-)
-from lib.diagnostics import ValidationFailed
+from lib.core.diagnostics import ValidationFailed
+from lib.memory import workspace
+from lib.ops import publish
+from lib.repo.drafts import UNDO_DEPTH, PublishConflict
+from lib.repo.gitops import ConfigRepoError
+from lib.repo.history import MAIN, read_file
+from lib.roles.access import User
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
@@ -125,7 +122,7 @@ def _conflicting_drafts(repo):
     """Sam's draft and main changed the same rule of gdp-explorer."""
     edit_rule(repo, SAM, GDP, 2, "Sam: latest means the newest complete year.")
     edit_rule(repo, OLIVIA, GDP, 2, "Olivia: latest means the most recent year in the data.")
-    repo.publish(OLIVIA, GDP)
+    publish.publish(repo, OLIVIA, GDP)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +148,7 @@ def test_sync_with_preference_resolves_conflict(config_repo, prefer, expected):
     assert git.Repo(d.path).git.status("--porcelain") == ""
     assert not (worktree_git_dir(d.path) / "MERGE_HEAD").exists()
     # the synced draft now publishes cleanly
-    repo.publish(SAM, GDP)
+    publish.publish(repo, SAM, GDP)
     assert rule_text(repo, MAIN, GDP, 2) == expected
 
 
@@ -178,7 +175,7 @@ def test_sync_when_draft_is_behind_fast_forwards_and_when_up_to_date_returns_non
     repo.draft(SAM, GDP)
     assert repo.sync(SAM, GDP) is None  # nothing new on main
     edit_rule(repo, OLIVIA, GDP, 0, "Published while sam's draft was idle.")
-    published = repo.publish(OLIVIA, GDP)
+    published = publish.publish(repo, OLIVIA, GDP)
     assert repo.sync(SAM, GDP) == published == sha(repo, repo.branch_name(SAM, GDP))
 
 

@@ -11,25 +11,26 @@ import pytest
 
 import lib
 from app_pages import ui
-from lib import errors
-from lib.access import PermissionDenied
-from lib.auth import AuthConfigError
-from lib.autodraft import NothingToDraft
-from lib.configrepo import Busy, ConfigRepoError, PublishConflict
-from lib.connectors.base import SourceError
-from lib.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed
-from lib.errors import DashmemError
-from lib.explain import ExplainError
-from lib.export import ExportError
-from lib.model import ModelError
-from lib.netguard import Refused
-from lib.query_worker import WorkerError
-from lib.schedule import RefreshBusy, ScheduleError
-from lib.secrets import SecretMissing
-from lib.time_travel import NoEarlierData, ReadOnlyData, TimeTravelError
-from lib.warehouse import QueryError, QueryRefused
-from lib.workspace import InvalidName, WorkspaceExists
-from lib.yamlio import YamlSyntaxError
+from lib.artifacts.autodraft import NothingToDraft
+from lib.artifacts.explain import ExplainError
+from lib.artifacts.export import ExportError
+from lib.artifacts.time_travel import NoEarlierData, ReadOnlyData, TimeTravelError
+from lib.chat.model import ModelError
+from lib.core import errors
+from lib.core.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed
+from lib.core.errors import DashmemError
+from lib.data.connectors.base import SourceError
+from lib.data.netguard import Refused
+from lib.data.query_worker import WorkerError
+from lib.data.sandbox import QueryError, QueryRefused
+from lib.memory.secrets import SecretMissing
+from lib.memory.workspace import InvalidName, WorkspaceExists
+from lib.memory.yamlio import YamlSyntaxError
+from lib.ops.schedule import RefreshBusy, ScheduleError
+from lib.repo.drafts import PublishConflict
+from lib.repo.gitops import Busy, ConfigRepoError
+from lib.roles.access import PermissionDenied
+from lib.roles.auth import AuthConfigError
 
 from .test_app import env  # noqa: F401 - the app's fixture: its own config repo and cache
 
@@ -63,10 +64,10 @@ FAMILIES = [
 
 # Raised and caught inside their own module, which turns them into a SourceError; never shown as they are.
 INTERNAL = {
-    "lib.connectors.csv_source._NotUtf8",
-    "lib.connectors.mcp_source.NotRows",
-    "lib.connectors.mcp_source.NoHandshake",
-    "lib.connectors.policy.Transient",
+    "lib.data.connectors.csv_source._NotUtf8",
+    "lib.data.connectors.mcp_source.NotRows",
+    "lib.data.connectors.mcp_source.NoHandshake",
+    "lib.data.connectors.policy.Transient",
 }
 
 
@@ -89,7 +90,7 @@ def test_no_exception_class_in_lib_is_left_out_of_the_model():
             if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name:
                 found[f"{info.name}.{name}"] = obj
     left_out = sorted(name for name, cls in found.items() if not issubclass(cls, DashmemError) and name not in INTERNAL)
-    assert left_out == [], f"user-facing? subclass lib.errors.DashmemError; internal? add to INTERNAL and errors.py: {left_out}"
+    assert left_out == [], f"user-facing? subclass lib.core.errors.DashmemError; internal? add to INTERNAL and errors.py: {left_out}"
     assert all(not issubclass(found[name], DashmemError) for name in INTERNAL)
     assert {f.__name__ for f, _, _ in FAMILIES} <= {cls.__name__ for cls in found.values() if issubclass(cls, DashmemError)}
 
@@ -214,7 +215,7 @@ def test_the_pages_catch_no_exception_types_of_their_own():
     ids=["DashmemError", "unexpected"],
 )
 def test_a_page_action_that_fails_shows_one_plain_message(env, monkeypatch, caplog, raised, shown, hidden):
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
 
     from .test_app import on_page, signed_in
 

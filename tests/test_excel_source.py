@@ -10,7 +10,7 @@ import openpyxl
 import pyarrow as pa
 import pytest
 
-from lib.connectors import FetchContext, SourceError, excel_source, fetch, file_type
+from lib.data.connectors import FetchContext, SourceError, excel_source, fetch, file_type
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_missing_files_empty_sheets_and_paths_outside_the_workspace(ctx, tmp_pat
 
 
 def test_an_uploaded_workbook_is_read_by_its_reference(ctx):
-    from lib.connectors.csv_source import store_upload
+    from lib.data.connectors.csv_source import store_upload
 
     path = workbook(ctx.workspace_path / "local.xlsx", {"S": BUDGET})
     ref = store_upload(ctx.uploads_dir, "budget.xlsx", path.read_bytes())

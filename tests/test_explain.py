@@ -1,4 +1,4 @@
-""" "Explain this number": lib.explain over the demo workspaces, refreshed into a temporary cache,
+""" "Explain this number": lib.artifacts.explain over the demo workspaces, refreshed into a temporary cache,
 checked against the spec and against the CSV files themselves; the CLI in its own processes."""
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from lib import workspace
-from lib.access import OPERATOR
-from lib.explain import ExplainError, explain, inline, parse_filters
-from lib.refresh import refresh
-from lib.render import CACHE, filter_states, render
-from lib.warehouse import Warehouse, run_query
+from lib.artifacts.explain import ExplainError, explain, inline, parse_filters
+from lib.artifacts.render import CACHE, filter_states, render
+from lib.data.queries import run_query
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import ROOT, SERVERS, server_engine, statements_sent
 from .test_app import env  # noqa: F401 - the app's fixture: its own config repo and cache

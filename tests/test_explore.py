@@ -13,13 +13,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib import explore, profile, workspace
-from lib.access import OPERATOR, PermissionDenied
-from lib.diagnostics import ValidationFailed
-from lib.explore import ExploreError, Filter, Question
-from lib.refresh import refresh
-from lib.render import QueryCache, render
-from lib.warehouse import Warehouse
+from lib.artifacts import explore
+from lib.artifacts.explore import ExploreError, Filter, Question
+from lib.artifacts.render import QueryCache, render
+from lib.core.diagnostics import ValidationFailed
+from lib.data import profile
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR, PermissionDenied
 
 from .configrepo_helpers import GDP, SAM, VERA
 from .conftest import DATASETS, ROOT, WORKSPACES
@@ -334,12 +336,12 @@ def _render_one(ws, wh, spec):
 SAVE = """
 import json, sys
 from pathlib import Path
-from lib import explore
-from lib.access import User
-from lib.configrepo import ConfigRepo
-from lib.diagnostics import ValidationFailed
-from lib.refresh import refresh
-from lib.warehouse import Warehouse
+from lib.artifacts import explore
+from lib.roles.access import User
+from lib.repo.configrepo import ConfigRepo
+from lib.core.diagnostics import ValidationFailed
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
 repo = ConfigRepo.open_or_create(Path(sys.argv[1]), Path(sys.argv[2]))
 user = User(sys.argv[3], app_role="steward")
 question = explore.Question("gdp", "Value", "max", breakdown="Country Name", top=3, filters=(explore.Filter("Year", "=", 2020),))
@@ -356,12 +358,12 @@ except ValidationFailed as exc:
 READ = """
 import json, sys
 from pathlib import Path
-from lib import workspace
-from lib.access import User
-from lib.configrepo import ConfigRepo
-from lib.refresh import refresh
-from lib.render import render
-from lib.warehouse import Warehouse
+from lib.memory import workspace
+from lib.roles.access import User
+from lib.repo.configrepo import ConfigRepo
+from lib.data.refresh import refresh
+from lib.artifacts.render import render
+from lib.data.snapshots import Warehouse
 repo = ConfigRepo.open_or_create(Path(sys.argv[1]), Path(sys.argv[2]))
 user = User(sys.argv[3], app_role="steward")
 path = repo.draft(user, "gdp-explorer").workspace_path
@@ -470,7 +472,7 @@ def _retitle(repo, title: str) -> None:
 
 
 def test_a_save_that_moves_the_draft_while_a_question_is_checked_is_kept_and_the_question_added_on_top(config_repo, monkeypatch):
-    from lib import checks
+    from lib.artifacts import checks
 
     real, calls = checks.run, []
 
@@ -490,8 +492,8 @@ def test_a_save_that_moves_the_draft_while_a_question_is_checked_is_kept_and_the
 
 
 def test_a_draft_that_keeps_moving_refuses_the_save_plainly_and_loses_nothing(config_repo, monkeypatch):
-    from lib import checks
-    from lib.configrepo import DraftChanged
+    from lib.artifacts import checks
+    from lib.repo.drafts import DraftChanged
 
     real, titles = checks.run, []
 
@@ -512,10 +514,10 @@ def test_a_draft_that_keeps_moving_refuses_the_save_plainly_and_loses_nothing(co
 SAVE_AT_ONCE = """
 import json, sys, time
 from pathlib import Path
-from lib import explore
-from lib.access import User
-from lib.configrepo import ConfigRepo
-from lib.warehouse import Warehouse
+from lib.artifacts import explore
+from lib.roles.access import User
+from lib.repo.configrepo import ConfigRepo
+from lib.data.snapshots import Warehouse
 repo = ConfigRepo.open_or_create(Path(sys.argv[1]), Path(sys.argv[2]))
 user = User(sys.argv[3], app_role="steward")
 question = explore.Question("gdp", "Value", "max", breakdown="Country Name", top=3)
@@ -690,7 +692,7 @@ def test_a_steward_saves_an_exploration_to_the_draft_dashboard(app_env):
     assert any("Saved **explore_actual_by_gate_per_month**" in s.value and "follows the filter bar's site" in s.value for s in at.success), [
         s.value for s in at.success
     ]
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
 
     repo = ConfigRepo.open_or_create(app_env / "config-repo", WORKSPACES)
     ws, _ = workspace.load(repo.draft(SAM, "supply-chain-weekly").workspace_path)

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from lib import export, workspace
-from lib.access import OPERATOR
-from lib.components.text import markdown_to_html
-from lib.diagnostics import ValidationFailed
-from lib.render import Rendered, render
-from lib.warehouse import Warehouse
+from lib.artifacts import export
+from lib.artifacts.components.text import markdown_to_html
+from lib.artifacts.render import Rendered, render
+from lib.core.diagnostics import ValidationFailed
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import ROOT
 
@@ -246,11 +247,11 @@ def test_html_draws_its_charts_offline_in_a_browser(slug, ws_copy, tmp_path):
 def test_the_footer_says_which_filters_the_export_used(tmp_path):
     import shutil
 
-    from lib import workspace
-    from lib.export import to_html
-    from lib.refresh import refresh
-    from lib.render import QueryCache, render
-    from lib.warehouse import Warehouse
+    from lib.artifacts.export import to_html
+    from lib.artifacts.render import QueryCache, render
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.memory import workspace
 
     from .conftest import WORKSPACES
 
@@ -290,9 +291,9 @@ def kpi_section(page: str, cid: str) -> str:
 
 
 def test_the_export_shows_each_kpis_value_at_the_previous_load_as_the_page_does(tmp_path):
-    from lib.access import User
-    from lib.changes import compare_tables, previous_of
-    from lib.time_travel import loaded_at, open_as_of
+    from lib.artifacts.changes import compare_tables, previous_of
+    from lib.artifacts.time_travel import loaded_at, open_as_of
+    from lib.roles.access import User
 
     folder, files, wh = three_loads(tmp_path)
     viewer, meta = User("vera", app_role="viewer"), {"access": {"viewers": ["vera"]}}
@@ -320,8 +321,8 @@ def test_the_export_shows_each_kpis_value_at_the_previous_load_as_the_page_does(
 def test_the_cli_export_says_which_load_and_what_each_kpi_was(ws_copy, tmp_path):
     import csv
 
-    from lib.refresh import refresh
-    from lib.time_travel import loaded_at
+    from lib.artifacts.time_travel import loaded_at
+    from lib.data.refresh import refresh
 
     folder = ws_copy("supply-chain-weekly")
     wh = Warehouse(tmp_path / "cache")

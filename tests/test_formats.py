@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from lib.formats import contrast_ratio, format_number, format_value, readable_text_on
+from lib.core.formats import contrast_ratio, format_number, format_value, readable_text_on
 
 
 @pytest.mark.parametrize(
@@ -161,7 +161,7 @@ def test_readable_text_on_picks_the_better_contrast(background, text):
 def test_a_quarter_reads_as_d3_writes_it_and_a_literal_percent_q_stays():
     import datetime as dt
 
-    from lib.formats import format_value
+    from lib.core.formats import format_value
 
     assert [format_value(dt.date(2014, m, 1), "%Y-Q%q") for m in (1, 3, 4, 9, 10, 12)] == ["2014-Q1", "2014-Q1", "2014-Q2", "2014-Q3", "2014-Q4", "2014-Q4"]
     assert format_value(dt.datetime(2014, 12, 1, 0, 0), "%B %Y") == "December 2014"

@@ -1,4 +1,4 @@
-"""lib.fsutil: replacing files and symlinks in one step, on real files."""
+"""lib.core.fsutil: replacing files and symlinks in one step, on real files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from lib import fsutil
+from lib.core import fsutil
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from lib import schemas, workspace, yamlio
-from lib.connectors import FetchContext, SourceError, fetch
-from lib.diagnostics import Diagnostic
-from lib.yamlio import Document, YamlSyntaxError, parse
+from lib.core.diagnostics import Diagnostic
+from lib.data.connectors import FetchContext, SourceError, fetch
+from lib.memory import schemas, workspace, yamlio
+from lib.memory.yamlio import Document, YamlSyntaxError, parse
 
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "dashmem-hypothesis")  # its caches stay out of the checkout
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,4 +1,4 @@
-"""lib.gitops and lib.history on their own: real git repositories in temporary folders, no ConfigRepo."""
+"""lib.repo.gitops and lib.repo.history on their own: real git repositories in temporary folders, no ConfigRepo."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import git
 import pytest
 
-from lib import gitops, history
-from lib.configrepo import Busy, ConfigRepoError
+from lib.repo import gitops, history
+from lib.repo.gitops import Busy, ConfigRepoError
 
 from .conftest import import_each_alone
 
@@ -65,7 +65,7 @@ def test_a_lock_held_elsewhere_times_out_as_busy(tmp_path):
             sys.executable,
             "-c",
             (
-                "import sys, time; from pathlib import Path; from lib.gitops import _locked\n"
+                "import sys, time; from pathlib import Path; from lib.repo.gitops import _locked\n"
                 "with _locked(Path(sys.argv[1]), 'x'):\n    print('held', flush=True); time.sleep(30)\n"
             ),
             str(lock),
@@ -175,7 +175,7 @@ def test_gc_packs_loose_objects(repo):
     assert gitops.loose_objects(repo / ".git") == 0
 
 
-# --------------------------------------------------------------------------- lib.history on a plain checkout
+# --------------------------------------------------------------------------- lib.repo.history on a plain checkout
 
 
 def test_commit_folder_history_diff_and_restore_on_a_plain_checkout(repo):
@@ -230,5 +230,5 @@ def test_a_bare_repo_is_a_clear_error_not_a_type_error(tmp_path):
 
 
 def test_each_module_imports_on_its_own():
-    """The facade and its parts import one another; any of them may be imported first."""
-    import_each_alone([f"lib.{module}" for module in ("gitops", "history", "drafts", "publish", "configrepo")])
+    """Any of the config repo modules may be imported first."""
+    import_each_alone(["lib.repo.gitops", "lib.repo.history", "lib.repo.drafts", "lib.ops.publish", "lib.repo.configrepo"])

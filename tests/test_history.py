@@ -11,15 +11,14 @@ import subprocess
 
 import pytest
 
-from lib import workspace
-from lib.access import User
-from lib.configrepo import (
-    MAIN,
-    UNDO_DEPTH,
-    ConfigRepo,
-    ConfigRepoError,
-)
-from lib.yamlio import parse
+from lib.memory import workspace
+from lib.memory.yamlio import parse
+from lib.ops import publish
+from lib.repo.configrepo import ConfigRepo
+from lib.repo.drafts import UNDO_DEPTH
+from lib.repo.gitops import ConfigRepoError
+from lib.repo.history import MAIN
+from lib.roles.access import User
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
@@ -49,7 +48,7 @@ def test_revert_restores_old_version_byte_for_byte_as_new_commit(config_repo):
     (d.workspace_path / "data" / "extra.csv").write_text("a,b\n1,2\n")  # a data file that v1 did not have
     v2 = repo.save(OLIVIA, GDP, {"workspace": meta, "task": task}, "Version two")
     v3 = edit_rule(repo, OLIVIA, GDP, 0, "Version three.")
-    published = repo.publish(OLIVIA, GDP)
+    published = publish.publish(repo, OLIVIA, GDP)
     history_before = len(repo.history(GDP, ref=d.branch))
     count_before = commit_count(repo, d.branch)
     assert files_at(repo, v1, GDP) != files_at(repo, v3, GDP)
@@ -69,7 +68,7 @@ def test_revert_restores_old_version_byte_for_byte_as_new_commit(config_repo):
     assert repo.repo.commit(new_sha).author.name == "olivia"
     # main is untouched until the revert is published; then main matches v1
     assert rule_text(repo, MAIN, GDP, 0) == "Version three."
-    repo.publish(OLIVIA, GDP, "Back to version one")
+    publish.publish(repo, OLIVIA, GDP, "Back to version one")
     assert files_at(repo, MAIN, GDP) == expected
     assert files_on_disk(repo.path / GDP) == expected
 
@@ -86,9 +85,9 @@ def test_history_lists_publishes_newest_first_for_that_workspace_only(config_rep
     repo = config_repo
     olivia = User("olivia", display_name="Olivia Owner", email="olivia@example.com", app_role="owner")
     edit_rule(repo, olivia, GDP, 0, "First published text.")
-    first = repo.publish(olivia, GDP, "Publish first")
+    first = publish.publish(repo, olivia, GDP, "Publish first")
     edit_rule(repo, olivia, GDP, 0, "Second published text.")
-    second = repo.publish(olivia, GDP, "Publish second")
+    second = publish.publish(repo, olivia, GDP, "Publish second")
 
     versions = repo.history(GDP)
     assert [v.sha for v in versions] == [second, first, versions[-1].sha]
@@ -106,7 +105,7 @@ def test_diff_between_versions_shows_changed_lines_of_task_only(config_repo):
     repo = config_repo
     old_text = rule_text(repo, MAIN, GDP, 2)
     edit_rule(repo, OLIVIA, GDP, 2, "Latest means the newest year in the data.")
-    before, after = sha(repo), repo.publish(OLIVIA, GDP)
+    before, after = sha(repo), publish.publish(repo, OLIVIA, GDP)
 
     diffs = repo.diff(GDP, before, after)
 
@@ -126,7 +125,7 @@ def test_diff_between_versions_shows_changed_lines_of_task_only(config_repo):
 
 def _history_read_commit_by_commit(repo: ConfigRepo, slug: str, ref: str, limit: int) -> list:
     """What `history` returned when it read each commit object through GitPython (the reference)."""
-    from lib.history import version
+    from lib.repo.history import version
 
     return [version(c) for c in repo.repo.iter_commits(ref, paths=slug, max_count=limit, first_parent=(ref == MAIN))]
 
@@ -134,7 +133,7 @@ def _history_read_commit_by_commit(repo: ConfigRepo, slug: str, ref: str, limit:
 def test_history_reads_the_same_versions_as_commit_by_commit(config_repo):
     repo = config_repo
     edit_rule(repo, SAM, GDP, 0, "first change")
-    repo.publish(SAM, GDP)
+    publish.publish(repo, SAM, GDP)
     # A hand-made commit: a non-UTC offset, a name beyond ASCII, a subject, a body and dashmem's trailers.
     task = repo.path / GDP / "task.yaml"
     task.write_text(task.read_text() + "# by hand\n")
@@ -166,7 +165,7 @@ def test_history_reads_the_same_versions_as_commit_by_commit(config_repo):
 
 def _undo_stack_from_500_commits(repo: ConfigRepo, user: User, slug: str) -> list[str]:
     """What `undo_stack` returned when it read the newest 500 first-parent commits every time (the reference)."""
-    from lib.history import ACTION_TRAILER, WORKSPACE_TRAILER, trailer
+    from lib.repo.history import ACTION_TRAILER, WORKSPACE_TRAILER, trailer
 
     stack: list[str] = []
     for commit in reversed(list(repo.repo.iter_commits(repo.branch_name(user, slug), first_parent=True, max_count=500))):
@@ -192,7 +191,7 @@ def test_the_undo_stack_reads_only_back_to_where_undo_starts_afresh_and_says_the
     edit_rule(repo, SAM, GDP, 0, "after the undo")
     assert repo.undo_stack(SAM, GDP) == _undo_stack_from_500_commits(repo, SAM, GDP)
     assert len(repo.undo_stack(SAM, GDP)) == 4
-    repo.publish(SAM, GDP)
+    publish.publish(repo, SAM, GDP)
     assert repo.undo_stack(SAM, GDP) == _undo_stack_from_500_commits(repo, SAM, GDP) and len(repo.undo_stack(SAM, GDP)) == 1
     for i in range(UNDO_DEPTH + 3):  # more saves than the undo depth keeps
         edit_rule(repo, SAM, GDP, 1, f"many {i}")

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from lib import workspace, yamlio
-from lib.connectors import FetchContext, SourceError, fetch
-from lib.connectors.csv_source import fetch_note
-from lib.diagnostics import ValidationFailed, has_errors
+from lib.core.diagnostics import ValidationFailed, has_errors
+from lib.data.connectors import FetchContext, SourceError, fetch
+from lib.data.connectors.csv_source import fetch_note
+from lib.memory import workspace, yamlio
 
 from .conftest import ROOT, WORKSPACES
 
@@ -378,7 +378,7 @@ def test_a_utf16_file_with_a_byte_order_mark_is_read(tmp_path):
 
 
 def test_a_viewers_own_latin1_csv_reads_as_text():
-    from lib.refresh import read_own_file
+    from lib.data.refresh import read_own_file
 
     table, problems = read_own_file(LATIN1_ROWS.encode("cp1252"), "own.csv", "cities", {"Stadt": "VARCHAR"})
     assert problems == [] and table.column("Stadt").to_pylist() == ["Köln", "Zürich", "München"]

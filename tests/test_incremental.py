@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from lib import schemas, workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.warehouse import Warehouse
-from lib.yamlio import parse
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import schemas, workspace
+from lib.memory.yamlio import parse
+from lib.roles.access import OPERATOR
 
 from .conftest import ROOT, WORKSPACES, server_engine, statements_sent
 
@@ -218,8 +218,8 @@ def test_a_full_reload_sees_rows_updated_and_deleted_in_place(db, tmp_path):
 
 
 def test_only_stewards_may_ask_for_a_full_reload(db, tmp_path):
-    from lib.access import User
-    from lib.errors import DashmemError
+    from lib.core.errors import DashmemError
+    from lib.roles.access import User
 
     wh = Warehouse(tmp_path / "cache")
     viewer = User("vera")

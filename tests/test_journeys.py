@@ -34,6 +34,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lib.ops import publish
+
 from .conftest import ROOT, WORKSPACES
 
 CHROMIUM = "/usr/bin/chromium"
@@ -329,8 +331,8 @@ def attainment(site: str | None = None) -> str:
 
 def lib_second_source(app: App, user, csv_path: Path) -> dict:
     """Add the sites source to `user`'s draft through lib, as the upload form would; returns the source."""
-    from lib.configrepo import ConfigRepo
-    from lib.connectors.csv_source import store_upload
+    from lib.data.connectors.csv_source import store_upload
+    from lib.repo.configrepo import ConfigRepo
 
     repo = ConfigRepo.open_or_create(app.config, WORKSPACES)
     stored = store_upload(app.cache / "uploads" / SLUG, csv_path.name, csv_path.read_bytes())
@@ -342,8 +344,8 @@ def lib_second_source(app: App, user, csv_path: Path) -> dict:
 
 
 def lib_edit_rule(app: App, user, rule_id: str, text: str) -> None:
-    from lib import workspace
-    from lib.configrepo import ConfigRepo
+    from lib.memory import workspace
+    from lib.repo.configrepo import ConfigRepo
 
     repo = ConfigRepo(app.config)
     ws, _ = workspace.load(repo.draft(user, SLUG).workspace_path)
@@ -516,7 +518,7 @@ def users_with_stan(tmp_path: Path) -> Path:
 
 
 def test_owner_journey(make_app, page, tmp_path):
-    from lib.access import User
+    from lib.roles.access import User
 
     app = make_app(users_with_stan(tmp_path))
     sam = User("sam", "Sam Steward", "sam@example.com", ("steward", "analysts"), "steward")
@@ -591,14 +593,14 @@ def test_owner_journey(make_app, page, tmp_path):
 
 
 def test_viewer_journey(make_app, page, tmp_path):
-    from lib.access import User
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
+    from lib.roles.access import User
 
     app = make_app()
     sam = User("sam", "Sam Steward", "sam@example.com", ("steward", "analysts"), "steward")
     olivia = User("olivia", "Olivia Owner", "olivia@example.com", ("owner",), "owner")
     lib_second_source(app, sam, sites_csv(tmp_path))  # the published workspace has two sources
-    ConfigRepo(app.config).publish_branch(olivia, SLUG, BRANCH_SAM)
+    publish.publish_branch(ConfigRepo(app.config), olivia, SLUG, BRANCH_SAM)
     assert "name: sites" in git_out(app.config, "show", f"main:{SLUG}/sources.yaml")
 
     app.start()

@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from lib import live, workspace
-from lib.access import OPERATOR
-from lib.connectors import sql_source
-from lib.connectors.base import FetchContext
-from lib.refresh import refresh
-from lib.render import QueryCache, render
-from lib.warehouse import QueryError, QueryRefused, Warehouse
+from lib.artifacts.render import QueryCache, render
+from lib.data import live
+from lib.data.connectors import sql_source
+from lib.data.connectors.base import FetchContext
+from lib.data.refresh import refresh
+from lib.data.sandbox import QueryError, QueryRefused
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import ROOT, WORKSPACES, server_engine, statements_sent
 
@@ -135,11 +137,11 @@ def test_refresh_and_render_in_other_processes(pg_table, tmp_path):
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from lib import workspace\n"
-        "from lib.access import OPERATOR\n"
-        "from lib.refresh import refresh\n"
-        "from lib.render import render\n"
-        "from lib.warehouse import Warehouse\n"
+        "from lib.memory import workspace\n"
+        "from lib.roles.access import OPERATOR\n"
+        "from lib.data.refresh import refresh\n"
+        "from lib.artifacts.render import render\n"
+        "from lib.data.snapshots import Warehouse\n"
         "folder, cache, step = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]\n"
         "wh = Warehouse.for_workspace(folder, cache)\n"
         "if step == 'refresh':\n"
@@ -273,7 +275,7 @@ def test_a_dropped_connection_is_tried_again_once_and_an_sql_error_never(server_
     connection_id = CONNECTION_ID[admin.dialect.name]
     dropped = live.run(source, f"SELECT {connection_id} AS id FROM gates LIMIT 1").rows[0][0]
     _drop_connection(admin, dropped)  # the pooled connection is now dead; the pool does not know yet
-    caplog.set_level("INFO", logger="lib.live")
+    caplog.set_level("INFO", logger="lib.data.live")
     with statements_sent() as sent:
         result = live.run(source, f"SELECT count(*) AS n, {connection_id} AS id FROM gates")
     assert result.rows[0][0] == rows and result.rows[0][1] != dropped  # answered, on a new connection
@@ -526,7 +528,7 @@ def test_snapshot_queries_of_a_workspace_with_a_live_source_do_not_depend_on_sql
 
 def test_the_models_run_sql_reads_a_live_table_in_its_database(pg_table, tmp_path):
     """The model's query tool must not see the snapshot's empty stand-in of a live table."""
-    from lib.toolbox import Toolbox
+    from lib.chat.toolbox import Toolbox
 
     _, table = pg_table
     source = _source(table)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from lib import live, profile
-from lib.connectors import sql_source
-from lib.connectors.base import FetchContext
-from lib.live_profile import LiveProfileError
-from lib.schemas import _validator
+from lib.data import live, profile
+from lib.data.connectors import sql_source
+from lib.data.connectors.base import FetchContext
+from lib.data.live_profile import LiveProfileError
+from lib.memory.schemas import _validator
 
 from .conftest import server_engine
 from .test_live import MARIADB_URL, PG_URL
@@ -182,7 +182,7 @@ def test_a_300_column_table_is_profiled_in_batches(pg, tmp_path):
 
 
 def test_a_missing_table_is_a_clear_error(pg, tmp_path):
-    from lib.errors import DashmemError
+    from lib.core.errors import DashmemError
 
     source = {"name": "gone", "type": "sql", "url": PG_URL, "table": "dm_lprof_no_such_table", "mode": "live"}
     stand_in = __import__("pyarrow").table({"x": [1]}).slice(0, 0)
@@ -209,7 +209,7 @@ def test_cli_profile_of_a_live_workspace_is_computed_in_the_database(pg, tmp_pat
             [
                 sys.executable,
                 "-c",
-                "import sys, json; from lib import workspace; ws, _ = workspace.load(sys.argv[1]); print(json.dumps(ws.get('profile')))",
+                "import sys, json; from lib.memory import workspace; ws, _ = workspace.load(sys.argv[1]); print(json.dumps(ws.get('profile')))",
                 str(folder),
             ],
             cwd=ROOT,
@@ -242,7 +242,7 @@ def test_live_profiling_scans_again_on_a_new_connection_when_its_connection_was_
         stand_in = live.catalogue_table(source, FetchContext(workspace_path=tmp_path))
         dropped = live.run(source, f"SELECT {CONNECTION_ID[admin.dialect.name]} AS id FROM t LIMIT 1", workspace_path=tmp_path).rows[0][0]
         _drop_connection(admin, dropped)  # the pooled connection the profile would take is dead
-        caplog.set_level("INFO", logger="lib.live")
+        caplog.set_level("INFO", logger="lib.data.live")
         built = profile.build({"t": stand_in}, [source], workspace_path=tmp_path)
         assert built["tables"][0]["rows"] == 2_000
         assert len([r for r in caplog.records if "trying again" in r.getMessage()]) == 1

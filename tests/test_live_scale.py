@@ -25,9 +25,10 @@ import pytest
 import sqlalchemy as sa
 
 from bench.live import DASHBOARD, REGIONS, create_orders_table
-from lib import live, workspace
-from lib.connectors.base import FetchContext
-from lib.render import QueryCache, render
+from lib.artifacts.render import QueryCache, render
+from lib.data import live
+from lib.data.connectors.base import FetchContext
+from lib.memory import workspace
 
 from .conftest import ROOT, server_engine, statements_sent
 
@@ -174,11 +175,11 @@ def test_the_app_process_renders_5m_rows_in_small_memory(orders_table, snapshot_
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from lib import workspace\n"
-        "from lib.access import OPERATOR\n"
-        "from lib.refresh import refresh\n"
-        "from lib.render import render\n"
-        "from lib.warehouse import Warehouse\n"
+        "from lib.memory import workspace\n"
+        "from lib.roles.access import OPERATOR\n"
+        "from lib.data.refresh import refresh\n"
+        "from lib.artifacts.render import render\n"
+        "from lib.data.snapshots import Warehouse\n"
         "folder = Path(sys.argv[1])\n"
         "wh = Warehouse.for_workspace(folder, Path(sys.argv[2]))\n"
         "report = refresh(folder, wh, user=OPERATOR)\n"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from lib.connectors import fetch, mcp_source
-from lib.connectors.base import FetchContext, SourceError
+from lib.data.connectors import fetch, mcp_source
+from lib.data.connectors.base import FetchContext, SourceError
 from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
 from .conftest import MCP_SERVER as SERVER

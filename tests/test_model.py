@@ -14,8 +14,9 @@ import logging
 import httpx2
 import pytest
 
-from lib import compose, model, workspace
-from lib.model import AnthropicClient, ModelError, ScriptedModel, message, text_block, tool_use_block
+from lib.chat import compose, model
+from lib.chat.model import AnthropicClient, ModelError, ScriptedModel, message, text_block, tool_use_block
+from lib.memory import workspace
 
 from .conftest import WORKSPACES
 

@@ -22,9 +22,9 @@ import anyio
 import httpx2
 import pytest
 
-from lib import netguard
-from lib.connectors import fetch
-from lib.connectors.base import FetchContext, SourceError
+from lib.data import netguard
+from lib.data.connectors import fetch
+from lib.data.connectors.base import FetchContext, SourceError
 
 from .conftest import LocalHTTPServer
 

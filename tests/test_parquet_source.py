@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lib.connectors import FetchContext, SourceError, fetch
-from lib.warehouse import describe
+from lib.data.connectors import FetchContext, SourceError, fetch
+from lib.data.sandbox import describe
 
 
 @pytest.fixture

@@ -10,9 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lib import profile, schemas, tokens, workspace
-from lib.connectors import FetchContext, fetch
-from lib.yamlio import parse
+from lib.core import tokens
+from lib.data import profile
+from lib.data.connectors import FetchContext, fetch
+from lib.memory import schemas, workspace
+from lib.memory.yamlio import parse
 
 PAPER_TOKENS = {"gdp.csv": 339, "adult.csv": 922, "global_superstore_sample1000.csv": 1584, "nyc311_sample5000.csv": 4486}
 
@@ -154,7 +156,7 @@ def test_a_1000_column_table_profiles_within_the_default_memory_limit_after_anot
 
     script = (
         "from bench.profile import synthetic_wide\n"
-        "from lib import profile\n"
+        "from lib.data import profile\n"
         "profile.build({'first': synthetic_wide(20_000, 200, seed=1)})\n"
         "prof = profile.build({'wide': synthetic_wide(20_000, 1000)})\n"
         "cols = prof['tables'][0]['columns']\n"

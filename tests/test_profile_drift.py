@@ -12,8 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lib import profile, profile_drift, workspace
-from lib.access import PermissionDenied
+from lib.data import profile, profile_drift
+from lib.memory import workspace
+from lib.roles.access import PermissionDenied
 
 from .configrepo_helpers import SAM, SCW, VERA
 from .conftest import ROOT
@@ -94,7 +95,7 @@ def run(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     return done
 
 
-DRIFT = "import json, sys\nfrom lib import profile_drift\nprint(json.dumps([[d.column, d.kind] for d in profile_drift.served_drift(sys.argv[1])]))\n"
+DRIFT = "import json, sys\nfrom lib.data import profile_drift\nprint(json.dumps([[d.column, d.kind] for d in profile_drift.served_drift(sys.argv[1])]))\n"
 
 
 def test_a_compatible_refresh_in_one_process_marks_the_profile_out_of_date_in_another_and_after_a_restart(ws_copy, tmp_path):
@@ -121,7 +122,7 @@ def test_a_compatible_refresh_in_one_process_marks_the_profile_out_of_date_in_an
 
     # Updating the profile (what the Dashboard page's button saves) makes it fit again, in any process.
     script = (
-        "import sys\nfrom pathlib import Path\nfrom lib import profile, workspace\nfrom lib.warehouse import Warehouse\n"
+        "import sys\nfrom pathlib import Path\nfrom lib.data import profile; from lib.memory import workspace\nfrom lib.data.snapshots import Warehouse\n"
         "path = Path(sys.argv[1]); ws, _ = workspace.load(path); wh = Warehouse.for_workspace(path)\n"
         "new = profile.build_for(wh.tables(wh.current()), ws.data['sources'], path)\n"
         "workspace.save(path, {'profile': new})\n"

@@ -12,14 +12,12 @@ import threading
 import git
 import pytest
 
-from lib import workspace
-from lib.configrepo import (
-    MAIN,
-    ConfigRepo,
-    PublishConflict,
-    read_file,
-)
-from lib.diagnostics import ValidationFailed, has_errors
+from lib.core.diagnostics import ValidationFailed, has_errors
+from lib.memory import workspace
+from lib.ops import publish
+from lib.repo.configrepo import ConfigRepo
+from lib.repo.drafts import PublishConflict
+from lib.repo.history import MAIN, read_file
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
@@ -55,11 +53,11 @@ def test_owner_publishing_stewards_conflicting_draft_raises_and_keeps_both(confi
     repo = config_repo
     edit_rule(repo, OLIVIA, SCW, 0, "Olivia: gates use the corporate palette.")
     edit_rule(repo, SAM, SCW, 0, "Sam: gates are coloured by site.")
-    repo.publish(OLIVIA, SCW, "Olivia's palette")
+    publish.publish(repo, OLIVIA, SCW, "Olivia's palette")
     main_before = sha(repo)
 
     with pytest.raises(PublishConflict) as exc:
-        repo.publish_branch(OLIVIA, SCW, repo.branch_name(SAM, SCW))
+        publish.publish_branch(repo, OLIVIA, SCW, repo.branch_name(SAM, SCW))
 
     _assert_conflict_kept_both(repo, SCW, exc, main_before, "Olivia: gates use the corporate palette.", "Sam: gates are coloured by site.")
 
@@ -68,11 +66,11 @@ def test_steward_publishing_conflicting_draft_in_gdp_raises_and_keeps_both(confi
     repo = config_repo
     edit_rule(repo, OLIVIA, GDP, 1, "Olivia: drop aggregates from rankings.")
     edit_rule(repo, SAM, GDP, 1, "Sam: show aggregates in a separate table.")
-    repo.publish(OLIVIA, GDP)
+    publish.publish(repo, OLIVIA, GDP)
     main_before = sha(repo)
 
     with pytest.raises(PublishConflict) as exc:
-        repo.publish(SAM, GDP)
+        publish.publish(repo, SAM, GDP)
 
     _assert_conflict_kept_both(repo, GDP, exc, main_before, "Olivia: drop aggregates from rankings.", "Sam: show aggregates in a separate table.")
 
@@ -85,8 +83,8 @@ def test_edits_to_far_apart_rules_both_publish(config_repo):
     edit_rule(repo, OLIVIA, SCW, 0, "Olivia edited the first rule.")
     edit_rule(repo, SAM, SCW, 5, "Sam edited the last rule.")
 
-    first = repo.publish(OLIVIA, SCW)
-    second = repo.publish_branch(OLIVIA, SCW, repo.branch_name(SAM, SCW))
+    first = publish.publish(repo, OLIVIA, SCW)
+    second = publish.publish_branch(repo, OLIVIA, SCW, repo.branch_name(SAM, SCW))
 
     assert first != second and sha(repo) == second
     assert repo.repo.commit(second).parents[0].hexsha == first
@@ -104,8 +102,8 @@ def test_edits_to_different_files_both_publish(config_repo):
     meta["description"] = "Sam's clearer description."
     assert repo.save(SAM, GDP, {"workspace": meta}, "Describe better")
 
-    repo.publish(OLIVIA, GDP)
-    repo.publish(SAM, GDP)  # stewards may publish gdp-explorer
+    publish.publish(repo, OLIVIA, GDP)
+    publish.publish(repo, SAM, GDP)  # stewards may publish gdp-explorer
 
     assert rule_text(repo, MAIN, GDP, 0) == "Olivia's format rule."
     assert repo.meta(GDP)["description"] == "Sam's clearer description."
@@ -137,7 +135,7 @@ def test_publishing_invalid_draft_is_refused_and_main_unchanged(config_repo, bro
     main_files = files_on_disk(repo.path / SCW)
 
     with pytest.raises(ValidationFailed):
-        repo.publish(OLIVIA, SCW)
+        publish.publish(repo, OLIVIA, SCW)
 
     assert sha(repo) == main_before
     assert files_on_disk(repo.path / SCW) == main_files
@@ -166,7 +164,7 @@ def test_publishing_a_draft_whose_dashboard_checks_fail_is_refused_naming_the_ch
     main_before = sha(repo)
 
     with pytest.raises(ValidationFailed) as info:
-        repo.publish(OLIVIA, SCW)
+        publish.publish(repo, OLIVIA, SCW)
 
     assert [d.id for d in info.value.diagnostics] == ["check.literal_values"]
     assert figure in str(info.value) and f"{SCW}/dashboard.yaml:" in str(info.value)
@@ -179,7 +177,8 @@ def test_publishing_a_draft_whose_dashboard_checks_fail_is_refused_naming_the_ch
 def test_a_report_change_goes_draft_review_publish_history_with_no_special_case(config_repo):
     """A steward's report edit: Review shows what it means and the same checks publish runs; a figure typed
     into prose is refused at publish, the placeholder that replaces it publishes, and history tells it."""
-    from lib import checks, semantic_diff
+    from lib.artifacts import checks
+    from lib.repo import semantic_diff
 
     repo = config_repo
     _, figure = _title_with_a_figure_from_the_data(repo)
@@ -201,14 +200,14 @@ def test_a_report_change_goes_draft_review_publish_history_with_no_special_case(
     assert [(d.id, d.file.rsplit("/", 1)[-1], d.field) for d in found] == [("check.literal_values", "report.yaml", "sections[3].markdown")]
     main_before = sha(repo)
     with pytest.raises(ValidationFailed) as info:
-        repo.publish_branch(OLIVIA, SCW, draft.branch)
+        publish.publish_branch(repo, OLIVIA, SCW, draft.branch)
     assert [d.id for d in info.value.diagnostics] == ["check.literal_values"] and f"{SCW}/report.yaml:" in str(info.value)
     assert sha(repo) == main_before and figure not in (repo.path / SCW / "report.yaml").read_text()
 
     report["sections"][3]["markdown"] = "All sites together moved {{volume.units|,.0f}} units."
     repo.save(SAM, SCW, {"report": report}, "Report: the volume from a query")
     assert checks.validate_workspace(draft.workspace_path) == []
-    published = repo.publish_branch(OLIVIA, SCW, draft.branch)
+    published = publish.publish_branch(repo, OLIVIA, SCW, draft.branch)
 
     assert "{{volume.units|,.0f}}" in (repo.path / SCW / "report.yaml").read_text()
     assert_main_clean(repo)
@@ -221,8 +220,8 @@ def test_a_report_change_goes_draft_review_publish_history_with_no_special_case(
 def test_publish_checks_the_data_of_an_uploaded_source_of_the_workspace(config_repo, tmp_path, monkeypatch):
     """The merged workspace is checked in a folder named after it, so its uploads (kept per workspace
     name, outside git) are found: the data checks run on them, and find the figure in the title."""
-    from lib import settings
-    from lib.connectors.csv_source import store_upload
+    from lib.core import settings
+    from lib.data.connectors.csv_source import store_upload
 
     monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
     repo = config_repo
@@ -236,12 +235,12 @@ def test_publish_checks_the_data_of_an_uploaded_source_of_the_workspace(config_r
     repo.save(OLIVIA, SCW, {}, "drop the committed copy")
 
     with pytest.raises(ValidationFailed) as info:
-        repo.publish(OLIVIA, SCW)
+        publish.publish(repo, OLIVIA, SCW)
     assert [d.id for d in info.value.diagnostics] == ["check.literal_values"]
 
     dashboard["components"][1]["title"] = "Units through the gates"
     repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "no figure")
-    repo.publish(OLIVIA, SCW)
+    publish.publish(repo, OLIVIA, SCW)
     assert read_file(repo.repo, MAIN, f"{SCW}/sources.yaml").decode().count(upload) == 1
     assert_main_clean(repo)
 
@@ -252,11 +251,11 @@ def test_a_workspace_whose_policy_does_not_require_validity_publishes_with_faili
     meta = copy.deepcopy(workspace.load(d.workspace_path)[0].data["workspace"])
     meta["policy"]["require_valid_to_publish"] = False
     repo.save(OLIVIA, SCW, {"workspace": meta}, "validity is advisory here")
-    repo.publish(OLIVIA, SCW)
+    publish.publish(repo, OLIVIA, SCW)
     dashboard, figure = _title_with_a_figure_from_the_data(repo)
     repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "A figure in a title")
 
-    repo.publish(OLIVIA, SCW)
+    publish.publish(repo, OLIVIA, SCW)
 
     assert figure in (repo.path / SCW / "dashboard.yaml").read_text()
     assert_main_clean(repo)
@@ -287,7 +286,7 @@ def _publish_in_process(path, slug, barrier, results):
     repo = ConfigRepo(path)
     barrier.wait(timeout=30)
     try:
-        repo.publish(OLIVIA, slug)
+        publish.publish(repo, OLIVIA, slug)
         results.put((slug, "ok"))
     except Exception as exc:  # reported to the parent
         results.put((slug, repr(exc)))
@@ -320,7 +319,7 @@ def test_two_threads_sharing_one_config_repo_publish_at_once(config_repo):
     def publish(slug):
         barrier.wait(timeout=30)
         try:
-            repo.publish(OLIVIA, slug)
+            publish.publish(repo, OLIVIA, slug)
             results.append((slug, "ok"))
         except Exception as exc:
             results.append((slug, repr(exc)))

@@ -1,13 +1,14 @@
-"""When Review offers a draft's Publish button, and when it may be clicked: lib.publish_rules."""
+"""When Review offers a draft's Publish button, and when it may be clicked: lib.repo.publish_rules."""
 
 from __future__ import annotations
 
 import pytest
 
-from lib import workspace
-from lib.access import PermissionDenied, User
-from lib.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed
-from lib.publish_rules import BLOCKED_HELP, publish_button
+from lib.core.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed
+from lib.memory import workspace
+from lib.ops import publish
+from lib.repo.publish_rules import BLOCKED_HELP, publish_button
+from lib.roles.access import PermissionDenied, User
 
 OLIVIA = User("olivia", app_role="owner")  # the app's owner
 ANN = User("ann", app_role="steward")  # owner of the workspace below, steward in the app
@@ -71,14 +72,14 @@ def test_the_button_matches_what_publishing_enforces(config_repo):
 
     assert not publish_button(SAM, m, own=False, diagnostics=[]).shown
     with pytest.raises(PermissionDenied):
-        repo.publish_branch(SAM, slug, olivias)
+        publish.publish_branch(repo, SAM, slug, olivias)
     assert publish_button(SAM, m, own=True, diagnostics=[]).shown
-    repo.publish_branch(SAM, slug, repo.branch_name(SAM, slug))
+    publish.publish_branch(repo, SAM, slug, repo.branch_name(SAM, slug))
 
-    from lib import checks
+    from lib.artifacts import checks
 
     found = checks.validate_workspace(d.workspace_path)
     assert publish_button(OLIVIA, m, own=True, diagnostics=found).shown
     assert not publish_button(OLIVIA, m, own=True, diagnostics=found).enabled
     with pytest.raises(ValidationFailed):
-        repo.publish_branch(OLIVIA, slug, olivias)
+        publish.publish_branch(repo, OLIVIA, slug, olivias)

@@ -16,8 +16,9 @@ import time
 import pyarrow as pa
 import pytest
 
-from lib import query_worker, sandbox
-from lib.warehouse import QueryError, bind, run_query
+from lib.data import query_worker, sandbox
+from lib.data.queries import bind, run_query
+from lib.data.sandbox import QueryError
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,7 @@ def test_the_sandbox_reveals_no_server_paths():
 
 
 def test_queries_on_snapshot_tables_map_the_file_instead_of_copying(tmp_path):
-    from lib.warehouse import Warehouse
+    from lib.data.snapshots import Warehouse
 
     wh = Warehouse(tmp_path / "wh")
     wh.write_snapshot({"a": pa.table({"x": [1, 2, 3]}), "b": pa.table({"y": ["p", "q"]})})

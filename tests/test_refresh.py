@@ -14,10 +14,10 @@ import time
 import pyarrow.csv as pacsv
 import pytest
 
-from lib import workspace
-from lib.access import OPERATOR
-from lib.refresh import likely_rename, refresh
-from lib.warehouse import Warehouse
+from lib.data.refresh import likely_rename, refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import ROOT, WORKSPACES
 
@@ -243,8 +243,8 @@ def test_likely_rename_prefers_similar_names_of_compatible_type():
 
 def test_after_regenerating_the_new_shape_is_accepted(supply):
     """Regenerate saves a profile of the new data and a dashboard for it; the next refresh then switches."""
-    from lib import profile
-    from lib.refresh import fetch_candidate
+    from lib.data import profile
+    from lib.data.refresh import fetch_candidate
 
     folder, wh = supply
     table = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
@@ -276,7 +276,7 @@ def test_unchanged_data_makes_no_new_snapshot(supply):
 
 def test_compatibility_of_a_viewers_own_file(supply):
     """What the Dashboard page checks before showing a viewer's CSV for their session only."""
-    from lib.refresh import compatibility
+    from lib.data.refresh import compatibility
 
     folder, wh = supply
     recorded = wh.current().columns("gates")
@@ -306,7 +306,7 @@ def test_removing_the_last_source_empties_the_warehouse(supply):
 
 
 def test_csv_values_with_quoted_newlines_and_files_without_quotes(tmp_path):
-    from lib.connectors import FetchContext, fetch
+    from lib.data.connectors import FetchContext, fetch
 
     (tmp_path / "notes.csv").write_text('id,note\n1,"two\nlines"\n2,plain\n')
     (tmp_path / "plain.csv").write_text("id,v\n1,2.5\n2,3.5\n")
@@ -321,7 +321,7 @@ def test_the_served_types_are_the_first_guess_and_the_new_file_decides_when_they
 
     import pyarrow as pa
 
-    from lib.connectors import FetchContext, fetch
+    from lib.data.connectors import FetchContext, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("code,qty,day\n007,1,11/30/2026\nA12,2,12/01/2026\n")
@@ -346,7 +346,7 @@ def test_the_served_types_are_the_first_guess_and_the_new_file_decides_when_they
 
 def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, monkeypatch, dataset):
     """Another process (a cron refresh) reads the served schema from disk, formats included."""
-    from lib import warehouse
+    from lib.data import snapshots as warehouse
 
     csv = tmp_path / "orders.csv"
     lines = dataset("global_superstore_sample1000.csv").read_bytes().splitlines(keepends=True)
@@ -369,7 +369,7 @@ def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, mon
 
 def test_a_semicolon_file_keeps_its_delimiter_from_the_served_header(tmp_path):
     """The served columns settle the delimiter without sniffing; a file that changed delimiter is sniffed again."""
-    from lib.connectors import FetchContext, SourceError, fetch
+    from lib.data.connectors import FetchContext, SourceError, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("site;amount, EUR, net;note\nBrno;1;a\nLinz;2;b\nWien;3;c\n")
@@ -391,7 +391,7 @@ def test_a_refresh_reads_dates_as_a_first_load_would(tmp_path):
 
     import pyarrow as pa
 
-    from lib.connectors import FetchContext, fetch
+    from lib.data.connectors import FetchContext, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("ordered,shipped\n11/30/2026,11/30/2026 10:00:00\n12/01/2026,12/01/2026 11:00:00\n")
@@ -409,7 +409,7 @@ def test_a_refresh_reads_dates_as_a_first_load_would(tmp_path):
 
 
 def test_a_file_with_a_repeated_column_name_refreshes(tmp_path):
-    from lib.connectors import FetchContext, fetch
+    from lib.data.connectors import FetchContext, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("d,d,a\n11/30/2026,1,x\n12/01/2026,2,y\n")
@@ -420,7 +420,7 @@ def test_a_file_with_a_repeated_column_name_refreshes(tmp_path):
 
 
 def test_a_viewers_own_csv_is_read_and_checked_and_never_stored(supply):
-    from lib.refresh import read_own_file
+    from lib.data.refresh import read_own_file
 
     folder, wh = supply
     recorded = wh.current().columns("gates")
@@ -438,7 +438,7 @@ def test_a_viewers_own_xlsx_and_parquet_files_stand_in_for_the_data(supply, tmp_
     import openpyxl
     import pyarrow.parquet as pq
 
-    from lib.refresh import read_own_file
+    from lib.data.refresh import read_own_file
 
     folder, wh = supply
     recorded = wh.current().columns("gates")
@@ -466,8 +466,8 @@ def test_a_viewers_own_xlsx_and_parquet_files_stand_in_for_the_data(supply, tmp_
 
 
 def test_an_upload_is_kept_by_its_content(tmp_path):
-    from lib.connectors import FetchContext, fetch
-    from lib.connectors.csv_source import store_upload
+    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.csv_source import store_upload
 
     ref = store_upload(tmp_path / "uploads", "../My sales.csv", b"a,b\n1,2\n")
     assert ref.startswith("upload:") and ref.endswith("-My_sales.csv") and "/" not in ref
@@ -479,7 +479,7 @@ def test_an_upload_is_kept_by_its_content(tmp_path):
 
 def test_roles_are_checked_in_lib_for_refresh_and_serving_earlier_data(supply):
     """A page that forgot its check still cannot refresh or pin for someone without the right."""
-    from lib.access import PermissionDenied, User
+    from lib.roles.access import PermissionDenied, User
 
     folder, wh = supply
     meta = workspace.load(folder)[0].get("workspace")
@@ -513,7 +513,12 @@ def test_an_unchanged_refresh_still_records_when_it_checked_for_every_process(su
     later = wh.last_checked()
     assert later > first and report.checked_at == later.isoformat()
     seen = subprocess.run(
-        [sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).last_checked().isoformat())", str(wh.folder)],
+        [
+            sys.executable,
+            "-c",
+            "import sys; from lib.data.snapshots import Warehouse; print(Warehouse(sys.argv[1]).last_checked().isoformat())",
+            str(wh.folder),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -529,7 +534,7 @@ def test_two_refreshes_at_once_report_which_snapshot_is_served(supply):
     other = [
         sys.executable,
         "-c",
-        "import sys, pyarrow as pa; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).write_snapshot({'gates': pa.table({'x': [1]})}).id)",
+        "import sys, pyarrow as pa; from lib.data.snapshots import Warehouse; print(Warehouse(sys.argv[1]).write_snapshot({'gates': pa.table({'x': [1]})}).id)",
         str(wh.folder),
     ]
     written_by_other = []
@@ -568,7 +573,7 @@ def test_a_full_disk_in_the_cli_is_a_message_not_a_traceback(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     script = (
-        "import errno, sys, lib.warehouse as w\n"
+        "import errno, sys, lib.data.snapshots as w\n"
         "def full(*a, **k): raise OSError(errno.ENOSPC, 'No space left on device')\n"
         "w.Warehouse.write_snapshot = full\n"
         "from lib.cli import main\n"
@@ -670,7 +675,7 @@ def test_a_pinned_column_holding_a_placeholder_names_the_column_value_and_fix(tm
 
 
 def test_a_viewers_own_file_is_told_the_null_values_fix_too():
-    from lib.refresh import read_own_file
+    from lib.data.refresh import read_own_file
 
     table, problems = read_own_file(b"item,price\napple,-\npear,2\n", "own.csv", "prices", {"item": "VARCHAR", "price": "DOUBLE"})
     assert table is None

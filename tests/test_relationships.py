@@ -13,8 +13,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 
-from lib import profile, relationships, workspace
-from lib.diagnostics import ValidationFailed
+from lib.core.diagnostics import ValidationFailed
+from lib.data import profile
+from lib.memory import relationships, workspace
 
 from .conftest import ROOT
 
@@ -198,7 +199,7 @@ def test_declared_and_rejected_joins_survive_a_profile_regenerated_in_another_pr
     assert {(r["left"], r["right"]) for r in before} == {("orders.buyer", "clients.client"), ("orders.item", "products.sku")}
     # A steward's decisions, written by one process...
     run(
-        "from pathlib import Path; from lib import relationships as r, workspace as w\n"
+        "from pathlib import Path; from lib.memory import relationships as r; from lib.memory import workspace as w\n"
         f"p = Path({str(folder)!r}); s = w.load(p)[0].data['sources']\n"
         "w.save(p, {'sources': r.reject(r.confirm(s, 'orders.buyer', 'clients.client'), 'orders.item', 'products.sku')})\n",
         env,
@@ -208,7 +209,7 @@ def test_declared_and_rejected_joins_survive_a_profile_regenerated_in_another_pr
     # ...and what a third one composes for the model.
     shown = json.loads(
         run(
-            "import json; from lib import compose, workspace as w\n"
+            "import json; from lib.chat import compose; from lib.memory import workspace as w\n"
             f"ws = w.load(__import__('pathlib').Path({str(folder)!r}))[0]\n"
             "c = compose.compose(ws.data, 'edit', 'Sales by segment')\n"
             "print(json.dumps({'sources': ws.data['sources'], 'profile': ws.data['profile'], 'user': c.request['messages'][0]['content'][0]['text']}))\n",

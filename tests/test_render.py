@@ -8,12 +8,12 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from lib import workspace
-from lib.access import OPERATOR
-from lib.components.base import STATUS_MARKS
-from lib.refresh import refresh
-from lib.render import QueryCache, render
-from lib.warehouse import Warehouse
+from lib.artifacts.components.base import STATUS_MARKS
+from lib.artifacts.render import QueryCache, render
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES
 
@@ -192,7 +192,7 @@ def test_charts_have_a_text_alternative_and_kpis_say_their_status_in_words(suppl
 
 
 def test_cell_text_keeps_wcag_aa_contrast_on_every_threshold_colour():
-    from lib.formats import contrast_ratio, readable_text_on
+    from lib.core.formats import contrast_ratio, readable_text_on
 
     for colour in ("#2ca02c", "#d62728", "#ff9f1c", "#1f77b4", "#ffdd57", "#111111"):
         assert contrast_ratio(readable_text_on(colour), colour) >= 4.5

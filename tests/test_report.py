@@ -8,14 +8,15 @@ import shutil
 import pandas as pd
 import pytest
 
-from lib import schemas, workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.render import QueryCache
-from lib.report import render_report
-from lib.spec import report_components
-from lib.warehouse import Warehouse
-from lib.yamlio import parse
+from lib.artifacts.render import QueryCache
+from lib.artifacts.report import render_report
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import schemas, workspace
+from lib.memory.spec import report_components
+from lib.memory.yamlio import parse
+from lib.ops import publish
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES
 from .test_app import env  # noqa: F401  (a fixture: the app against a fresh config repo)
@@ -199,7 +200,7 @@ def test_a_failing_section_shows_its_error_and_the_rest_render(supply):
 
 
 def test_a_report_is_drafted_published_diffed_and_reverted_like_any_workspace_file(config_repo):
-    from lib import semantic_diff
+    from lib.repo import semantic_diff
     from tests.configrepo_helpers import OLIVIA, SCW, files_at, sha
 
     repo = config_repo
@@ -214,7 +215,7 @@ def test_a_report_is_drafted_published_diffed_and_reverted_like_any_workspace_fi
     assert saved is not None
     changes = repo.draft_changes(SCW, draft.branch)
     assert [c.kind for c in changes if c.category == "report"] == ["query_changed", "reworded", "section_added"]
-    after = repo.publish(OLIVIA, SCW)
+    after = publish.publish(repo, OLIVIA, SCW)
     assert [(d.path, d.status) for d in repo.diff(SCW, before, after)] == [("report.yaml", "modified")]
     assert "This week" in files_at(repo, "main", SCW)["report.yaml"].decode()
     assert repo.history(SCW)[0].sha == after
@@ -222,12 +223,12 @@ def test_a_report_is_drafted_published_diffed_and_reverted_like_any_workspace_fi
     assert "Report:" in text and "report query week runs different SQL" in text
 
     repo.revert(OLIVIA, SCW, before)
-    repo.publish(OLIVIA, SCW, "Back")
+    publish.publish(repo, OLIVIA, SCW, "Back")
     assert files_at(repo, "main", SCW)["report.yaml"] == files_at(repo, before, SCW)["report.yaml"]
 
 
 def test_semantic_diff_of_a_report_names_reworded_prose_and_a_requeried_component():
-    from lib.semantic_diff import changes
+    from lib.repo.semantic_diff import changes
 
     old = workspace.load(WORKSPACES / "supply-chain-weekly")[0].data["report"]
     new = copy.deepcopy(old)
@@ -252,7 +253,7 @@ def loaded(tmp_path_factory):
 
 
 def check_report(loaded, mutate=None, level=None) -> list:
-    from lib import checks
+    from lib.artifacts import checks
 
     ws, tables, version = loaded
     changed = workspace.Workspace(ws.path, copy.deepcopy(ws.data), {})
@@ -273,7 +274,7 @@ def line_of(loaded, mutate, field):
     data = copy.deepcopy(ws.data["report"])
     mutate(data, None)
     doc = parse(workspace.render("report", data))
-    from lib.diagnostics import format_path
+    from lib.core.diagnostics import format_path
 
     paths = {}
 
@@ -333,7 +334,7 @@ def test_report_queries_and_references_checks(loaded):
 
 
 def test_report_literal_values_check_reads_headings_and_prose(loaded):
-    from lib.warehouse import run_query
+    from lib.data.queries import run_query
 
     tables = loaded[1]
     units = run_query(tables, "SELECT sum(actual) FROM gates").rows[0][0]
@@ -406,7 +407,7 @@ def test_report_placeholders_check(loaded):
 
 
 def test_placeholder_queries_are_checked_without_data(loaded):
-    from lib import checks
+    from lib.artifacts import checks
 
     ws = workspace.Workspace(loaded[0].path, copy.deepcopy(loaded[0].data), {})
     ws.data["report"]["sections"][2]["markdown"] = "{{nosuch.value}}"

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from lib import workspace
-from lib.access import PermissionDenied, User
+from lib.memory import workspace
+from lib.roles.access import PermissionDenied, User
 
 from .conftest import ROOT
 from .test_app import env, on_page, signed_in  # noqa: F401  (env is a fixture)
@@ -73,7 +73,7 @@ def test_an_owner_opening_a_stewards_unpublished_workspace_reads_the_stewards_dr
 
 def test_the_report_page_shows_the_refreshs_warning_that_the_report_no_longer_fits(env):
     from app_pages import state
-    from lib.refresh import RefreshReport
+    from lib.data.refresh import RefreshReport
 
     at = on_page(signed_in("vera"), REPORT)
     warning = 'query regions no longer fits the new data: it reads column "region", which the new data does not have'

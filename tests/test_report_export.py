@@ -14,12 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib import report_export, workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.render import QueryCache
-from lib.report import render_report
-from lib.warehouse import Warehouse
+from lib.artifacts import report_export
+from lib.artifacts.render import QueryCache
+from lib.artifacts.report import render_report
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES
 

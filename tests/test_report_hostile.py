@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lib import report_export
+from lib.artifacts import report_export
 
 from .test_report import errors_for
 from .test_report_export import needs_chromium, pages_text, rendered_report, supply  # noqa: F401  (supply is a fixture)

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from lib import workspace
-from lib.access import OPERATOR
-from lib.refresh import refresh
-from lib.warehouse import Warehouse
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+from lib.roles.access import OPERATOR
 
 from .conftest import WORKSPACES
 from .test_report_export import _python_env, _run

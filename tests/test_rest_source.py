@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from lib.connectors import fetch
-from lib.connectors.base import FetchContext, SourceError
+from lib.data.connectors import fetch
+from lib.data.connectors.base import FetchContext, SourceError
 from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
 from .conftest import FlakyProxy, LocalHTTPServer

@@ -10,9 +10,11 @@ import sys
 
 import pytest
 
-from lib import checks, compose, rule_review, workspace
-from lib.access import PermissionDenied
-from lib.diagnostics import WARNING
+from lib.artifacts import checks
+from lib.chat import compose
+from lib.core.diagnostics import WARNING
+from lib.memory import rule_review, workspace
+from lib.roles.access import PermissionDenied
 
 from .configrepo_helpers import GDP, SAM, VERA, load_task
 from .conftest import ROOT, WORKSPACES
@@ -117,7 +119,7 @@ def test_a_stale_rule_warning_survives_a_restart_and_a_confirmation_clears_it(ws
     """Nothing is remembered outside the files: a fresh process sees what the files say."""
     folder = ws_copy("supply-chain-weekly")
     script = (
-        "import json, sys\nfrom lib import checks\n"
+        "import json, sys\nfrom lib.artifacts import checks\n"
         "print(json.dumps([d.field for d in checks.validate_workspace(sys.argv[1], today=sys.argv[2]) if d.id == 'task.rule_stale']))\n"
     )
 

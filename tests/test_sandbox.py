@@ -1,4 +1,4 @@
-"""lib.sandbox's own helpers: the one way a locked-down DuckDB and its cursors are opened."""
+"""lib.data.sandbox's own helpers: the one way a locked-down DuckDB and its cursors are opened."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from lib import sandbox
-from lib.warehouse import QueryError, QueryRefused
+from lib.data import sandbox
+from lib.data.sandbox import QueryError, QueryRefused
 
 from .conftest import import_each_alone
 
@@ -77,5 +77,5 @@ def test_describe_names_common_types_and_asks_duckdb_for_the_rest():
 
 
 def test_each_module_imports_on_its_own():
-    """The facade (lib.warehouse) and its parts import one another; any of them may be imported first."""
-    import_each_alone([f"lib.{module}" for module in ("sandbox", "snapshots", "warehouse", "query_worker")])
+    """Any of the query modules may be imported first."""
+    import_each_alone([f"lib.data.{module}" for module in ("sandbox", "queries", "snapshots", "query_worker")])

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lib import schedule, workspace
-from lib.schedule import ScheduleError, parse_every
+from lib.memory import workspace
+from lib.ops import schedule
+from lib.ops.schedule import ScheduleError, parse_every
 
 from .conftest import ROOT, WORKSPACES, LocalHTTPServer
 from .test_app import env, signed_in  # noqa: F401  (env is a fixture)
@@ -124,7 +125,7 @@ class HeldServer(LocalHTTPServer):
 def make_config_repo(tmp_path: Path, *, every: dict[str, str] | None = None, held_url: str | None = None) -> Path:
     """The app's config repo made from the demo workspaces plus one whose CSV is missing (and, with `held_url`,
     one with a REST source there); `every` gives workspaces a schedule."""
-    from lib.configrepo import ConfigRepo
+    from lib.repo.configrepo import ConfigRepo
 
     templates = tmp_path / "templates"
     for slug in ("gdp-explorer", "supply-chain-weekly"):
@@ -206,7 +207,7 @@ def test_all_refreshes_every_published_workspace_and_a_broken_one_fails_alone(ap
 
 @pytest.mark.slow
 def test_due_leaves_a_workspace_alone_until_its_schedule_is_due(app_env):
-    from lib.warehouse import Warehouse
+    from lib.data.snapshots import Warehouse
 
     repo = make_config_repo(app_env, every={"supply-chain-weekly": "1h"})
     assert lib_cli("refresh", "--all", str(repo)).returncode == 1  # broken-feed fails, the others load
@@ -233,7 +234,7 @@ def test_due_leaves_a_workspace_alone_until_its_schedule_is_due(app_env):
 
 @pytest.mark.slow
 def test_a_second_all_run_while_one_is_going_exits_at_once_and_refreshes_nothing(app_env):
-    from lib.warehouse import Warehouse
+    from lib.data.snapshots import Warehouse
 
     server = HeldServer()
     try:
@@ -304,7 +305,7 @@ def test_all_on_a_folder_that_is_no_config_repo_is_a_plain_message(app_env):
 
 @pytest.mark.slow
 def test_the_dashboard_shows_the_next_refresh_and_a_stale_badge_from_what_cron_recorded(env):  # noqa: F811
-    from lib.warehouse import Warehouse
+    from lib.data.snapshots import Warehouse
 
     repo = make_config_repo(env, every={"supply-chain-weekly": "1h"})
     hours_ago = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=3)
@@ -313,7 +314,7 @@ def test_the_dashboard_shows_the_next_refresh_and_a_stale_badge_from_what_cron_r
         [
             sys.executable,
             "-c",
-            f"import datetime as dt, pathlib; from lib import schedule; schedule.refresh_all(pathlib.Path({str(repo)!r}), now=dt.datetime.fromisoformat({hours_ago.isoformat()!r}))",
+            f"import datetime as dt, pathlib; from lib.ops import schedule; schedule.refresh_all(pathlib.Path({str(repo)!r}), now=dt.datetime.fromisoformat({hours_ago.isoformat()!r}))",
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -345,7 +346,7 @@ def test_the_dashboard_shows_the_next_refresh_and_a_stale_badge_from_what_cron_r
 
 @pytest.mark.slow
 def test_a_run_killed_mid_refresh_leaves_no_lock_and_no_half_snapshot(app_env):
-    from lib.warehouse import Warehouse
+    from lib.data.snapshots import Warehouse
 
     server = HeldServer()
     try:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from lib import schemas, workspace
-from lib.yamlio import parse
+from lib.memory import schemas, workspace
+from lib.memory.yamlio import parse
 
 
 def errors_for(kind: str, text: str, filename: str = "x.yaml"):
@@ -416,7 +416,7 @@ def test_schema_lookups_follow_properties_defs_refs_and_branches():
 def test_connector_registry_names_exactly_the_schemas_source_types():
     import importlib
 
-    from lib import connectors
+    from lib.data import connectors
 
     schema_types = schemas.enum("sources", "source", "type")
     assert connectors.TYPES == tuple(connectors.REGISTRY) == schema_types  # same types, same order in the UI
@@ -425,7 +425,7 @@ def test_connector_registry_names_exactly_the_schemas_source_types():
     assert tuple(branches) == schema_types  # each type's settings apply to it
     for kind, connector in connectors.REGISTRY.items():
         assert kind in root["$defs"], f"no $defs/{kind} with the settings of a {kind} source"
-        assert callable(importlib.import_module(f"lib.connectors.{connector.module}").fetch)
+        assert callable(importlib.import_module(f"lib.data.connectors.{connector.module}").fetch)
         assert connector.label
 
 
@@ -440,7 +440,7 @@ def test_cli_source_types_are_the_schemas(capsys):
 
 def test_colour_pattern_is_one_pattern_in_every_schema_and_in_the_code():
     from app_pages import dashboard_view, schema_form
-    from lib import export
+    from lib.artifacts import export
 
     colour = schemas.pattern("dashboard", "color")
     assert schemas.pattern("output", "color") == schemas.pattern("task", "color") == colour
@@ -452,7 +452,7 @@ def test_colour_pattern_is_one_pattern_in_every_schema_and_in_the_code():
 
 
 def test_component_id_pattern_of_the_export_is_the_schemas():
-    from lib import export
+    from lib.artifacts import export
 
     assert export.COMPONENT_ID_RE.pattern == schemas.pattern("dashboard", "id")
     assert schemas.node("dashboard", "component", "id")["pattern"] == export.COMPONENT_ID_RE.pattern
@@ -464,7 +464,7 @@ def test_component_id_pattern_of_the_export_is_the_schemas():
 def test_user_names_the_app_accepts_are_the_ones_the_schemas_accept(name):
     import re
 
-    from lib.access import USER_NAME_RE, User
+    from lib.roles.access import USER_NAME_RE, User
 
     author = schemas.pattern("task", "rule", "author")
     assert USER_NAME_RE.pattern == author
@@ -481,7 +481,7 @@ def test_user_names_the_app_accepts_are_the_ones_the_schemas_accept(name):
 
 
 def test_propose_rule_input_is_task_yamls_rule_shape():
-    from lib import agent_tools
+    from lib.chat import agent_tools
 
     tool = agent_tools.PROPOSE_RULE["input_schema"]
     rule = schemas.node("task", "rule")
@@ -508,7 +508,7 @@ def test_constraints_leave_out_annotations_and_resolve_refs():
 
 
 def test_category_titles_are_the_schema_titles_in_the_prompt():
-    from lib import compose
+    from lib.chat import compose
 
     from .conftest import WORKSPACES
 
@@ -527,7 +527,7 @@ def test_category_titles_page_takes_them_from_the_schemas():
 
 
 def test_default_theme_is_the_output_schemas_default():
-    from lib import spec as render  # the theme lives in lib/spec.py
+    from lib.memory import spec as render  # the theme lives in lib/spec.py
 
     theme = schemas.node("output", "theme")
     assert render.DEFAULT_THEME == schemas.default("output", "theme")
@@ -540,7 +540,7 @@ def test_default_theme_is_the_output_schemas_default():
 
 
 def test_rule_check_kinds_in_checks_are_the_schemas():
-    from lib import checks
+    from lib.artifacts import checks
 
     assert set(checks.RULE_CHECK_NEEDS) == set(schemas.enum("task", "check", "kind"))
     fields = schemas.node("task", "check")["properties"]
@@ -551,7 +551,7 @@ def test_rule_check_kinds_in_checks_are_the_schemas():
 
 
 def _summary() -> str:
-    from lib import compose
+    from lib.chat import compose
 
     text = compose._CONTRACT_AND_SPEC
     return text[text.index("The dashboard spec") :]
@@ -627,7 +627,7 @@ def test_secret_fields_are_found_by_the_schemas_keyword():
 def test_every_secret_field_takes_only_a_reference():
     import re
 
-    from lib.secrets import REF_RE
+    from lib.memory.secrets import REF_RE
 
     for path in schemas.secret_fields("sources", "source"):
         schema = schemas.node("sources", "source", *path)
@@ -639,7 +639,7 @@ def test_every_secret_field_takes_only_a_reference():
 
 
 def test_the_prompt_hides_a_literal_in_every_secret_field():
-    from lib import compose
+    from lib.chat import compose
 
     source: dict = {"name": "s", "type": "mcp"}
     for path in schemas.secret_fields("sources", "source"):

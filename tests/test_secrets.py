@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lib import secrets
-from lib.connectors.base import FetchContext, SourceError
+from lib.data.connectors.base import FetchContext, SourceError
+from lib.memory import secrets
 
 
 def test_env_reference_resolves(monkeypatch):
@@ -99,7 +99,7 @@ def test_every_header_the_schema_refuses_is_a_credential_name():
     """The schema refuses some credential headers by name; the Python check must know them too."""
     import re
 
-    from lib.schemas import load_schema
+    from lib.memory.schemas import load_schema
 
     pattern = load_schema("sources")["$defs"]["rest"]["properties"]["headers"]["propertyNames"]["not"]["pattern"]
     names = re.fullmatch(r"\(\?i\)\^\((.*)\)\$", pattern).group(1).split("|")

@@ -1,4 +1,4 @@
-"""lib.semantic_diff: what a change means, per memory category, on the shipped demo workspaces as the base."""
+"""lib.repo.semantic_diff: what a change means, per memory category, on the shipped demo workspaces as the base."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import copy
 
 import pytest
 
-from lib import semantic_diff, workspace
-from lib.semantic_diff import ATTENTION, INFO, Change, changes
+from lib.memory import workspace
+from lib.repo import semantic_diff
+from lib.repo.semantic_diff import ATTENTION, INFO, Change, changes
 
 from .conftest import WORKSPACES
 

@@ -34,9 +34,9 @@ GDP, SCW = "gdp-explorer", "supply-chain-weekly"
 DRIVER = r"""
 import copy, json, sys, traceback
 from pathlib import Path
-from lib import settings, workspace
-from lib.access import User
-from lib.configrepo import ConfigRepo, MAIN
+from lib.core import settings; from lib.memory import workspace
+from lib.roles.access import User
+from lib.repo.configrepo import ConfigRepo, MAIN
 
 repo = ConfigRepo.open_or_create(settings.config_repo_path(), settings.templates_dir(), settings.get("DASHMEM_CONFIG_REMOTE"))
 OLIVIA, SAM, VERA = User("olivia", app_role="owner"), User("sam", app_role="steward"), User("vera")
@@ -253,7 +253,7 @@ def test_a_publish_on_one_server_is_served_by_the_other_after_its_next_pull(serv
     a.run(
         f"meta = copy.deepcopy(repo.meta({SCW!r})); meta['name'] = 'Supply chain (renamed on A)'; repo.save(OLIVIA, {SCW!r}, {{'workspace': meta}}, 'rename')"
     )
-    published = [a.run(f"result = repo.publish(OLIVIA, {slug!r})") for slug in (GDP, SCW)]
+    published = [a.run(f"result = publish.publish(repo, OLIVIA, {slug!r})") for slug in (GDP, SCW)]
 
     assert remote_main(remote) == published[-1] != start  # the publish is on the shared remote
     assert served_rule(a.repo_path, GDP) == "Published on server A."
@@ -275,7 +275,7 @@ def test_the_pull_interval_limits_fetches_and_sync_pulls_on_demand(envs, remote,
     a, b = Server(a_env), Server(b_env)
     try:
         b.run("result = repo.pull_if_due(3600)")  # the process's first pull: the next is due in an hour
-        a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Second publish.'); repo.publish(OLIVIA, {GDP!r})")
+        a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Second publish.'); publish.publish(repo, OLIVIA, {GDP!r})")
         assert b.run("result = repo.pull_if_due(3600)") == []  # not due: no fetch
         assert served_rule(b.repo_path, GDP) != "Second publish."
         # `python -m lib sync` on server B (another process) pulls now; B's running process sees it at once.
@@ -285,7 +285,7 @@ def test_the_pull_interval_limits_fetches_and_sync_pulls_on_demand(envs, remote,
         assert b.run(f"result = repo.meta({GDP!r})['name']") == "GDP explorer"
         assert "up to date" in cli(b_env, "sync").stdout
         # A shorter interval takes effect at once (the interval is counted from the last pull, not fixed then).
-        a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Third publish.'); repo.publish(OLIVIA, {GDP!r})")
+        a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Third publish.'); publish.publish(repo, OLIVIA, {GDP!r})")
         assert any(line.startswith("main ") for line in b.run("result = repo.pull_if_due(0)"))
         assert served_rule(b.repo_path, GDP) == "Third publish."
     finally:
@@ -361,7 +361,7 @@ def test_a_draft_saved_on_one_server_is_shown_and_continued_on_the_other(servers
     assert a.run(f"result = rule(repo.draft(SAM, {GDP!r}).workspace_path, 1)") == "Continued on server B."
     assert a.run(f"result = repo.undo_stack(SAM, {GDP!r})[-1]") == b.run(f"result = repo.repo.commit('draft/sam/{GDP}').hexsha")
     # An owner publishes it from server A; server B serves it after its pull.
-    a.run(f"repo.publish_branch(OLIVIA, {GDP!r}, 'draft/sam/{GDP}')")
+    a.run(f"publish.publish_branch(repo, OLIVIA, {GDP!r}, 'draft/sam/{GDP}')")
     b.run("repo.pull_if_due(0)")
     assert served_rule(b.repo_path, GDP, 1) == "Continued on server B."
 
@@ -388,7 +388,7 @@ def test_an_unreachable_remote_refuses_the_publish_keeps_the_draft_and_serves_on
     remote.rename(away)
     try:
         a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Written while the remote was away.')")  # saved here all the same
-        answer = a.ask(f"repo.publish(OLIVIA, {GDP!r})")
+        answer = a.ask(f"publish.publish(repo, OLIVIA, {GDP!r})")
         assert answer["type"] == "RemoteUnreachable" and "cannot reach the shared config repo" in answer["error"]
         assert a.run("result = repo.repo.commit(MAIN).hexsha") == start  # nothing published here either
         assert a.run("result = repo.repo.git.status('--porcelain')") == ""
@@ -404,7 +404,7 @@ def test_an_unreachable_remote_refuses_the_publish_keeps_the_draft_and_serves_on
     # Back: the draft saved meanwhile is pushed by the next pull, and the publish goes through.
     a.run("repo.pull_if_due(0)")
     assert remote_rule(remote, GDP, f"draft/olivia/{GDP}") == "Written while the remote was away."
-    sha = a.run(f"result = repo.publish(OLIVIA, {GDP!r})")
+    sha = a.run(f"result = publish.publish(repo, OLIVIA, {GDP!r})")
     assert remote_main(remote) == sha
     b.run("repo.pull_if_due(0)")
     assert served_rule(b.repo_path, GDP) == "Written while the remote was away."
@@ -417,7 +417,7 @@ def test_a_push_the_remote_refuses_for_another_reason_is_a_plain_message_and_pub
     hook.write_text("#!/bin/sh\necho 'main is frozen for the audit' >&2\nexit 1\n", encoding="utf-8")
     hook.chmod(0o755)
     a.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Refused by the remote.')")
-    answer = a.ask(f"repo.publish(OLIVIA, {GDP!r})")
+    answer = a.ask(f"publish.publish(repo, OLIVIA, {GDP!r})")
     assert answer["type"] == "RemoteUnreachable", answer
     assert "cannot push to the shared config repo" in answer["error"] and "pre-receive hook declined" in answer["error"]
     assert remote_main(remote) == start and a.run("result = repo.repo.commit(MAIN).hexsha") == start
@@ -437,7 +437,7 @@ def test_a_remote_that_accepts_and_then_stalls_is_given_up_on_not_waited_for(mon
     """A hung git host must not hold a page run, and the lock it pulls under, for ever (found in review: no timeout)."""
     import threading
 
-    from lib import replica
+    from lib.repo import replica
 
     from .conftest import FlakyProxy
 
@@ -504,7 +504,7 @@ def test_setting_the_remote_on_an_existing_server_shares_its_config_repo(tmp_pat
     alone.pop("DASHMEM_CONFIG_REMOTE")
     server = Server(alone)
     try:
-        server.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Published before sharing.'); repo.publish(OLIVIA, {GDP!r})")
+        server.run(f"edit_rule(OLIVIA, {GDP!r}, 0, 'Published before sharing.'); publish.publish(repo, OLIVIA, {GDP!r})")
         assert server.run("result = repo.shared") is False
     finally:
         server.close()
@@ -517,8 +517,8 @@ def test_setting_the_remote_on_an_existing_server_shares_its_config_repo(tmp_pat
 
 
 def test_a_remote_given_as_a_relative_path_means_the_same_folder_wherever_git_runs(tmp_path, monkeypatch):
-    from lib.configrepo import ConfigRepoError
-    from lib.replica import check_url
+    from lib.repo.gitops import ConfigRepoError
+    from lib.repo.replica import check_url
 
     monkeypatch.chdir(tmp_path)
     assert check_url("shared/config.git") == str(tmp_path / "shared" / "config.git")
@@ -564,7 +564,7 @@ def test_refresh_all_on_a_server_pulls_first_so_it_refreshes_what_another_server
     try:
         a.run(
             f"meta = copy.deepcopy(repo.meta({GDP!r})); meta['refresh'] = {{'every': '1h'}}; repo.save(OLIVIA, {GDP!r}, {{'workspace': meta}}, 'schedule'); "
-            f"repo.publish(OLIVIA, {GDP!r})"
+            f"publish.publish(repo, OLIVIA, {GDP!r})"
         )
     finally:
         a.close()

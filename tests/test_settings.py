@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from lib import netguard, secrets, settings
-from lib.settings import SettingError, UnknownSetting
+from lib.core import settings
+from lib.core.settings import SettingError, UnknownSetting
+from lib.data import netguard
+from lib.memory import secrets
 
 from .conftest import ROOT
 
@@ -159,7 +161,7 @@ def test_memory_sizes(clean, text, size, sandbox):
     """Query workers get bytes (binary units); the in-process DuckDB gets the text, which DuckDB reads itself."""
     clean.setenv("DASHMEM_QUERY_MEMORY", text)
     assert settings.get("DASHMEM_QUERY_MEMORY") == size
-    from lib import query_worker
+    from lib.data import query_worker
 
     assert query_worker.memory_cap_bytes() == size
     assert settings.sandbox_memory_limit() == sandbox
@@ -208,7 +210,7 @@ def test_the_cookie_key_comes_from_the_environment_or_else_streamlit_secrets(cle
     assert settings.get("DASHMEM_COOKIE_KEY") == "s" * 40
     clean.setenv("DASHMEM_COOKIE_KEY", "e" * 40)
     assert settings.get("DASHMEM_COOKIE_KEY") == "e" * 40
-    from lib import auth
+    from lib.roles import auth
 
     assert auth.cookie_key() == "e" * 40
 

@@ -1,6 +1,6 @@
 """A business user's daily page load (issue #14): opening or reloading the dashboard while signed in.
 
-A reload is a new Streamlit session; the sign-in cookie (a JWT signed with the cookie key, lib.auth)
+A reload is a new Streamlit session; the sign-in cookie (a JWT signed with the cookie key, lib.roles.auth)
 signs it in. Checking that cookie is an HMAC, so it must never cost a bcrypt password check (about
 0.4 s of server CPU at cost 12): only the Login click does. The server counts its bcrypt calls
 (tests/counting_bcrypt.py). Skips where chromium is not installed.
@@ -87,7 +87,7 @@ def test_a_reload_signed_in_by_the_cookie_is_one_script_run_of_a_new_session(cou
     from playwright.sync_api import sync_playwright
 
     from bench.app import session_runs
-    from lib import runlog
+    from lib.core import runlog
 
     url, _, log = counting_server
     with sync_playwright() as p:

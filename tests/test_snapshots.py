@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lib.snapshots import KEEP_SNAPSHOTS, OWN_FILE_BYTES, SUFFIX, TABLE_SUFFIX, Warehouse, compact_strings, content_hash
+from lib.data.snapshots import KEEP_SNAPSHOTS, OWN_FILE_BYTES, SUFFIX, TABLE_SUFFIX, Warehouse, compact_strings, content_hash
 
 from .conftest import ROOT
 
@@ -54,7 +54,7 @@ def big_table(seed: int = 1, rows: int = 300_000) -> pa.Table:
 
 WRITE = r"""
 import sys, json, pyarrow as pa
-from lib.snapshots import Warehouse
+from lib.data.snapshots import Warehouse
 from tests.test_snapshots import big_table
 wh = Warehouse(sys.argv[1])
 for small in sys.argv[3:]:
@@ -64,7 +64,7 @@ for small in sys.argv[3:]:
 
 READ = r"""
 import sys, json
-from lib.snapshots import Warehouse
+from lib.data.snapshots import Warehouse
 wh = Warehouse(sys.argv[1])
 current = wh.current()
 tables = wh.tables(current)
@@ -107,7 +107,7 @@ def typed_table(rows: int = 50_000) -> pa.Table:
 def public_table(path: Path) -> pa.Table:
     import pyarrow.csv as pacsv
 
-    from lib.connectors.csv_source import parse_dates
+    from lib.data.connectors.csv_source import parse_dates
 
     return parse_dates(pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(strings_can_be_null=True)))
 
@@ -124,7 +124,7 @@ def test_compressed_tables_round_trip_exactly_in_another_process(tmp_path, datas
     # Another process reads it back and writes what it read, uncompressed, for comparison here.
     out = tmp_path / "read"
     run(
-        "import sys, pyarrow as pa\nfrom pathlib import Path\nfrom lib.snapshots import Warehouse\n"
+        "import sys, pyarrow as pa\nfrom pathlib import Path\nfrom lib.data.snapshots import Warehouse\n"
         "out = Path(sys.argv[2]); out.mkdir()\n"
         "for name, table in Warehouse(sys.argv[1]).tables().items():\n"
         "    with pa.OSFile(str(out / (name + '.arrow')), 'wb') as sink, pa.ipc.new_file(sink, table.schema) as w:\n"
@@ -172,7 +172,7 @@ def test_an_unchanged_table_is_shared_not_written_again(tmp_path):
 def test_a_table_passed_back_unchanged_is_shared_without_hashing_it_again(tmp_path, monkeypatch):
     wh = Warehouse(tmp_path / "cache")
     first = wh.write_snapshot({"big": big_table(), "small": pa.table({"n": [1]})})
-    from lib import snapshots
+    from lib.data import snapshots
 
     reopened = Warehouse(wh.folder)
     snapshots._OPENED.clear()
@@ -237,7 +237,7 @@ def test_a_pruned_snapshot_stays_readable_to_a_process_that_had_opened_it(tmp_pa
 
 def write_old_format(root: Path, snapshot_id: str, tables: dict[str, pa.Table]) -> Path:
     """A snapshot as the previous version wrote it: uncompressed IPC files back to back, then the manifest."""
-    from lib.sandbox import describe
+    from lib.data.sandbox import describe
 
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{snapshot_id}{SUFFIX}"
@@ -296,7 +296,7 @@ def test_a_killed_writers_table_files_go_at_the_next_start_and_not_while_it_writ
     folder = tmp_path / "cache"
     run(WRITE, folder, 1, 0)
     script = (
-        "import sys, time, pyarrow as pa\nfrom lib.snapshots import Warehouse\nfrom tests.test_snapshots import big_table\n"
+        "import sys, time, pyarrow as pa\nfrom lib.data.snapshots import Warehouse\nfrom tests.test_snapshots import big_table\n"
         "def hang():\n    print('written', flush=True); time.sleep(120)\n"
         "Warehouse(sys.argv[1]).write_snapshot({'big': big_table(2), 'again': big_table(1), 'small': pa.table({'n': [9]})},"
         " _before_switch=hang)\n"

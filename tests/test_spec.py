@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from lib.spec import DEFAULT_THEME, PARAM_RE, PLACEHOLDER_RE, params_for, queries, theme_for, unset_params
+from lib.memory.spec import DEFAULT_THEME, PARAM_RE, PLACEHOLDER_RE, params_for, queries, theme_for, unset_params
 
 from .conftest import ROOT
 
@@ -67,6 +67,6 @@ def test_refresh_and_checks_do_not_import_the_renderer():
         code = f"import sys, {imports}; print(' '.join(m for m in {modules!r} if m in sys.modules))"
         return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
 
-    assert loaded("lib.refresh, lib.checks", ("lib.render", "altair", "streamlit")) == []
+    assert loaded("lib.data.refresh, lib.artifacts.checks", ("lib.artifacts.render", "altair", "streamlit")) == []
     # Composing a request needs the tool schemas only, not the code that runs the tools.
-    assert loaded("lib.compose", ("lib.toolbox", "lib.checks", "lib.render", "lib.components")) == []
+    assert loaded("lib.chat.compose", ("lib.chat.toolbox", "lib.artifacts.checks", "lib.artifacts.render", "lib.artifacts.components")) == []

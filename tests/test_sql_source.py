@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from lib.connectors import fetch, sql_source
-from lib.connectors.base import FetchContext, SourceError
+from lib.data.connectors import fetch, sql_source
+from lib.data.connectors.base import FetchContext, SourceError
 
 from .conftest import SERVERS, FlakyProxy, server_engine
 

@@ -23,8 +23,11 @@ import pytest
 
 from bench import tokens as bench_tokens
 from bench.common import PUBLIC
-from lib import compose, profile, tokens, workspace
-from lib.connectors import FetchContext, fetch
+from lib.chat import compose, model
+from lib.core import tokens
+from lib.data import profile
+from lib.data.connectors import FetchContext, fetch
+from lib.memory import workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 MARGIN = 1.10  # lib/tokens.py's docstring: estimate >= 1.10 x real on every calibration sample
@@ -182,14 +185,14 @@ def test_without_a_key_count_is_the_offline_estimate_and_builds_no_client(secret
 
     monkeypatch.setattr(anthropic, "Anthropic", no_client)
     text = "a profile " * 50
-    assert tokens.count(text) == (tokens.estimate(text), tokens.ESTIMATE_METHOD)
+    assert model.count_tokens(text) == (tokens.estimate(text), tokens.ESTIMATE_METHOD)
     assert "offline estimate" in tokens.ESTIMATE_METHOD
 
 
 def test_with_a_key_in_the_environment_count_asks_the_count_tokens_api(secret_store, api, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-env")
     monkeypatch.setenv("DASHMEM_MODEL", "claude-test-model")
-    assert tokens.count("How many tokens?") == (1234, "Anthropic count_tokens API")
+    assert model.count_tokens("How many tokens?") == (1234, "Anthropic count_tokens API")
     [request] = api
     assert request.method == "POST" and request.url.path == "/v1/messages/count_tokens"
     assert request.headers["authorization"] == "Bearer sk-test-env"  # this SDK sends the key as a bearer token
@@ -198,11 +201,11 @@ def test_with_a_key_in_the_environment_count_asks_the_count_tokens_api(secret_st
 
 def test_a_key_in_streamlit_secrets_is_used_too(secret_store, api):
     secret_store["anthropic"] = {"api_key": "sk-test-secrets"}
-    assert tokens.count("x")[1] == "Anthropic count_tokens API"
+    assert model.count_tokens("x")[1] == "Anthropic count_tokens API"
     assert api[0].headers["authorization"] == "Bearer sk-test-secrets"
 
 
 def test_an_empty_key_counts_as_no_key(secret_store, api, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "")
-    assert tokens.count("abc") == (tokens.estimate("abc"), tokens.ESTIMATE_METHOD)
+    assert model.count_tokens("abc") == (tokens.estimate("abc"), tokens.ESTIMATE_METHOD)
     assert api == []

@@ -15,7 +15,8 @@ from pathlib import Path
 import git
 import pytest
 
-from lib import checks, workspace
+from lib.artifacts import checks
+from lib.memory import workspace
 
 from .conftest import ROOT
 
@@ -95,7 +96,7 @@ def test_validation_ignores_what_the_cache_holds(ws_copy, tmp_path, monkeypatch)
     """Served data of an older shape must not change the verdict on the files."""
     import pyarrow as pa
 
-    from lib.warehouse import Warehouse
+    from lib.data.snapshots import Warehouse
 
     monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
     path = ws_copy("gdp-explorer")

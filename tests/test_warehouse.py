@@ -10,8 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lib.access import OPERATOR
-from lib.warehouse import KEEP_SNAPSHOTS, SUFFIX, QueryError, QueryRefused, Warehouse, bind, run_query
+from lib.data.queries import bind, run_query
+from lib.data.sandbox import QueryError, QueryRefused
+from lib.data.snapshots import KEEP_SNAPSHOTS, SUFFIX, Warehouse
+from lib.roles.access import OPERATOR
 
 from .conftest import ROOT
 
@@ -167,7 +169,7 @@ def test_another_process_sees_the_switch(wh):
     code = (
         "import sys; sys.path.insert(0, %r)\n"
         "import pyarrow as pa\n"
-        "from lib.warehouse import Warehouse\n"
+        "from lib.data.snapshots import Warehouse\n"
         "Warehouse(%r).write_snapshot({'sales': pa.table({'region': ['x'] * 7, 'amount': [1.0] * 7})})\n"
     ) % (str(ROOT), str(wh.folder))
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -189,8 +191,8 @@ def test_describe_names_types_exactly_as_duckdb_does(datasets, monkeypatch):
 
     import duckdb
 
-    from lib.connectors import FetchContext, fetch
-    from lib.warehouse import describe
+    from lib.data.connectors import FetchContext, fetch
+    from lib.data.sandbox import describe
 
     tables = {
         "mixed": pa.table(
@@ -235,7 +237,7 @@ def test_a_clock_that_went_back_still_serves_the_newest_write(wh):
 
 
 def test_a_pin_set_while_a_refresh_wrote_does_not_hide_the_new_data(wh):
-    from lib.warehouse import _point
+    from lib.core.fsutil import replace_symlink as _point
 
     first = wh.current()
     second = wh.write_snapshot({"sales": pa.table({"region": ["x"], "amount": [1.0]})})
@@ -277,7 +279,7 @@ def test_a_killed_refreshs_staging_file_goes_at_the_next_start(tmp_path):
     folder = tmp_path / "wh"
     script = (
         "import sys, time, pyarrow as pa\n"
-        "from lib import warehouse\n"
+        "from lib.data import snapshots as warehouse\n"
         "wh = warehouse.Warehouse(sys.argv[1])\n"
         "def hang():\n    print('written', flush=True); time.sleep(60)\n"
         "wh.write_snapshot({'t': pa.table({'x': list(range(100000))})}, _before_switch=hang)\n"
@@ -291,7 +293,7 @@ def test_a_killed_refreshs_staging_file_goes_at_the_next_start(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     fresh = subprocess.run(
-        [sys.executable, "-c", "import sys; from lib.warehouse import Warehouse; print(Warehouse(sys.argv[1]).current())", str(folder)],
+        [sys.executable, "-c", "import sys; from lib.data.snapshots import Warehouse; print(Warehouse(sys.argv[1]).current())", str(folder)],
         cwd=Path(__file__).resolve().parent.parent,
         capture_output=True,
         text=True,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lib import workspace
-from lib.diagnostics import ValidationFailed, has_errors
-from lib.yamlio import dump, parse
+from lib.core.diagnostics import ValidationFailed, has_errors
+from lib.memory import workspace
+from lib.memory.yamlio import dump, parse
 
 from .conftest import WORKSPACES
 

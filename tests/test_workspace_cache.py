@@ -18,9 +18,11 @@ from pathlib import Path
 import git
 import pytest
 
-from lib import auth, gitops
-from lib.access import User, role_of
-from lib.configrepo import MAIN, ConfigRepo, ReadOnlyDict
+from lib.repo import gitops
+from lib.repo.configrepo import ConfigRepo, ReadOnlyDict
+from lib.repo.history import MAIN
+from lib.roles import auth
+from lib.roles.access import User, role_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 180  # a hung subprocess fails the test instead of hanging the run; not a timing assert
@@ -33,9 +35,9 @@ GDP = "gdp-explorer"
 # Runs in a second process: opens the config repo afresh and changes it as a user.
 OTHER_PROCESS = """
 import sys
-from lib.access import User
-from lib.configrepo import ConfigRepo
-from lib import workspace
+from lib.roles.access import User
+from lib.repo.configrepo import ConfigRepo
+from lib.memory import workspace
 repo = ConfigRepo(sys.argv[1])
 olivia, sam = User("olivia", app_role="owner"), User("sam", app_role="steward")
 action, slug = sys.argv[2], sys.argv[3]
@@ -43,12 +45,12 @@ if action == "rename":  # olivia publishes a new name
     meta = workspace.load(repo.draft(olivia, slug).workspace_path)[0].data["workspace"]
     meta["name"] = sys.argv[4]
     repo.save(olivia, slug, {"workspace": meta}, "Rename")
-    repo.publish(olivia, slug)
+    publish.publish(repo, olivia, slug)
 elif action == "private":  # olivia takes the '*' viewers off and publishes
     meta = workspace.load(repo.draft(olivia, slug).workspace_path)[0].data["workspace"]
     meta["access"]["viewers"] = []
     repo.save(olivia, slug, {"workspace": meta}, "Private")
-    repo.publish(olivia, slug)
+    publish.publish(repo, olivia, slug)
 elif action == "new":  # sam creates a workspace on his draft, not published
     repo.new_workspace(sam, slug, sys.argv[4])
 elif action == "redescribe-draft":  # sam changes his unpublished workspace's description

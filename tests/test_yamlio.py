@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from lib import yamlio
-from lib.yamlio import MAX_DEPTH, MAX_FILE_BYTES, YamlSyntaxError, dump, order_keys, parse
+from lib.memory import yamlio
+from lib.memory.yamlio import MAX_DEPTH, MAX_FILE_BYTES, YamlSyntaxError, dump, order_keys, parse
 
 TEXT = """\
 # yaml-language-server: $schema=../schemas/task.schema.json

@@ -1,0 +1,193 @@
+"""What every component kind shares: the kind's interface, what rendering produces, and small helpers.
+
+A kind (`ComponentKind`) is a bundle of plain functions over one component's
+spec (a dict from dashboard.yaml) or its rendered `Component`:
+
+    render            run the kind's query or queries through a `RenderContext` and fill the Component
+    to_html           the rendered component's body as HTML, for the standalone export
+    fields            the columns of its query's output the spec names, as `FieldRef`s (checks.references)
+    placeholders      `{{query.column}}` placeholders in its text (checks.references)
+    prose             titles, labels and text a person reads, where data values must not be literals
+    rule_values       numbers the spec states as rules (thresholds), which prose may repeat
+    threshold_places  where it shows a field, and so must carry a task rule's threshold
+    color_channel     where it colours categories, and so must carry a task rule's category colour
+    data_places       where Vega-Lite would take inline data
+
+Nothing here imports Streamlit; heavy libraries (Altair, pandas) are imported
+by the kinds that draw with them, when they draw.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from ...core.formats import format_value
+from ...memory import schemas
+from ...memory.spec import params_for
+
+if TYPE_CHECKING:
+    from ...data.sandbox import QueryResult
+
+Spec = Mapping[str, Any]
+SpecPath = tuple  # a path below the component in the spec, e.g. ("encoding", "x", "field")
+
+COLOR_RE = re.compile(schemas.pattern("dashboard", "color"))
+
+
+@dataclass
+class Component:
+    """One rendered component: its spec, then what its kind filled in (or the error that stopped it)."""
+
+    id: str
+    type: str
+    title: str = ""
+    width: int = 1
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    result: QueryResult | None = None
+    # kpi
+    value: Any = None
+    compare: Any = None
+    display: str = ""
+    delta_display: str = ""
+    color: str | None = None
+    status: str = ""  # the threshold met, in words and a shape: never colour alone
+    # chart
+    chart: Any = None  # altair.Chart
+    vega: dict[str, Any] | None = None  # its Vega-Lite spec, data inlined (made once, to validate it)
+    # table
+    frame: Any = None  # pandas.DataFrame of display strings
+    cell_colors: dict[tuple[int, str], str] = field(default_factory=dict)
+    legend: dict[str, str] = field(default_factory=dict)  # status mark -> what it means, for the cells marked
+    # text
+    markdown: str = ""
+    text_results: dict[str, QueryResult] = field(default_factory=dict)
+
+
+@dataclass
+class RenderContext:
+    """What a kind's render needs besides its spec: the data, the bound filter values, theme, formats and limits."""
+
+    tables: Mapping[str, Any]
+    version: str
+    params: Mapping[str, Any]  # every filter parameter's value; each query gets the ones it names
+    theme: dict[str, Any]
+    formats: Mapping[str, Any]
+    max_rows: int
+    timeout_s: float
+    cache: Any  # lib.artifacts.render.QueryCache
+
+    def run(self, sql: str, max_rows: int | None = None, unset: tuple[str, ...] = ()) -> QueryResult:
+        """One query of the component, its parameters bound (those in `unset` left NULL: "all"), through the cache."""
+        params = {k: v for k, v in self.params.items() if k not in unset}
+        return self.cache.run(
+            self.version, self.tables, sql, params_for(sql, params), max_rows=self.max_rows if max_rows is None else max_rows, timeout_s=self.timeout_s
+        )
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """A column of the component's query output that its spec names."""
+
+    name: str | None  # None or "" when the spec leaves it out
+    path: SpecPath  # where the spec names it
+    usable: str | None = None  # a key of checks.USABLE: the column must be of that family
+    what: str = "field"  # how messages call it
+
+
+def _none(spec: Spec) -> list:
+    return []
+
+
+def _no_fields(spec: Spec, columns: list[str]) -> list[FieldRef]:
+    return []
+
+
+def _no_thresholds(spec: Spec, target: str, columns_of: Callable[[str], list[str] | None]) -> list:
+    return []
+
+
+def _no_color_channel(spec: Spec) -> None:
+    return None
+
+
+def _itself(spec: Spec) -> list[tuple[SpecPath, Spec]]:
+    return [((), spec)]
+
+
+@dataclass(frozen=True)
+class ComponentKind:
+    name: str  # the spec's `type`
+    render: Callable[[Component, RenderContext], None]
+    to_html: Callable[[Component, list[dict[str, Any]]], str]  # the list collects chart specs for the page's script
+    fields: Callable[[Spec, list[str]], list[FieldRef]] = _no_fields  # (spec, its query's output columns)
+    placeholders: Callable[[Spec], list[tuple[re.Match, SpecPath]]] = _none
+    prose: Callable[[Spec], list[tuple[SpecPath, str]]] = _none  # besides the title, which every kind has
+    rule_values: Callable[[Spec], list[float]] = _none
+    # (spec, field name lower-cased, columns_of(sql) -> output column names or None) -> [(path, thresholds)]
+    threshold_places: Callable[[Spec, str, Callable[[str], list[str] | None]], list[tuple[SpecPath, Any]]] = _no_thresholds
+    color_channel: Callable[[Spec], tuple[SpecPath, Mapping[str, Any]] | None] = _no_color_channel
+    data_places: Callable[[Spec], list[tuple[SpecPath, Spec]]] = _itself
+
+    @property
+    def spec_fields(self) -> dict[str, Any]:
+        """The kind's own fields and their JSON Schemas, read from schemas/dashboard.schema.json (never re-typed here)."""
+        from ...memory.schemas import load_schema
+
+        return load_schema("dashboard")["$defs"][self.name].get("properties") or {}
+
+
+# --------------------------------------------------------------------------- query results
+
+
+def result_column(result: QueryResult, name: str | None, fallback: int = 0) -> str:
+    """The result's column for a name the spec gives, matched case-insensitively."""
+    columns = result.columns
+    if name is None:
+        return columns[fallback]
+    for c in columns:
+        if c.lower() == name.lower():
+            return c
+    raise KeyError(f"column {name!r} is not in the query result (columns: {', '.join(columns)})")
+
+
+# --------------------------------------------------------------------------- thresholds
+
+
+def threshold_met(value: Any, thresholds: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The first threshold the value meets."""
+    if value is None or not thresholds:
+        return None
+    for t in thresholds:
+        v = t["value"]
+        if {">=": value >= v, ">": value > v, "<=": value <= v, "<": value < v, "==": value == v}[t["op"]]:
+            return t
+    return None
+
+
+def threshold_color(value: Any, thresholds: list[dict[str, Any]] | None) -> str | None:
+    """Colour of the first threshold the value meets."""
+    met = threshold_met(value, thresholds)
+    return met["color"] if met else None
+
+
+OP_WORDS = {">=": "at or above", ">": "above", "<=": "at or below", "<": "below", "==": "equal to"}
+STATUS_MARKS = ("▲", "■", "▼", "◆", "●")  # a shape per threshold, so status never rests on colour alone
+
+
+def threshold_status(value: Any, thresholds: list[dict[str, Any]] | None, fmt: str | None) -> str:
+    """The met threshold in words ("▲ at or above 95.0%"), so the status does not rest on colour alone."""
+    met = threshold_met(value, thresholds)
+    if met is None:
+        return ""
+    return f"{STATUS_MARKS[(thresholds or []).index(met) % len(STATUS_MARKS)]} {OP_WORDS[met['op']]} {format_value(met['value'], fmt)}"
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def escape(value: Any) -> str:
+    return html.escape(str(value), quote=True)

@@ -1,0 +1,355 @@
+"""Chart: a Vega-Lite mark and encoding over its query's rows, drawn with Altair.
+
+Spec: `query`, `mark` (bar, line, area, point, arc, rect, tick), `encoding`
+({x, y, color, theta, size, facet: {field, type, title, format, sort, ...},
+tooltip: [...]}; `color` may carry `scale: {domain, range}` or `thresholds`)
+and `height`. Rendering validates the Vega-Lite spec once, so neither a
+browser nor the export meets an invalid one.
+
+Building the Altair chart and validating it costs far more than a cached
+query, so the built chart is kept per (component spec, query result, theme):
+a rerun whose query came from the cache gets the same chart and Vega-Lite
+dict back without building or validating them again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pyarrow as pa
+
+from ...memory.spec import selection_values, selections
+from .base import Component, ComponentKind, FieldRef, RenderContext, Spec, result_column, threshold_color
+
+if TYPE_CHECKING:
+    from ...data.sandbox import QueryResult
+
+NAME = "chart"
+
+
+def new(cid: str, title: str, query: str, mark: str, encoding: dict[str, Any]) -> dict[str, Any]:
+    """A chart's spec."""
+    return {"id": cid, "type": NAME, "title": title, "query": query, "mark": mark, "encoding": encoding}
+
+
+# --------------------------------------------------------------------------- render
+
+
+class BuiltCharts:
+    """Built charts keyed by (query result, spec, theme); least recently used dropped first.
+
+    The result is keyed by identity: lib.artifacts.render.QueryCache hands back the same
+    QueryResult object for the same data version, SQL and filter values, and a
+    new object whenever the data can differ. Each entry holds its result, so
+    the object's id cannot be reused by another result while the entry lives.
+    """
+
+    def __init__(self, size: int = 256):
+        self.size = size
+        self._items: OrderedDict[tuple, tuple[QueryResult, Any, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()  # sessions render in threads of one server process
+        self.builds = 0
+
+    @staticmethod
+    def key(result: QueryResult, spec: Spec, theme: dict[str, Any], selected: list[dict[str, Any]] | None = None) -> tuple:
+        """`selected` are the marks a cross-filter highlights (see `selected_points`): a chart per selection."""
+        dumped = (json.dumps(x, sort_keys=True, default=str) for x in (spec, theme, selected or []))
+        return id(result), *dumped
+
+    def get(self, key: tuple, result: QueryResult) -> tuple[Any, dict[str, Any]] | None:
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is None or entry[0] is not result:
+                return None
+            self._items.move_to_end(key)
+            return entry[1], entry[2]
+
+    def put(self, key: tuple, result: QueryResult, chart: Any, vega: dict[str, Any]) -> None:
+        with self._lock:
+            self.builds += 1
+            self._items[key] = (result, chart, vega)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+BUILT = BuiltCharts()
+
+
+def render(comp: Component, ctx: RenderContext) -> None:
+    spec, theme = comp.spec, ctx.theme
+    driven = tuple(fid for _, _, fid in selections(spec))
+    # A chart whose marks set a filter runs without it: every mark stays there to click, the chosen ones highlighted.
+    comp.result = result = ctx.run(spec["query"], unset=driven)
+    selected = selected_points(spec, ctx.params)
+    key = BUILT.key(result, spec, theme, selected)
+    cached = BUILT.get(key, result)
+    if cached is None:
+        cached = _build(spec, theme, result, selected)  # raises on an invalid chart, which is then not kept
+        BUILT.put(key, result, *cached)
+    # Shared by every session that shows this chart on this data: nobody changes them after this point.
+    comp.chart, comp.vega = cached
+
+
+SELECTION = "selected"  # the point selection parameter of a chart with `select` (one per chart, so one name serves)
+
+
+def selected_points(spec: Spec, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The marks a chart's `select` filters have chosen, as Vega-Lite point selection values ([{field: value}]).
+
+    A chart with one pair highlights each chosen value; with several pairs, a
+    mark is selected when every one of its fields has its filter's value (the
+    combinations of the first chosen value of each).
+    """
+    pairs = selections(spec)
+    if not pairs:
+        return []
+    chosen = [(name, selection_values(params.get(fid))) for _, name, fid in pairs]
+    if any(not values for _, values in chosen):
+        return []
+    if len(chosen) == 1:
+        name, values = chosen[0]
+        return [{name: v} for v in values]
+    return [{name: values[0] for name, values in chosen}]
+
+
+def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: list[dict[str, Any]] | None = None) -> tuple[Any, dict[str, Any]]:
+    """The Altair chart and its validated Vega-Lite dict (data inlined)."""
+    import altair as alt
+
+    frame = result.table.to_pandas(date_as_object=False)  # datetimes, which Altair serialises itself
+    dates = {f.name for f in result.table.schema if pa.types.is_date(f.type)}
+    encoding = dict(spec["encoding"])
+    channels: dict[str, Any] = {}
+    for name, ch in encoding.items():
+        if name == "tooltip":
+            channels["tooltip"] = [alt.Tooltip(result_column(result, t["field"]), **{k: t[k] for k in ("type", "title", "format") if t.get(k)}) for t in ch]
+            continue
+        field_name = result_column(result, ch["field"])
+        if name == "color" and ch.get("thresholds"):
+            frame["__color"] = [threshold_color(v, ch["thresholds"]) or theme["primary"] for v in frame[field_name]]
+            channels["color"] = alt.Color("__color:N", scale=None, legend=None)
+            continue
+        kwargs: dict[str, Any] = {"type": ch.get("type") or alt.Undefined, "title": ch.get("title", alt.Undefined)}
+        for key in ("aggregate", "timeUnit", "stack"):
+            if key in ch:
+                kwargs[key] = ch[key]
+        if field_name in dates and ch.get("type") == "temporal" and "timeUnit" not in ch:
+            kwargs["timeUnit"] = "yearmonthdate"  # whole days: no "12 PM" ticks between them
+        if "sort" in ch:
+            kwargs["sort"] = ch["sort"]
+        if ch.get("format") and name in ("x", "y"):
+            kwargs["axis"] = alt.Axis(format=ch["format"])
+        if ch.get("format") and name == "theta":
+            kwargs["format"] = ch["format"]
+        scale = dict(ch.get("scale") or {})
+        if name == "color" and "range" not in scale:
+            scale["range"] = theme["palette"]
+        if scale:
+            kwargs["scale"] = alt.Scale(**scale)
+        cls = {"x": alt.X, "y": alt.Y, "color": alt.Color, "theta": alt.Theta, "size": alt.Size, "facet": alt.Facet}[name]
+        if name == "facet":
+            kwargs.pop("stack", None)
+            channels["facet"] = alt.Facet(field_name, type=kwargs["type"], title=kwargs["title"], columns=3)
+        else:
+            channels[name] = cls(field_name, **{k: v for k, v in kwargs.items() if v is not alt.Undefined})
+    mark = spec["mark"]
+    mark_kwargs = {"color": theme["primary"]} if "color" not in channels else {}
+    if mark == "arc":
+        mark_kwargs["innerRadius"] = 40
+    chart = getattr(alt.Chart(frame), f"mark_{mark}")(**mark_kwargs).encode(**channels)
+    chart = _selectable(chart, spec, result, frame, selected or [])
+    chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200, description=summary(spec, frame, channels))
+    chart = (
+        chart.configure(background=theme["background"], font=theme.get("font", "sans-serif"))
+        .configure_view(stroke=None)
+        .configure_axis(labelColor=theme["text"], titleColor=theme["text"])
+        .configure_legend(labelColor=theme["text"], titleColor=theme["text"])
+    )
+    try:
+        return chart, chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
+    except alt.utils.schemapi.SchemaValidationError as exc:  # pyright: ignore[reportAttributeAccessIssue]  # altair's utils/theme names clash in its stubs
+        raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
+
+
+def _selectable(chart: Any, spec: Spec, result: QueryResult, frame, selected: list[dict[str, Any]]) -> Any:
+    """The chart with a point selection over its `select` fields, the selected marks opaque and the others faded.
+
+    Vega-Lite keeps it working offline: in the HTML export a click still
+    highlights inside the chart; only the Dashboard page turns it into filters.
+    """
+    import altair as alt
+
+    pairs = selections(spec)
+    if not pairs:
+        return chart
+    fields = []
+    for _, name, _ in pairs:
+        column = result_column(result, name)
+        if _is_temporal(result, column):
+            # A browser reports a clicked date as an instant in its own time zone; the selection
+            # projects this column instead: the value's own text, which the page maps back exactly.
+            frame[select_key(column)] = [None if v is None else str(v) for v in result.table.column(column).to_pylist()]
+            column = select_key(column)
+        fields.append(column)
+    values = [{_selected_field(result, k): _selected_value(result, k, v) for k, v in point.items()} for point in selected]
+    kwargs: dict[str, Any] = {"name": SELECTION, "fields": fields}
+    if values:
+        kwargs["value"] = values
+    param = alt.selection_point(**kwargs)
+    opacity = alt.condition(param, alt.value(1.0), alt.value(0.3))
+    if spec["mark"] in ("line", "area"):
+        # A line is one mark for all its points, and a click on it reports its first point: the points, drawn
+        # over it, carry the selection, and the line (a layer without one) lets clicks through to them.
+        points = chart.mark_point(filled=True, size=50, **({"color": chart.mark.color} if "color" not in chart.encoding.to_dict() else {}))
+        return alt.layer(chart, points.add_params(param).encode(opacity=opacity))
+    # Shift-click adds marks, which only a multiselect filter can hold; the page keeps the first for a select.
+    return chart.add_params(param).encode(opacity=opacity)
+
+
+SELECT_KEY = "__select_{column}"  # the text of a temporal column's values, which a point selection projects
+
+
+def select_key(column: str) -> str:
+    return SELECT_KEY.format(column=column)
+
+
+def selected_field(key: str) -> str:
+    """The query's column a selected mark's key names (a temporal column's text key, or the column itself)."""
+    prefix, _, _ = SELECT_KEY.partition("{")
+    return key[len(prefix) :] if key.startswith(prefix) else key
+
+
+def _is_temporal(result: QueryResult, column: str) -> bool:
+    kind = result.table.schema.field(column).type
+    return pa.types.is_date(kind) or pa.types.is_timestamp(kind)
+
+
+def _selected_field(result: QueryResult, name: str) -> str:
+    column = result_column(result, name)
+    return select_key(column) if _is_temporal(result, column) else column
+
+
+def _selected_value(result: QueryResult, name: str, value: Any) -> Any:
+    if _is_temporal(result, result_column(result, name)):
+        return str(value)
+    return _json_value(value) if isinstance(value, dt.date) else value
+
+
+def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
+    """A chart's text alternative: its title, its kind, and a one-line summary of what it shows.
+
+    Vega renders it as the chart's ARIA label, so screen readers and the HTML export say it.
+    """
+    title = spec.get("title") or spec.get("id", "chart")
+    words = f"{title}: {spec['mark']} chart of {len(frame):,} row{'s' if len(frame) != 1 else ''}"
+    x, y = (getattr(channels.get(c), "shorthand", None) for c in ("x", "y"))
+    measure, category = (y, x) if y in frame and frame[y].dtype.kind in "if" else (x, y) if x in frame and frame[x].dtype.kind in "if" else (None, None)
+    if measure and len(frame) and frame[measure].notna().any():
+        top, low = frame[measure].idxmax(), frame[measure].idxmin()
+        name = lambda row: f" ({frame[category][row]})" if category in frame else ""  # noqa: E731
+        words += f"; {measure} from {frame[measure][low]:,.4g}{name(low)} to {frame[measure][top]:,.4g}{name(top)}"
+    return words
+
+
+# --------------------------------------------------------------------------- what the checks read
+
+
+def _channels(spec: Spec) -> list[tuple[str, int | None, dict[str, Any]]]:
+    """(channel, index in a list channel such as tooltip, its definition)."""
+    out = []
+    for channel, ch in (spec.get("encoding") or {}).items():
+        if channel == "tooltip":
+            out.extend((channel, j, t) for j, t in enumerate(ch))
+        else:
+            out.append((channel, None, ch))
+    return out
+
+
+def fields(spec: Spec, columns: list[str]) -> list[FieldRef]:
+    refs = []
+    for channel, j, ch in _channels(spec):
+        usable = ch.get("type") if ch.get("type") in ("quantitative", "temporal") and not ch.get("aggregate") == "count" else None
+        refs.append(FieldRef(ch.get("field"), ("encoding", channel) + (() if j is None else (j,)) + ("field",), usable, f"encoding.{channel} field"))
+    refs += [FieldRef(name, place + ("field",), None, "select field") for place, name, _ in selections(spec)]
+    return refs
+
+
+def prose(spec: Spec) -> list[tuple[tuple, str]]:
+    """Axis and legend titles (a tooltip's titles included)."""
+    return [
+        (("encoding", channel, "title"), ch.get("title", ""))
+        for channel, node in (spec.get("encoding") or {}).items()
+        for ch in (node if isinstance(node, list) else [node])
+    ]
+
+
+def rule_values(spec: Spec) -> list[float]:
+    color = (spec.get("encoding") or {}).get("color") or {}
+    return [float(t["value"]) for t in color.get("thresholds") or []]
+
+
+def color_channel(spec: Spec) -> tuple[tuple, Any]:
+    return ("encoding", "color"), (spec.get("encoding") or {}).get("color") or {}
+
+
+def threshold_places(spec: Spec, target: str, columns_of) -> list[tuple[tuple, Any]]:
+    """A chart shows a field with thresholds when its colour encodes it."""
+    path, channel = color_channel(spec)
+    if (channel.get("field") or "").lower() == target:
+        return [(path + ("thresholds",), channel.get("thresholds"))]
+    return []
+
+
+def data_places(spec: Spec) -> list[tuple[tuple, Spec]]:
+    """The component and each encoding channel: where Vega-Lite would take inline data."""
+    return [((), spec), *((("encoding", ch), node) for ch, node in (spec.get("encoding") or {}).items() if isinstance(node, dict))]
+
+
+# --------------------------------------------------------------------------- HTML export
+
+
+def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
+    """A holder the page's script draws the chart into; its spec joins `chart_specs`."""
+    chart_specs.append(vega_lite_spec(comp))
+    holder = f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
+    if selections(comp.spec):
+        # The point selection works in Vega-Lite alone; setting the dashboard's filters needs the app's server.
+        holder += '<p class="note">Click a mark to highlight it (shift-click for more). The filters are fixed in this file: the other components do not follow the click.</p>'
+    return holder
+
+
+def vega_lite_spec(comp: Component) -> dict[str, Any]:
+    """The chart's Vega-Lite spec (validated by render) as plain JSON values, data inlined."""
+    return json.loads(json.dumps(comp.vega, default=_json_value))
+
+
+def _json_value(value: Any) -> Any:
+    """Query values Altair leaves as Python objects, such as the dates of DATE columns.
+
+    A date becomes local midnight ("…T00:00:00", no zone), as Altair writes
+    datetime columns: browsers read a bare "YYYY-MM-DD" as UTC midnight, which
+    shows as the day before west of Greenwich. Other objects (times,
+    intervals) are written as their text.
+    """
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time()).isoformat()
+    return str(value)
+
+
+KIND = ComponentKind(
+    NAME,
+    render,
+    to_html,
+    fields=fields,
+    prose=prose,
+    rule_values=rule_values,
+    threshold_places=threshold_places,
+    color_channel=color_channel,
+    data_places=data_places,
+)

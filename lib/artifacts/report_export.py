@@ -1,0 +1,259 @@
+"""Export a rendered report: one standalone HTML document for print, and its PDF printed by headless Chromium.
+
+The HTML is the dashboard export's (lib/export.py): inline styles, each
+chart's data inlined in its Vega-Lite spec and one inline copy of Vega, so it
+loads nothing from the network; every component's body comes from its kind.
+What is the report's own is paged media: an A4 page with margins, a running
+header (the title) and footer (data version, page "n of m") in the page's
+margin boxes, no chart, table or KPI row split across a page break
+(`break-inside: avoid`), headings kept with what follows, and `page_break`
+sections starting a new page.
+
+The PDF is that HTML printed by Chromium (DASHMEM_CHROMIUM) through
+Playwright, once every chart is drawn: a chart still drawing when the page is
+printed would be a blank box on paper.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..core import settings
+from ..core.errors import DashmemError
+from ..data.snapshots import Warehouse
+from ..roles.access import User
+from . import pdf_print
+from .components import Component
+from .components import text as text_kind
+from .components.base import escape
+from .export import STYLE, _component_html, _error_html, _theme_style, chart_scripts, loaded_for_export, write_atomically
+from .report import RenderedReport, Section, render_report
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = "A4"
+MARGINS = "18mm 16mm 20mm 16mm"  # top right bottom left: room for the running header and footer
+STOP_GRACE_S = 5.0  # how long a printer past its time may take to end what it started
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding the package, for the printing process
+
+PRINT_STYLE = """
+.report { max-width: 960px; }
+.report main > h2 { margin: 28px 0 10px; font-size: 1.45rem; }
+.report main > h3 { margin: 22px 0 8px; font-size: 1.15rem; }
+.report main > h4 { margin: 18px 0 6px; font-size: 1rem; }
+.report .prose { margin: 0 0 14px; }
+.report .prose p { margin: 0 0 8px; }
+.report .meta { font-size: 0.85rem; opacity: 0.7; }
+.report .kpis { margin-bottom: 16px; }
+.report .component { margin-bottom: 16px; }
+.page-break { height: 0; }
+.component, .kpis, .chart, table, tr { break-inside: avoid; }
+h2, h3, h4 { break-after: avoid; }
+.page-break { break-before: page; }
+@media print {
+  body { background: var(--background); }
+  .report { max-width: none; padding: 0; }
+  footer { display: none; }
+}
+"""
+
+
+class ReportExportError(DashmemError, RuntimeError):
+    """The report cannot be exported; the message says why (and what to install or set)."""
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def to_html(rendered: RenderedReport) -> str:
+    """The report as one standalone HTML document that works offline and prints on A4 pages."""
+    chart_specs: list[dict[str, Any]] = []  # filled as chart holders are written; a holder's index is its spec's
+    body = "\n".join(_section_html(section, chart_specs) for section in rendered.sections)
+    exported = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    meta = f"{params_text(rendered)} · data version {rendered.data_version} · exported {exported}"
+    description = f"<p>{escape(rendered.description)}</p>" if rendered.description else ""
+    scripts = chart_scripts(chart_specs)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(rendered.title)}</title>
+<style>{_theme_style(rendered.theme)}{STYLE}{PRINT_STYLE}{_page_style(rendered.title, rendered.data_version)}</style>
+</head>
+<body>
+<div class="page report">
+<header><h1>{escape(rendered.title)}</h1>{description}<p class="meta">{escape(meta)}</p></header>
+<main>
+{body}
+</main>
+<footer>{escape(meta)}</footer>
+</div>
+{scripts}</body>
+</html>
+"""
+
+
+def _section_html(section: Section, chart_specs: list[dict[str, Any]]) -> str:
+    if section.type == "heading":
+        level = min(section.level + 1, 4)  # the report's title is the page's h1
+        return f"<h{level}>{escape(section.text)}</h{level}>"
+    if section.type == "page_break":
+        return '<div class="page-break"></div>'
+    if section.type == "prose":
+        return "\n".join(_prose_html(comp) for comp in section.components)
+    if section.type == "kpis":
+        cells = "\n".join(_component_html(c, chart_specs) for c in section.components)
+        columns = f"repeat({max(len(section.components), 1)}, minmax(0, 1fr))"
+        return f'<div class="row kpis" style="grid-template-columns: {columns}">\n{cells}\n</div>'
+    return "\n".join(_component_html(c, chart_specs) for c in section.components)
+
+
+def _prose_html(comp: Component) -> str:
+    body = _error_html(comp.error) if comp.error else text_kind.markdown_to_html(comp.markdown)
+    return f'<div class="prose" id="{escape(comp.id)}">{body}</div>'
+
+
+def params_text(rendered: RenderedReport) -> str:
+    """The parameter values the report was rendered with, in words ("Sites: Brno, Porto")."""
+    if not rendered.chosen_params:
+        return "all data (no parameters set)"
+    labels = {p.id: p.label for p in rendered.parameters}
+    parts = []
+    for pid, value in rendered.chosen_params.items():
+        shown = " – ".join(map(str, value)) if isinstance(value, tuple) else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(f"{labels.get(pid, pid)}: {shown}")
+    return "; ".join(parts)
+
+
+def _page_style(title: str, data_version: str) -> str:
+    """The paged-media rules: page size, margins, and the running header and footer in the margin boxes."""
+    box = "font-family: var(--font); font-size: 8.5pt; color: #5f6b7a;"
+    return f"""
+@page {{
+  size: {PAGE_SIZE};
+  margin: {MARGINS};
+  @top-left {{ content: {css_string(title)}; {box} }}
+  @bottom-left {{ content: {css_string("Data version " + data_version)}; {box} }}
+  @bottom-right {{ content: "Page " counter(page) " of " counter(pages); {box} }}
+}}
+"""
+
+
+def css_string(text: str) -> str:
+    """`text` as a quoted CSS string: quotes, backslashes and anything that could end the <style> element are escaped."""
+    out = []
+    for ch in " ".join(str(text).split()):
+        out.append(f"\\{ord(ch):x} " if ch in '"\\<>&' or ord(ch) < 0x20 else ch)
+    return '"' + "".join(out) + '"'
+
+
+# --------------------------------------------------------------------------- PDF
+
+# True once every chart holder holds its drawing (an <svg>) or the message that it could not be drawn.
+CHARTS_DRAWN = """() => Array.from(document.querySelectorAll("[data-chart]")).every(
+  (holder) => holder.querySelector("svg") !== null || holder.classList.contains("error"))"""
+
+
+def to_pdf(html: str) -> bytes:
+    """Print the report's HTML to PDF with headless Chromium, after every chart is drawn.
+
+    The page is laid out for print (A4 width, print media) before the charts are drawn, so
+    each chart takes the width it will have on paper. Printing runs in a process of its own
+    (`lib.pdf_print`) that is ended, with the Chromium it started, after DASHMEM_PDF_SECONDS.
+    Raises ReportExportError, saying what is missing or what went wrong, when Playwright or
+    Chromium is not installed, the charts are not drawn in time, or the print fails.
+    """
+    chromium = settings.get("DASHMEM_CHROMIUM")
+    if not Path(chromium).is_file():
+        raise ReportExportError(f"PDF export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
+    if importlib.util.find_spec("playwright") is None:
+        raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt")
+    print_timeout_s, draw_timeout_s = settings.get("DASHMEM_PDF_SECONDS"), settings.get("DASHMEM_PDF_DRAW_SECONDS")
+    job = {"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": draw_timeout_s, "print_timeout_s": print_timeout_s}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # The printer bounds itself and ends what it started (lib/pdf_print.py); its own session keeps a
+    # Ctrl-C in a terminal from reaching it before this process has asked it to stop.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", pdf_print.__name__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    stuck = False
+    try:
+        pdf, err = proc.communicate(json.dumps(job).encode(), timeout=print_timeout_s + STOP_GRACE_S)
+    except subprocess.TimeoutExpired:  # the printer did not even stop itself in time (a loaded machine): the same plain message
+        _stop(proc)
+        pdf, err, stuck = b"", b"", True
+    except BaseException:  # this export was interrupted: nothing of the print stays behind
+        _stop(proc)
+        raise
+    message = err.decode("utf-8", "replace").strip()
+    if stuck or proc.returncode == pdf_print.TIMED_OUT:
+        log.warning("printing the report to PDF took over %s s; stopped", print_timeout_s)
+        raise ReportExportError(
+            f"the report could not be printed within {print_timeout_s:g} s (it may be too long, or the machine busy: DASHMEM_PDF_SECONDS sets the limit); nothing was written"
+        )
+    if proc.returncode != 0 or not pdf.startswith(b"%PDF-"):
+        log.error("printing the report to PDF failed (exit %s): %s", proc.returncode, message)
+        if message.startswith("timeout:"):
+            raise ReportExportError(
+                f"the report's charts were not drawn within {draw_timeout_s:g} s, so nothing was printed; try again, or export the HTML (DASHMEM_PDF_DRAW_SECONDS sets the limit)"
+            )
+        last = message.splitlines()[-1] if message else f"exit status {proc.returncode}"
+        raise ReportExportError(f"Chromium could not print the report: {last}")
+    return pdf
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask the printer to end what it started (SIGTERM); if it does not within STOP_GRACE_S, kill its group."""
+    proc.terminate()
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# --------------------------------------------------------------------------- one workspace, end to end
+
+
+def export_report(
+    ws_path: Path,
+    html_out: Path | None,
+    pdf_out: Path | None,
+    warehouse: Warehouse | None = None,
+    params: Mapping[str, Any] | None = None,
+    *,
+    user: User,
+) -> dict[str, Any]:
+    """Render the workspace's report over its newest snapshot and write the HTML and/or the PDF (each atomically).
+
+    Data is loaded first only if the workspace has none yet (which needs `user` to have the right to
+    refresh); otherwise the newest snapshot is read as it is, whichever process wrote it. Returns
+    {"html": path or None, "pdf": path or None, "data_version": snapshot id, "errors": [(id, message)]}.
+    """
+    ws, warehouse, snapshot = loaded_for_export(Path(ws_path), "report", warehouse, user=user, error=ReportExportError)
+    rendered = render_report(ws.data, warehouse.tables(snapshot), snapshot.id, params or {}, workspace_path=ws.path)
+    html = to_html(rendered)
+    written: dict[str, Any] = {"html": None, "pdf": None, "data_version": snapshot.id, "errors": rendered.errors}
+    if pdf_out is not None:  # printed first: a missing Chromium writes nothing at all
+        pdf = to_pdf(html)
+        write_atomically(Path(pdf_out), pdf)
+        written["pdf"] = Path(pdf_out)
+    if html_out is not None:
+        write_atomically(Path(html_out), html.encode("utf-8"))
+        written["html"] = Path(html_out)
+    return written

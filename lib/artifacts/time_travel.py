@@ -1,0 +1,196 @@
+"""Data time travel: a dashboard as of any kept snapshot, for everyone who can view it, read-only.
+
+A workspace keeps its last few snapshots (`lib.snapshots`). Pinning one
+(`Warehouse.switch_to`) is a steward's action: it changes what everyone is
+served until the next refresh. Opening the dashboard as of a kept snapshot is
+the reader's counterpart: a viewer may do it, and it changes nothing on disk
+and nothing anyone else sees. That is enforced here, not only in the page:
+
+- `open_as_of` hands out an `AsOf` holding the snapshot's tables (Arrow tables
+  are immutable) and a `ReadOnlyWarehouse`, the reading half of the store,
+  whose writing methods raise `ReadOnlyData`;
+- its `render` runs through `EarlierDataRouter`: snapshot tables through the
+  render cache (keyed by the snapshot's id, so the latest data's entries are
+  untouched), and a live source's queries refused with `NoEarlierData`,
+  because a live source keeps no earlier data (its rows are read from its
+  database when shown, so "as of" an earlier load would show today's figures).
+
+`lib.changes` uses the same router for the previous snapshot's values. Whatever
+else reads an earlier load's data takes `AsOf.router` too (Show rows,
+`lib.drilldown`; Explain, `lib.explain`; the Changes panel's side of that load,
+`lib.changes.compare_tables`), so none of it reads today's rows of a live source.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..core.errors import DashmemError
+from ..data.sandbox import QueryError, QueryResult
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..data.snapshots import Snapshot, Warehouse
+    from ..roles.access import User
+    from .render import Rendered
+
+NO_EARLIER_DATA = "no earlier data kept"
+
+
+class TimeTravelError(DashmemError, ValueError):
+    """The snapshot asked for is not kept (any more); the message says which loads are."""
+
+
+class ReadOnlyData(DashmemError, PermissionError):
+    """Something tried to change data through a view of an earlier load, which is read-only."""
+
+
+class NoEarlierData(QueryError):
+    """A query of a live source over an earlier load: a live source keeps no earlier data."""
+
+
+def loaded_at(snapshot: Snapshot) -> str:
+    """When a snapshot was loaded, in the server's local time: "2026-11-30 18:13:05"."""
+    return f"{dt.datetime.fromisoformat(snapshot.created).astimezone():%Y-%m-%d %H:%M:%S}"
+
+
+def load_label(snapshot: Snapshot) -> str:
+    """A load as a choice in a list: its time and the end of its id, "2026-11-30 18:13:05 · load 3f2a1b".
+
+    The id is needed: loads a second apart show the same time, and Streamlit remembers a
+    choice by its label, so equal labels would be one choice (a pruned load's label too).
+    """
+    return f"{loaded_at(snapshot)} · load {snapshot.id.rpartition('-')[2]}"
+
+
+class ReadOnlyWarehouse:
+    """The reading half of a `Warehouse`: kept snapshots, their tables and queries; every other attribute raises `ReadOnlyData`.
+
+    Housekeeping that `current()` does (deleting a killed writer's files) is left out too: reading
+    an earlier load must not depend on, or change, the state of the latest one.
+    """
+
+    _READS = frozenset({"folder", "snapshot", "snapshots", "tables", "query"})
+
+    def __init__(self, warehouse: Warehouse):
+        object.__setattr__(self, "_warehouse", warehouse)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._READS:
+            return getattr(self._warehouse, name)
+        raise ReadOnlyData(f"data opened as of an earlier load is read-only ({name} is not allowed here); nothing was changed")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ReadOnlyData("data opened as of an earlier load is read-only; nothing was changed")
+
+
+class EarlierDataRouter:
+    """The render query cache's stand-in over a kept snapshot: snapshot queries through `cache`, live ones refused."""
+
+    def __init__(self, files: Mapping[str, Any], cache: Any = None):
+        from ..data.live import live_sources
+        from .render import CACHE
+
+        self.live = live_sources(files)
+        self.cache = CACHE if cache is None else cache
+
+    @property
+    def misses(self) -> int:  # render counts the queries it ran through this
+        return self.cache.misses
+
+    def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *, max_rows: int, timeout_s: float) -> QueryResult:
+        from ..data.live import live_source_of
+
+        name = live_source_of(sql, self.live)
+        if name is not None:
+            raise NoEarlierData(f"{NO_EARLIER_DATA}: {name} is a live source, read from its database only when shown")
+        return self.cache.run(version, tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """One kept snapshot opened for reading, and the snapshot everyone is served (`latest`)."""
+
+    snapshot: Snapshot
+    latest: Snapshot | None
+    tables: Mapping[str, pa.Table]
+    warehouse: ReadOnlyWarehouse
+
+    @property
+    def version(self) -> str:
+        return self.snapshot.id
+
+    @property
+    def is_latest(self) -> bool:
+        return self.latest is not None and self.snapshot.id == self.latest.id
+
+    def banner(self) -> str:
+        """What the page says above a dashboard shown as of an earlier load; "" on the latest."""
+        if self.is_latest:
+            return ""
+        served = f" (loaded {loaded_at(self.latest)})" if self.latest else ""
+        return f"You are looking at the data loaded {loaded_at(self.snapshot)}, not what everyone sees{served}: read-only, for your session only."
+
+    def as_of_note(self) -> str:
+        """What an export of this view says of its data: the load it shows, and whether it is the one everyone is served."""
+        text = f"Data as of the load of {loaded_at(self.snapshot)}"
+        if self.is_latest or self.latest is None:
+            return text
+        return f"{text}, an earlier load kept: everyone is served the load of {loaded_at(self.latest)}"
+
+    def router(self, files: Mapping[str, Any]) -> EarlierDataRouter | None:
+        """What runs queries over this load for render, Explain, Show rows and Changes: None (theirs) on the latest, else one that refuses live sources."""
+        return None if self.is_latest else EarlierDataRouter(files)
+
+    def render(
+        self,
+        files: Mapping[str, Any],
+        chosen_filters: Mapping[str, Any] | None = None,
+        *,
+        workspace_path: Path | None = None,
+        tables: Mapping[str, pa.Table] | None = None,
+        version: str | None = None,
+    ) -> Rendered:
+        """The dashboard over this snapshot's tables; a component reading a live source says there is no earlier data.
+
+        `tables` and `version` stand in for the snapshot's when a viewer put a file of their own in place of a table.
+        """
+        from .render import render
+
+        tables, version = (self.tables, self.version) if tables is None else (tables, version or self.version)
+        if self.is_latest:  # the data everyone sees: live sources as usual
+            return render(files, tables, version, chosen_filters, workspace_path=workspace_path)
+        rendered = render(files, tables, version, chosen_filters, workspace_path=workspace_path, router=self.router(files))
+        for comp in rendered.components:
+            if comp.error and NO_EARLIER_DATA in comp.error:
+                comp.error = comp.error[comp.error.index(NO_EARLIER_DATA) :]  # not "query failed": nothing is wrong
+        return rendered
+
+
+def open_as_of(warehouse: Warehouse, snapshot_id: str | None, *, user: User, meta: Mapping[str, Any], served: Snapshot | None = None) -> AsOf:
+    """The workspace's data as of kept snapshot `snapshot_id` (None: the one served), for anyone who may view it (`meta` is workspace.yaml).
+
+    `served` is the snapshot everyone is served, when the caller has it (`Warehouse.current()` otherwise).
+    """
+    from ..roles.access import require
+
+    require(user, "view", dict(meta))
+    served = served if served is not None else warehouse.current()
+    reader = ReadOnlyWarehouse(warehouse)
+    kept = reader.snapshots()
+    if served is None and not kept:
+        raise TimeTravelError("no data loaded yet: refresh first")
+    wanted = snapshot_id or (served.id if served else None)
+    chosen = next((s for s in kept if s.id == wanted), None) if wanted else None
+    if chosen is None:
+        if served is not None and served.id == wanted:
+            chosen = served
+        else:
+            times = ", ".join(loaded_at(s) for s in kept) or "none"
+            raise TimeTravelError(f"that load is no longer kept (the last {len(kept)} are: {times}); showing it is not possible")
+    return AsOf(chosen, served, MappingProxyType(dict(reader.tables(chosen))), reader)

@@ -1,0 +1,409 @@
+"""Memory composition: exactly what the model gets, as a pure function of the workspace.
+
+`compose(files, mode, message)` returns the Messages API request for the first
+turn of a session. The same files, mode and message always give the same
+bytes, so provider prompt caching can hit, and what the model saw can be
+reviewed (`python -m lib compose PATH --message TEXT`).
+
+Layout, most stable first (the API caches prefixes in the order tools, system,
+messages):
+
+    tools     fixed schemas per mode (lib/agent_tools.py); no dataset columns
+    system    1. base instructions for the mode        <- cache breakpoint
+              2. task specifications   (task.yaml)
+              3. tool configurations   (sources.yaml; secrets only as references)
+              4. output constraints    (output.yaml)   <- cache breakpoint
+    user      1. data profile (profile.yaml, compact)  <- cache breakpoint
+              2. current dashboard.yaml (edit mode, when there is one)
+              3. current report.yaml (edit mode, when there is one)
+                 <- cache breakpoint on the last of 2 and 3 shown
+              4. the person's message
+
+The base breakpoint lets every workspace share the cached tools and base
+instructions of a mode; the last system block caches the workspace's memory;
+the profile block caches the data description, which outlives dashboard
+edits; the artifact breakpoint lets the next session on an unchanged dashboard
+and report pay full price for its question only. That is the API's limit of
+four, so the dashboard and the report share one: the cache finds the prefix
+that ends at the dashboard by looking back from the report's. The agent loop
+moves that breakpoint to the newest tool results the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..core import tokens
+from ..core.diagnostics import WARNING, Diagnostic
+from ..core.settings import model_id
+from ..data import profile as profile_text
+from ..memory import rule_review, schemas, workspace
+from .agent_tools import tool_schemas
+
+MODES = ("edit", "query")
+EPHEMERAL = {"type": "ephemeral"}
+
+_WORKSPACE_CONTEXT = """\
+How this prompt is laid out
+- The system prompt holds the workspace's memory: task specifications (task.yaml: the goal and the rules to follow), \
+tool configurations (sources.yaml: where each table comes from; secrets appear only as env:/secrets: references), and \
+output constraints (output.yaml: data injection, theme, number formats, layout).
+- The first block of the user turn is the data profile: every table with its row count and its columns (type, role, \
+statistics, frequent values). It describes the data; it is not the data, and its figures may be rounded or sampled.
+"""
+
+_CONTRACT_AND_SPEC = """\
+The data-injection contract
+- A dashboard is declarative YAML. Every number, label and series a reader sees comes from a SQL query that the \
+renderer runs at render time on the latest data, so the dashboard stays right after a refresh with no model involved.
+- Never copy values from the profile or from run_sql results into the spec: no inline data, no VALUES lists, no query \
+that reads no table, no data values written in titles, labels or text. Thresholds and colours that task rules name \
+are rules, not data, and belong in the spec.
+
+The dashboard spec (schemas/dashboard.schema.json)
+- Top level: title, description, theme (only to restate output.yaml's theme), filters, components, layout.
+- Every component has an id (lower snake_case, unique), a type (kpi, chart, table, text) and a title, and names its \
+SQL query:
+  - kpi: query returning one row; the value in column `value` (or value_column); compare_column with \
+delta: absolute|relative; format (d3-format such as ",.0f" or ".1%"); thresholds: [{op, value, color}].
+  - chart: query, mark (bar, line, area, point, arc, rect, tick), encoding {x, y, color, theta, size, tooltip: [...]}; \
+each channel has field (a column of the query's output), type (quantitative, temporal, nominal, ordinal), title, \
+format, sort; color may carry scale {domain, range} or thresholds. Optional select: {field, filter} makes a click on a mark set that select or multiselect filter for the other components (cross-filter).
+  - table: query, max_rows, columns {column: {label, format, thresholds}}.
+  - text: markdown with placeholders {{query.column}} or {{query.column|format}}, filled from the first row of the \
+named queries in queries: {name: SQL}. Write every figure in text as a placeholder.
+- Queries: one SELECT (WITH ... SELECT allowed) in DuckDB SQL over the workspace's tables; double-quote names with \
+spaces or capitals. Filters: [{id, type: select|multiselect|date_range|number_range, label, options_query or \
+bounds_query}] arrive in queries as $id (a multiselect is a list: list_contains($id, col)), and as $id_from and $id_to \
+for ranges; an unset filter is NULL, so write ($id IS NULL OR col = $id).
+- layout: rows of component ids, or {id, width}, top to bottom.
+"""
+
+_REPORT_SPEC = """\
+The report spec (schemas/report.schema.json), report.yaml
+- A report is a document read top to bottom and printed on pages, under the same contract. Top level: title, \
+description, theme, parameters (shaped and bound exactly like dashboard filters: $id, $id_from, $id_to), queries \
+{name: SQL} that prose placeholders read the first row of, and sections, in reading order:
+  - heading: text (plain words, no placeholders) and level 1, 2 or 3;
+  - prose: markdown; every figure is a placeholder {{query.column}} or {{query.column|format}} naming a query in \
+queries and a column of its output;
+  - kpis: components, a row of kpi components as on a dashboard;
+  - chart, table: one dashboard chart or table component (id, title, query, ...);
+  - page_break.
+- Component ids (KPI cards, charts, tables) are unique across the report; headings, prose and page breaks have none.
+"""
+
+BASE_EDIT = f"""\
+You build and refine a dashboard, and when asked a report, for a dashmem workspace. You act only through the tools, \
+and nothing you do is saved until a person accepts it.
+
+{_WORKSPACE_CONTEXT}- In this mode the user turn then shows the current dashboard.yaml and report.yaml, those there \
+are, and ends with the person's request.
+
+{_CONTRACT_AND_SPEC}
+{_REPORT_SPEC}
+How to work
+1. Explore only as far as needed with run_sql (read-only, one SELECT, few rows back). Take table and column names \
+from the profile.
+2. Write the complete dashboard with write_dashboard, or the complete report with write_report when the request is \
+about a report: the whole YAML every time, never a fragment. When a current one is shown, start from it and change \
+only what the request asks; keep its ids, rule colours and theme.
+3. Read the diff and the check results that come back. If any check fails, fix the spec and write it again; stop \
+when the checks pass.
+4. When the person states a lasting rule or preference that task.yaml lacks, you may suggest it with propose_rule; \
+a person decides whether to keep it.
+5. End with a short plain-language summary of what you built or changed. Do not repeat the YAML.
+"""
+
+BASE_QUERY = f"""\
+You answer questions about the data of a dashmem workspace. You can read data with run_sql only; you cannot change \
+the dashboard or the workspace.
+
+{_WORKSPACE_CONTEXT}- In this mode the user turn then ends with the person's question.
+
+How to answer
+- Answer from query results, not from guesses or from the profile's rounded statistics: run_sql for exact figures.
+- Keep queries small: aggregate in SQL and ask for few rows. Take table and column names from the profile; \
+double-quote names with spaces or capitals.
+- Follow the task rules and output constraints (terms, thresholds, number formats) in your answer.
+- Say which table and columns you used and, in a sentence, how you computed the figures. If the data cannot answer \
+the question, say so.
+"""
+
+BASES = {"edit": BASE_EDIT, "query": BASE_QUERY}
+# The artifacts edit mode shows the model, in this order, each under its heading.
+ARTIFACT_HEADINGS = {
+    "dashboard": "Current dashboard (dashboard.yaml). Refine this spec: write it back whole, changed only where the request asks.",
+    "report": "Current report (report.yaml). Refine it with write_report: write it back whole, changed only where the request asks.",
+}
+
+# Where a source may hold a secret reference: the values schemas/sources.schema.json marks `x-secret`,
+# a field itself (`password`), a field of an object (`tls.client_key`) or every value of a mapping (`env`).
+_SECRET_FIELDS = schemas.secret_fields("sources", "source")
+
+
+@dataclass(frozen=True)
+class Composed:
+    """The first request of a session and where its tokens go."""
+
+    mode: str
+    request: dict[str, Any]  # exactly the Messages API request: model, max_tokens, system, tools, messages
+    breakdown: dict[str, int]  # estimated tokens per part (lib.core.tokens.estimate)
+    profile_budget: int | None = None  # the budget the profile block was held to
+    diagnostics: tuple[Diagnostic, ...] = ()  # warnings about what the model gets (a budget too small for the names)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.breakdown.values())
+
+
+def compose(
+    files: Mapping[str, Any],
+    mode: str,
+    message: str,
+    *,
+    model: str | None = None,
+    profile_budget: int | None = None,
+    max_tokens: int = 4096,
+    today: dt.date | str | None = None,
+) -> Composed:
+    """The Messages API request for a session's first turn. Pure: same input (and day), same bytes.
+
+    The profile is held to `profile_budget`, by default the workspace policy's
+    (`profile_budget_of`). `today` (default: the current day) decides which
+    task rules are marked unconfirmed (lib/rule_review.py).
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    if not isinstance(message, str) or not message.strip():
+        raise ValueError("the message is empty")
+    dashboard, report = files.get("dashboard"), files.get("report")
+    budget = profile_budget if profile_budget is not None else profile_budget_of(files)
+    parts = {
+        "base": BASES[mode],
+        "task": _task_block(files, today),
+        "sources": _section("Tool configurations (sources.yaml)", "sources", _without_secrets(files.get("sources")), "No sources are connected yet."),
+        "output": _section("Output constraints (output.yaml)", "output", files.get("output"), "No output constraints are set."),
+        "profile": _profile_block(_with_decided_joins(files), [dashboard, report], budget),
+    }
+    system = [_text(parts[name]) for name in ("base", "task", "sources", "output")]
+    system[0]["cache_control"] = dict(EPHEMERAL)
+    system[-1]["cache_control"] = dict(EPHEMERAL)
+
+    user = [_text(parts["profile"], cache=True)]
+    if mode == "edit":
+        for kind, heading in ARTIFACT_HEADINGS.items():
+            if files.get(kind):
+                parts[kind] = _section(heading, kind, files[kind], "")
+                user.append(_text(parts[kind]))
+        if len(user) > 1:  # one breakpoint for both (see the module docstring)
+            user[-1]["cache_control"] = dict(EPHEMERAL)
+    parts["message"] = message
+    user.append(_text(message))
+
+    tools = tool_schemas(mode)
+    request = {
+        "model": model or model_id(),
+        "max_tokens": max_tokens,
+        "system": system,
+        "tools": tools,
+        "messages": [{"role": "user", "content": user}],
+    }
+    breakdown = {name: tokens.estimate(text) for name, text in parts.items()}
+    breakdown.setdefault("dashboard", 0)
+    breakdown.setdefault("report", 0)
+    breakdown["tools"] = tokens.estimate(json.dumps(tools, ensure_ascii=False))
+    order = ("base", "task", "sources", "output", "profile", "dashboard", "report", "message", "tools")
+    found = tuple(_budget_warnings(files.get("profile"), budget))
+    return Composed(mode, request, {name: breakdown[name] for name in order}, budget, found)
+
+
+def to_json(composed: Composed) -> str:
+    """{system, tools, messages} as the CLI prints them: what the model sees, in a reviewable form."""
+    request = composed.request
+    shown = {"system": request["system"], "tools": request["tools"], "messages": request["messages"]}
+    return json.dumps(shown, indent=2, ensure_ascii=False)
+
+
+def summary(composed: Composed) -> str:
+    """One line: estimated tokens per part, for stderr next to the JSON."""
+    parts = ", ".join(f"{name} {count}" for name, count in composed.breakdown.items())
+    line = f"{composed.mode} mode, {composed.request['model']}: ~{composed.total_tokens} tokens ({parts}; {tokens.ESTIMATE_METHOD})"
+    if composed.profile_budget is not None:
+        line += f"; profile {composed.breakdown['profile']}/{composed.profile_budget} tokens of its budget"
+    return line
+
+
+def compose_workspace(path: str | Path, message: str, mode: str = "edit") -> Composed:
+    """The request for the workspace at `path`.
+
+    Raises ValidationFailed when the workspace does not validate: composing
+    from half-loaded memory would show the model something nobody reviewed.
+    """
+    from ..core.diagnostics import ValidationFailed, has_errors
+
+    ws, diagnostics = workspace.load(Path(path))
+    if has_errors(diagnostics):
+        raise ValidationFailed(diagnostics)
+    composed = compose(ws.data, mode, message)
+    # The warnings name the workspace's own file and line, as every diagnostic does.
+    doc = ws.docs.get("workspace")
+    line = doc.line_of(("policy", "profile_budget")) if doc is not None else None
+    located = tuple(dataclasses.replace(d, file=workspace.shown_file(Path(path), "workspace"), line=line) for d in composed.diagnostics)
+    return dataclasses.replace(composed, diagnostics=located)
+
+
+def compose_cli(path: str | Path, message: str, mode: str = "edit") -> str:
+    """What `python -m lib compose PATH --message TEXT [--mode edit|query]` prints."""
+    return to_json(compose_workspace(path, message, mode))
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+def _text(text: str, cache: bool = False) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if cache:
+        block["cache_control"] = dict(EPHEMERAL)
+    return block
+
+
+def _yaml(kind: str, content: Any) -> str:
+    """Canonical YAML without the editor's `$schema` header line, which tells the model nothing."""
+    text = workspace.render(kind, content)
+    first, _, rest = text.partition("\n")
+    return rest if first.startswith("# yaml-language-server:") else text
+
+
+def _section(heading: str, kind: str, content: Any, empty: str) -> str:
+    if not content:
+        return f"# {heading}\n{empty}\n"
+    return f"# {heading}\n```yaml\n{_yaml(kind, content)}```\n"
+
+
+def _task_block(files: Mapping[str, Any], today: dt.date | str | None) -> str:
+    meta = files.get("workspace") or {}
+    # Name and description say what the workspace is for; the access lists are not the model's business.
+    about = f"Workspace: {meta.get('name', '(unnamed)')}\n"
+    if meta.get("description"):
+        about += f"{meta['description']}\n"
+    block = about + "\n" + _section("Task specifications (task.yaml)", "task", files.get("task"), "No task rules yet.")
+    stale = rule_review.stale_rules(files, today)
+    if stale:  # one line: the ids, not the rules again
+        block += (
+            f"Unconfirmed rules (no person has confirmed them for over {rule_review.review_days(meta)} days; follow them, "
+            f"and say so if the data seems to contradict one): {', '.join(s.id for s in stale)}\n"
+        )
+    return block
+
+
+def profile_budget_of(files: Mapping[str, Any]) -> int:
+    """The workspace policy's profile budget in tokens (policy.profile_budget, else the schema's default)."""
+    value = ((files.get("workspace") or {}).get("policy") or {}).get("profile_budget")
+    return value if isinstance(value, int) and value > 0 else schemas.default("workspace", "policy", "profile_budget")
+
+
+def budget_warnings(files: Mapping[str, Any], profile_budget: int | None = None) -> list[Diagnostic]:
+    """The warnings `compose` gives about the profile budget, without composing (the Chat page shows them up front)."""
+    return _budget_warnings(files.get("profile"), profile_budget if profile_budget is not None else profile_budget_of(files))
+
+
+def _budget_warnings(profile: Mapping[str, Any] | None, budget: int | None) -> list[Diagnostic]:
+    """A warning when the budget cannot hold every table and column name: the model cannot query what it is not shown."""
+    if budget is None or not profile or not profile.get("tables"):
+        return []
+    needed = tokens.estimate(_PROFILE_HEADING) + tokens.estimate(profile_text.names_text(profile))  # as _profile_block splits the budget
+    if budget >= needed:
+        return []
+    columns = sum(len(t["columns"]) for t in profile["tables"])
+    return [
+        Diagnostic(
+            "compose.profile_budget",
+            WARNING,
+            f"the profile budget of {budget} tokens is below the {needed} that the names of the {len(profile['tables'])} table(s) and "
+            f"{columns} column(s) need, so the model is not shown some of them and cannot query them; raise policy.profile_budget "
+            f"in workspace.yaml to at least {needed}",
+            workspace.FILES["workspace"],
+            None,
+            "policy.profile_budget",
+            f"at least {needed}",
+        )
+    ]
+
+
+_PROFILE_HEADING = "# Data profile (profile.yaml, compact; tables you can query)\n"
+
+
+def _with_decided_joins(files: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The profile with sources.yaml's declared joins (marked declared) and without the rejected candidates."""
+    from ..memory import relationships
+
+    prof = files.get("profile")
+    if not prof or not prof.get("tables"):
+        return prof
+    return {**prof, "relationships": relationships.merged(prof, files.get("sources"))}
+
+
+def _profile_block(profile: Mapping[str, Any] | None, artifacts: list[Mapping[str, Any] | None], budget: int | None) -> str:
+    if not profile or not profile.get("tables"):
+        return "# Data profile\nNo data profile yet: the workspace has no loaded data (connect a source, refresh, then `python -m lib profile PATH --write`).\n"
+    keep = list(dict.fromkeys(name for artifact in artifacts for name in referenced_columns(profile, artifact)))
+    heading = _PROFILE_HEADING
+    if budget is not None:  # the budget is the whole block's, as the model is charged for it
+        budget = max(0, budget - tokens.estimate(heading))
+    return heading + profile_text.text(profile, budget, keep)
+
+
+def referenced_columns(profile: Mapping[str, Any], dashboard: Mapping[str, Any] | None) -> list[str]:
+    """`table.column` for every profiled column the dashboard (or report) mentions, so the budget keeps their detail longest."""
+    if not dashboard:
+        return []
+    spec_text = json.dumps(dashboard, ensure_ascii=False)
+    out = []
+    for table in profile.get("tables") or []:
+        for column in table["columns"]:
+            name = column["name"]
+            # A bare word match, or the double-quoted form a name with spaces needs (escaped as \" in JSON).
+            if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", spec_text) or f'\\"{name}\\"' in spec_text:
+                out.append(f"{table['name']}.{name}")
+    return out
+
+
+def _without_secrets(sources: Mapping[str, Any] | None) -> Any:
+    """sources.yaml as the model may see it: references stay, any literal secret becomes <hidden>.
+
+    Validation already refuses literal secrets; this guards a workspace that
+    was composed without being validated, because the prompt leaves the machine.
+    """
+    if not sources:
+        return sources
+    clean = copy.deepcopy(dict(sources))
+    from ..memory.secrets import is_reference, redact_url
+
+    for source in clean.get("sources") or []:
+        if not isinstance(source, dict):
+            continue
+        for path in _SECRET_FIELDS:
+            _hide_literals(source, path, is_reference)
+        if isinstance(source.get("url"), str):
+            source["url"] = redact_url(source["url"], "<hidden>")
+    return clean
+
+
+def _hide_literals(node: Any, path: tuple[str, ...], is_reference: Callable[[Any], bool]) -> None:
+    """Every value at `path` inside `node` (`*` for any key) that is not a reference becomes <hidden>, in place."""
+    if not isinstance(node, dict):
+        return
+    head, rest = path[0], path[1:]
+    for key in list(node) if head == schemas.ANY_KEY else [head] if head in node else []:
+        if rest:
+            _hide_literals(node[key], rest, is_reference)
+        elif not is_reference(node[key]):
+            node[key] = "<hidden>"

@@ -1,0 +1,58 @@
+"""Connectors turn a source's settings into an Arrow table, one module per type.
+
+    from lib.data.connectors import fetch, FetchContext
+    table = fetch(source_config, FetchContext(workspace_path=...))
+
+Each connector module defines `fetch(source, ctx) -> pyarrow.Table` and is
+looked up by the source's `type` in `REGISTRY`; imports are lazy so that, say,
+the SQL drivers load only when a SQL source is fetched.
+
+A new connector type is one module here, one line in `REGISTRY`, and the type
+in schemas/sources.schema.json (the `type` enum of `$defs/source`, and its
+settings as `$defs/<type>`); tests/test_schemas.py checks that the registry and
+the schema name the same types, in the same order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from .base import FetchContext, SourceError, records_to_table
+
+
+@dataclass(frozen=True)
+class Connector:
+    module: str  # module in this package that defines fetch(source, ctx)
+    label: str  # what the app calls the type
+    extensions: tuple[str, ...] = ()  # a file source: the file name endings it reads (uploads are offered these)
+
+
+REGISTRY: dict[str, Connector] = {
+    "csv": Connector("csv_source", "CSV file", ("csv", "tsv", "txt")),
+    "excel": Connector("excel_source", "Excel workbook", ("xlsx",)),
+    "parquet": Connector("parquet_source", "Parquet file", ("parquet",)),
+    "sql": Connector("sql_source", "SQL database"),
+    "rest": Connector("rest_source", "REST API"),
+    "mcp": Connector("mcp_source", "MCP server"),
+}
+TYPES = tuple(REGISTRY)
+FILE_TYPES = tuple(kind for kind, c in REGISTRY.items() if c.extensions)
+
+
+def file_type(file_name: str) -> str | None:
+    """The file source type that reads a file of this name, by its ending; None if none does."""
+    ending = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
+    return next((kind for kind in FILE_TYPES if ending in REGISTRY[kind].extensions), None)
+
+
+def fetch(source: dict, ctx: FetchContext):
+    kind = source.get("type")
+    connector = REGISTRY.get(kind) if isinstance(kind, str) else None
+    if connector is None:
+        raise SourceError(source.get("name", "?"), f"unknown source type {kind!r}; known: {', '.join(TYPES)}")
+    module = importlib.import_module(f"{__name__}.{connector.module}")
+    return module.fetch(source, ctx)
+
+
+__all__ = ["Connector", "FetchContext", "FILE_TYPES", "REGISTRY", "SourceError", "fetch", "file_type", "records_to_table", "TYPES"]

@@ -1,0 +1,144 @@
+"""What every connector shares: the fetch context, the error type, and JSON records to Arrow."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Container, Iterable
+
+import pyarrow as pa
+
+from ...core import settings
+from ...core.errors import DashmemError
+from ...memory import secrets
+
+
+class SourceError(DashmemError, RuntimeError):
+    """A source could not be fetched. The message names the source and never holds a secret value."""
+
+    def __init__(self, source: str, message: str):
+        self.source = source
+        super().__init__(f"source {source!r}: {message}")
+
+
+@dataclass
+class FetchContext:
+    workspace_path: Path  # relative file paths in sources.yaml are relative to this folder
+    uploads_dir: Path | None = None  # where `upload:NAME` files live (outside git)
+    resolved: list[str] = field(default_factory=list)  # secret values resolved during this fetch, for redaction
+    # Arrow schema of each source's data served now (on refresh): a connector may take
+    # it as its first guess of the types, which it must still check against the new data.
+    served: dict[str, pa.Schema] = field(default_factory=dict)
+
+    def secret(self, source: str, ref: str) -> str:
+        try:
+            value = secrets.resolve(ref)
+        except secrets.SecretMissing as exc:
+            raise SourceError(source, str(exc)) from None
+        self.resolved.append(value)
+        # "Bearer abc": a server that echoes only the token "abc" must not get it past the redaction either.
+        self.resolved.extend(value.split()[-1:])
+        return value
+
+    def redact(self, text: str) -> str:
+        return secrets.redact(text, self.resolved)
+
+    def error(self, source: str, message: str) -> SourceError:
+        """A SourceError whose text has every secret resolved so far scrubbed out."""
+        return SourceError(source, self.redact(message))
+
+
+def confined_path(source: str, raw: str, ctx: FetchContext) -> Path:
+    """A file a source may read: inside the workspace folder or a folder listed in DASHMEM_DATA_DIRS.
+
+    Stewards write sources; without this, a source could read any file the server can.
+    """
+    base = Path(ctx.workspace_path).resolve()
+    path = Path(raw)
+    full = (base / path).resolve() if not path.is_absolute() else path.resolve()
+    allowed = (base,) + settings.get("DASHMEM_DATA_DIRS")
+    if not any(full == root or root in full.parents for root in allowed):
+        raise SourceError(source, f"path {raw!r} is outside the workspace folder; list its folder in DASHMEM_DATA_DIRS to allow it")
+    return full
+
+
+def refused_host(host: str) -> str | None:
+    """Why a source may not contact `host` by its name alone, or None.
+
+    Only a first look: lib/netguard.py checks every address a host resolves to
+    when REST and MCP sources connect, on every redirect hop and next-page link.
+    """
+    from .. import netguard  # loads the HTTP clients: only sources that connect somewhere pay for them
+
+    return netguard.refused_name(host)
+
+
+def dig(data: Any, dotted: str | None) -> Any:
+    """Follow a dotted path (`data.items`, `results.0.rows`) into parsed JSON; '' or None is the root."""
+    if not dotted:
+        return data
+    for part in dotted.split("."):
+        if isinstance(data, list) and part.isdigit():
+            data = data[int(part)] if int(part) < len(data) else None
+        elif isinstance(data, dict):
+            data = data.get(part)
+        else:
+            return None
+    return data
+
+
+def flatten(record: dict, prefix: str = "", out: dict | None = None) -> dict:
+    """Nested objects become `parent_child` columns; lists are kept as JSON text."""
+    out = {} if out is None else out
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flatten(value, f"{name}_", out)
+        elif isinstance(value, list):
+            out[name] = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        else:
+            out[name] = value
+    return out
+
+
+def records_to_table(records: Iterable[dict]) -> pa.Table:
+    """JSON records (possibly nested, possibly with differing keys) as one Arrow table.
+
+    Columns appear in first-seen order. A column whose values mix types that
+    Arrow cannot unify (say numbers and text) becomes text rather than failing.
+    """
+    rows = [flatten(r) if isinstance(r, dict) else {"value": r} for r in records]
+    columns: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            columns.setdefault(key, None)
+    arrays = {name: to_arrow_column([row.get(name) for row in rows]) for name in columns}
+    return pa.table(arrays) if arrays else pa.table({})
+
+
+def unique_name(name: str, taken: Container[str]) -> str:
+    """`name`, or `name_2`, `name_3`... when a file repeats a column name (Arrow tables need distinct names)."""
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name}_{n}" in taken:
+        n += 1
+    return f"{name}_{n}"
+
+
+def to_arrow_column(values: list) -> pa.Array:
+    """Values as one Arrow column of the type Arrow infers; a column mixing types it
+    cannot unify (say numbers and text, which SQLite and JSON allow) becomes text."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([None if v is None else _as_text(v) for v in values], type=pa.string())
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, int, float, dict, list)):  # JSON's own spelling: true, 1.5, {"a": 1}
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return str(value)  # dates, bytes, anything a database driver returns

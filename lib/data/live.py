@@ -1,0 +1,580 @@
+"""Live SQL sources: a dashboard query on a live table runs in the source database, not in a snapshot.
+
+A `sql` source with `mode: live` is never copied. Its table in the snapshot is
+empty, with the columns and types the database's catalogue reports (written by
+refresh through `catalogue_table`), so binding, checks and the model see the
+same workspace as before. At render time `LiveRouter` sits in front of the
+query cache: a query naming only snapshot tables goes on to the sandbox as
+always; one naming tables of exactly one live source is
+
+1. checked by the sandbox's single-SELECT rule (`sandbox.check_statement`),
+2. transpiled with sqlglot from DuckDB SQL to the source's dialect, its table
+   name replaced by the database table and its row count capped,
+3. run through SQLAlchemy with filter values as bind parameters of the driver
+   (never spliced into the text), in a read-only transaction with the
+   database's own statement time limit where it has one, and
+4. cached per (sql, parameters, data version, row cap) for the source's
+   `cache_ttl_s`.
+
+A connection that fails (dropped by the server, refused, the server restarting)
+is tried again on a new one, as the source's `retry` says, after a jittered wait
+(`with_reconnects`); a SQL error or a statement stopped by its time limit is not.
+
+A query mixing a live source's table with snapshot tables or another live
+source is refused naming the tables: no engine can join across the two.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
+
+import pyarrow as pa
+
+from .queries import _plain_numbers
+from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryResult, check_statement, first_line
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+    from sqlglot import exp
+
+    from .connectors.base import FetchContext
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL_S = 300
+# sqlglot's dialect for each SQLAlchemy backend (its `engine.dialect.name`); others are tried under their own name.
+# Tested against real servers: postgresql, mysql/mariadb, sqlite. The warehouses below are transpiled only (README, "Warehouses").
+SQLGLOT_DIALECT = {
+    "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "sqlite": "sqlite",
+    "trino": "trino",  # the `trino` package's dialect
+    "presto": "presto",
+    "hive": "spark",  # PyHive's `hive://`, which is how a Spark Thrift server is reached: it speaks Spark SQL
+    "databricks": "databricks",
+    "bigquery": "bigquery",  # sqlalchemy-bigquery
+    "snowflake": "snowflake",  # snowflake-sqlalchemy
+}
+
+
+def is_live(source: Mapping[str, Any]) -> bool:
+    return source.get("type") == "sql" and source.get("mode") == "live"
+
+
+def live_sources(files: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The workspace's live sources by table name."""
+    sources = (files.get("sources") or {}).get("sources") or []
+    return {s["name"]: s for s in sources if isinstance(s, dict) and is_live(s)}
+
+
+# --------------------------------------------------------------------------- which engine a query belongs to
+
+
+def tables_named(sql: str) -> set[str]:
+    """The tables a DuckDB query reads, without its own CTE names; lower-cased as DuckDB resolves them."""
+    tree = _parse(sql)
+    from sqlglot import exp
+
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    return {t.name.lower() for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes}
+
+
+def live_source_of(sql: str, live: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The one live source a query runs on, None for a snapshot query; a query across engines is refused."""
+    from .sandbox import QueryRefused
+
+    if not live or not any(re.search(rf"\b{re.escape(name)}\b", sql, re.IGNORECASE) for name in live):
+        return None  # snapshot queries never depend on sqlglot parsing DuckDB's every syntax
+    named = tables_named(sql)
+    by_lower = {name.lower(): name for name in live}
+    touched = sorted(by_lower[t] for t in named if t in by_lower)
+    if not touched:
+        return None
+    others = sorted(t for t in named if t not in by_lower)
+    if len(touched) > 1 or others:
+        raise QueryRefused(
+            "a query cannot join tables from different engines: "
+            + ", ".join(f"{t} (live, in its database)" for t in touched)
+            + "".join(f", {t} (snapshot)" for t in others)
+            + "; query each live source on its own"
+        )
+    return touched[0]
+
+
+def _parse(sql: str) -> exp.Expr:
+    import sqlglot
+    from sqlglot.errors import ParseError
+
+    from .sandbox import QueryError
+
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except ParseError as exc:
+        raise QueryError(f"SQL syntax error: {first_line(exc)}") from None
+    if tree is None:
+        raise QueryError("the query is empty")
+    return tree
+
+
+# --------------------------------------------------------------------------- transpiling
+
+
+POSITIONAL = ("format", "qmark", "numeric")
+
+
+# Dialects where a list cannot be one bind parameter (no arrays, or a driver that binds a list as a tuple):
+# a multiselect's `list_contains($x, col)` becomes `col IN (...)`, one parameter per value.
+NO_ARRAYS = frozenset({"mysql", "sqlite", "spark", "databricks", "snowflake"})
+LIST_ITEM = "__dm"  # `$site`'s values travel as `site__dm0`, `site__dm1`, ... there
+
+
+def transpile(
+    sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str, max_rows: int, values: Mapping[str, Any] | None = None
+) -> tuple[str, list[str]]:
+    """The DuckDB query as the database's SQL with the driver's placeholders, and the parameter
+    names in the order their placeholders appear (what a positional paramstyle binds by).
+
+    `values` are the parameters' values, needed only by dialects without arrays (NO_ARRAYS): there
+    `list_contains($x, col)` is written `col IN` one placeholder per value of `$x` (see `bindable`)."""
+    from sqlglot import exp
+
+    from .sandbox import QueryRefused
+
+    check_statement(sql)  # the sandbox's own rule, on the text as written
+    tree = _parse(sql)
+    if not isinstance(tree, exp.Query):
+        raise QueryRefused("only SELECT queries are allowed (WITH … SELECT included)")
+    real = _table_expression(source["table"])
+    for table in list(tree.find_all(exp.Table)):
+        if table.name.lower() == source["name"].lower():
+            replacement = real.copy()
+            replacement.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(table.name)))
+            table.replace(replacement)
+    for n, subquery in enumerate(tree.find_all(exp.Subquery)):
+        if not subquery.alias and isinstance(subquery.parent, (exp.From, exp.Join)):
+            subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"dm_sub{n}")))  # DuckDB names them; PostgreSQL < 16 and MySQL insist
+    tree = _capped(tree, max_rows + 1)  # one row more than shown tells that the result was cut
+    if dialect in NO_ARRAYS:
+        _lists_as_in(tree, values or {})
+    _portable_trunc(tree, dialect)
+    # Placeholders become markers that cannot occur in SQL text by chance, then the driver's own placeholders.
+    token = uuid.uuid4().hex[:12]
+    for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
+        node.replace(exp.column(f"dmp{token}_{_param_name(node)}"))
+    text = tree.sql(dialect=dialect)
+    marker = re.compile(rf'[`"]?dmp{token}_([A-Za-z_][A-Za-z0-9_]*)[`"]?')
+    names: list[str] = []
+
+    def placeholder(match: re.Match) -> str:
+        name = match.group(1)
+        names.append(name)
+        return {"pyformat": f"%({name})s", "format": "%s", "qmark": "?", "named": f":{name}", "numeric": f":{len(names)}"}[paramstyle]
+
+    if paramstyle in ("pyformat", "format"):
+        # A literal % (LIKE 'a%') is not a placeholder: SQLAlchemy always passes the driver parameters, so %% reads as %.
+        text = text.replace("%", "%%")
+    text = marker.sub(placeholder, text)
+    return text, names
+
+
+def _param_name(node: exp.Expr) -> str:
+    from sqlglot import exp
+
+    return node.name or (node.this.name if isinstance(node.this, exp.Expr) else str(node.this))
+
+
+def _lists_as_in(tree: exp.Expr, values: Mapping[str, Any]) -> None:
+    """`list_contains($x, col)` as `col IN ($x__dm0, ...)`: NULL for an unset `$x`, false for an empty one, as in DuckDB."""
+    from sqlglot import exp
+
+    for node in list(tree.find_all(exp.ArrayContains)):
+        if not isinstance(node.this, (exp.Placeholder, exp.Parameter)):
+            continue  # a literal list: the dialect's own function, or its error
+        name = _param_name(node.this)
+        items = _items(values.get(name))
+        if items is None:
+            node.replace(exp.Null())
+        elif not items:
+            node.replace(exp.false())
+        else:
+            node.replace(exp.In(this=node.expression, expressions=[exp.Placeholder(this=f"{name}{LIST_ITEM}{i}") for i in range(len(items))]))
+
+
+# DuckDB's date_trunc where sqlglot's translation is missing (SQLite has no truncation: it wrote TIMESTAMP_TRUNC,
+# which fails) or differs (MySQL weeks counted from year 0, so starting on Sunday): the period's first day, weeks
+# starting on Monday as in DuckDB. `__x__` stands for the truncated expression.
+_TRUNC = {
+    "mysql": {
+        "day": "DATE(__x__)",
+        "week": "DATE_SUB(DATE(__x__), INTERVAL WEEKDAY(__x__) DAY)",
+        "month": "MAKEDATE(YEAR(__x__), 1) + INTERVAL (MONTH(__x__) - 1) MONTH",
+        "quarter": "MAKEDATE(YEAR(__x__), 1) + INTERVAL (QUARTER(__x__) - 1) * 3 MONTH",
+        "year": "MAKEDATE(YEAR(__x__), 1)",
+    },
+    "sqlite": {
+        "day": "date(__x__)",
+        "week": "date(__x__, 'weekday 0', '-6 days')",
+        "month": "date(__x__, 'start of month')",
+        "quarter": "date(__x__, 'start of month', printf('-%d months', (CAST(strftime('%m', __x__) AS INTEGER) - 1) % 3))",
+        "year": "date(__x__, 'start of year')",
+    },
+}
+
+
+def _portable_trunc(tree: exp.Expr, dialect: str) -> None:
+    """`date_trunc(grain, x)` written in the dialect's own date functions where sqlglot's is wrong (see _TRUNC)."""
+    import sqlglot
+    from sqlglot import exp
+
+    templates = _TRUNC.get(dialect)
+    if not templates:
+        return
+    for node in list(tree.find_all(exp.DateTrunc, exp.TimestampTrunc)):
+        template = templates.get(node.text("unit").lower())
+        if template is None:
+            continue  # an hour, a minute: sqlglot's own translation
+        written = sqlglot.parse_one(template, read=dialect)
+        for column in list(written.find_all(exp.Column)):
+            if column.name == "__x__":
+                column.replace(node.this.copy())
+        node.replace(written)
+
+
+def _items(value: Any) -> list | None:
+    return None if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def bindable(values: Mapping[str, Any], dialect: str) -> dict[str, Any]:
+    """The parameters as the driver takes them: where a dialect has no arrays, each list's values as
+    their own parameters (see `_lists_as_in`), and the list itself, wherever else the query reads it
+    (`$x IS NULL`), as its JSON text, which is NULL exactly when the list is."""
+    if dialect not in NO_ARRAYS:
+        return dict(values)
+    out = dict(values)
+    for name, value in values.items():
+        if isinstance(value, (list, tuple)):
+            out[name] = json.dumps(list(value), default=str)
+            out.update({f"{name}{LIST_ITEM}{i}": item for i, item in enumerate(value)})
+    return out
+
+
+def _table_expression(table: str) -> exp.Table:
+    from sqlglot import exp
+
+    parts = table.split(".")
+    ident = [exp.to_identifier(p, quoted=True) for p in parts]
+    return exp.Table(this=ident[-1], db=ident[-2] if len(ident) > 1 else None, catalog=ident[-3] if len(ident) > 2 else None)
+
+
+def _capped(tree: exp.Query, limit: int) -> exp.Query:
+    """At most `limit` rows: a smaller LIMIT the query has stays, a bigger or missing one becomes `limit`."""
+    from sqlglot import exp
+
+    if isinstance(tree, exp.Select):
+        current = tree.args.get("limit")
+        expression = current.expression if current is not None else None
+        if isinstance(expression, exp.Literal) and expression.is_int and int(expression.name) <= limit:
+            return tree
+        if current is None or isinstance(expression, exp.Literal):
+            return tree.limit(limit)
+    return exp.select("*").from_(tree.subquery("dm_live")).limit(limit)
+
+
+# --------------------------------------------------------------------------- running
+
+
+_ENGINES: dict[tuple, sa.Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _engine(source: Mapping[str, Any], workspace_path: Path | None) -> sa.Engine:
+    """One pooled engine per source settings; the URL and password are resolved by the SQL connector's own code."""
+    from .connectors import sql_source
+    from .connectors.base import FetchContext
+
+    key = (source["name"], source["url"], source.get("password"), str(workspace_path))
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            ctx = FetchContext(workspace_path=workspace_path or Path.cwd())
+            _ENGINES[key] = sql_source.engine_for(dict(source), ctx)
+        return _ENGINES[key]
+
+
+def run(
+    source: Mapping[str, Any],
+    sql: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    workspace_path: Path | None = None,
+) -> QueryResult:
+    """Run one dashboard query in the live source's database; the sandbox's limits and result type."""
+    from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+    from .connectors.base import SourceError
+    from .sandbox import QueryError, QueryRefused
+
+    if max_rows < 1:
+        raise QueryRefused("max_rows must be at least 1")
+    try:
+        engine = _engine(source, workspace_path)
+    except SourceError as exc:
+        raise QueryError(str(exc)) from None
+    backend = engine.dialect.name
+    paramstyle = engine.dialect.paramstyle
+    dialect = SQLGLOT_DIALECT.get(backend, backend)
+    text, names_in_order = transpile(sql, source, dialect, paramstyle, max_rows, params)
+    values = bindable(params or {}, dialect)
+    missing = sorted(set(names_in_order) - values.keys())
+    if missing:
+        raise QueryError(f"no value for parameter {', '.join('$' + m for m in missing)}")
+    # The values travel beside the text, to the driver: a filter value is never part of the SQL.
+    bound: Any = tuple(values[n] for n in names_in_order) if paramstyle in POSITIONAL else {n: values[n] for n in names_in_order}
+    start = time.perf_counter()
+
+    def attempt() -> tuple[list[str], Sequence[Any]]:
+        with engine.connect() as connection:
+            _read_only(connection, backend, timeout_s)
+            result = connection.exec_driver_sql(text, bound)
+            names = list(result.keys())
+            rows = result.fetchmany(max_rows + 1)
+            result.close()
+            connection.rollback()  # nothing is ever committed
+            return names, rows
+
+    try:
+        names, rows = with_reconnects(source, attempt)
+    except OperationalError as exc:
+        message = first_line(exc.orig or exc)
+        if _timed_out(message):
+            raise QueryError(f"the query ran longer than {timeout_s:g} s in {source['name']}'s database and was stopped") from None
+        raise QueryError(f"{source['name']}: {message}{_tried(exc)}") from None
+    except SQLAlchemyError as exc:
+        raise QueryError(f"{source['name']}: {first_line(getattr(exc, 'orig', None) or exc)}{_tried(exc)}") from None
+    truncated = len(rows) > max_rows
+    table = _arrow(names, [tuple(_plain(v) for v in row) for row in rows[:max_rows]])
+    return QueryResult(table, truncated, time.perf_counter() - start, table.column_names)
+
+
+T = TypeVar("T")
+
+
+def with_reconnects(source: Mapping[str, Any], attempt: Callable[[], T], sleep: Callable[[float], None] = time.sleep) -> T:
+    """`attempt()` (one whole read on a connection of its own) again while the connection is what failed,
+    up to the source's `retry.attempts` in all, after the policy's jittered waits. Anything else, and the
+    last failure (with a note of the attempts), is raised as it came."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .connectors.policy import RetryPolicy
+    from .connectors.sql_source import DEFAULT_TIMEOUT_S as CONNECT_TIMEOUT_S
+    from .connectors.sql_source import connection_failed
+
+    policy = RetryPolicy.of(dict(source), CONNECT_TIMEOUT_S)
+    for n in range(1, policy.attempts + 1):
+        try:
+            return attempt()
+        except SQLAlchemyError as exc:
+            lost = connection_failed(exc) and not _timed_out(first_line(getattr(exc, "orig", None) or exc))
+            if not lost:
+                raise
+            if n == policy.attempts:
+                exc.add_note(policy.tries(n))
+                raise
+            log.info("%s: the database connection failed (%s); trying again", source["name"], first_line(getattr(exc, "orig", None) or exc))
+            sleep(policy.wait_after(n))
+    raise AssertionError("attempts is at least 1 (schema)")
+
+
+def _tried(exc: BaseException) -> str:
+    """' (after 3 attempts)' when `with_reconnects` gave up on a lost connection, else nothing."""
+    notes = getattr(exc, "__notes__", None) or []
+    return f" (after {notes[-1]})" if notes else ""
+
+
+def _read_only(connection: sa.Connection, backend: str, timeout_s: float) -> None:
+    """A read-only transaction with the database's own time limit, where the dialect has them."""
+    ms = max(1, int(timeout_s * 1000))
+    if backend == "postgresql":
+        connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+    elif backend in ("mysql", "mariadb"):
+        if getattr(connection.dialect, "is_mariadb", False):
+            connection.exec_driver_sql(f"SET SESSION max_statement_time = {timeout_s:.3f}")
+        else:
+            connection.exec_driver_sql(f"SET SESSION max_execution_time = {ms}")
+        connection.exec_driver_sql("SET SESSION TRANSACTION READ ONLY")
+        connection.exec_driver_sql("START TRANSACTION READ ONLY")
+    elif backend == "sqlite":
+        connection.exec_driver_sql("PRAGMA query_only = ON")
+        deadline = time.monotonic() + timeout_s
+        raw = connection.connection.dbapi_connection
+        if raw is not None and hasattr(raw, "set_progress_handler"):
+            raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+
+
+def _timed_out(message: str) -> bool:
+    lowered = message.lower()
+    return "statement timeout" in lowered or "max_statement_time" in lowered or "maximum statement execution time" in lowered or "interrupted" in lowered
+
+
+def _plain(value: Any) -> Any:
+    """Whole-number decimals (PostgreSQL's SUM of integers) as int, others as float: what DuckDB's results hold."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() and value.as_tuple().exponent >= 0 else float(value)  # pyright: ignore[reportOperatorIssue]  # exponent is an int for finite decimals
+    return value
+
+
+def _arrow(names: list[str], rows: list[tuple]) -> pa.Table:
+    from .connectors.sql_source import arrow_table
+
+    return _plain_numbers(arrow_table(names, [rows] if rows else []))
+
+
+# --------------------------------------------------------------------------- caching and routing
+
+
+class LiveCache:
+    """Live results keyed by (source, data version, sql, parameters, row cap), each kept for its source's TTL."""
+
+    def __init__(self, size: int = 512, clock: Callable[[], float] = time.monotonic):
+        self.size = size
+        self.clock = clock
+        self._items: dict[tuple, tuple[float, QueryResult]] = {}
+        self._lock = threading.Lock()
+        self.round_trips = 0
+
+    def run(
+        self,
+        source: Mapping[str, Any],
+        version: str,
+        sql: str,
+        params: Mapping[str, Any],
+        *,
+        max_rows: int,
+        timeout_s: float,
+        workspace_path: Path | None = None,
+    ) -> QueryResult:
+        key = (source["name"], version, sql, tuple(sorted((k, _hashable(v)) for k, v in params.items())), max_rows)
+        now = self.clock()
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] > now:
+                return hit[1]
+        result = run(source, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path)
+        ttl = int(source.get("cache_ttl_s", DEFAULT_TTL_S))
+        with self._lock:
+            self.round_trips += 1
+            if ttl > 0:
+                self._items[key] = (self.clock() + ttl, result)
+                if len(self._items) > self.size:
+                    for stale in sorted(self._items, key=lambda k: self._items[k][0])[: len(self._items) - self.size]:
+                        del self._items[stale]
+        return result
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+LIVE_CACHE = LiveCache()
+
+
+class LiveRouter:
+    """The render query cache's stand-in: live queries go to their database, all others to `snapshot_cache`."""
+
+    def __init__(self, snapshot_cache: Any, live: Mapping[str, Mapping[str, Any]], workspace_path: Path | None = None, cache: LiveCache = LIVE_CACHE):
+        self.snapshot_cache = snapshot_cache
+        self.live = live
+        self.workspace_path = workspace_path
+        self.cache = cache
+
+    @property
+    def misses(self) -> int:  # render counts the queries it ran through this
+        return self.snapshot_cache.misses + self.cache.round_trips
+
+    def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *, max_rows: int, timeout_s: float) -> QueryResult:
+        name = live_source_of(sql, self.live)
+        if name is None:
+            return self.snapshot_cache.run(version, tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+        return self.cache.run(self.live[name], version, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=self.workspace_path)
+
+
+def run_query(
+    files: Mapping[str, Any],
+    tables: Mapping[str, pa.Table],
+    version: str,
+    sql: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    workspace_path: Path | None = None,
+) -> QueryResult:
+    """`sandbox.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
+    from . import sandbox
+
+    name = live_source_of(sql, live_sources(files))
+    if name is None:
+        return sandbox.run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+    return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path)
+
+
+def router_for(files: Mapping[str, Any], snapshot_cache: Any, workspace_path: Path | None = None) -> Any:
+    """`snapshot_cache` itself when the workspace has no live source (snapshot mode is unchanged), else a router."""
+    live = live_sources(files)
+    return LiveRouter(snapshot_cache, live, workspace_path) if live else snapshot_cache
+
+
+# --------------------------------------------------------------------------- refresh: the catalogue, not the rows
+
+
+def catalogue_table(source: Mapping[str, Any], ctx: FetchContext) -> pa.Table:
+    """An empty Arrow table with the live table's columns and types from the database's catalogue; no row is read."""
+    import sqlalchemy as sa
+    from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
+
+    from .connectors import sql_source
+
+    name = source["name"]
+    engine = sql_source.engine_for(dict(source), ctx)
+    schema, _, table = source["table"].rpartition(".")
+    try:
+        columns = sa.inspect(engine).get_columns(table, schema=schema or None)
+    except NoSuchTableError:
+        raise ctx.error(name, f"table {source['table']!r} not found in the database") from None
+    except SQLAlchemyError as exc:
+        raise ctx.error(name, f"cannot read the catalogue: {first_line(getattr(exc, 'orig', None) or exc)}") from None
+    finally:
+        engine.dispose()
+    return pa.schema([pa.field(c["name"], _arrow_type(c["type"])) for c in columns]).empty_table()
+
+
+def _arrow_type(sql_type: Any) -> pa.DataType:
+    """The Arrow type the snapshot connector would give this column's values."""
+    import sqlalchemy as sa
+
+    if isinstance(sql_type, sa.Boolean):
+        return pa.bool_()
+    if isinstance(sql_type, sa.Integer):
+        return pa.int64()
+    if isinstance(sql_type, (sa.Float, sa.Numeric)):
+        return pa.float64()
+    if isinstance(sql_type, sa.DateTime):
+        return pa.timestamp("us", tz="UTC") if getattr(sql_type, "timezone", False) else pa.timestamp("us")
+    if isinstance(sql_type, sa.Date):
+        return pa.date32()
+    if isinstance(sql_type, sa.Time):
+        return pa.time64("us")
+    if isinstance(sql_type, (sa.LargeBinary, sa.types._Binary)):
+        return pa.binary()
+    return pa.string()

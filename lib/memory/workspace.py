@@ -1,0 +1,455 @@
+"""A workspace folder: loading, validation and canonical saving of its files.
+
+A workspace is one folder with one YAML file per memory category (see
+`schemas.FILES`). Loading never raises on bad content: it returns whatever
+parsed plus a list of `Diagnostic`s. Saving validates everything first and
+writes nothing when anything is invalid; files whose canonical text did not
+change are not touched, so saving an unchanged workspace changes no byte.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from stat import S_ISREG
+from typing import Any, Callable
+
+from ..core.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
+from ..core.errors import DashmemError
+from ..core.fsutil import atomic_write, write_temp
+from . import relationships, schemas, secrets
+from .spec import report_components
+from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
+
+FILES = schemas.FILES
+# Files a workspace must have; a profile and a dashboard appear once data is connected.
+REQUIRED = ("workspace", "task", "sources", "output")
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+class InvalidName(DashmemError, ValueError):
+    pass
+
+
+class WorkspaceExists(DashmemError, FileExistsError):
+    """A new workspace's folder exists already; nothing was written."""
+
+
+def check_slug(slug: str) -> str:
+    """A workspace folder name: lower-case letters, digits and dashes; no paths."""
+    if not isinstance(slug, str) or not SLUG_RE.match(slug):
+        raise InvalidName(
+            f"invalid workspace name {slug!r}: use 1-63 lower-case letters, digits and dashes, starting with a letter or digit (no '/', '..' or spaces)"
+        )
+    return slug
+
+
+@dataclass
+class Workspace:
+    path: Path
+    data: dict[str, Any] = field(default_factory=dict)  # kind -> parsed content (absent if missing)
+    docs: dict[str, Document] = field(default_factory=dict)
+
+    @property
+    def slug(self) -> str:
+        return self.path.name
+
+    @property
+    def name(self) -> str:
+        return (self.data.get("workspace") or {}).get("name", self.slug)
+
+    def get(self, kind: str, default: Any = None) -> Any:
+        return self.data.get(kind, default)
+
+    def text(self, kind: str) -> str:
+        """Canonical YAML of one file, exactly as `save` would write it."""
+        return render(kind, self.data[kind])
+
+
+def render(kind: str, data: Any) -> str:
+    return dump(data, schema=schemas.load_schema(kind), header=schemas.header(kind))
+
+
+def is_workspace(path: Path) -> bool:
+    return (Path(path) / FILES["workspace"]).is_file()
+
+
+def find_workspaces(path: Path) -> list[Path]:
+    """The workspace at PATH, or every workspace folder below it (sorted)."""
+    path = Path(path)
+    if is_workspace(path):
+        return [path]
+    if not path.is_dir():
+        return []
+    found = []
+    for folder, subfolders, files in os.walk(path):
+        if FILES["workspace"] in files:
+            found.append(Path(folder))
+        # Never walk into hidden folders (.git, a CI job's clone of the app in .dashmem) or
+        # into another git checkout below PATH: their workspaces are not this repo's.
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and not os.path.exists(os.path.join(folder, d, ".git")))
+    return sorted(found)
+
+
+def load(path: Path, *, readonly: bool = False) -> tuple[Workspace, list[Diagnostic]]:
+    """Read and validate one workspace. Never raises on bad content.
+
+    `readonly=True` hands out the parsed files shared with the cache instead of
+    copies, for callers that only read (a refresh); they must not change them.
+    """
+    path = Path(path)
+    ws = Workspace(path=path)
+    diagnostics: list[Diagnostic] = []
+    if not SLUG_RE.match(path.name):
+        diagnostics.append(
+            Diagnostic(
+                "workspace.name",
+                ERROR,
+                f"folder name {path.name!r} is not a valid workspace name",
+                str(path),
+                None,
+                None,
+                "lower-case letters, digits and dashes",
+            )
+        )
+    folder = path.resolve()
+    for kind, filename in FILES.items():
+        file = folder / filename
+        shown = _shown(path, filename)
+        try:
+            stat = file.stat()
+        except OSError:
+            stat = None
+        if stat is None or not S_ISREG(stat.st_mode):
+            if kind in REQUIRED:
+                diagnostics.append(
+                    Diagnostic("file.missing", ERROR, f"missing file {filename}", shown, None, None, f"a {filename} that follows schemas/{kind}.schema.json")
+                )
+            continue
+        doc, file_diags = _load_file(kind, str(file), shown, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if doc is not None:
+            ws.docs[kind] = doc
+            ws.data[kind] = doc.data if readonly else copy.deepcopy(doc.data)  # callers edit and save their copy
+        diagnostics.extend(file_diags)
+    if "sources" in ws.docs and ws.data.get("profile") and not any(d.file == _shown(path, FILES["sources"]) and d.level == ERROR for d in diagnostics):
+        # Across files: a declared join's columns, where the profile describes the table.
+        problems = relationships.reference_problems(ws.docs["sources"], ws.data["profile"], _shown(path, FILES["sources"]))
+        diagnostics.extend(d for d in problems if d.id == "relationship.unknown_column")
+    return ws, diagnostics
+
+
+@functools.lru_cache(maxsize=256)
+def _load_file(kind: str, file: str, shown: str, mtime_ns: int, size: int, inode: int) -> tuple[Document | None, tuple[Diagnostic, ...]]:
+    """Parse and validate one file; cached on its identity and modification time.
+
+    Every rerun of a Streamlit page and every refresh loads the workspace, so
+    an unchanged file is parsed and validated once per process.
+    """
+    if size > MAX_FILE_BYTES:  # refused before a byte is read: files come from pull requests
+        return None, (Diagnostic("file.too_large", ERROR, too_large_message(size, Path(file).name), shown, None, None, f"at most {MAX_FILE_BYTES:,} bytes"),)
+    try:
+        raw = Path(file).read_bytes()
+    except OSError as exc:
+        return None, (Diagnostic("file.unreadable", ERROR, f"cannot read the file: {exc.strerror}", shown, None, None, None),)
+    if len(raw) > MAX_FILE_BYTES:  # it grew since it was looked at
+        return None, (
+            Diagnostic("file.too_large", ERROR, too_large_message(len(raw), Path(file).name), shown, None, None, f"at most {MAX_FILE_BYTES:,} bytes"),
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return None, (Diagnostic("file.encoding", ERROR, f"not UTF-8 text ({exc.reason} at byte {exc.start})", shown, line, None, "UTF-8"),)
+    try:
+        doc = parse(text)
+    except YamlSyntaxError as exc:
+        return None, (yaml_diagnostic(exc, shown),)
+    return doc, tuple(_check_document(kind, doc, shown))
+
+
+def yaml_diagnostic(exc: YamlSyntaxError, shown: str) -> Diagnostic:
+    """A YAML problem of a file as a Diagnostic: `yaml.syntax` for malformed text, `yaml.<kind>` for a refusal."""
+    if exc.kind == "syntax":
+        return Diagnostic("yaml.syntax", ERROR, f"malformed YAML: {exc}", shown, exc.line, None, None)
+    if exc.kind == "too_large":
+        return Diagnostic(
+            "file.too_large", ERROR, too_large_message(getattr(exc, "size", 0), Path(shown).name), shown, None, None, f"at most {MAX_FILE_BYTES:,} bytes"
+        )
+    return Diagnostic(f"yaml.{exc.kind}", ERROR, str(exc), shown, exc.line, None, None)
+
+
+def validate(path: Path) -> list[Diagnostic]:
+    return load(path)[1]
+
+
+def shown_file(ws_path: Path, kind: str) -> str:
+    """How messages name the workspace's file of `kind` (say `workspaces/sales/dashboard.yaml`)."""
+    return _shown(Path(ws_path), FILES[kind])
+
+
+def _shown(ws_path: Path, filename: str) -> str:
+    """File name as shown in messages: relative to the current directory when possible."""
+    return f"{_shown_folder(str(ws_path), os.getcwd())}/{filename}"
+
+
+@functools.lru_cache(maxsize=256)
+def _shown_folder(ws_path: str, cwd: str) -> str:
+    folder = Path(ws_path).resolve()
+    try:
+        return str(folder.relative_to(Path(cwd).resolve()))
+    except ValueError:
+        return str(Path(ws_path))
+
+
+# --------------------------------------------------------------------------- semantic checks
+# Small validators for what JSON Schema cannot say. Each takes the parsed
+# document and the file name shown in messages, and returns Diagnostics.
+
+
+def _unique(list_key: str, item_key: str, what: str) -> Callable[[Document, str], list[Diagnostic]]:
+    def check(doc: Document, shown: str) -> list[Diagnostic]:
+        seen: dict[Any, int] = {}
+        out = []
+        for i, item in enumerate(doc.data.get(list_key) or []):
+            value = item.get(item_key)
+            if value in seen:
+                path = (list_key, i, item_key)
+                out.append(
+                    Diagnostic(
+                        f"{what}.duplicate",
+                        ERROR,
+                        f"duplicate {what} {value!r} (first at {list_key}[{seen[value]}])",
+                        shown,
+                        doc.line_of(path),
+                        format_path(path),
+                        f"a unique {item_key}",
+                    )
+                )
+            else:
+                seen[value] = i
+        return out
+
+    check.__name__ = f"unique_{what}"
+    return check
+
+
+def _layout_references(doc: Document, shown: str) -> list[Diagnostic]:
+    ids = {c.get("id") for c in doc.data.get("components") or []}
+    out = []
+    for r, row in enumerate(doc.data.get("layout") or []):
+        for c, cell in enumerate(row):
+            ref = cell if isinstance(cell, str) else cell.get("id")
+            path = ("layout", r, c)
+            if ref not in ids:
+                out.append(
+                    Diagnostic(
+                        "layout.unknown_component",
+                        ERROR,
+                        f"layout names unknown component {ref!r}",
+                        shown,
+                        doc.line_of(path),
+                        format_path(path),
+                        ", ".join(sorted(i for i in ids if i)),
+                    )
+                )
+    return out
+
+
+def _unique_report_ids(doc: Document, shown: str) -> list[Diagnostic]:
+    """A report's KPI cards, charts and tables share one id space, as a dashboard's components do."""
+    seen: dict[Any, tuple] = {}
+    out = []
+    for where, spec in report_components(doc.data):
+        value, path = spec.get("id"), where + ("id",)
+        if value in seen:
+            out.append(
+                Diagnostic(
+                    "component id.duplicate",
+                    ERROR,
+                    f"duplicate component id {value!r} (first at {format_path(seen[value])})",
+                    shown,
+                    doc.line_of(path),
+                    format_path(path),
+                    "a unique id",
+                )
+            )
+        else:
+            seen[value] = where
+    return out
+
+
+def _access_has_owner(doc: Document, shown: str) -> list[Diagnostic]:
+    owners = (doc.data.get("access") or {}).get("owners") or []
+    if owners == ["*"]:
+        path = ("access", "owners")
+        return [Diagnostic("access.everyone_owner", WARNING, "every signed-in user is an owner", shown, doc.line_of(path), format_path(path), "named owners")]
+    return []
+
+
+def _no_literal_secrets(doc: Document, shown: str) -> list[Diagnostic]:
+    """Credentials written into a source (see `secrets.source_problems`), and references to the app's own."""
+    out = []
+    for i, source in enumerate(doc.data.get("sources") or []):
+        for where, check_id, message in secrets.source_problems(source):
+            path = ("sources", i) + where
+            fix = (
+                "a reference of the source's own, e.g. env:SALES_DB_PASSWORD"
+                if check_id == "secret.reserved"
+                else "the credential as a reference (env:NAME or secrets:KEY) in secret_headers (rest, mcp), password (sql), env (mcp) or tls (rest, mcp)"
+            )
+            out.append(Diagnostic(check_id, ERROR, message, shown, doc.line_of(path, key=check_id == "secret.header"), format_path(path), fix))
+    return out
+
+
+def _relationship_tables(doc: Document, shown: str) -> list[Diagnostic]:
+    """Declared and rejected joins name tables that sources make (their columns are checked against the profile in `load`)."""
+    return relationships.reference_problems(doc, None, shown)
+
+
+SEMANTIC_CHECKS: dict[str, tuple[Callable[[Document, str], list[Diagnostic]], ...]] = {
+    "workspace": (_access_has_owner,),
+    "task": (_unique("rules", "id", "rule id"),),
+    "sources": (_unique("sources", "name", "source name"), _no_literal_secrets, _relationship_tables),
+    "profile": (_unique("tables", "name", "table"),),
+    "dashboard": (_unique("components", "id", "component id"), _unique("filters", "id", "filter id"), _layout_references),
+    "report": (_unique_report_ids, _unique("parameters", "id", "filter id")),
+}
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def validate_content(path: Path, data: dict[str, Any]) -> list[Diagnostic]:
+    """Validate in-memory content for a workspace folder without writing it."""
+    return _prepare(path, data)[0]
+
+
+def _prepare(path: Path, data: dict[str, Any]) -> tuple[list[Diagnostic], dict[str, str]]:
+    """The diagnostics of content, and its canonical text per kind, as `save` would write it."""
+    out: list[Diagnostic] = []
+    texts: dict[str, str] = {}
+    for kind, content in data.items():
+        if kind not in FILES:
+            raise KeyError(f"unknown workspace file kind {kind!r}; known: {', '.join(FILES)}")
+        texts[kind] = render(kind, content)
+        # Parse the canonical text again so that line numbers match what would be written.
+        shown = _shown(Path(path), FILES[kind])
+        try:
+            doc = parse(texts[kind])
+        except YamlSyntaxError as exc:  # content too large or too deeply nested to be a workspace file
+            out.append(yaml_diagnostic(exc, shown))
+            continue
+        out.extend(_check_document(kind, doc, shown))
+    return out, texts
+
+
+def _check_document(kind: str, doc: Document, shown: str) -> list[Diagnostic]:
+    """Schema validation, then (on a valid document) the semantic checks of its kind."""
+    diags = schemas.validate_document(kind, doc, shown)
+    return list(diags) or [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
+
+
+def save(path: Path, data: dict[str, Any]) -> list[str]:
+    """Write the given files (kind -> content) canonically; returns the file names that changed.
+
+    Validates all given content first and raises `ValidationFailed` without
+    writing anything if any of it is invalid. Each file is replaced atomically.
+    """
+    path = Path(path)
+    check_slug(path.name)
+    diagnostics, texts = _prepare(path, data)
+    if has_errors(diagnostics):
+        raise ValidationFailed(diagnostics)
+    pending: list[tuple[Path, str]] = []
+    for kind, text in texts.items():
+        target = path / FILES[kind]
+        if target.is_file() and target.read_bytes() == text.encode("utf-8"):
+            continue
+        pending.append((target, text))
+    path.mkdir(parents=True, exist_ok=True)
+    temps = []
+    try:
+        for target, text in pending:
+            temps.append((write_temp(target, text), target))
+        for tmp, target in temps:
+            os.replace(tmp, target)
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return [t.name for t, _ in pending]
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the system allows (Linux), since
+    setting it even for a moment would affect files other threads create meanwhile."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # pragma: no cover - systems without /proc
+    os.umask(mask)
+    return mask
+
+
+def text_diff(before: str, after: str, from_label: str, to_label: str) -> str:
+    """The unified diff between two texts (empty when they are equal)."""
+    import difflib
+
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), from_label, to_label))
+
+
+def blank(name: str, owner: str, today: str) -> dict[str, Any]:
+    """Content of a new, empty workspace that validates."""
+    return {
+        "workspace": {
+            "name": name,
+            "description": "",
+            "access": {"owners": [owner], "stewards": [], "viewers": []},
+            "policy": {"stewards_can_publish": False, "require_valid_to_publish": True},
+        },
+        "task": {"goal": "", "rules": []},
+        "sources": {"sources": []},
+        "output": {
+            "data_injection": {"mode": "queries_at_render", "max_rows_per_query": 10000, "query_timeout_s": 10},
+            "theme": {"background": "#ffffff", "text": "#1f2933", "primary": "#1f77b4"},
+        },
+    }
+
+
+def copy_template(template: Path, target: Path, *, name: str | None = None) -> None:
+    """Copy a template workspace folder (YAML and its data files) into a new folder."""
+    import shutil
+
+    target = Path(target)
+    if target.exists():
+        raise WorkspaceExists(f"{target} already exists; choose another name")
+    ws, diags = load(template)
+    meta = dict(ws.data.get("workspace") or {}, name=name) if name else None
+    if meta is not None:
+        diags = diags + validate_content(target, {"workspace": meta})  # the new name must fit before anything is written
+    if has_errors(diags):
+        raise ValidationFailed(diags)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.{os.urandom(6).hex()}.tmp"
+    staging.mkdir(0o777)  # not mkdtemp's 0o700: the umask decides, as for any new folder
+    try:
+        # Files and folders get the permissions of new ones (the umask decides), not the template's.
+        shutil.copytree(template, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*", "__pycache__"), copy_function=shutil.copyfile)
+        folder_mode = 0o777 & ~_umask()
+        for folder, _, _ in os.walk(staging):
+            os.chmod(folder, folder_mode)
+        if meta is not None:
+            atomic_write(staging / FILES["workspace"], render("workspace", meta))
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

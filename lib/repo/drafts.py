@@ -1,0 +1,482 @@
+"""Drafts: each person's edits to one workspace, on their own branch in their own worktree.
+
+The branch `draft/<user>/<workspace>` is checked out under
+`<repo>.drafts/<user>/<workspace>`, so concurrent drafts never share files.
+Saving, revert and undo add commits as the person; `sync` brings published
+changes in; an owner's `reject` renames the branch (`rejected/...`), never
+deletes it.
+
+Crash safety. Whatever writes a draft's worktree holds the draft's lock and
+marks the draft while it writes (`writing`); a marker left behind means a
+process died half-way, and `repair_draft` (run when the config repo is opened
+and before a draft is handed out) makes the worktree equal its branch again,
+keeping what differed as a stash entry.
+
+These functions are the implementation of `lib.configrepo.ConfigRepo`'s draft
+methods; `cr` is that ConfigRepo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+import git
+
+from ..core.diagnostics import ValidationFailed
+from ..memory import workspace
+from ..roles import access
+from ..roles.access import User
+from .gitops import (
+    Busy,
+    ConfigRepoError,
+    _git,
+    actor_env,
+    branch_heads,
+    conflicted,
+    forget_worktree,
+    is_ancestor,
+    keep_and_reset,
+    rev,
+    status,
+    worktree_admin_dir,
+)
+from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, semantic_diff, trailer
+from .semantic_diff import Change
+
+if TYPE_CHECKING:
+    from .configrepo import ConfigRepo
+
+_log = logging.getLogger(__name__)
+
+UNDO_DEPTH = 10
+
+
+class PublishConflict(ConfigRepoError):
+    """Both sides changed the same lines; nothing was merged and both are kept."""
+
+    def __init__(self, slug: str, branch: str, files: list[str], updating: bool = False):
+        self.files = files
+        changed = f"{', '.join(files) or 'some files'} changed in the published version since this draft started, on the same lines"
+        if updating:  # bringing published changes into the draft, not publishing
+            text = (
+                f"could not update your draft of {slug} from the published version: {changed}. Nothing was changed; "
+                "choose whether to keep your lines or the published ones where both changed."
+            )
+        else:
+            text = (
+                f"cannot publish {slug}: {changed}. Nothing was published; your draft and the published version are "
+                "both kept. Update your draft from the published version, check your edit on top, and publish again."
+            )
+        super().__init__(text)
+
+
+class DraftChanged(ConfigRepoError):
+    """A save was based on an earlier state of the draft than the one it would be written over; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Draft:
+    user: str
+    slug: str
+    branch: str
+    path: Path  # the worktree root
+
+    @property
+    def workspace_path(self) -> Path:
+        return self.path / self.slug
+
+
+def parse_draft(branch: str) -> tuple[str, str] | None:
+    """(user, slug) of a draft branch `draft/<user>/<slug>`, else None."""
+    parts = branch.split("/")
+    return (parts[1], parts[2]) if len(parts) == 3 and parts[0] == "draft" else None
+
+
+def branch_name(user: User, slug: str) -> str:
+    return f"draft/{user.name}/{workspace.check_slug(slug)}"
+
+
+def worktree(cr: ConfigRepo, user_name: str, slug: str) -> Path:
+    """Where a person's draft of a workspace is checked out (the worktree root)."""
+    return cr.drafts_root / user_name / slug
+
+
+def actor(user: User) -> git.Actor:
+    return git.Actor(user.display_name or user.name, user.git_email)
+
+
+def git_env(user: User) -> dict[str, str]:
+    return actor_env(actor(user))
+
+
+# --------------------------------------------------------------------------- opening and listing drafts
+
+
+def open_draft(cr: ConfigRepo, user: User, slug: str, action: str) -> tuple[Draft, dict[str, Any]]:
+    """The user's draft, once `action` is allowed, with the access list that allowed it."""
+    branch = branch_name(user, slug)
+    meta = cr._access_meta(slug, branch)
+    access.require(user, action, meta, slug)
+    if not cr.has_branch(branch) and not cr.is_published(slug):
+        # A branch from `main` would lack the workspace: every later use of that draft would fail.
+        creators = sorted({parsed[0] for head in branch_heads(cr._git_dir, "draft/") if (parsed := parse_draft(head)) and parsed[1] == slug})
+        whose = f"only on {' and '.join(creators)}'s draft" if creators else "nowhere but a draft"
+        raise ConfigRepoError(
+            f"{slug!r} is not published yet: it exists {whose}, which you can view and review but not edit. "
+            "Publish it from Review (or ask its creator to), then edit your own draft of it."
+        )
+    where = worktree(cr, user.name, slug)
+    draft = Draft(user.name, slug, branch, where)
+    with cr._lock(), cr._lock(draft):
+        if worktree_admin_dir(where) is None:  # never checked out, or its checkout died half-way
+            forget_worktree(cr.path, cr._git_dir, where)
+            (cr._git_dir / "refs" / "heads" / f"{branch}.lock").unlink(missing_ok=True)  # of a killed `worktree add -b`
+            where.parent.mkdir(parents=True, exist_ok=True)
+            if branch in cr.repo.heads:
+                _git(cr.path, "worktree", "add", str(where), branch)
+            else:
+                _git(cr.path, "worktree", "add", "-b", branch, str(where), MAIN)
+        else:
+            repair_draft(cr, draft)  # a save, revert or sync of it that was killed half-way
+    return draft, meta
+
+
+def list_drafts(cr: ConfigRepo, slug: str | None = None) -> list[dict[str, Any]]:
+    """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
+    out = []
+    for head in cr.repo.heads:
+        parsed = parse_draft(head.name)
+        if parsed is None or (slug is not None and parsed[1] != slug):
+            continue
+        owner, of = parsed
+        ahead = int(cr.repo.git.rev_list("--count", f"{MAIN}..{head.name}"))
+        # Published changes to this workspace the draft lacks (changes to other workspaces do not matter to it).
+        behind = int(cr.repo.git.rev_list("--count", f"{head.name}..{MAIN}", "--", of))
+        out.append(
+            {
+                "branch": head.name,
+                "user": owner,
+                "slug": of,
+                "ahead": ahead,
+                "behind": behind,
+                "head": head.commit.hexsha,
+                "date": head.commit.authored_datetime.isoformat(),
+                "workspace_path": worktree(cr, owner, of) / of,
+            }
+        )
+    return sorted(out, key=lambda d: (d["slug"], d["user"]))
+
+
+def draft_diff(cr: ConfigRepo, slug: str, branch: str) -> list[FileDiff]:
+    """What a draft branch changes in the workspace since it left `main`."""
+    return cr.diff(slug, cr.repo.merge_base(MAIN, branch)[0].hexsha, branch)
+
+
+def draft_changes(cr: ConfigRepo, slug: str, branch: str) -> list[Change]:
+    """What a draft branch changes in the workspace's meaning since it left `main` (lib.repo.semantic_diff)."""
+    return semantic_diff(cr.repo, workspace.check_slug(slug), cr.repo.merge_base(MAIN, branch)[0].hexsha, branch)
+
+
+# --------------------------------------------------------------------------- writing a draft
+
+
+def save(cr: ConfigRepo, user: User, slug: str, files: dict[str, Any], message_: str, base: str | None = None) -> str | None:
+    """Validate and write files to the user's draft and commit them as the user (see `ConfigRepo.save`)."""
+    draft, meta = open_draft(cr, user, slug, "save")
+    if "workspace" in files:
+        access.require_governance_unchanged_or_owner(user, meta, files["workspace"], slug)
+    wt = git.Repo(draft.path)
+    with cr._lock(draft):
+        # Compared under the lock that every writer of this draft takes, so no save can slip in between.
+        if base is not None and wt.head.commit.hexsha != base:
+            raise DraftChanged(f"your draft of {slug} changed while this was being saved (another tab or a chat saved to it); nothing was saved, try again")
+        with writing(cr, draft, "save"):
+            return _save(draft, wt, user, slug, files, message_)
+
+
+def _save(draft: Draft, wt: git.Repo, user: User, slug: str, files: dict[str, Any], message_: str) -> str | None:
+    """The save itself, under the draft's lock: write the files, commit them; a failure puts the files back."""
+    before = _snapshot(draft.workspace_path)
+    try:
+        workspace.save(draft.workspace_path, files)
+        return commit_folder(wt, slug, actor(user), message_ or f"Edit {slug}", "save")
+    except ValidationFailed:
+        raise
+    except BaseException as failure:
+        try:
+            _restore_snapshot(draft.workspace_path, before)
+            _git(draft.path, "reset", "-q", "--", slug)
+        except Exception as cleanup:  # the original cause matters more; the repair on next open finishes the job
+            _log.warning("cleaning up after a failed save of %s: %s", slug, cleanup)
+        if isinstance(failure, OSError):
+            raise ConfigRepoError(f"could not save {slug}: {failure.strerror or failure}; nothing was saved") from failure
+        raise
+
+
+def revert(cr: ConfigRepo, user: User, slug: str, version: str) -> str | None:
+    """Restore the workspace to `version` on the user's draft, as a new commit."""
+    draft, _ = open_draft(cr, user, slug, "revert")
+    with cr._lock(draft), writing(cr, draft, "revert"):
+        return restore(git.Repo(draft.path), slug, version, actor(user))
+
+
+def undo_stack(cr: ConfigRepo, user: User, slug: str) -> list[str]:
+    """Shas of saved states on the draft, oldest first; the last is the current state."""
+    branch = branch_name(user, slug)
+    if branch not in cr.repo.heads:
+        return []
+    # Undo starts afresh at the newest commit that is not a save, revert or undo (main's history, a publish, a
+    # sync), so only the commits from there on are read, walking first parents through the repo handle's
+    # object reader (no process), not the draft's whole first-parent history.
+    chain = [cr.repo.commit(branch)]
+    while trailer(chain[-1], ACTION_TRAILER) in ("save", "revert", "undo") and chain[-1].parents and len(chain) < 500:
+        chain.append(chain[-1].parents[0])
+    stack: list[str] = []
+    for commit in reversed(chain):
+        action = trailer(commit, ACTION_TRAILER)
+        touched = trailer(commit, WORKSPACE_TRAILER) == slug
+        if touched and action in ("save", "revert"):
+            stack.append(commit.hexsha)
+            del stack[: max(0, len(stack) - (UNDO_DEPTH + 1))]
+        elif touched and action == "undo":
+            if len(stack) > 1:
+                stack.pop()
+        elif action not in ("save", "revert", "undo"):
+            stack = [commit.hexsha]  # main's history, a publish or a sync: undo starts afresh
+    return stack
+
+
+def undo(cr: ConfigRepo, user: User, slug: str) -> str:
+    """Step the draft back to the previous saved state, as a new commit."""
+    draft, _ = open_draft(cr, user, slug, "undo")
+    with cr._lock(draft), writing(cr, draft, "undo"):
+        stack = undo_stack(cr, user, slug)
+        if len(stack) < 2:
+            raise ConfigRepoError(f"nothing to undo in {slug}: the undo history keeps the last {UNDO_DEPTH} saved states of a draft")
+        target = stack[-2]
+        sha = restore(git.Repo(draft.path), slug, target, actor(user), action="undo", subject=f"Undo last change to {slug} (back to {target[:10]})")
+        if sha is None:  # the state already equals the target: record the step anyway
+            _git(draft.path, "commit", "-q", "--allow-empty", "-F", "-", input=message(f"Undo last change to {slug}", "undo", slug), env=git_env(user))
+            sha = _git(draft.path, "rev-parse", "HEAD").stdout.strip()
+        return sha
+
+
+def sync(cr: ConfigRepo, user: User, slug: str, prefer: str | None = None) -> str | None:
+    """Bring `main`'s published changes into the user's draft (see `ConfigRepo.sync`)."""
+    strategy = {None: [], "mine": ["-X", "ours"], "published": ["-X", "theirs"]}[prefer]
+    draft = open_draft(cr, user, slug, "edit")[0]
+    with cr._lock(draft), writing(cr, draft, "sync"):
+        head, main = rev(draft.path, "HEAD"), rev(cr.path, f"refs/heads/{MAIN}")
+        if is_ancestor(cr.path, main, head):
+            return None
+        if is_ancestor(cr.path, head, main):
+            _git(draft.path, "merge", "--ff-only", "-q", main)
+            return main
+        try:
+            _git(draft.path, "merge", "--no-ff", "-q", *strategy, "-m", message(f"Update draft of {slug} from {MAIN}", "sync", slug), main, env=git_env(user))
+        except git.GitCommandError:
+            files = conflicted(draft.path)
+            _git(draft.path, "merge", "--abort", ok=(0, 128))
+            raise PublishConflict(slug, draft.branch, files, updating=True) from None
+        return rev(draft.path, "HEAD")
+
+
+def fast_forward(cr: ConfigRepo, draft: Draft, new: str) -> None:
+    """Bring a draft up to the commit it was just published as, so the next edit starts from it."""
+    if worktree_admin_dir(draft.path) is None:
+        return
+    try:
+        with cr._lock(draft), writing(cr, draft, "update after publishing"):
+            head = rev(draft.path, "HEAD")
+            if head != new and is_ancestor(cr.path, head, new) and not status(draft.path, untracked=False):
+                try:
+                    _git(draft.path, "merge", "--ff-only", "-q", new)
+                except git.GitCommandError as exc:  # git refused before writing (a file of the person's in the way)
+                    _log.warning("could not bring the draft %s up to %s: %s", draft.branch, MAIN, exc)
+    except Busy:  # published all the same; the draft catches up on its next sync
+        _log.warning("could not bring the draft %s up to %s: it is busy", draft.branch, MAIN)
+
+
+def reject(cr: ConfigRepo, user: User, slug: str, branch: str) -> str:
+    """An owner turns down a draft: it leaves the review list but is kept, renamed, never deleted."""
+    access.require(user, "reject", cr.meta(slug), slug)
+    checked = workspace.check_slug(slug)
+    parsed = parse_draft(branch)
+    if parsed is None or parsed[1] != checked or branch not in cr.repo.heads:
+        raise ConfigRepoError(f"no draft {branch!r} of {slug}")
+    owner = parsed[0]
+    kept = f"rejected/{owner}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
+    reject_here(cr, owner, slug, branch, kept)
+    return kept
+
+
+def reject_here(cr: ConfigRepo, owner: str, slug: str, branch: str, kept: str) -> None:
+    """Rename the draft `branch` to `kept` in this repo, removing its worktree (a reject, here or on another server)."""
+    where = worktree(cr, owner, slug)
+    with cr._lock(), cr._lock(Draft(owner, slug, branch, where)):
+        if (where / ".git").exists():
+            _git(cr.path, "worktree", "remove", "--force", str(where))
+        _git(cr.path, "branch", "-m", branch, kept)
+
+
+def new_workspace(cr: ConfigRepo, user: User, slug: str, name: str, template: str | None = None) -> Draft:
+    """Create a workspace on the user's draft (from a template workspace or blank)."""
+    access.require_app_role(user, access.STEWARD, "create workspaces")
+    workspace.check_slug(slug)
+    branch = branch_name(user, slug)
+    where = worktree(cr, user.name, slug)
+    if (cr.path / slug).exists() or branch in cr.repo.heads or where.exists():
+        raise ConfigRepoError(f"a workspace named {slug!r} already exists (published or as your draft)")
+    if template:
+        if not workspace.is_workspace(cr.path / workspace.check_slug(template)):
+            raise ConfigRepoError(f"no workspace {template!r} to use as a template")
+        access.require(user, "view", cr.meta(template), template)  # copying reads its memory and data
+    with cr._lock():
+        if branch not in cr.repo.heads:
+            _git(cr.path, "worktree", "add", "-b", branch, str(where), MAIN)
+    draft = Draft(user.name, slug, branch, where)
+    try:
+        with cr._lock(draft), writing(cr, draft, "new workspace"):
+            _write_new_workspace(cr, user, draft, name, template)
+    except BaseException:
+        # Nothing was created: remove the empty branch and worktree so the name stays free.
+        with cr._lock():
+            _git(cr.path, "worktree", "remove", "--force", str(where))
+            _git(cr.path, "branch", "-D", branch)
+        raise
+    return draft
+
+
+def _write_new_workspace(cr: ConfigRepo, user: User, draft: Draft, name: str, template: str | None) -> None:
+    slug = draft.slug
+    if template:
+        workspace.copy_template(cr.path / workspace.check_slug(template), draft.workspace_path, name=name)
+        meta = workspace.load(draft.workspace_path)[0].data["workspace"]
+        owners = meta["access"]["owners"]
+        if user.name not in owners:
+            meta["access"]["owners"] = [user.name] + owners
+        workspace.save(draft.workspace_path, {"workspace": meta})
+    else:
+        workspace.save(draft.workspace_path, workspace.blank(name, user.name, dt.date.today().isoformat()))
+    commit_folder(git.Repo(draft.path), slug, actor(user), f"Create {slug}", "save")
+
+
+def import_category(cr: ConfigRepo, user: User, source: str, target: str, kind: str) -> str | None:
+    """Copy one memory category (task, sources or output) of a published workspace into the user's draft of another."""
+    if kind not in ("task", "sources", "output"):
+        raise ConfigRepoError(f"only task rules, sources or output constraints can be imported, not {kind!r}")
+    if source == target:
+        raise ConfigRepoError("choose two different workspaces")
+    access.require(user, "view", cr.meta(source), source)
+    content = workspace.load(cr.published_path(source))[0].get(kind)
+    if content is None:
+        raise ConfigRepoError(f"{source} has no {workspace.FILES[kind]}")
+    return save(cr, user, target, {kind: content}, f"Import {workspace.FILES[kind]} from {source}")
+
+
+# --------------------------------------------------------------------------- repairing a draft a killed process left
+
+
+def marker(cr: ConfigRepo, draft: Draft) -> Path:
+    return cr._git_dir / f"dashmem-{draft.user}-{draft.slug}.writing"
+
+
+@contextlib.contextmanager
+def writing(cr: ConfigRepo, draft: Draft, what: str) -> Iterator[None]:
+    """Mark the draft's worktree as being written (call under the draft's lock).
+
+    A marker left behind means a process died while writing; `repair` then
+    makes the worktree equal its branch again. Refusals leave the worktree
+    as it was and remove the marker; other errors leave it for `repair`.
+    """
+    mark = marker(cr, draft)
+    mark.write_text(what, encoding="utf-8")
+    clean = False
+    try:
+        yield
+        clean = True
+    except (ValidationFailed, ConfigRepoError, access.PermissionDenied):
+        clean = True  # refused before writing, or undone by the operation itself
+        raise
+    finally:
+        if clean:
+            mark.unlink(missing_ok=True)
+
+
+def draft_worktrees(cr: ConfigRepo) -> list[Draft]:
+    """Every draft branch that has a worktree folder."""
+    out = []
+    for head in cr.repo.heads:
+        parsed = parse_draft(head.name)
+        if parsed is None:
+            continue
+        user, slug = parsed
+        if worktree(cr, user, slug).exists():
+            out.append(Draft(user, slug, head.name, worktree(cr, user, slug)))
+    return out
+
+
+def all_drafts(cr: ConfigRepo) -> list[Draft]:
+    """Every draft branch, whether or not it has a worktree."""
+    return [Draft(user, slug, head.name, worktree(cr, user, slug)) for head in cr.repo.heads for user, slug in filter(None, [parse_draft(head.name)])]
+
+
+def draft_locks(cr: ConfigRepo, draft: Draft, admin: Path) -> list[Path]:
+    """git lock files of one draft: its worktree's (index, HEAD, a partial commit's index) and its branch's."""
+    branch_lock = cr._git_dir / "refs" / "heads" / f"{draft.branch}.lock"
+    return list(admin.glob("*.lock")) + ([branch_lock] if branch_lock.exists() else [])
+
+
+def looks_left_behind(cr: ConfigRepo, draft: Draft) -> bool:
+    """Whether the draft looks half-written, checked without any lock (a live writer can make a false alarm)."""
+    admin = worktree_admin_dir(draft.path)
+    return admin is None or bool(draft_locks(cr, draft, admin)) or (admin / "MERGE_HEAD").exists() or marker(cr, draft).exists()
+
+
+def repair_draft(cr: ConfigRepo, draft: Draft) -> list[str]:
+    """Make a draft's worktree equal its branch. Call under the main lock and the draft's."""
+    admin = worktree_admin_dir(draft.path)
+    if admin is None:
+        if not draft.path.exists():
+            return []
+        forget_worktree(cr.path, cr._git_dir, draft.path)  # checked out again when next opened
+        return [f"removed the half-made checkout of {draft.branch}"]
+    done = []
+    for stale in draft_locks(cr, draft, admin):
+        stale.unlink(missing_ok=True)
+        done.append(f"removed {stale.name} of {draft.branch}, left by a killed git")
+    if (admin / "MERGE_HEAD").exists():
+        _git(draft.path, "merge", "--abort", ok=(0, 128))
+        done.append(f"aborted a half-done update of {draft.branch}")
+    mark = marker(cr, draft)
+    if mark.exists():
+        # Only then: files a person put in their draft by hand are theirs, and the next save commits them.
+        if status(draft.path):
+            # Untracked files too: a save's temporary files, which the next save would commit.
+            keep_and_reset(draft.path, f"the draft {draft.branch}", untracked=True)
+            done.append(
+                f"reset the worktree of {draft.branch} to its last commit, as a {mark.read_text().strip() or 'change'} "
+                f"died half-way (what differed is kept in `git stash list`)"
+            )
+        mark.unlink()
+    return done
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _restore_snapshot(folder: Path, snapshot: dict[str, bytes]) -> None:
+    for p in list(folder.rglob("*")) if folder.exists() else []:
+        if p.is_file() and str(p.relative_to(folder)) not in snapshot:
+            p.unlink()
+    for rel, data in snapshot.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
