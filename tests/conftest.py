@@ -85,7 +85,7 @@ def config_repo(tmp_path, monkeypatch):
 @pytest.fixture
 def streamlit_secrets(monkeypatch) -> dict:
     """No .streamlit/secrets.toml, whatever the machine has: the dict returned stands in for Streamlit's secrets."""
-    from lib.memory import secrets
+    from lib.core import settings
 
     store: dict = {}
 
@@ -97,7 +97,7 @@ def streamlit_secrets(monkeypatch) -> dict:
             node = node[part]
         return node
 
-    monkeypatch.setattr(secrets, "_streamlit_secret", lookup)
+    monkeypatch.setattr(settings, "streamlit_secret", lookup)
     return store
 
 

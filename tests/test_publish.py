@@ -316,7 +316,7 @@ def test_two_threads_sharing_one_config_repo_publish_at_once(config_repo):
     start = sha(repo)
     barrier, results, stop, read_errors = threading.Barrier(3), [], threading.Event(), []
 
-    def publish(slug):
+    def publish_one(slug):
         barrier.wait(timeout=30)
         try:
             publish.publish(repo, OLIVIA, slug)
@@ -334,7 +334,7 @@ def test_two_threads_sharing_one_config_repo_publish_at_once(config_repo):
                 read_errors.append(repr(exc))
                 return
 
-    threads = [threading.Thread(target=publish, args=(slug,), daemon=True) for slug in (GDP, SCW)]
+    threads = [threading.Thread(target=publish_one, args=(slug,), daemon=True) for slug in (GDP, SCW)]
     reader = threading.Thread(target=browse, daemon=True)
     for t in threads + [reader]:
         t.start()

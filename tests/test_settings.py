@@ -35,7 +35,7 @@ def clean(monkeypatch):
     """No DASHMEM_ variable set, and no Streamlit secrets."""
     for name in settings.REGISTRY:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(secrets, "_streamlit_secret", lambda key: None)
+    monkeypatch.setattr(settings, "streamlit_secret", lambda key: None)
     return monkeypatch
 
 
@@ -206,7 +206,7 @@ def test_a_mistyped_network_opt_in_refuses_the_connection_and_says_why(clean):
 
 
 def test_the_cookie_key_comes_from_the_environment_or_else_streamlit_secrets(clean):
-    clean.setattr(secrets, "_streamlit_secret", lambda key: "s" * 40 if key == "auth.cookie_key" else None)
+    clean.setattr(settings, "streamlit_secret", lambda key: "s" * 40 if key == "auth.cookie_key" else None)
     assert settings.get("DASHMEM_COOKIE_KEY") == "s" * 40
     clean.setenv("DASHMEM_COOKIE_KEY", "e" * 40)
     assert settings.get("DASHMEM_COOKIE_KEY") == "e" * 40

@@ -38,6 +38,7 @@ import sys
 from lib.roles.access import User
 from lib.repo.configrepo import ConfigRepo
 from lib.memory import workspace
+from lib.ops import publish
 repo = ConfigRepo(sys.argv[1])
 olivia, sam = User("olivia", app_role="owner"), User("sam", app_role="steward")
 action, slug = sys.argv[2], sys.argv[3]

@@ -250,7 +250,7 @@ def cmd_new(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from ..repo import configrepo, history
+    from ..repo import history
 
     repo, folder = history.find_repo(Path(args.path))
     ref = args.ref or repo.active_branch.name
@@ -265,7 +265,7 @@ def cmd_history(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from ..repo import configrepo, history
+    from ..repo import history
 
     repo, folder = history.find_repo(Path(args.path))
     diffs = history.diff(repo, folder, args.a, args.b)
@@ -306,7 +306,7 @@ def _print_semantic(changes: list, diffs: list, args) -> int:
 def cmd_revert(args) -> int:
     import git
 
-    from ..repo import configrepo, history
+    from ..repo import history
 
     repo, folder = history.find_repo(Path(args.path))
     author = git.Actor.committer(repo.config_reader()) if not args.author else git.Actor(args.author, f"{args.author}@users.dashmem.invalid")

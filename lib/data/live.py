@@ -520,12 +520,12 @@ def run_query(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     workspace_path: Path | None = None,
 ) -> QueryResult:
-    """`sandbox.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
-    from . import sandbox
+    """`queries.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
+    from . import queries
 
     name = live_source_of(sql, live_sources(files))
     if name is None:
-        return sandbox.run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+        return queries.run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
     return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path)
 
 

@@ -581,7 +581,7 @@ def _binder() -> list:
     import importlib.util
 
     here = Path(__file__).resolve().parent
-    files = [here / "sandbox.py", here / "query_worker.py"]
+    files = [here / "sandbox.py", here / "queries.py", here / "query_worker.py"]
     for module in ("duckdb", "_duckdb"):
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.origin:
