@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import changes_view, crossfilter, dashboard_view, state, ui
+from lib.artifacts.explain import explain
 from lib.artifacts.render import CACHE, filter_states
 from lib.artifacts.time_travel import load_label
 from lib.data import refresh as refreshing
@@ -200,8 +201,6 @@ def explain_popover(comp) -> None:
     popover = st.popover("Explain", icon=":material/info:", on_change="rerun", key=state.explain_popover(ctx.slug, comp.id), help="Where this comes from")
     if popover.open:
         with popover, ui.user_errors("Could not explain this"):
-            from lib.artifacts.explain import explain
-
             dashboard_view.explanation(
                 explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version, router=as_of.router(ws.data))
             )

@@ -22,11 +22,15 @@ from typing import TYPE_CHECKING, Any, Mapping
 import streamlit as st
 
 from app_pages import state
-from lib.core.diagnostics import ValidationFailed
+from lib.chat.agent import regenerate_message
+from lib.chat.model import api_key_available
+from lib.core.diagnostics import ERROR, ValidationFailed
 from lib.core.errors import DashmemError
+from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
-from lib.memory import workspace
+from lib.memory import rule_review, workspace
 from lib.repo.configrepo import ConfigRepo
+from lib.repo.semantic_diff import ATTENTION, CATEGORY_TITLES
 from lib.roles import access
 from lib.roles.access import User
 
@@ -151,7 +155,6 @@ def context(action: str = "view") -> Context:
 
 def run_refresh(path: Path, wh: Warehouse, label: str, user: User, full: bool = False) -> "RefreshReport":
     """A refresh with a progress bar inside a status box that ends saying how it went."""
-    from lib.data.refresh import refresh
 
     box = st.empty()  # the progress shows while it runs; the page's report box says how it went
     report = None
@@ -210,8 +213,6 @@ def workspace_names(metas: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
 def regenerate_button(ctx: Context, report: "RefreshReport", kind: str, *, has_report: bool) -> None:
     """After a refresh found data that no longer fits the dashboard or (`kind` "report") only the report:
     the button that opens Chat with the Regenerate request (or, without a key, the auto-draft on the new data)."""
-    from lib.chat.agent import regenerate_message
-    from lib.chat.model import api_key_available
 
     label = "Regenerate with Claude" if api_key_available() else f"Auto-draft a {kind} on the new data"
     if st.button(label, icon=":material/auto_awesome:", key=f"regenerate_{kind}"):
@@ -243,7 +244,6 @@ def show_diagnostics(diagnostics: list, *, max_items: int = 20, out: Any = None)
 
 def show_check_verdict(found: list, what: str, passed: str = "The checks pass") -> None:
     """The checks' findings on a proposed `what` ("dashboard", "report"): how many errors, or that they pass, then each."""
-    from lib.core.diagnostics import ERROR
 
     errors = [d for d in found if d.level == ERROR]
     if errors:
@@ -263,7 +263,6 @@ def show_diff(patches: list[Any]) -> None:
 
 def show_changes(changes: list[Any]) -> None:
     """What a change means (lib.repo.semantic_diff), by category; access and where data comes from as warnings."""
-    from lib.repo.semantic_diff import ATTENTION, CATEGORY_TITLES
 
     if not changes:
         st.caption("No change in meaning (formatting or order only).")
@@ -292,7 +291,6 @@ def stale_rules_box(ctx: Context, files: dict[str, Any], key: str, done_key: str
     lib.memory.rule_review decides which rules are stale and checks the steward role when saving;
     the message of a confirmation goes to `done_key` for the page to show after the rerun.
     """
-    from lib.memory import rule_review
 
     stale = rule_review.stale_rules(files)
     if not stale:

@@ -23,7 +23,7 @@ import httpx2
 import pytest
 
 from lib.data import netguard
-from lib.data.connectors import fetch
+from lib.data.connectors import fetch, http
 from lib.data.connectors.base import FetchContext, SourceError
 
 from .conftest import LocalHTTPServer
@@ -246,7 +246,7 @@ def test_the_mcp_http_client_refuses_even_a_redirect_it_would_follow(url, server
     """The client the MCP connector hands the SDK: were the SDK to follow any redirect, the hop is still checked."""
 
     async def follow():
-        async with httpx2.AsyncClient(transport=netguard.async_http_transport(), follow_redirects=True) as client:
+        async with httpx2.AsyncClient(transport=http.async_http_transport(), follow_redirects=True) as client:
             await client.post(f"{server.url}/mcp?status=307&to={quote(url, safe='')}", json={})
 
     with pytest.raises(netguard.Refused, match="refused$"):
@@ -373,7 +373,7 @@ def test_the_opt_in_never_opens_the_metadata_service(ctx):
 
 def test_unix_sockets_and_unresolvable_names_are_reported_plainly(ctx, network):
     with pytest.raises(netguard.Refused):
-        netguard._GuardedBackend().connect_unix_socket("/var/run/docker.sock")
+        http._GuardedBackend().connect_unix_socket("/var/run/docker.sock")
     network.answers["nowhere.test"] = []
     assert "cannot reach http://nowhere.test/x after 1 attempt: cannot resolve nowhere.test" in refusal(ctx, rest("http://nowhere.test/x"))
 

@@ -12,7 +12,6 @@ import pytest
 from lib.core import settings
 from lib.core.settings import SettingError, UnknownSetting
 from lib.data import netguard
-from lib.memory import secrets
 
 from .conftest import ROOT
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..core.errors import DashmemError
-from ..data import colroles, coltypes
+from ..core.formats import format_number
+from ..data import colroles, coltypes, profile
 from ..data.sandbox import quote_ident
+from ..memory import relationships
 from .components import chart, kpi, table, text
 
 MAX_KPIS = 3
@@ -93,7 +95,6 @@ def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None, kind
 
     NothingToDraft (a ValueError) when there is neither a profile nor data to make one from.
     """
-    from ..data import profile
 
     unknown = [k for k in kinds if k not in DRAFTABLE]
     if unknown or not kinds:
@@ -311,7 +312,6 @@ def _breakdowns(plan: _Plan) -> list[dict[str, Any]]:
 
 def _joined_breakdown(plan: _Plan, files: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The lead measure by a category of a table that a declared join (sources.yaml) reaches from the main table."""
-    from ..memory import relationships
 
     tables = {t["name"]: t for t in (files.get("profile") or {}).get("tables") or []}
     # A query runs on the snapshots or on one live source's database, never across the two.
@@ -519,7 +519,6 @@ _MAX_REPORT_KPIS = 6  # a KPI row in report.schema.json holds at most six cards
 
 def _signed(fmt: str) -> str:
     """The format with a sign, for a change ("+1,234"), when the format has room for one."""
-    from ..core.formats import format_number
 
     try:
         format_number(1.0, "+" + fmt)

@@ -41,7 +41,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from ..core.formats import format_number, format_value
+from ..data import colroles, coltypes
+from ..data.live import router_for
 from ..data.sandbox import QueryError
+from ..memory.spec import params_for
+from .components.base import result_column
+from .components.kpi import value_column
+from .render import CACHE, filter_params, filter_states
 from .time_travel import NO_EARLIER_DATA, EarlierDataRouter, NoEarlierData, loaded_at
 
 if TYPE_CHECKING:
@@ -210,9 +216,6 @@ def compare_tables(
     """
     if top < 0:  # a negative slice would list all but the last few and call the rest "smaller changes"
         raise QueryError(f"the moves listed per component (--top) must be 0 or more (got {top})")
-    from ..data.live import router_for
-    from ..memory.spec import params_for
-    from .render import CACHE, filter_params, filter_states
 
     dashboard = files.get("dashboard") or {}
     output = files.get("output") or {}
@@ -286,8 +289,6 @@ def _compare_kpi(comp: ComponentChanges, spec: Mapping[str, Any], now: QueryResu
 
 def _kpi_value(spec: Mapping[str, Any], result: QueryResult) -> Any:
     """The KPI's value as its card shows it (lib.artifacts.components.kpi): the first row's value column."""
-    from .components.base import result_column
-    from .components.kpi import value_column
 
     if result.table.num_rows == 0:
         return None
@@ -343,7 +344,6 @@ def _compare_rows(comp: ComponentChanges, spec: Mapping[str, Any], now: QueryRes
 
 def _roles(spec: Mapping[str, Any], result: QueryResult) -> tuple[list[_Column], list[_Column]]:
     """(keys, measures) of a chart or table result: what matches rows, and what is compared."""
-    from .components.base import result_column
 
     keys: list[_Column] = []
     measures: list[_Column] = []
@@ -383,7 +383,6 @@ def _is_number(result: QueryResult, name: str) -> bool:
 
 def _is_key_number(result: QueryResult, name: str) -> bool:
     """A number column that reads as time or an identifier (a year, a code): it names rows, it is not compared."""
-    from ..data import colroles, coltypes
 
     column = result.table.column(name)
     values = [v for v in column.to_pylist() if v is not None]

@@ -28,17 +28,20 @@ from typing import Any, Callable, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
-from ..core.diagnostics import ERROR, WARNING, Diagnostic, format_path
+from ..core.diagnostics import ERROR, WARNING, Diagnostic, format_path, has_errors
 from ..data import coltypes
 from ..data.queries import bind
+from ..data.refresh import fetch_candidate
 from ..data.sandbox import QueryError
-from ..memory import schemas
+from ..memory import rule_review, schemas
 from ..memory.spec import PARAM_RE, PLACEHOLDER_RE, POINT_FILTERS, components, prose_id, queries, selections, unset_params
-from ..memory.workspace import SEMANTIC_CHECKS, Workspace, shown_file
+from ..memory.workspace import FILES, SEMANTIC_CHECKS, Workspace, shown_file
 from ..memory.workspace import load as load_workspace
 from ..memory.workspace import render as render_yaml
 from ..memory.yamlio import Document, parse
 from .components import kind_of
+from .render import QueryCache, render
+from .report import render_report
 
 FILE = "dashboard.yaml"
 ARTIFACTS = ("dashboard", "report")  # the workspace files the checks apply to
@@ -87,11 +90,7 @@ class CheckContext:
 
     def rendered(self):
         if self._rendered is None:
-            from .render import QueryCache, render  # only the data checks render; the static ones never load the renderer
-
-            draw = render
-            if self.kind == "report":
-                from .report import render_report as draw
+            draw = render_report if self.kind == "report" else render
             self._rendered = draw(self.ws.data, self.data_tables(), self.version or "check", cache=QueryCache(), workspace_path=self.ws.path)
         return self._rendered
 
@@ -665,8 +664,6 @@ REPORT_ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_placeh
 
 def shown_file_of(ctx: CheckContext, kind: str) -> str:
     """The file name of another workspace file, beside the dashboard's as the diagnostics show it."""
-    from ..memory.workspace import FILES
-
     return ctx.file.rsplit("/", 1)[0] + "/" + FILES[kind] if "/" in ctx.file else FILES[kind]
 
 
@@ -733,10 +730,6 @@ def validate_workspace(path, *, today=None) -> list[Diagnostic]:
     assume valid files); warnings do not. Task rules not confirmed within the
     workspace's review period (as of `today`) are warnings (lib/rule_review.py).
     """
-    from ..core.diagnostics import has_errors
-    from ..data.refresh import fetch_candidate
-    from ..memory import rule_review
-
     ws, diagnostics = load_workspace(path)
     if not has_errors(diagnostics):
         diagnostics = diagnostics + rule_review.diagnostics(ws, today)

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..core.errors import DashmemError
+from ..data.live import _parse, router_for
+from ..memory import spec as specs
+from .explain import _not_derivable, inline
+from .render import CACHE, filter_params, filter_states
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,9 +64,6 @@ def rows_sql(sql: str, marks: Mapping[str, Sequence[Any]] | None = None) -> tupl
     """
     import sqlglot
     from sqlglot import exp
-
-    from ..data.live import _parse
-    from .explain import _not_derivable
 
     try:
         tree = _parse(sql)
@@ -133,10 +134,6 @@ def drilldown(
     `AsOf.router`, which refuses a live source's (`NoEarlierData`), since its
     database holds today's rows, not that load's.
     """
-    from ..data.live import router_for
-    from ..memory import spec as specs
-    from .explain import inline
-    from .render import CACHE, filter_params, filter_states
 
     if not 1 <= cap <= MAX_CAP:
         raise DrilldownError(f"the rows shown must be between 1 and {MAX_CAP:,} (asked for {cap:,}); the count says how many match in all")

@@ -29,6 +29,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..core.errors import DashmemError
+from ..data.live import DEFAULT_TTL_S, _parse, live_sources, router_for, tables_named
+from ..data.sandbox import QueryError
+from ..memory import spec as specs
+from ..memory.secrets import redact_url
+from ..memory.spec import PARAM_RE
+from .render import CACHE, filter_params, filter_states
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -204,9 +210,6 @@ def explain(
     snapshot's (the Dashboard's own-CSV view); it defaults to the snapshot's id. `router` runs the
     queries instead of the render's (lib.artifacts.time_travel's over an earlier load, where live sources keep no data).
     """
-    from ..data.live import DEFAULT_TTL_S, live_sources, router_for
-    from ..memory import spec as specs
-    from .render import CACHE, filter_params, filter_states
 
     dashboard = files.get("dashboard") or {}
     components = {c.get("id"): c for c in dashboard.get("components") or []}
@@ -257,8 +260,6 @@ def explain(
 def _query(
     name: str, sql: str, tables: Mapping[str, Any], version: str, params: dict[str, Any], runner: Any, max_rows: int, timeout_s: float
 ) -> QueryExplained:
-    from ..data.live import tables_named
-    from ..data.sandbox import QueryError
 
     q = QueryExplained(name, sql, params, inline(sql, params), [], [], [])
     try:
@@ -279,9 +280,6 @@ def _query(
 def _sample(q: QueryExplained, runner: Any, tables: Mapping[str, Any], version: str, timeout_s: float) -> None:
     """The rows behind a single-table query: its table, its WHERE and parameters; otherwise why not."""
     from sqlglot import exp
-
-    from ..data.live import _parse
-    from ..memory import spec as specs
 
     try:
         tree = _parse(q.sql)
@@ -336,7 +334,6 @@ def _not_derivable(tree: Any) -> str:
 
 
 def _source(table: str, files: Mapping[str, Any], snapshot: Snapshot | None, live: Mapping[str, Any]) -> SourceInfo:
-    from ..memory.secrets import redact_url
 
     sources = {str(s.get("name", "")).lower(): s for s in (files.get("sources") or {}).get("sources") or [] if isinstance(s, dict)}
     in_snapshot = {name.lower(): (name, meta) for name, meta in (snapshot.tables.items() if snapshot else [])}
@@ -366,9 +363,6 @@ def _source(table: str, files: Mapping[str, Any], snapshot: Snapshot | None, liv
 def _columns_named(comp: Mapping[str, Any], named: Sequence[tuple[str, str]]) -> set[str]:
     """Columns the component's queries read, and the fields its spec names."""
     from sqlglot import exp
-
-    from ..data.live import _parse
-    from ..data.sandbox import QueryError
 
     found: set[str] = set()
     for _, sql in named:
@@ -444,7 +438,6 @@ def inline(sql: str, params: Mapping[str, Any]) -> str:
 
     The query itself always runs with the values bound as parameters (`lib.render`, `lib.live`).
     """
-    from ..memory.spec import PARAM_RE
 
     return PARAM_RE.sub(lambda m: _literal(params[m.group(1)]) if m.group(1) in params else m.group(0), sql)
 

@@ -35,12 +35,18 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..core.diagnostics import ERROR, ValidationFailed
 from ..core.errors import DashmemError
 from ..data import colroles, coltypes
+from ..data.live import router_for
 from ..data.sandbox import QueryResult, quote_ident
+from ..memory import workspace
+from ..repo.drafts import DraftChanged
 from ..roles import access
+from . import checks
 from .autodraft import PERIOD_FORMATS, _category_colors, _thresholds, alias
 from .components import chart, kpi
+from .render import CACHE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -497,8 +503,6 @@ def run(
 ) -> tuple[Built, QueryResult]:
     """Build the question's SQL and run it as a dashboard query runs: through the render's cache and the
     live router (sandboxed and read-only, or read-only in a live source's database), with the row cap."""
-    from ..data.live import router_for
-    from .render import CACHE
 
     built = build(question, catalogue(files))
     max_rows, timeout_s = _limits(files)
@@ -510,8 +514,6 @@ def distinct_values(
     files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, table: str, column: str, *, workspace_path: Path | None = None
 ) -> list[Any]:
     """The first values of a column, for a filter's choices; through the same query path as `run`."""
-    from ..data.live import router_for
-    from .render import CACHE
 
     choices = catalogue(files).get(table)
     if choices is None:
@@ -609,10 +611,6 @@ def save_to_draft(
     ValidationFailed lists the findings. The component follows the dashboard's filter bar where
     it can (`build`'s `bar`; every column the bar drives with `follow_bar`); `Saved.follows` says which.
     """
-    from ..core.diagnostics import ERROR, ValidationFailed
-    from ..memory import workspace
-    from ..repo.drafts import DraftChanged
-    from . import checks
 
     access.require(user, "save", repo.meta_for(user, slug), slug)
     races = 0

@@ -30,11 +30,13 @@ from ..data.snapshots import Warehouse
 from ..memory import schemas, workspace
 from ..memory.spec import DEFAULT_THEME
 from ..roles.access import User
+from .changes import compare_tables, previous_of
 from .components import Component, kind_of
 from .components.base import COLOR_RE
 from .components.base import escape as _escape
 from .components.chart import vega_lite_spec
 from .render import Rendered, render
+from .time_travel import loaded_at
 
 if TYPE_CHECKING:
     from .changes import Changes
@@ -264,9 +266,6 @@ def export_workspace(ws_path: Path, html_out: Path | None, png_dir: Path | None,
     rendered = render(ws.data, tables, snapshot.id, workspace_path=ws.path)
     written: dict[str, Any] = {"html": None, "pngs": [], "data_version": snapshot.id, "errors": rendered.errors}
     if html_out is not None:
-        from .changes import compare_tables, previous_of
-        from .time_travel import loaded_at
-
         previous = previous_of(warehouse, snapshot)
         earlier = warehouse.tables(previous) if previous else None
         try:

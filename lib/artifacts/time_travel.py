@@ -30,7 +30,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..core.errors import DashmemError
+from ..data.live import live_source_of, live_sources
 from ..data.sandbox import QueryError, QueryResult
+from ..roles.access import require
+from .render import CACHE, render
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -93,8 +96,6 @@ class EarlierDataRouter:
     """The render query cache's stand-in over a kept snapshot: snapshot queries through `cache`, live ones refused."""
 
     def __init__(self, files: Mapping[str, Any], cache: Any = None):
-        from ..data.live import live_sources
-        from .render import CACHE
 
         self.live = live_sources(files)
         self.cache = CACHE if cache is None else cache
@@ -104,7 +105,6 @@ class EarlierDataRouter:
         return self.cache.misses
 
     def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *, max_rows: int, timeout_s: float) -> QueryResult:
-        from ..data.live import live_source_of
 
         name = live_source_of(sql, self.live)
         if name is not None:
@@ -160,7 +160,6 @@ class AsOf:
 
         `tables` and `version` stand in for the snapshot's when a viewer put a file of their own in place of a table.
         """
-        from .render import render
 
         tables, version = (self.tables, self.version) if tables is None else (tables, version or self.version)
         if self.is_latest:  # the data everyone sees: live sources as usual
@@ -177,7 +176,6 @@ def open_as_of(warehouse: Warehouse, snapshot_id: str | None, *, user: User, met
 
     `served` is the snapshot everyone is served, when the caller has it (`Warehouse.current()` otherwise).
     """
-    from ..roles.access import require
 
     require(user, "view", dict(meta))
     served = served if served is not None else warehouse.current()

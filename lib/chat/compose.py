@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..core import tokens
-from ..core.diagnostics import WARNING, Diagnostic
+from ..core.diagnostics import WARNING, Diagnostic, ValidationFailed, has_errors
 from ..core.settings import model_id
 from ..data import profile as profile_text
-from ..memory import rule_review, schemas, workspace
+from ..memory import relationships, rule_review, schemas, workspace
+from ..memory.secrets import is_reference, redact_url
 from .agent_tools import tool_schemas
 
 MODES = ("edit", "query")
@@ -247,7 +248,6 @@ def compose_workspace(path: str | Path, message: str, mode: str = "edit") -> Com
     Raises ValidationFailed when the workspace does not validate: composing
     from half-loaded memory would show the model something nobody reviewed.
     """
-    from ..core.diagnostics import ValidationFailed, has_errors
 
     ws, diagnostics = workspace.load(Path(path))
     if has_errors(diagnostics):
@@ -343,7 +343,6 @@ _PROFILE_HEADING = "# Data profile (profile.yaml, compact; tables you can query)
 
 def _with_decided_joins(files: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The profile with sources.yaml's declared joins (marked declared) and without the rejected candidates."""
-    from ..memory import relationships
 
     prof = files.get("profile")
     if not prof or not prof.get("tables"):
@@ -385,7 +384,6 @@ def _without_secrets(sources: Mapping[str, Any] | None) -> Any:
     if not sources:
         return sources
     clean = copy.deepcopy(dict(sources))
-    from ..memory.secrets import is_reference, redact_url
 
     for source in clean.get("sources") or []:
         if not isinstance(source, dict):

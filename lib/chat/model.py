@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Protocol
 from ..core import tokens
 from ..core.errors import DashmemError
 from ..core.settings import model_id
+from ..memory.secrets import first_set
 
 TextCallback = Callable[[str], None]
 
@@ -53,7 +54,6 @@ def resolve_api_key(explicit: str | None = None) -> str | None:
     """The API key: the argument, else ANTHROPIC_API_KEY, else Streamlit secrets anthropic.api_key or ANTHROPIC_API_KEY."""
     if explicit:
         return explicit
-    from ..memory.secrets import first_set
 
     return first_set("env:ANTHROPIC_API_KEY", "secrets:anthropic.api_key", "secrets:ANTHROPIC_API_KEY")
 

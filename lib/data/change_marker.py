@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
+from . import live
+from .sandbox import QueryError, quote_ident
+
 if TYPE_CHECKING:
     from .connectors.base import FetchContext
 
@@ -28,7 +31,6 @@ TIMEOUT_S = 30.0  # a marker is one small aggregate; a slow one should fail the 
 
 def marker_sql(source: Mapping[str, Any]) -> str:
     """The marker as a DuckDB query over the source's name, as a dashboard query would read it."""
-    from .sandbox import quote_ident
 
     marker = source["change_marker"]
     table = quote_ident(source["name"])
@@ -49,8 +51,6 @@ def describe(source: Mapping[str, Any]) -> str:
 
 def evaluate(source: Mapping[str, Any], ctx: FetchContext) -> str:
     """The marker's value now, as JSON text of its first row (`[]` when the query returns none)."""
-    from . import live
-    from .sandbox import QueryError
 
     try:
         result = live.run(source, marker_sql(source), {}, max_rows=1, timeout_s=TIMEOUT_S, workspace_path=ctx.workspace_path)

@@ -38,8 +38,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
+from . import connectors, queries
+from .connectors.base import FetchContext, SourceError
+from .connectors.policy import RetryPolicy
 from .queries import _plain_numbers
-from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryResult, check_statement, first_line
+from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement, first_line
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -90,7 +93,6 @@ def tables_named(sql: str) -> set[str]:
 
 def live_source_of(sql: str, live: Mapping[str, Mapping[str, Any]]) -> str | None:
     """The one live source a query runs on, None for a snapshot query; a query across engines is refused."""
-    from .sandbox import QueryRefused
 
     if not live or not any(re.search(rf"\b{re.escape(name)}\b", sql, re.IGNORECASE) for name in live):
         return None  # snapshot queries never depend on sqlglot parsing DuckDB's every syntax
@@ -113,8 +115,6 @@ def live_source_of(sql: str, live: Mapping[str, Mapping[str, Any]]) -> str | Non
 def _parse(sql: str) -> exp.Expr:
     import sqlglot
     from sqlglot.errors import ParseError
-
-    from .sandbox import QueryError
 
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
@@ -146,8 +146,6 @@ def transpile(
     `values` are the parameters' values, needed only by dialects without arrays (NO_ARRAYS): there
     `list_contains($x, col)` is written `col IN` one placeholder per value of `$x` (see `bindable`)."""
     from sqlglot import exp
-
-    from .sandbox import QueryRefused
 
     check_statement(sql)  # the sandbox's own rule, on the text as written
     tree = _parse(sql)
@@ -293,19 +291,24 @@ def _capped(tree: exp.Query, limit: int) -> exp.Query:
 
 
 _ENGINES: dict[tuple, sa.Engine] = {}
+
+
+def _sql() -> Any:
+    """The SQL connector module, imported when a live source is first used (`connectors.module`)."""
+    return connectors.module("sql")
+
+
 _ENGINES_LOCK = threading.Lock()
 
 
 def _engine(source: Mapping[str, Any], workspace_path: Path | None) -> sa.Engine:
     """One pooled engine per source settings; the URL and password are resolved by the SQL connector's own code."""
-    from .connectors import sql_source
-    from .connectors.base import FetchContext
 
     key = (source["name"], source["url"], source.get("password"), str(workspace_path))
     with _ENGINES_LOCK:
         if key not in _ENGINES:
             ctx = FetchContext(workspace_path=workspace_path or Path.cwd())
-            _ENGINES[key] = sql_source.engine_for(dict(source), ctx)
+            _ENGINES[key] = _sql().engine_for(dict(source), ctx)
         return _ENGINES[key]
 
 
@@ -320,9 +323,6 @@ def run(
 ) -> QueryResult:
     """Run one dashboard query in the live source's database; the sandbox's limits and result type."""
     from sqlalchemy.exc import OperationalError, SQLAlchemyError
-
-    from .connectors.base import SourceError
-    from .sandbox import QueryError, QueryRefused
 
     if max_rows < 1:
         raise QueryRefused("max_rows must be at least 1")
@@ -375,16 +375,12 @@ def with_reconnects(source: Mapping[str, Any], attempt: Callable[[], T], sleep: 
     last failure (with a note of the attempts), is raised as it came."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from .connectors.policy import RetryPolicy
-    from .connectors.sql_source import DEFAULT_TIMEOUT_S as CONNECT_TIMEOUT_S
-    from .connectors.sql_source import connection_failed
-
-    policy = RetryPolicy.of(dict(source), CONNECT_TIMEOUT_S)
+    policy = RetryPolicy.of(dict(source), _sql().DEFAULT_TIMEOUT_S)
     for n in range(1, policy.attempts + 1):
         try:
             return attempt()
         except SQLAlchemyError as exc:
-            lost = connection_failed(exc) and not _timed_out(first_line(getattr(exc, "orig", None) or exc))
+            lost = _sql().connection_failed(exc) and not _timed_out(first_line(getattr(exc, "orig", None) or exc))
             if not lost:
                 raise
             if n == policy.attempts:
@@ -435,9 +431,8 @@ def _plain(value: Any) -> Any:
 
 
 def _arrow(names: list[str], rows: list[tuple]) -> pa.Table:
-    from .connectors.sql_source import arrow_table
 
-    return _plain_numbers(arrow_table(names, [rows] if rows else []))
+    return _plain_numbers(_sql().arrow_table(names, [rows] if rows else []))
 
 
 # --------------------------------------------------------------------------- caching and routing
@@ -521,7 +516,6 @@ def run_query(
     workspace_path: Path | None = None,
 ) -> QueryResult:
     """`queries.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
-    from . import queries
 
     name = live_source_of(sql, live_sources(files))
     if name is None:
@@ -543,10 +537,8 @@ def catalogue_table(source: Mapping[str, Any], ctx: FetchContext) -> pa.Table:
     import sqlalchemy as sa
     from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
 
-    from .connectors import sql_source
-
     name = source["name"]
-    engine = sql_source.engine_for(dict(source), ctx)
+    engine = _sql().engine_for(dict(source), ctx)
     schema, _, table = source["table"].rpartition(".")
     try:
         columns = sa.inspect(engine).get_columns(table, schema=schema or None)

@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 
 from ..core.errors import DashmemError
-from . import coltypes
+from . import coltypes, live
+from .connectors.base import SourceError
+from .live import _plain as plain
 from .profile_rules import (
     CATEGORICAL_MAX_DISTINCT,
     EXACT_QUANTILE_MAX_ROWS,
@@ -45,6 +47,7 @@ from .profile_rules import (
     column_meaning,
     summary_fields,
 )
+from .sandbox import describe, first_line
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -55,10 +58,6 @@ PROFILE_TIMEOUT_S = 600.0  # a profile scans whole tables; a dashboard query's l
 def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table, *, workspace_path: Path | None = None) -> dict[str, Any]:
     """The profile of live source `source`'s table, named `name`, with the column types of its empty stand-in."""
     from sqlalchemy.exc import SQLAlchemyError
-
-    from . import live
-    from .connectors.base import SourceError
-    from .sandbox import describe, first_line
 
     types = describe({name: stand_in})[name]
 
@@ -209,7 +208,6 @@ def _distinct_of(connection: sa.Connection, table: str, q: str) -> int:
 
 
 def _plain(value: Any) -> Any:
-    from .live import _plain as plain
 
     return plain(value)
 

@@ -38,6 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..memory.workspace import load
+from . import profile
+from .sandbox import describe
+from .snapshots import Warehouse
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -144,8 +149,6 @@ def drift(files: Mapping[str, Any], snapshot: Snapshot, tables: Mapping[str, pa.
 
     A workspace without a profile has nothing to go stale (the Sources page offers to profile it).
     """
-    from . import profile
-    from .sandbox import describe
 
     recorded = files.get("profile")
     if not recorded or not recorded.get("tables"):
@@ -175,8 +178,6 @@ def drift(files: Mapping[str, Any], snapshot: Snapshot, tables: Mapping[str, pa.
 
 def served_drift(ws_path: Path) -> list[Drift]:
     """`drift` of the workspace folder's served snapshot against its profile.yaml ([] without data)."""
-    from ..memory.workspace import load
-    from .snapshots import Warehouse
 
     ws, _ = load(Path(ws_path), readonly=True)
     wh = Warehouse.for_workspace(Path(ws_path))
@@ -194,8 +195,6 @@ def update_in_draft(repo: ConfigRepo, user: User, slug: str, tables: Mapping[str
 
     Opening and saving the draft check the steward role, so a viewer gets PermissionDenied and nothing is written.
     """
-    from ..memory.workspace import load
-    from . import profile
 
     path = repo.draft(user, slug).workspace_path
     ws, _ = load(path)

@@ -26,13 +26,14 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from ..core import settings
+from ..core.fsutil import atomic_write
 from ..memory import workspace
 from ..memory.spec import queries, unset_params
 from ..roles import access
 from ..roles.access import User
-from . import change_marker, coltypes
-from .connectors import FetchContext, SourceError, fetch
-from .connectors.csv_source import fetch_note
+from . import change_marker, coltypes, connectors
+from .connectors import REGISTRY, FetchContext, SourceError, fetch, file_type
+from .connectors.csv_source import NumberFormat, fetch_note, looks_like_date
 from .live import catalogue_table, is_live
 from .queries import bind
 from .sandbox import QueryError, describe
@@ -320,8 +321,7 @@ def _fetch_incremental(source: dict[str, Any], ctx: FetchContext, old: pa.Table 
         return None
     import pyarrow.compute as pc
 
-    from .connectors import sql_source
-
+    sql_source = connectors.module("sql")
     exact = sql_source.cursor_max(old, cursor)  # a decimal cursor, exact: its column holds doubles
     last = exact if exact is not None else pc.max(old.column(cursor)).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # kernels made at import: no stubs
     if last is None:
@@ -457,8 +457,6 @@ def null_values_hint(source: dict[str, Any], column: str, values: pa.ChunkedArra
     when every value of the text column but a few distinct ones reads as a number (or a date); else None."""
     import pyarrow.compute as pc
 
-    from .connectors.csv_source import NumberFormat, looks_like_date
-
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
         return None
     counts = pc.value_counts(pc.drop_null(values))  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
@@ -494,8 +492,6 @@ def read_own_file(content: bytes, file_name: str, name: str, recorded: dict[str,
     `name` (this session only, never stored), and why it cannot stand in for the data with the
     `recorded` columns (empty when it can)."""
     import tempfile
-
-    from .connectors import REGISTRY, file_type
 
     kind = file_type(file_name)
     if kind is None:
@@ -609,7 +605,6 @@ def _read_bound(record: Path | None) -> dict[str, None]:
 
 def _write_bound(record: Path, keys: list[str]) -> None:
     """Replace the record with the newest `_BOUND_KEPT` keys; a cache, so a failure to write only costs binding again."""
-    from ..core.fsutil import atomic_write
 
     try:
         record.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 
 from ..core.errors import DashmemError
+from ..core.settings import sandbox_memory_limit
 from .coltypes import duckdb_name
 
 if TYPE_CHECKING:
@@ -88,8 +89,6 @@ def sandbox() -> duckdb.DuckDBPyConnection:
     global _SANDBOX
     with _SANDBOX_LOCK:
         if _SANDBOX is None:
-            from ..core.settings import sandbox_memory_limit
-
             _SANDBOX = connect(sandbox_memory_limit())
         return _SANDBOX
 

@@ -47,8 +47,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import pyarrow as pa
 
 from ..core.fsutil import replace_symlink
+from ..core.settings import cache_dir_for
+from ..roles.access import require
 from .queries import run_query
-from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryResult, describe, first_line
+from .query_worker import remember_origin
+from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryResult, describe, first_line
 
 if TYPE_CHECKING:
     from ..roles.access import User
@@ -124,7 +127,6 @@ class Warehouse:
         The key includes a hash of the folder's absolute path, so the app and a
         CLI run on the same folder share data while two checkouts never do.
         """
-        from ..core.settings import cache_dir_for
 
         ws_path = Path(ws_path).resolve()
         digest = hashlib.sha256(str(ws_path).encode()).hexdigest()[:10]
@@ -194,7 +196,6 @@ class Warehouse:
         set aside and passed over, so every process serves the last good data.
         Opening is memory-mapping, done once per process and kept.
         """
-        from .sandbox import QueryError  # the facade's exception (it imports this module)
 
         self.clean_abandoned()  # a killed refresh's half-written file goes at the next start, not an hour later
         ids = self._ids()
@@ -242,7 +243,6 @@ class Warehouse:
 
     def tables(self, snapshot: Snapshot | None = None) -> dict[str, pa.Table]:
         """The snapshot's tables (the current one's by default), memory-mapped once per process."""
-        from .sandbox import QueryError
 
         for _ in range(3):
             chosen = snapshot or self.current()
@@ -266,7 +266,6 @@ class Warehouse:
         FileNotFoundError when another process pruned it; QueryError, with the
         file set aside so no process serves it again, when its data is damaged.
         """
-        from .sandbox import QueryError
 
         with _OPENED_LOCK:
             opened = _OPENED.get(snapshot.path)
@@ -374,8 +373,6 @@ class Warehouse:
         spare = self._pinned_id(ids)
         self.pin.unlink(missing_ok=True)
         if sum(t.nbytes for t in written.values()) <= KEEP_IN_MEMORY_BYTES:
-            from .query_worker import remember_origin
-
             for name, table in written.items():  # query workers map the same bytes from the file
                 remember_origin(table, *origins[name])
                 _remember_hash(table, manifest_tables[name].get("hash"))
@@ -402,7 +399,6 @@ class Warehouse:
         It changes what everyone sees, so it needs the right to pin data in the
         workspace whose access list is `meta` (workspace.yaml).
         """
-        from ..roles.access import require
 
         require(user, "pin_data", dict(meta))
         snapshot = self.snapshot(snapshot_id)
@@ -463,7 +459,6 @@ def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Ta
     the first table, and every other table failed in any process that had not
     written it.)
     """
-    from .query_worker import remember_origin
 
     if meta.get("file"):  # a big table, in its own file next to the snapshot
         path = path.with_name(Path(meta["file"]).name)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from ..core.diagnostics import WARNING, Diagnostic, ValidationFailed, has_errors
 from ..core.errors import DashmemError
 from . import schemas
+from .workspace import load, shown_file
 
 if TYPE_CHECKING:
     from ..repo.configrepo import ConfigRepo
@@ -80,7 +81,6 @@ def stale_rules(files: Mapping[str, Any], today: dt.date | str | None = None) ->
 
 def diagnostics(ws: Workspace, today: dt.date | str | None = None) -> list[Diagnostic]:
     """A `task.rule_stale` warning per stale rule, at the line of the date that makes it stale."""
-    from .workspace import shown_file
 
     found = stale_rules(ws.data, today)
     if not found:
@@ -128,7 +128,6 @@ def confirm_in_draft(repo: ConfigRepo, user: User, slug: str, rule_ids: Iterable
     Roles are the draft's: opening and saving it need the steward role, so a
     viewer gets PermissionDenied and nothing is written.
     """
-    from .workspace import load
 
     ids = list(dict.fromkeys(rule_ids))
     if not ids:

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import git
 
+from ..artifacts.checks import validate_workspace
 from ..core.diagnostics import Diagnostic, ValidationFailed, has_errors
 from ..memory import workspace
+from ..memory.yamlio import parse
 from ..repo import drafts, replica
 from ..repo.configrepo import SCRATCH
 from ..repo.drafts import Draft, PublishConflict
@@ -137,7 +139,6 @@ def merge_commit(cr: ConfigRepo, user: User, slug: str, branch: str, subject: st
 
 def meta_in_tree(cr: ConfigRepo, tree: str, slug: str) -> dict[str, Any]:
     """workspace.yaml of `slug` in a tree ({} when it is missing or does not parse)."""
-    from ..memory.yamlio import parse
 
     proc = _git(cr.path, "cat-file", "blob", f"{tree}:{slug}/{workspace.FILES['workspace']}", ok=(0, 128))
     if proc.returncode != 0:
@@ -156,8 +157,6 @@ def validate_tree(cr: ConfigRepo, tree: str, slug: str) -> list[Diagnostic]:
     name is part of the workspace (names, upload caches), so it must be the slug.
     """
     from dataclasses import replace
-
-    from ..artifacts.checks import validate_workspace
 
     scratch = cr._git_dir / SCRATCH  # not /tmp: `repair` removes what a killed publish left here
     scratch.mkdir(exist_ok=True)

@@ -29,7 +29,12 @@ from typing import Any
 
 from ..core import settings
 from ..core.errors import DashmemError
-from ..memory import schemas
+from ..data.refresh import refresh
+from ..data.snapshots import Warehouse
+from ..memory import schemas, workspace
+from ..repo.configrepo import ConfigRepo
+from ..repo.gitops import ConfigRepoError
+from ..roles.access import OPERATOR
 
 _log = logging.getLogger(__name__)
 
@@ -194,8 +199,6 @@ def refresh_all(repo_path: Path, *, due_only: bool = False, now: dt.datetime | N
     the run refreshes what was published on any of them; when the remote cannot
     be reached, it refreshes what this server has and says so in the note.
     """
-    from ..repo.configrepo import ConfigRepo
-    from ..repo.gitops import ConfigRepoError
 
     repo = ConfigRepo(Path(repo_path))
     summary = RunSummary(repo=str(repo.path), note=cache_note(repo.path))
@@ -212,10 +215,6 @@ def refresh_all(repo_path: Path, *, due_only: bool = False, now: dt.datetime | N
 
 
 def _refresh_one(ws_path: Path, due_only: bool, now: dt.datetime | None) -> Outcome:
-    from ..data.refresh import refresh
-    from ..data.snapshots import Warehouse
-    from ..memory import workspace
-    from ..roles.access import OPERATOR
 
     outcome = Outcome(workspace=ws_path.name, status="failed")
     started = time.perf_counter()

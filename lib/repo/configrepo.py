@@ -60,6 +60,7 @@ from typing import Any
 import git
 
 from ..memory import workspace
+from ..memory.yamlio import parse
 from ..roles import access
 from ..roles.access import User
 from . import ci_workflow, drafts, gitops, replica
@@ -185,8 +186,6 @@ class _MetaCache:
     def parsed(self, cr: "ConfigRepo", blob: str) -> Any:
         data = self._parsed.get(blob)
         if data is None:
-            from ..memory.yamlio import parse
-
             raw = cr.repo.odb.stream(bytes.fromhex(blob)).read()
             data = _read_only(parse(raw.decode("utf-8")).data or {})
             with self._lock:

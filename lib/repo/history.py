@@ -17,6 +17,7 @@ from typing import Any, Iterable
 import git
 
 from ..memory import workspace
+from ..memory.yamlio import YamlSyntaxError, parse
 from . import semantic_diff as semantic
 from .gitops import ConfigRepoError, _git, actor_env
 from .semantic_diff import Change
@@ -162,7 +163,6 @@ def diff(repo: git.Repo, folder: str, a: str, b: str) -> list[FileDiff]:
 
 def workspace_at(repo: git.Repo, folder: str, version: str, kinds: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """One version's workspace files parsed (kind -> data; only KINDS if given), and those that cannot be read (file -> why)."""
-    from ..memory.yamlio import YamlSyntaxError, parse
 
     tree = resolve(repo, version).tree
     data: dict[str, Any] = {}

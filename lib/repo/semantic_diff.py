@@ -18,6 +18,9 @@ import difflib
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from ..memory import schemas, secrets
+from ..memory.spec import report_components
+
 INFO = "info"
 ATTENTION = "attention"  # access, publishing policy, where data comes from: what a reviewer must not miss
 
@@ -260,7 +263,6 @@ _WHERE_FROM = ("type", "url", "path", "table", "query", "mode", "command", "tool
 
 def sources_changes(old: Any, new: Any) -> list[Change]:
     """sources.yaml: sources added or removed, their settings changed, joins declared or rejected."""
-    from ..memory import schemas, secrets
 
     old, new = _mapping(old), _mapping(new)
     secret_paths = schemas.secret_fields("sources", "source")
@@ -352,7 +354,6 @@ def profile_changes(old: Any, new: Any) -> list[Change]:
 def report_changes(old: Any, new: Any) -> list[Change]:
     """report.yaml: its components and parameters as a dashboard's are compared; its named queries;
     its sections aligned (`_section_changes`): added, removed, moved, headings and prose reworded."""
-    from ..memory.spec import report_components
 
     old, new = _mapping(old), _mapping(new)
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ...core.formats import format_value
 from ...memory import schemas
+from ...memory.schemas import load_schema
 from ...memory.spec import params_for
 
 if TYPE_CHECKING:
@@ -135,7 +136,6 @@ class ComponentKind:
     @property
     def spec_fields(self) -> dict[str, Any]:
         """The kind's own fields and their JSON Schemas, read from schemas/dashboard.schema.json (never re-typed here)."""
-        from ...memory.schemas import load_schema
 
         return load_schema("dashboard")["$defs"][self.name].get("properties") or {}
 

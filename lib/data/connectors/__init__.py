@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from types import ModuleType
 
 from .base import FetchContext, SourceError, records_to_table
 
@@ -46,13 +47,18 @@ def file_type(file_name: str) -> str | None:
     return next((kind for kind in FILE_TYPES if ending in REGISTRY[kind].extensions), None)
 
 
+def module(kind: str) -> ModuleType:
+    """The connector module of a source type, imported on first use (the SQL one loads SQLAlchemy, REST and MCP the
+    HTTP clients): a refresh of file sources, or a dashboard over snapshots alone, never loads them."""
+    return importlib.import_module(f"{__name__}.{REGISTRY[kind].module}")
+
+
 def fetch(source: dict, ctx: FetchContext):
     kind = source.get("type")
     connector = REGISTRY.get(kind) if isinstance(kind, str) else None
     if connector is None:
         raise SourceError(source.get("name", "?"), f"unknown source type {kind!r}; known: {', '.join(TYPES)}")
-    module = importlib.import_module(f"{__name__}.{connector.module}")
-    return module.fetch(source, ctx)
+    return module(kind).fetch(source, ctx)
 
 
-__all__ = ["Connector", "FetchContext", "FILE_TYPES", "REGISTRY", "SourceError", "fetch", "file_type", "records_to_table", "TYPES"]
+__all__ = ["Connector", "FetchContext", "FILE_TYPES", "REGISTRY", "SourceError", "fetch", "file_type", "module", "records_to_table", "TYPES"]

@@ -12,6 +12,7 @@ import pyarrow as pa
 from ...core import settings
 from ...core.errors import DashmemError
 from ...memory import secrets
+from .. import netguard
 
 
 class SourceError(DashmemError, RuntimeError):
@@ -69,7 +70,6 @@ def refused_host(host: str) -> str | None:
     Only a first look: lib/netguard.py checks every address a host resolves to
     when REST and MCP sources connect, on every redirect hop and next-page link.
     """
-    from .. import netguard  # loads the HTTP clients: only sources that connect somewhere pay for them
 
     return netguard.refused_name(host)
 

@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from ...core import settings
 from .. import netguard
-from . import tls
+from . import http, tls
 from .base import FetchContext, SourceError, records_to_table
 from .policy import RetryPolicy, Transient
 
@@ -122,7 +122,7 @@ async def _fetch_records(
         headers = {header: ctx.secret(name, ref) for header, ref in (source.get("secret_headers") or {}).items()}
         # Every connection the SDK opens (POSTs, the GET stream, redirects it follows) goes only to
         # addresses checked by lib/netguard.py; it raises netguard.Refused for anything else.
-        transport = netguard.async_http_transport(ssl_context)
+        transport = http.async_http_transport(ssl_context)
 
         async def note_status(response: httpx2.Response) -> None:
             statuses.append(response.status_code)

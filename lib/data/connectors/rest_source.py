@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ...memory.secrets import is_reference
 from .. import netguard
-from . import tls
+from . import http, tls
 from .base import FetchContext, dig, records_to_table
 from .policy import RetryPolicy, Transient
 
@@ -96,7 +96,7 @@ def _client(source: dict, ctx: FetchContext, ssl_context: ssl.SSLContext | None)
         event_hooks={"request": [keep_secrets_home]},  # runs for every request, redirects included
         # Every connection (first request, redirect hops, next pages) goes only to addresses checked
         # by lib/netguard.py; it raises netguard.Refused for anything else.
-        transport=netguard.http_transport(ssl_context),
+        transport=http.http_transport(ssl_context),
     )
 
 

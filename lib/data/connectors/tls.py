@@ -22,6 +22,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import Iterator
 
+from .. import netguard
 from .base import FetchContext
 
 
@@ -100,8 +101,6 @@ def refusal(url: str, context: ssl.SSLContext, timeout_s: float) -> ssl.SSLError
     """
     import socket
     from urllib.parse import urlsplit
-
-    from .. import netguard
 
     parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or 443
