@@ -1,5 +1,5 @@
 """The settings registry (lib/settings.py): every DASHMEM_ name the code mentions is registered and read
-through it at call time, defaults, parsing errors, and the README's table generated from it."""
+through it at call time, defaults, parsing errors, and the table in docs/settings.md generated from it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ MENTIONS = [
     ROOT / "app.py",
     ROOT / "Makefile",
     ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "lib").rglob("*.py")),
     *sorted((ROOT / "app_pages").rglob("*.py")),
     *sorted((ROOT / "bench").rglob("*.py")),
@@ -59,19 +60,19 @@ def test_only_the_registry_reads_dashmem_variables():
     assert not offenders, "read DASHMEM_ settings with settings.get(NAME):\n" + "\n".join(offenders)
 
 
-def test_the_readme_table_is_the_generated_one():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert settings.readme_table(readme) == settings.markdown_table(), (
-        "the README's settings table has drifted: run `python -m lib settings --readme README.md`"
+def test_the_settings_page_table_is_the_generated_one():
+    page = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert settings.readme_table(page) == settings.markdown_table(), (
+        "the settings table in docs/settings.md has drifted: run `python -m lib settings --readme docs/settings.md`"
     )
-    assert settings.with_table(readme) == readme
+    assert settings.with_table(page) == page
 
 
 def test_the_cli_prints_the_table(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "lib", "settings"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and proc.stdout == settings.markdown_table(), proc.stderr
-    stale = tmp_path / "README.md"
+    stale = tmp_path / "settings.md"  # --readme takes any file with the table's markers
     stale.write_text(f"# x\n\n{settings.TABLE_BEGIN}\n| old |\n{settings.TABLE_END}\n\nafter\n")
     proc = subprocess.run([sys.executable, "-m", "lib", "settings", "--readme", str(stale)], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
