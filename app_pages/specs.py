@@ -89,7 +89,7 @@ with dashboard_tab:
             "dashboard.yaml",
             value=st.session_state.get(CANDIDATE, current),
             height=480,
-            help="Every component names a SQL query; see the README for the spec and its checks.",
+            help="Every component names a SQL query; see docs/dashboards.md for the spec and its checks.",
         )
         if st.form_submit_button("Check and preview", type="primary"):
             st.session_state[CANDIDATE] = text

@@ -306,7 +306,7 @@ def stale_rules_box(ctx: Context, files: dict[str, Any], key: str, done_key: str
             text_col.markdown(f"`{item.id}` — {rules[item.index].get('text', '')}  \n*last confirmed {item.confirmed}, {item.days} days ago*")
             if button_col.button("Still holds", key=f"{key}_holds_{item.id}", disabled=not ctx.can("save"), help="Sets last_confirmed to today on your draft"):
                 with user_errors("Could not confirm the rule"):
-                    sha = rule_review.confirm_in_draft(ctx.repo, ctx.user, ctx.slug, [item.id])
+                    sha = ctx.repo.confirm_rules(ctx.user, ctx.slug, [item.id])
                     st.session_state[done_key] = (
                         f"Confirmed `{item.id}` on your draft as {sha[:10]}; publish it on Review." if sha else f"`{item.id}` was already confirmed today."
                     )

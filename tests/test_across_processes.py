@@ -331,7 +331,7 @@ def test_refresh_then_query_profile_check_and_refresh_again_in_new_processes(cou
 
 @pytest.mark.parametrize("count", [1, 2, 5])
 def test_refresh_of_unchanged_data_in_a_new_process_writes_no_snapshot(count, data, make_ws, tmp_path):
-    """README: "Data identical to what is served makes no new snapshot" -- also when another process served it."""
+    """docs/sources.md: "Data identical to what is served makes no new snapshot" -- also when another process served it."""
     ws, env = make_ws(count), _env(tmp_path, data)
     cli(env, "refresh", ws)
     served = snapshot_files(tmp_path)

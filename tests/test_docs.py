@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lib import settings
 from lib.cli import build_parser
+from lib.core import settings
 
 from .conftest import ROOT
 
@@ -131,6 +131,17 @@ def test_every_setting_the_docs_name_is_registered():
     unknown = {name: where for name, where in named.items() if name not in settings.REGISTRY}
     assert not unknown, f"DASHMEM_ names in the docs that lib/settings.py does not register: {unknown}"
     assert len(named) >= 15
+
+
+@pytest.mark.parametrize("page", LINKED_FROM, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_path_the_docs_name_exists(page):
+    """`lib/data/refresh.py`, `app_pages/ui.py`, `tests/test_live.py` written in prose name files that are there
+    (a module that moves takes its mentions along)."""
+    text = page.read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w/.-])((?:lib|app_pages|tests|bench|scripts|schemas)/[\w/.-]*\w)", text))
+    examples = {"app_pages/x.py", "tests/test_", "bench/results"}  # a page being added, a test file's prefix, the benchmarks' output
+    missing = sorted(path for path in named - examples if not (ROOT / path).exists())
+    assert not missing, f"{page.relative_to(ROOT)} names paths that do not exist: {missing}"
 
 
 # --------------------------------------------------------------------------- the code map and the command line

@@ -102,16 +102,16 @@ def test_confirming_sets_last_confirmed_to_today_and_only_on_the_named_rules():
 
 
 def test_still_holds_commits_to_the_stewards_draft_and_a_viewer_is_refused(config_repo):
-    sha = rule_review.confirm_in_draft(config_repo, SAM, GDP, ["latest-year"], "2027-02-05")
+    sha = config_repo.confirm_rules(SAM, GDP, ["latest-year"], "2027-02-05")
     assert sha
     rules = {r["id"]: r for r in load_task(config_repo, SAM, GDP)["rules"]}
     assert rules["latest-year"]["last_confirmed"] == "2027-02-05"
     assert config_repo.repo.commit(f"draft/sam/{GDP}").message.startswith("Confirm task rule still hold")
     published = workspace.load(config_repo.published_path(GDP))[0].data["task"]["rules"]
     assert "last_confirmed" not in {r["id"]: r for r in published}["latest-year"]  # the draft only, until published
-    assert rule_review.confirm_in_draft(config_repo, SAM, GDP, ["latest-year"], "2027-02-05") is None  # nothing changed
+    assert config_repo.confirm_rules(SAM, GDP, ["latest-year"], "2027-02-05") is None  # nothing changed
     with pytest.raises(PermissionDenied):
-        rule_review.confirm_in_draft(config_repo, VERA, GDP, ["latest-year"], "2027-02-05")
+        config_repo.confirm_rules(VERA, GDP, ["latest-year"], "2027-02-05")
     assert not config_repo.has_draft(VERA, GDP)
 
 

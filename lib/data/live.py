@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TTL_S = 300
 # sqlglot's dialect for each SQLAlchemy backend (its `engine.dialect.name`); others are tried under their own name.
-# Tested against real servers: postgresql, mysql/mariadb, sqlite. The warehouses below are transpiled only (README, "Warehouses").
+# Tested against real servers: postgresql, mysql/mariadb, sqlite. The warehouses below are transpiled only (docs/sources.md, "Warehouses").
 SQLGLOT_DIALECT = {
     "postgresql": "postgres",
     "mysql": "mysql",

@@ -5,7 +5,7 @@ on the day it was `created`. Once more days than the workspace policy's
 `rule_review_days` (schemas/workspace.schema.json, default 90) have passed,
 the rule is stale: `check` and `validate` report it as the warning
 `task.rule_stale` (file, line, rule id), the Specs and Review pages flag it
-with a "still holds" button (`confirm_in_draft`), and the model is told the
+with a "still holds" button (`ConfigRepo.confirm_rules`), and the model is told the
 rule is unconfirmed (lib/compose.py). Staleness never blocks anything: an
 old rule may be perfectly right, someone just has to say so.
 """
@@ -17,14 +17,12 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from ..core.diagnostics import WARNING, Diagnostic, ValidationFailed, has_errors
+from ..core.diagnostics import WARNING, Diagnostic
 from ..core.errors import DashmemError
 from . import schemas
-from .workspace import load, shown_file
+from .workspace import shown_file
 
 if TYPE_CHECKING:
-    from ..repo.configrepo import ConfigRepo
-    from ..roles.access import User
     from .workspace import Workspace
 
 
@@ -120,22 +118,3 @@ def confirmed(task: Mapping[str, Any], rule_ids: Iterable[str], today: dt.date |
     for rid in wanted:
         known[rid]["last_confirmed"] = day
     return out
-
-
-def confirm_in_draft(repo: ConfigRepo, user: User, slug: str, rule_ids: Iterable[str], today: dt.date | str | None = None) -> str | None:
-    """Mark rules as still holding on the user's draft, as one commit; returns its sha (None: nothing changed).
-
-    Roles are the draft's: opening and saving it need the steward role, so a
-    viewer gets PermissionDenied and nothing is written.
-    """
-
-    ids = list(dict.fromkeys(rule_ids))
-    if not ids:
-        return None
-    path = repo.draft(user, slug).workspace_path
-    ws, found = load(path)
-    task_problems = [d for d in found if d.file and d.file.endswith("task.yaml")]
-    if has_errors(task_problems):
-        raise ValidationFailed(task_problems)
-    task = confirmed(ws.get("task") or {}, ids, today)
-    return repo.save(user, slug, {"task": task}, f"Confirm task rule{'s' if len(ids) > 1 else ''} still hold: {', '.join(ids)}")

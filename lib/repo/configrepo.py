@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime as dt
 import logging
 import os
 import shutil
@@ -55,11 +56,12 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import git
 
-from ..memory import workspace
+from ..core.diagnostics import ValidationFailed, has_errors
+from ..memory import rule_review, workspace
 from ..memory.yamlio import parse
 from ..roles import access
 from ..roles.access import User
@@ -505,7 +507,23 @@ class ConfigRepo:
         """Copy one memory category (task, sources or output) of a published workspace into the user's draft of another."""
         return self._share(user, target, drafts.import_category(self, user, source, target, kind))
 
-    # ---- publishing and proposing (lib.ops.publish)
+    def confirm_rules(self, user: User, slug: str, rule_ids: Iterable[str], today: dt.date | str | None = None) -> str | None:
+        """Mark task rules as still holding on the user's draft, as one commit; returns its sha (None: nothing changed).
+
+        Roles are the draft's: opening and saving it need the steward role, so a viewer gets
+        PermissionDenied and nothing is written (staleness itself: lib.memory.rule_review).
+        """
+        ids = list(dict.fromkeys(rule_ids))
+        if not ids:
+            return None
+        ws, found = workspace.load(self.draft(user, slug).workspace_path)
+        task_problems = [d for d in found if d.file and d.file.endswith(workspace.FILES["task"])]
+        if has_errors(task_problems):
+            raise ValidationFailed(task_problems)
+        task = rule_review.confirmed(ws.get("task") or {}, ids, today)
+        return self.save(user, slug, {"task": task}, f"Confirm task rule{'s' if len(ids) > 1 else ''} still hold: {', '.join(ids)}")
+
+    # Publishing and proposing are lib.ops.publish: they run the checks, which sit above the config repo.
 
     # ---- repairing what a killed process left behind
 

@@ -44,7 +44,7 @@ class User:
 
 
 # Whoever runs the CLI or a cron job: they hold the files already, so the file system's
-# permissions are the access control there (see the README). Not a user name: no
+# permissions are the access control there (see docs/security.md). Not a user name: no
 # sign-in can become it, whatever the credentials file says.
 OPERATOR = User("operator", "command line", app_role=OWNER)
 
