@@ -23,7 +23,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, ContextManager, Iterator, Protocol
 
 import git
 
@@ -47,9 +47,6 @@ from .gitops import (
 )
 from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, semantic_diff, trailer
 from .semantic_diff import Change
-
-if TYPE_CHECKING:
-    from .configrepo import ConfigRepo
 
 _log = logging.getLogger(__name__)
 
@@ -89,6 +86,31 @@ class Draft:
     @property
     def workspace_path(self) -> Path:
         return self.path / self.slug
+
+
+class ConfigRepo(Protocol):
+    """The config repo as the draft and replica functions use it: `lib.repo.configrepo.ConfigRepo`, whose methods
+    these functions implement, seen from below (so this module names nothing above it)."""
+
+    path: Path  # the published checkout
+    drafts_root: Path  # where draft worktrees live
+    shared: bool  # a replica of a remote several app servers share (lib.repo.replica)
+    _last_pull: float
+    _pulling: Any  # a threading.Lock
+
+    @property
+    def repo(self) -> git.Repo: ...
+    @property
+    def _git_dir(self) -> Path: ...
+    def _lock(self, draft: Draft | None = None, timeout: float = 15.0) -> ContextManager[Any]: ...
+    def meta(self, slug: str, ref: str = MAIN) -> dict[str, Any]: ...
+    def _access_meta(self, slug: str, branch: str) -> dict[str, Any]: ...
+    def is_published(self, slug: str) -> bool: ...
+    def published_path(self, slug: str) -> Path: ...
+    def has_branch(self, branch: str) -> bool: ...
+    def has_remote(self, remote: str = "origin") -> bool: ...
+    def diff(self, slug: str, a: str, b: str) -> list[FileDiff]: ...
+    def _repair_served(self) -> list[str]: ...
 
 
 def parse_draft(branch: str) -> tuple[str, str] | None:

@@ -35,18 +35,14 @@ import datetime as dt
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import git
 
 from ..core import settings
 from . import drafts, gitops
-from .drafts import Draft
+from .drafts import ConfigRepo, Draft
 from .gitops import Busy, ConfigRepoError, _git, cas_update_ref, forget_worktree, is_ancestor, rev, status, worktree_admin_dir
 from .history import MAIN
-
-if TYPE_CHECKING:
-    from .configrepo import ConfigRepo
 
 _log = logging.getLogger(__name__)
 
