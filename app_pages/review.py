@@ -9,6 +9,7 @@ import streamlit as st
 from app_pages import state, ui
 from lib.artifacts import checks
 from lib.memory import workspace
+from lib.ops import publish
 from lib.repo.drafts import PublishConflict
 from lib.repo.publish_rules import publish_button
 
@@ -56,10 +57,10 @@ for d in drafts:
             errors = [x for x in found if x.level == "error"]
             (st.error if errors else st.success)(f"Checks: {len(errors)} error(s)" if errors else "Checks pass")
             ui.show_diagnostics(found)
-        publish = publish_button(ctx.user, ctx.meta, own=own, diagnostics=found)
+        offer = publish_button(ctx.user, ctx.meta, own=own, diagnostics=found)
         buttons = st.columns(4)
-        if publish.shown:
-            if buttons[0].button("Publish", key=f"publish_{branch}", type="primary", disabled=not publish.enabled, help=publish.help):
+        if offer.shown:
+            if buttons[0].button("Publish", key=f"publish_{branch}", type="primary", disabled=not offer.enabled, help=offer.help):
                 st.session_state[state.CONFIRM_PUBLISH] = branch
             if st.session_state.get(state.CONFIRM_PUBLISH) == branch:
                 files = sorted({p.path for p in ctx.repo.draft_diff(ctx.slug, branch)})

@@ -26,7 +26,7 @@ from lib.chat.agent import regenerate_message
 from lib.chat.model import api_key_available
 from lib.core.diagnostics import ERROR, ValidationFailed
 from lib.core.errors import DashmemError
-from lib.data.refresh import refresh
+from lib.data import refresh as refreshing
 from lib.data.snapshots import Warehouse
 from lib.memory import rule_review, workspace
 from lib.repo.configrepo import ConfigRepo
@@ -162,7 +162,7 @@ def run_refresh(path: Path, wh: Warehouse, label: str, user: User, full: bool = 
         try:
             with box.status(label, expanded=True):
                 bar = st.progress(0.0)
-                report = refresh(path, wh, user=user, full=full, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+                report = refreshing.refresh(path, wh, user=user, full=full, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
         finally:
             box.empty()
     if report is None:  # refused (a PermissionDenied) or failed; the message is shown

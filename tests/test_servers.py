@@ -37,6 +37,7 @@ from pathlib import Path
 from lib.core import settings; from lib.memory import workspace
 from lib.roles.access import User
 from lib.repo.configrepo import ConfigRepo, MAIN
+from lib.ops import publish
 
 repo = ConfigRepo.open_or_create(settings.config_repo_path(), settings.templates_dir(), settings.get("DASHMEM_CONFIG_REMOTE"))
 OLIVIA, SAM, VERA = User("olivia", app_role="owner"), User("sam", app_role="steward"), User("vera")
