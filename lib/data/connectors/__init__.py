@@ -55,8 +55,7 @@ def module(kind: str) -> ModuleType:
 
 def fetch(source: dict, ctx: FetchContext):
     kind = source.get("type")
-    connector = REGISTRY.get(kind) if isinstance(kind, str) else None
-    if connector is None:
+    if not isinstance(kind, str) or kind not in REGISTRY:
         raise SourceError(source.get("name", "?"), f"unknown source type {kind!r}; known: {', '.join(TYPES)}")
     return module(kind).fetch(source, ctx)
 
