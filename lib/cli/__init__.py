@@ -573,7 +573,9 @@ def _fail(args, message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from ..memory import schemas  # the connector types for `source add`: read from the schema, without jsonschema
 
-    parser = argparse.ArgumentParser(prog="python -m lib", description="Workspace memory tools: validate, create, review and publish workspaces.")
+    # `python -m lib` in this checkout; `dashmem` (or `python -m dashmem`) where the package is installed.
+    prog = "python -m lib" if __name__.partition(".")[0] == "lib" else "dashmem"
+    parser = argparse.ArgumentParser(prog=prog, description="Workspace memory tools: validate, create, review and publish workspaces.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="validate a workspace, or every workspace below a folder")
