@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lib import settings
 from lib.cli import build_parser
+from lib.core import settings
 
 from .conftest import ROOT
 
