@@ -13,7 +13,8 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	# The app itself, editable: puts the `dashmem` command in the venv.
+	# The app itself, editable: puts the `dashmem` command in the venv (the package `dashmem`, which is lib/ of this
+	# checkout, so it keeps the checkout's .data/ and workspaces/); the app and tests import lib/ as `lib`.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -46,11 +47,13 @@ test: $(STAMP) browser tokenizer
 	$(PY) -m pytest -q
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;
-# then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/ and app.py in pyright's standard mode.
+# then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/ and app.py in pyright's standard mode;
+# then the wings of lib/ (.importlinter): each imports only the ones below it, and no circles.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/basedpyright
+	$(VENV)/bin/lint-imports
 
 validate: $(STAMP)
 	$(PY) -m lib validate workspaces/

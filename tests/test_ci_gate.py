@@ -2,7 +2,7 @@
 
 The package is built from this checkout and installed (not editable) into a
 folder of its own, so nothing is found through the checkout: the schemas must
-ship inside it. The workflow's own validate command is run in a clone that
+ship inside it (`dashmem/_schemas`). The workflow's own validate command is run in a clone that
 also holds a clone of the app, which it must not walk into.
 """
 
@@ -72,8 +72,12 @@ def clone(config_repo, tmp_path):
 
 @INSTALLS
 def test_installed_package_carries_its_schemas(installed):
-    assert sorted(p.name for p in (installed / "lib" / "_schemas").glob("*.schema.json")) == sorted(p.name for p in (ROOT / "schemas").glob("*.schema.json"))
+    assert sorted(p.name for p in (installed / "dashmem" / "_schemas").glob("*.schema.json")) == sorted(
+        p.name for p in (ROOT / "schemas").glob("*.schema.json")
+    )
     assert (installed / "bin" / "dashmem").is_file()
+    assert (installed / "dashmem" / "_templates" / "gdp-explorer" / "workspace.yaml").is_file()
+    assert not (installed / "lib").exists()  # installed as `dashmem`: no top-level `lib` to shadow another
 
 
 @INSTALLS
@@ -84,7 +88,7 @@ def test_dashmem_validate_in_a_plain_clone(installed, clone, tmp_path):
     payload = json.loads(ok.stdout)
     assert payload["ok"] and {Path(w["path"]).name for w in payload["workspaces"]} == {"gdp-explorer", "supply-chain-weekly"}
     # The module came from the installed package, not from this checkout.
-    where = subprocess.run([sys.executable, "-c", "import lib; print(lib.__file__)"], cwd=clone, env=env, capture_output=True, text=True, check=True)
+    where = subprocess.run([sys.executable, "-c", "import dashmem; print(dashmem.__file__)"], cwd=clone, env=env, capture_output=True, text=True, check=True)
     assert where.stdout.strip().startswith(str(installed))
 
 

@@ -46,7 +46,7 @@ def test_the_validate_command_is_the_packages_console_script():
     command = step("Validate")["run"].split(">")[0]
     program, *args = shlex.split(command)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts[program] == "lib.cli:main"  # `dashmem` is what `pip install` puts on PATH
+    assert scripts[program] == "dashmem.cli:main"  # `dashmem` is what `pip install` puts on PATH (the package lib/ installs as)
     assert args == ["validate", ".", "--json"]
 
 

@@ -86,6 +86,48 @@ def test_every_setting_is_documented_in_one_line():
             assert text and "\n" not in text, s.name
 
 
+def test_a_checkout_is_told_from_an_installed_package(tmp_path):
+    checkout = tmp_path / "clone"
+    (checkout / "lib").mkdir(parents=True)
+    (checkout / "app.py").touch()
+    (checkout / "pyproject.toml").touch()
+    assert settings.checkout_root(checkout / "lib") == checkout
+    assert settings.checkout_root(checkout.parent / "elsewhere" / "lib") is None
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "dashmem").mkdir(parents=True)
+    assert settings.checkout_root(site / "dashmem") is None
+    # Inside site-packages it is installed, whatever else lies beside it.
+    (site / "app.py").touch()
+    (site / "pyproject.toml").touch()
+    assert settings.checkout_root(site / "dashmem") is None
+    target = tmp_path / "target"  # `pip install --target`
+    (target / "dashmem").mkdir(parents=True)
+    assert settings.checkout_root(target / "dashmem") is None
+    # These tests run in a checkout: its state folders are the checkout's, as always.
+    assert settings.CHECKOUT == settings.PROJECT_ROOT == ROOT
+
+
+def test_an_installed_package_keeps_its_state_in_the_users_folders(clean, monkeypatch, tmp_path):
+    monkeypatch.setattr(settings, "CHECKOUT", None)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert settings.get("DASHMEM_CONFIG_REPO") == tmp_path / "data" / "dashmem" / "config-repo"
+    assert settings.get("DASHMEM_CACHE_DIR") == tmp_path / "cache" / "dashmem"
+    assert settings.get("DASHMEM_USERS") == tmp_path / "data" / "dashmem" / "users.yaml"
+    assert settings.get("DASHMEM_DATASETS") == tmp_path / "data" / "dashmem" / "datasets"
+    # The templates are the ones shipped inside the package.
+    assert settings.get("DASHMEM_TEMPLATES") == settings.PACKAGE_DIR / "_templates"
+    # Read at call time, and the XDG defaults when the variables are unset.
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert settings.get("DASHMEM_CONFIG_REPO") == tmp_path / "home" / ".local" / "share" / "dashmem" / "config-repo"
+    assert settings.get("DASHMEM_CACHE_DIR") == tmp_path / "home" / ".cache" / "dashmem"
+    # A setting still wins over the default.
+    monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(tmp_path / "repo"))
+    assert settings.get("DASHMEM_CONFIG_REPO") == (tmp_path / "repo").resolve()
+
+
 def test_an_unregistered_name_is_an_error():
     with pytest.raises(UnknownSetting, match="DASHMEM_NO_SUCH_THING is not a dashmem setting"):
         settings.get("DASHMEM_NO_SUCH_THING")

@@ -27,6 +27,10 @@ from ..core.errors import DashmemError
 if TYPE_CHECKING:
     from ..memory.workspace import Workspace
 
+# How a person runs these commands: `python -m lib` in this checkout; `dashmem` (or `python -m dashmem`)
+# where the package is installed (docs/operations.md: Installing the CLI).
+PROG = "python -m lib" if __name__.partition(".")[0] == "lib" else "dashmem"
+
 
 def _print_json(payload) -> None:
     print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
@@ -420,7 +424,7 @@ def cmd_query(args) -> int:
 
     wh = Warehouse.for_workspace(Path(args.path))
     if wh.current() is None:
-        return _fail(args, f"no data loaded for {args.path}; run `python -m lib refresh {args.path}` first")
+        return _fail(args, f"no data loaded for {args.path}; run `{PROG} refresh {args.path}` first")
     result = wh.query(args.sql, max_rows=args.max_rows)  # a QueryError is a DashmemError: main() prints it as one line
     if args.json:
         _print_json({"columns": result.columns, "rows": result.table.to_pylist(), "truncated": result.truncated})
@@ -573,7 +577,7 @@ def _fail(args, message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from ..memory import schemas  # the connector types for `source add`: read from the schema, without jsonschema
 
-    parser = argparse.ArgumentParser(prog="python -m lib", description="Workspace memory tools: validate, create, review and publish workspaces.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Workspace memory tools: validate, create, review and publish workspaces.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="validate a workspace, or every workspace below a folder")

@@ -29,7 +29,23 @@ from typing import Any, Callable
 
 from .errors import DashmemError
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # lib/ in a checkout; site-packages/dashmem when installed
+
+
+def checkout_root(package_dir: Path) -> Path | None:
+    """The checkout holding the package folder `package_dir` (beside app.py and pyproject.toml), or None
+    for an installed package (inside site-packages, or anywhere without the checkout's files beside it)."""
+    if any(part in ("site-packages", "dist-packages") for part in package_dir.parts):
+        return None
+    root = package_dir.parent
+    return root if (root / "app.py").is_file() and (root / "pyproject.toml").is_file() else None
+
+
+# A checkout (the editable install too) keeps its state in .data/ and its templates in workspaces/, as always;
+# an installed package keeps its state in the user's folders (XDG) and uses the templates it ships, never
+# writing into site-packages. Read at call time by the defaults below (tests stand in for an installed package).
+CHECKOUT = checkout_root(PACKAGE_DIR)
+PROJECT_ROOT = CHECKOUT or PACKAGE_DIR.parent
 
 # Who sets a setting: whose environment (or which file) the value is read from.
 APP = "operator: the app's environment"
@@ -52,7 +68,7 @@ class UnknownSetting(DashmemError, LookupError):
 class Setting:
     name: str
     parse: Callable[[str], Any]  # the environment's text -> the value; raises ValueError("is 'x', which is not ...")
-    default: Any  # the value when the variable is unset or empty
+    default: Any  # the value when the variable is unset or empty; a `Default` is asked for it at call time
     description: str  # one line, for the docs' settings table
     set_by: str
     kind: str  # what values it takes, in words, for the docs' settings table
@@ -75,7 +91,7 @@ class Setting:
             found = streamlit_secret(self.secrets_key)
             text = str(found) if found else None
         if text is None:
-            return self.default
+            return self.default() if isinstance(self.default, Default) else self.default
         try:
             return self.parse(text)
         except ValueError as exc:
@@ -93,6 +109,30 @@ def streamlit_secret(dotted: str) -> Any:
         return node
     except Exception:  # no secrets file, or no such key: treated as unset
         return None
+
+
+@dataclass(frozen=True)
+class Default:
+    """A default that depends on where the package runs from, asked at call time: `in_checkout(root)`
+    in a checkout, else `installed()` (which may read XDG_DATA_HOME, XDG_CACHE_HOME and HOME)."""
+
+    in_checkout: Callable[[Path], Path]
+    installed: Callable[[], Path]
+
+    def __call__(self) -> Path:
+        return self.in_checkout(CHECKOUT) if CHECKOUT else self.installed()
+
+
+def user_data_dir() -> Path:
+    """`$XDG_DATA_HOME/dashmem` (`~/.local/share/dashmem`): an installed package's config repo and users file."""
+    base = os.environ.get("XDG_DATA_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".local" / "share") / "dashmem"
+
+
+def user_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/dashmem` (`~/.cache/dashmem`): data of workspaces outside the app's config repo, and an installed package's cache."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "dashmem"
 
 
 REGISTRY: dict[str, Setting] = {}
@@ -257,11 +297,11 @@ register(
     Setting(
         "DASHMEM_CONFIG_REPO",
         _resolved_path,
-        PROJECT_ROOT / ".data" / "config-repo",
+        Default(lambda root: root / ".data" / "config-repo", lambda: user_data_dir() / "config-repo"),
         "the git config repo holding the workspaces; created from DASHMEM_TEMPLATES on first start",
         APP_AND_CLI,
         "a folder",
-        "`.data/config-repo` in this checkout",
+        "`.data/config-repo` in this checkout; installed, `$XDG_DATA_HOME/dashmem/config-repo` (`~/.local/share/dashmem/config-repo`)",
     )
 )
 register(
@@ -291,33 +331,33 @@ register(
     Setting(
         "DASHMEM_CACHE_DIR",
         _resolved_path,
-        PROJECT_ROOT / ".data" / "cache",
+        Default(lambda root: root / ".data" / "cache", user_cache_dir),
         "data snapshots, uploads and other caches, never in git",
         APP_AND_CLI,
         "a folder",
-        "`.data/cache` in this checkout; for a workspace outside the app's config repo, `$XDG_CACHE_HOME/dashmem` (`~/.cache/dashmem`)",
+        "`.data/cache` in this checkout; installed, and for a workspace outside the app's config repo, `$XDG_CACHE_HOME/dashmem` (`~/.cache/dashmem`)",
     )
 )
 register(
     Setting(
         "DASHMEM_TEMPLATES",
         _resolved_path,
-        PROJECT_ROOT / "workspaces",
+        Default(lambda root: root / "workspaces", lambda: PACKAGE_DIR / "_templates"),
         "template workspaces for a new config repo and for `create --template`",
         APP_AND_CLI,
         "a folder",
-        "`workspaces/` in this checkout",
+        "`workspaces/` in this checkout; installed, the same workspaces shipped in the package",
     )
 )
 register(
     Setting(
         "DASHMEM_USERS",
         _path,
-        PROJECT_ROOT / "demo" / "users.yaml",
+        Default(lambda root: root / "demo" / "users.yaml", lambda: user_data_dir() / "users.yaml"),
         "the sign-in credentials (streamlit-authenticator's YAML, bcrypt-hashed passwords), kept outside the config repo",
         APP,
         "a file",
-        "`demo/users.yaml` (the demo users)",
+        "`demo/users.yaml` (the demo users) in this checkout; installed, `$XDG_DATA_HOME/dashmem/users.yaml`",
     )
 )
 register(
@@ -493,11 +533,11 @@ register(
     Setting(
         "DASHMEM_DATASETS",
         _path,
-        PROJECT_ROOT.parent / "shared" / "datasets",
+        Default(lambda root: root.parent / "shared" / "datasets", lambda: user_data_dir() / "datasets"),
         "the public datasets the benchmarks and the evaluation read",
         BENCH,
         "a folder",
-        "`../shared/datasets`",
+        "`../shared/datasets` beside this checkout; installed, `$XDG_DATA_HOME/dashmem/datasets`",
     )
 )
 
@@ -548,11 +588,6 @@ def config_repo_path() -> Path:
 def cache_dir() -> Path:
     """The app's cache: snapshots of the config repo's workspaces and drafts, and uploads."""
     return get("DASHMEM_CACHE_DIR")
-
-
-def user_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME")
-    return (Path(base).expanduser() if base else Path.home() / ".cache") / "dashmem"
 
 
 def cache_dir_for(ws_path: Path) -> Path:

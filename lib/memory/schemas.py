@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.diagnostics import ERROR, Diagnostic, format_path
+from ..core.settings import CHECKOUT, PACKAGE_DIR
 from .secrets import is_secret_name, redact_url
 from .yamlio import Document, declared_properties, resolve_ref
 
@@ -28,11 +29,8 @@ if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
-# The checkout's schemas/ folder; an installed package carries the same files as lib/_schemas.
-SCHEMA_DIR = next(
-    (p for p in (Path(__file__).resolve().parents[2] / "schemas", Path(__file__).resolve().parents[1] / "_schemas") if (p / "workspace.schema.json").is_file()),
-    Path(__file__).resolve().parents[2] / "schemas",
-)
+# The checkout's schemas/ folder; an installed package carries the same files as dashmem/_schemas (pyproject.toml).
+SCHEMA_DIR = CHECKOUT / "schemas" if CHECKOUT else PACKAGE_DIR / "_schemas"
 
 # Memory category -> file name, in the order files are shown and composed.
 FILES: dict[str, str] = {
