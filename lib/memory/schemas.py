@@ -34,17 +34,6 @@ SCHEMA_DIR = next(
     Path(__file__).resolve().parents[2] / "schemas",
 )
 
-# Memory category -> file name, in the order files are shown and composed.
-FILES: dict[str, str] = {
-    "workspace": "workspace.yaml",
-    "task": "task.yaml",
-    "sources": "sources.yaml",
-    "output": "output.yaml",
-    "profile": "profile.yaml",
-    "dashboard": "dashboard.yaml",
-    "report": "report.yaml",
-}
-
 
 @functools.cache
 def load_schema(kind: str) -> dict:
