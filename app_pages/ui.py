@@ -29,8 +29,8 @@ from lib.core.errors import DashmemError
 from lib.data import refresh as refreshing
 from lib.data.snapshots import Warehouse
 from lib.memory import rule_review, workspace
+from lib.memory.semantic_diff import ATTENTION, CATEGORIES
 from lib.repo.configrepo import ConfigRepo
-from lib.repo.semantic_diff import ATTENTION, CATEGORY_TITLES
 from lib.roles import access
 from lib.roles.access import User
 
@@ -262,7 +262,7 @@ def show_diff(patches: list[Any]) -> None:
 
 
 def show_changes(changes: list[Any]) -> None:
-    """What a change means (lib.repo.semantic_diff), by category; access and where data comes from as warnings."""
+    """What a change means (lib.memory.semantic_diff), by category; access and where data comes from as warnings."""
 
     if not changes:
         st.caption("No change in meaning (formatting or order only).")
@@ -270,10 +270,10 @@ def show_changes(changes: list[Any]) -> None:
     attention = [c for c in changes if c.severity == ATTENTION]
     if attention:
         st.warning("Check these before publishing:\n" + "\n".join(f"- {_md(c.describe())}" for c in attention))
-    for category, title in CATEGORY_TITLES.items():
-        rest = [c for c in changes if c.category == category and c.severity != ATTENTION]
+    for category in CATEGORIES:
+        rest = [c for c in changes if c.category == category.name and c.severity != ATTENTION]
         if rest:
-            st.markdown(f"**{title}**\n" + "\n".join(f"- {_md(c.describe())}" for c in rest))
+            st.markdown(f"**{category.title}**\n" + "\n".join(f"- {_md(c.describe())}" for c in rest))
 
 
 def _md(text: str) -> str:

@@ -6,10 +6,11 @@ import streamlit as st
 
 from app_pages import state, ui
 from lib.memory import schemas, workspace
+from lib.memory.kinds import KINDS
 from lib.roles import access, auth
 from lib.roles.access import STEWARD
 
-CATEGORY_TITLES = {kind: schemas.title(kind) for kind in schemas.FILES}  # "Task specifications", ...
+CATEGORY_TITLES = {kind: schemas.title(kind) for kind in KINDS}  # "Task specifications", ...; the kinds in lib/memory/kinds/
 IMPORTABLE = ("task", "sources", "output")
 
 user = st.session_state[state.USER]

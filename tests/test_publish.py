@@ -178,7 +178,7 @@ def test_a_report_change_goes_draft_review_publish_history_with_no_special_case(
     """A steward's report edit: Review shows what it means and the same checks publish runs; a figure typed
     into prose is refused at publish, the placeholder that replaces it publishes, and history tells it."""
     from lib.artifacts import checks
-    from lib.repo import semantic_diff
+    from lib.memory import semantic_diff
 
     repo = config_repo
     _, figure = _title_with_a_figure_from_the_data(repo)

@@ -200,7 +200,7 @@ def test_a_failing_section_shows_its_error_and_the_rest_render(supply):
 
 
 def test_a_report_is_drafted_published_diffed_and_reverted_like_any_workspace_file(config_repo):
-    from lib.repo import semantic_diff
+    from lib.memory import semantic_diff
     from tests.configrepo_helpers import OLIVIA, SCW, files_at, sha
 
     repo = config_repo
@@ -228,7 +228,7 @@ def test_a_report_is_drafted_published_diffed_and_reverted_like_any_workspace_fi
 
 
 def test_semantic_diff_of_a_report_names_reworded_prose_and_a_requeried_component():
-    from lib.repo.semantic_diff import changes
+    from lib.memory.semantic_diff import changes
 
     old = workspace.load(WORKSPACES / "supply-chain-weekly")[0].data["report"]
     new = copy.deepcopy(old)

@@ -9,6 +9,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from lib.memory import schemas, workspace
+from lib.memory.kinds import KINDS
+from lib.memory.kinds import sources as kinds_sources
 from lib.memory.yamlio import parse
 
 
@@ -17,7 +19,7 @@ def errors_for(kind: str, text: str, filename: str = "x.yaml"):
 
 
 def only_error(kind: str, text: str):
-    errs = errors_for(kind, text, f"ws/{schemas.FILES[kind]}")
+    errs = errors_for(kind, text, f"ws/{workspace.FILES[kind]}")
     assert len(errs) == 1, [e.format() for e in errs]
     return errs[0]
 
@@ -25,7 +27,7 @@ def only_error(kind: str, text: str):
 # ------------------------------------------------------------------ the schemas themselves
 
 
-@pytest.mark.parametrize("kind", list(schemas.FILES))
+@pytest.mark.parametrize("kind", list(workspace.FILES))
 def test_schema_is_valid_draft_2020_12(kind):
     Draft202012Validator.check_schema(schemas.load_schema(kind))
 
@@ -34,11 +36,11 @@ def test_every_schema_file_passes_the_metaschema_check():
     # Processes no longer check the schemas when they validate; this is where it happens.
     assert schemas.metaschema_problems() == {}
     checked = {p.name for p in schemas.SCHEMA_DIR.glob("*.schema.json")}
-    assert checked >= {f"{kind}.schema.json" for kind in schemas.FILES}
+    assert checked >= {f"{kind}.schema.json" for kind in workspace.FILES}
 
 
 def test_metaschema_check_catches_an_invalid_schema_file(tmp_path):
-    for kind in schemas.FILES:
+    for kind in workspace.FILES:
         (tmp_path / f"{kind}.schema.json").write_text(json.dumps(schemas.load_schema(kind)))
     broken = schemas.load_schema("task")
     broken["properties"]["rules"]["minItems"] = -1  # a count below zero is no schema
@@ -64,7 +66,7 @@ def _properties(node, path=""):
             yield from _properties(item, f"{path}[{i}]")
 
 
-@pytest.mark.parametrize("kind", list(schemas.FILES))
+@pytest.mark.parametrize("kind", list(workspace.FILES))
 def test_every_property_has_a_description_and_an_example(kind):
     root = schemas.load_schema(kind)
     missing = []
@@ -79,7 +81,7 @@ def test_every_property_has_a_description_and_an_example(kind):
     assert not missing, f"{kind}: properties without description/examples: {missing}"
 
 
-@pytest.mark.parametrize("kind", list(schemas.FILES))
+@pytest.mark.parametrize("kind", list(workspace.FILES))
 def test_schema_examples_validate(kind):
     """The examples in the schema are themselves valid, so forms and docs can show them."""
     root = schemas.load_schema(kind)
@@ -168,7 +170,7 @@ def test_task_bad_check_colour_is_enum_error_with_choices():
 
 def test_task_duplicate_rule_id_is_reported_on_the_second():
     text = VALID_TASK + "  - {id: attainment-green, text: again, author: bob, created: '2026-11-03'}\n"
-    ws_errors = workspace.SEMANTIC_CHECKS["task"][0](parse(text), "ws/task.yaml")
+    ws_errors = KINDS["task"].checks[0](parse(text), "ws/task.yaml")
     assert len(ws_errors) == 1
     assert (ws_errors[0].line, ws_errors[0].field) == (10, "rules[1].id")
 
@@ -341,7 +343,7 @@ def test_dashboard_unknown_layout_reference():
     text = VALID_DASHBOARD.replace("[kpi, ", "[kpi_x, ")
     doc = parse(text)
     assert schemas.validate_document("dashboard", doc, "d.yaml") == []
-    errs = [d for check in workspace.SEMANTIC_CHECKS["dashboard"] for d in check(doc, "d.yaml")]
+    errs = [d for check in KINDS["dashboard"].checks for d in check(doc, "d.yaml")]
     assert len(errs) == 1 and errs[0].line == 16 and "kpi_x" in errs[0].message
 
 
@@ -366,7 +368,7 @@ def test_schema_header_points_at_the_shipped_schema():
     json.loads((schemas.SCHEMA_DIR / "task.schema.json").read_text())
 
 
-@pytest.mark.parametrize("kind", list(schemas.FILES))
+@pytest.mark.parametrize("kind", list(workspace.FILES))
 def test_every_example_in_a_schema_validates_against_its_own_definition(kind):
     """Examples drive forms and docs, so each must be valid where it stands."""
     root = schemas.load_schema(kind)
@@ -512,18 +514,18 @@ def test_category_titles_are_the_schema_titles_in_the_prompt():
 
     from .conftest import WORKSPACES
 
-    titles = [schemas.title(kind) for kind in schemas.FILES]
+    titles = [schemas.title(kind) for kind in workspace.FILES]
     assert len(set(titles)) == len(titles) and all(titles)
     ws, _ = workspace.load(WORKSPACES / "supply-chain-weekly")
     task, sources, output = (b["text"] for b in compose.compose(ws.data, "edit", "hi").request["system"][1:])
-    assert f"# {schemas.title('task')} ({schemas.FILES['task']})" in task
-    assert sources.startswith(f"# {schemas.title('sources')} ({schemas.FILES['sources']})")
-    assert output.startswith(f"# {schemas.title('output')} ({schemas.FILES['output']})")
+    assert f"# {schemas.title('task')} ({workspace.FILES['task']})" in task
+    assert sources.startswith(f"# {schemas.title('sources')} ({workspace.FILES['sources']})")
+    assert output.startswith(f"# {schemas.title('output')} ({workspace.FILES['output']})")
 
 
 def test_category_titles_page_takes_them_from_the_schemas():
     page = (Path(__file__).parent.parent / "app_pages" / "workspaces.py").read_text()
-    assert "CATEGORY_TITLES = {kind: schemas.title(kind) for kind in schemas.FILES}" in page
+    assert "CATEGORY_TITLES = {kind: schemas.title(kind) for kind in KINDS}" in page
 
 
 def test_default_theme_is_the_output_schemas_default():
@@ -617,7 +619,7 @@ def test_secret_fields_are_found_by_the_schemas_keyword():
         *(("tls", field) for field in ("client_cert", "client_key", "client_key_password", "ca_bundle")),  # rest's, then mcp's
         ("env", "*"),
     )
-    assert all(not schemas.secret_fields(kind) for kind in schemas.FILES if kind != "sources")
+    assert all(not schemas.secret_fields(kind) for kind in workspace.FILES if kind != "sources")
     # Only the keyword marks a secret: a field holding a reference is the secret_ref definition.
     root = schemas.load_schema("sources")
     assert root["$defs"]["secret_ref"][schemas.SECRET_KEYWORD] is True
@@ -639,8 +641,6 @@ def test_every_secret_field_takes_only_a_reference():
 
 
 def test_the_prompt_hides_a_literal_in_every_secret_field():
-    from lib.chat import compose
-
     source: dict = {"name": "s", "type": "mcp"}
     for path in schemas.secret_fields("sources", "source"):
         node = source
@@ -650,7 +650,7 @@ def test_the_prompt_hides_a_literal_in_every_secret_field():
             node.update({"KEY": "hunter2", "REF": "env:OK"})
         else:
             node[path[-1]] = "hunter2"
-    shown = json.dumps(compose._without_secrets({"sources": [source]}))
+    shown = json.dumps(kinds_sources.without_secrets({"sources": [source]}))
     assert "hunter2" not in shown and "env:OK" in shown
 
 
@@ -677,7 +677,7 @@ def test_the_fix_for_a_literal_credential_names_every_secret_field():
     text = "sources:\n- {name: s, type: rest, url: 'https://example.com', headers: {Authorization: Bearer x}}\n"
     import re
 
-    diags = workspace._no_literal_secrets(parse(text), "sources.yaml")
+    diags = kinds_sources.no_literal_secrets(parse(text), "sources.yaml")
     assert diags
     named = {field: kinds.split(", ") for field, kinds in re.findall(r"(\w+) \(([a-z, ]+)\)", diags[0].allowed)}
     for kind in schemas.enum("sources", "source", "type"):

@@ -1,4 +1,4 @@
-"""lib.repo.semantic_diff: what a change means, per memory category, on the shipped demo workspaces as the base."""
+"""lib.memory.semantic_diff: what a change means, per memory category, on the shipped demo workspaces as the base."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import copy
 
 import pytest
 
-from lib.memory import workspace
-from lib.repo import semantic_diff
-from lib.repo.semantic_diff import ATTENTION, INFO, Change, changes
+from lib.memory import semantic_diff, workspace
+from lib.memory.semantic_diff import ATTENTION, INFO, Change, changes
 
 from .conftest import WORKSPACES
 

@@ -34,8 +34,9 @@ from ..data.queries import bind
 from ..data.refresh import fetch_candidate
 from ..data.sandbox import QueryError
 from ..memory import rule_review, schemas
+from ..memory.kinds import KINDS
 from ..memory.spec import PARAM_RE, PLACEHOLDER_RE, POINT_FILTERS, components, prose_id, queries, selections, unset_params
-from ..memory.workspace import FILES, SEMANTIC_CHECKS, Workspace, shown_file
+from ..memory.workspace import Workspace, shown_file
 from ..memory.workspace import load as load_workspace
 from ..memory.workspace import render as render_yaml
 from ..memory.yamlio import Document, parse
@@ -110,7 +111,7 @@ class CheckContext:
 def check_schema(ctx: CheckContext) -> list[Diagnostic]:
     diags = schemas.validate_document(ctx.kind, ctx.doc, ctx.file)
     if not diags:
-        diags = [d for check in SEMANTIC_CHECKS[ctx.kind] for d in check(ctx.doc, ctx.file)]
+        diags = [d for check in KINDS[ctx.kind].checks for d in check(ctx.doc, ctx.file)]
     return [Diagnostic("check.schema", d.level, d.message, d.file, d.line, d.field, d.allowed) for d in diags]
 
 
@@ -664,7 +665,7 @@ REPORT_ON_DATA: list[Callable[[CheckContext], list[Diagnostic]]] = [check_placeh
 
 def shown_file_of(ctx: CheckContext, kind: str) -> str:
     """The file name of another workspace file, beside the dashboard's as the diagnostics show it."""
-    return ctx.file.rsplit("/", 1)[0] + "/" + FILES[kind] if "/" in ctx.file else FILES[kind]
+    return ctx.file.rsplit("/", 1)[0] + "/" + KINDS[kind].file if "/" in ctx.file else KINDS[kind].file
 
 
 def _isolated(check: Callable[[CheckContext], list[Diagnostic]], ctx: CheckContext) -> list[Diagnostic]:
@@ -701,7 +702,7 @@ def run(
     if not ws.get(kind):
         return []
     if file == FILE and kind != "dashboard":
-        file = schemas.FILES[kind]
+        file = KINDS[kind].file
     ctx = CheckContext(ws, tables, version, file, kind)
     out = _isolated(check_schema, ctx)
     if any(d.level == ERROR for d in out):

@@ -98,7 +98,7 @@ PROPOSE_RULE = {
 }
 
 TOOLS_BY_MODE = {"edit": (RUN_SQL, WRITE_DASHBOARD, WRITE_REPORT, PROPOSE_RULE), "query": (RUN_SQL,)}
-# The tools that write a workspace file, and the file kind (lib.memory.schemas.FILES) each writes.
+# The tools that write a workspace file, and the file kind (lib.memory.kinds) each writes.
 ARTIFACT_TOOLS = {"write_dashboard": "dashboard", "write_report": "report"}
 
 

@@ -31,21 +31,20 @@ moves that breakpoint to the newest tool results the same way.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as dt
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from ..core import tokens
 from ..core.diagnostics import WARNING, Diagnostic, ValidationFailed, has_errors
 from ..core.settings import model_id
 from ..data import profile as profile_text
 from ..memory import relationships, rule_review, schemas, workspace
-from ..memory.secrets import is_reference, redact_url
+from ..memory.kinds import KINDS
 from .agent_tools import tool_schemas
 
 MODES = ("edit", "query")
@@ -139,15 +138,12 @@ the question, say so.
 """
 
 BASES = {"edit": BASE_EDIT, "query": BASE_QUERY}
-# The artifacts edit mode shows the model, in this order, each under its heading.
-ARTIFACT_HEADINGS = {
-    "dashboard": "Current dashboard (dashboard.yaml). Refine this spec: write it back whole, changed only where the request asks.",
-    "report": "Current report (report.yaml). Refine it with write_report: write it back whole, changed only where the request asks.",
-}
-
-# Where a source may hold a secret reference: the values schemas/sources.schema.json marks `x-secret`,
-# a field itself (`password`), a field of an object (`tls.client_key`) or every value of a mapping (`env`).
-_SECRET_FIELDS = schemas.secret_fields("sources", "source")
+# The kinds in the system prompt after the base instructions, and the artifacts edit mode shows in the
+# user turn, in this order. What the model sees of each (heading, fallback, content) is its kind's
+# (lib/memory/kinds/); where it goes is this module's, for the prompt cache (see the module docstring).
+SYSTEM_KINDS = ("task", "sources", "output")
+ARTIFACTS = ("dashboard", "report")
+ARTIFACT_HEADINGS = {kind: KINDS[kind].model_heading for kind in ARTIFACTS}
 
 
 @dataclass(frozen=True)
@@ -190,19 +186,19 @@ def compose(
     parts = {
         "base": BASES[mode],
         "task": _task_block(files, today),
-        "sources": _section("Tool configurations (sources.yaml)", "sources", _without_secrets(files.get("sources")), "No sources are connected yet."),
-        "output": _section("Output constraints (output.yaml)", "output", files.get("output"), "No output constraints are set."),
+        "sources": _kind_section("sources", files),
+        "output": _kind_section("output", files),
         "profile": _profile_block(_with_decided_joins(files), [dashboard, report], budget),
     }
-    system = [_text(parts[name]) for name in ("base", "task", "sources", "output")]
+    system = [_text(parts[name]) for name in ("base", *SYSTEM_KINDS)]
     system[0]["cache_control"] = dict(EPHEMERAL)
     system[-1]["cache_control"] = dict(EPHEMERAL)
 
     user = [_text(parts["profile"], cache=True)]
     if mode == "edit":
-        for kind, heading in ARTIFACT_HEADINGS.items():
+        for kind in ARTIFACTS:
             if files.get(kind):
-                parts[kind] = _section(heading, kind, files[kind], "")
+                parts[kind] = _kind_section(kind, files)
                 user.append(_text(parts[kind]))
         if len(user) > 1:  # one breakpoint for both (see the module docstring)
             user[-1]["cache_control"] = dict(EPHEMERAL)
@@ -288,13 +284,20 @@ def _section(heading: str, kind: str, content: Any, empty: str) -> str:
     return f"# {heading}\n```yaml\n{_yaml(kind, content)}```\n"
 
 
+def _kind_section(kind: str, files: Mapping[str, Any]) -> str:
+    """A kind's section as its module says the model sees it: its heading, its content or its fallback."""
+    about = KINDS[kind]
+    return _section(about.model_heading, kind, about.model_view(files.get(kind)), about.model_empty)
+
+
 def _task_block(files: Mapping[str, Any], today: dt.date | str | None) -> str:
     meta = files.get("workspace") or {}
-    # Name and description say what the workspace is for; the access lists are not the model's business.
-    about = f"Workspace: {meta.get('name', '(unnamed)')}\n"
-    if meta.get("description"):
-        about += f"{meta['description']}\n"
-    block = about + "\n" + _section("Task specifications (task.yaml)", "task", files.get("task"), "No task rules yet.")
+    ws_kind = KINDS["workspace"]
+    shown = ws_kind.model_view(meta)  # name and description; not the access lists
+    about = f"{ws_kind.model_heading}: {shown.get('name', ws_kind.model_empty)}\n"
+    if shown.get("description"):
+        about += f"{shown['description']}\n"
+    block = about + "\n" + _kind_section("task", files)
     stale = rule_review.stale_rules(files, today)
     if stale:  # one line: the ids, not the rules again
         block += (
@@ -330,7 +333,7 @@ def _budget_warnings(profile: Mapping[str, Any] | None, budget: int | None) -> l
             f"the profile budget of {budget} tokens is below the {needed} that the names of the {len(profile['tables'])} table(s) and "
             f"{columns} column(s) need, so the model is not shown some of them and cannot query them; raise policy.profile_budget "
             f"in workspace.yaml to at least {needed}",
-            workspace.FILES["workspace"],
+            KINDS["workspace"].file,
             None,
             "policy.profile_budget",
             f"at least {needed}",
@@ -338,7 +341,7 @@ def _budget_warnings(profile: Mapping[str, Any] | None, budget: int | None) -> l
     ]
 
 
-_PROFILE_HEADING = "# Data profile (profile.yaml, compact; tables you can query)\n"
+_PROFILE_HEADING = f"# {KINDS['profile'].model_heading}\n"
 
 
 def _with_decided_joins(files: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -352,7 +355,8 @@ def _with_decided_joins(files: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def _profile_block(profile: Mapping[str, Any] | None, artifacts: list[Mapping[str, Any] | None], budget: int | None) -> str:
     if not profile or not profile.get("tables"):
-        return "# Data profile\nNo data profile yet: the workspace has no loaded data (connect a source, refresh, then `python -m lib profile PATH --write`).\n"
+        kind = KINDS["profile"]
+        return f"# {kind.model_empty_heading or kind.model_heading}\n{kind.model_empty}\n"
     keep = list(dict.fromkeys(name for artifact in artifacts for name in referenced_columns(profile, artifact)))
     heading = _PROFILE_HEADING
     if budget is not None:  # the budget is the whole block's, as the model is charged for it
@@ -373,35 +377,3 @@ def referenced_columns(profile: Mapping[str, Any], dashboard: Mapping[str, Any] 
             if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", spec_text) or f'\\"{name}\\"' in spec_text:
                 out.append(f"{table['name']}.{name}")
     return out
-
-
-def _without_secrets(sources: Mapping[str, Any] | None) -> Any:
-    """sources.yaml as the model may see it: references stay, any literal secret becomes <hidden>.
-
-    Validation already refuses literal secrets; this guards a workspace that
-    was composed without being validated, because the prompt leaves the machine.
-    """
-    if not sources:
-        return sources
-    clean = copy.deepcopy(dict(sources))
-
-    for source in clean.get("sources") or []:
-        if not isinstance(source, dict):
-            continue
-        for path in _SECRET_FIELDS:
-            _hide_literals(source, path, is_reference)
-        if isinstance(source.get("url"), str):
-            source["url"] = redact_url(source["url"], "<hidden>")
-    return clean
-
-
-def _hide_literals(node: Any, path: tuple[str, ...], is_reference: Callable[[Any], bool]) -> None:
-    """Every value at `path` inside `node` (`*` for any key) that is not a reference becomes <hidden>, in place."""
-    if not isinstance(node, dict):
-        return
-    head, rest = path[0], path[1:]
-    for key in list(node) if head == schemas.ANY_KEY else [head] if head in node else []:
-        if rest:
-            _hide_literals(node[key], rest, is_reference)
-        elif not is_reference(node[key]):
-            node[key] = "<hidden>"

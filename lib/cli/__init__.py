@@ -289,12 +289,12 @@ def cmd_diff(args) -> int:
 
 def _print_semantic(changes: list, diffs: list, args) -> int:
     """The meaning of the changes first, then the per-file diff as the detail (`--file` narrows both)."""
-    from ..memory.schemas import FILES
-    from ..repo import semantic_diff
+    from ..memory import semantic_diff
+    from ..memory.kinds import KINDS
 
     if args.file:
-        kind = next((k for k, f in FILES.items() if f == args.file), None)
-        category = "access" if kind == "workspace" else kind
+        kind = next((k for k in KINDS.values() if k.file == args.file), None)
+        category = kind.review.name if kind else None
         changes = [c for c in changes if c.category == category or (c.category == "file" and c.id == args.file)]
     if args.json:
         _print_json({"changes": [c.to_dict() for c in changes], "files": [d.__dict__ for d in diffs]})

@@ -32,17 +32,6 @@ if TYPE_CHECKING:
 # The checkout's schemas/ folder; an installed package carries the same files as dashmem/_schemas (pyproject.toml).
 SCHEMA_DIR = CHECKOUT / "schemas" if CHECKOUT else PACKAGE_DIR / "_schemas"
 
-# Memory category -> file name, in the order files are shown and composed.
-FILES: dict[str, str] = {
-    "workspace": "workspace.yaml",
-    "task": "task.yaml",
-    "sources": "sources.yaml",
-    "output": "output.yaml",
-    "profile": "profile.yaml",
-    "dashboard": "dashboard.yaml",
-    "report": "report.yaml",
-}
-
 
 @functools.cache
 def load_schema(kind: str) -> dict:

@@ -1,7 +1,7 @@
 """A workspace folder: loading, validation and canonical saving of its files.
 
-A workspace is one folder with one YAML file per memory category (see
-`schemas.FILES`). Loading never raises on bad content: it returns whatever
+A workspace is one folder with one YAML file per memory kind (see
+lib/memory/kinds/ and `FILES`). Loading never raises on bad content: it returns whatever
 parsed plus a list of `Diagnostic`s. Saving validates everything first and
 writes nothing when anything is invalid; files whose canonical text did not
 change are not touched, so saving an unchanged workspace changes no byte.
@@ -16,18 +16,19 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any, Callable
+from typing import Any
 
-from ..core.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed, format_path, has_errors
+from ..core.diagnostics import ERROR, Diagnostic, ValidationFailed, has_errors
 from ..core.errors import DashmemError
 from ..core.fsutil import atomic_write, write_temp
-from . import relationships, schemas, secrets
-from .spec import report_components
+from . import relationships, schemas
+from .kinds import KINDS
 from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
 
-FILES = schemas.FILES
+# Memory kind -> file name, in the order files are shown and composed (lib/memory/kinds/ has the rest about each).
+FILES: dict[str, str] = {name: kind.file for name, kind in KINDS.items()}
 # Files a workspace must have; a profile and a dashboard appear once data is connected.
-REQUIRED = ("workspace", "task", "sources", "output")
+REQUIRED: tuple[str, ...] = tuple(name for name, kind in KINDS.items() if kind.required)
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
@@ -206,121 +207,6 @@ def _shown_folder(ws_path: str, cwd: str) -> str:
         return str(Path(ws_path))
 
 
-# --------------------------------------------------------------------------- semantic checks
-# Small validators for what JSON Schema cannot say. Each takes the parsed
-# document and the file name shown in messages, and returns Diagnostics.
-
-
-def _unique(list_key: str, item_key: str, what: str) -> Callable[[Document, str], list[Diagnostic]]:
-    def check(doc: Document, shown: str) -> list[Diagnostic]:
-        seen: dict[Any, int] = {}
-        out = []
-        for i, item in enumerate(doc.data.get(list_key) or []):
-            value = item.get(item_key)
-            if value in seen:
-                path = (list_key, i, item_key)
-                out.append(
-                    Diagnostic(
-                        f"{what}.duplicate",
-                        ERROR,
-                        f"duplicate {what} {value!r} (first at {list_key}[{seen[value]}])",
-                        shown,
-                        doc.line_of(path),
-                        format_path(path),
-                        f"a unique {item_key}",
-                    )
-                )
-            else:
-                seen[value] = i
-        return out
-
-    check.__name__ = f"unique_{what}"
-    return check
-
-
-def _layout_references(doc: Document, shown: str) -> list[Diagnostic]:
-    ids = {c.get("id") for c in doc.data.get("components") or []}
-    out = []
-    for r, row in enumerate(doc.data.get("layout") or []):
-        for c, cell in enumerate(row):
-            ref = cell if isinstance(cell, str) else cell.get("id")
-            path = ("layout", r, c)
-            if ref not in ids:
-                out.append(
-                    Diagnostic(
-                        "layout.unknown_component",
-                        ERROR,
-                        f"layout names unknown component {ref!r}",
-                        shown,
-                        doc.line_of(path),
-                        format_path(path),
-                        ", ".join(sorted(i for i in ids if i)),
-                    )
-                )
-    return out
-
-
-def _unique_report_ids(doc: Document, shown: str) -> list[Diagnostic]:
-    """A report's KPI cards, charts and tables share one id space, as a dashboard's components do."""
-    seen: dict[Any, tuple] = {}
-    out = []
-    for where, spec in report_components(doc.data):
-        value, path = spec.get("id"), where + ("id",)
-        if value in seen:
-            out.append(
-                Diagnostic(
-                    "component id.duplicate",
-                    ERROR,
-                    f"duplicate component id {value!r} (first at {format_path(seen[value])})",
-                    shown,
-                    doc.line_of(path),
-                    format_path(path),
-                    "a unique id",
-                )
-            )
-        else:
-            seen[value] = where
-    return out
-
-
-def _access_has_owner(doc: Document, shown: str) -> list[Diagnostic]:
-    owners = (doc.data.get("access") or {}).get("owners") or []
-    if owners == ["*"]:
-        path = ("access", "owners")
-        return [Diagnostic("access.everyone_owner", WARNING, "every signed-in user is an owner", shown, doc.line_of(path), format_path(path), "named owners")]
-    return []
-
-
-def _no_literal_secrets(doc: Document, shown: str) -> list[Diagnostic]:
-    """Credentials written into a source (see `secrets.source_problems`), and references to the app's own."""
-    out = []
-    for i, source in enumerate(doc.data.get("sources") or []):
-        for where, check_id, message in secrets.source_problems(source):
-            path = ("sources", i) + where
-            fix = (
-                "a reference of the source's own, e.g. env:SALES_DB_PASSWORD"
-                if check_id == "secret.reserved"
-                else "the credential as a reference (env:NAME or secrets:KEY) in secret_headers (rest, mcp), password (sql), env (mcp) or tls (rest, mcp)"
-            )
-            out.append(Diagnostic(check_id, ERROR, message, shown, doc.line_of(path, key=check_id == "secret.header"), format_path(path), fix))
-    return out
-
-
-def _relationship_tables(doc: Document, shown: str) -> list[Diagnostic]:
-    """Declared and rejected joins name tables that sources make (their columns are checked against the profile in `load`)."""
-    return relationships.reference_problems(doc, None, shown)
-
-
-SEMANTIC_CHECKS: dict[str, tuple[Callable[[Document, str], list[Diagnostic]], ...]] = {
-    "workspace": (_access_has_owner,),
-    "task": (_unique("rules", "id", "rule id"),),
-    "sources": (_unique("sources", "name", "source name"), _no_literal_secrets, _relationship_tables),
-    "profile": (_unique("tables", "name", "table"),),
-    "dashboard": (_unique("components", "id", "component id"), _unique("filters", "id", "filter id"), _layout_references),
-    "report": (_unique_report_ids, _unique("parameters", "id", "filter id")),
-}
-
-
 # --------------------------------------------------------------------------- saving
 
 
@@ -351,7 +237,7 @@ def _prepare(path: Path, data: dict[str, Any]) -> tuple[list[Diagnostic], dict[s
 def _check_document(kind: str, doc: Document, shown: str) -> list[Diagnostic]:
     """Schema validation, then (on a valid document) the semantic checks of its kind."""
     diags = schemas.validate_document(kind, doc, shown)
-    return list(diags) or [d for check in SEMANTIC_CHECKS.get(kind, ()) for d in check(doc, shown)]
+    return list(diags) or [d for check in KINDS[kind].checks for d in check(doc, shown)]
 
 
 def save(path: Path, data: dict[str, Any]) -> list[str]:

@@ -62,6 +62,7 @@ import git
 
 from ..core.diagnostics import ValidationFailed, has_errors
 from ..memory import rule_review, workspace
+from ..memory.semantic_diff import Change
 from ..memory.yamlio import parse
 from ..roles import access
 from ..roles.access import User
@@ -69,7 +70,6 @@ from . import ci_workflow, drafts, gitops, replica
 from .drafts import Draft
 from .gitops import SYSTEM, Busy, ConfigRepoError, _git, _locked, actor_env, rev  # noqa: F401  # noqa: F401  (_git, _locked: re-exported)
 from .history import MAIN, FileDiff, Version, diff, history, message, resolve, semantic_diff
-from .semantic_diff import Change
 
 SCRATCH = "dashmem-scratch"  # in the git folder: where a publish checks the merged workspace
 GC_LOOSE_OBJECTS = 4000  # `repair` packs the repo once about this many loose objects piled up
@@ -396,7 +396,7 @@ class ConfigRepo:
         return diff(self.repo, workspace.check_slug(slug), a, b)
 
     def changes(self, slug: str, a: str, b: str) -> list[Change]:
-        """What changed in the workspace's meaning between two versions (lib.repo.semantic_diff)."""
+        """What changed in the workspace's meaning between two versions (lib.memory.semantic_diff)."""
         return semantic_diff(self.repo, workspace.check_slug(slug), a, b)
 
     # ---- several app servers (lib.repo.replica)
@@ -440,7 +440,7 @@ class ConfigRepo:
         return drafts.draft_diff(self, slug, branch)
 
     def draft_changes(self, slug: str, branch: str) -> list[Change]:
-        """What a draft branch changes in the workspace's meaning since it left `main` (lib.repo.semantic_diff)."""
+        """What a draft branch changes in the workspace's meaning since it left `main` (lib.memory.semantic_diff)."""
         return drafts.draft_changes(self, slug, branch)
 
     def draft(self, user: User, slug: str) -> Draft:

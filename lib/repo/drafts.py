@@ -29,6 +29,7 @@ import git
 
 from ..core.diagnostics import ValidationFailed
 from ..memory import workspace
+from ..memory.semantic_diff import Change
 from ..roles import access
 from ..roles.access import User
 from .gitops import (
@@ -46,7 +47,6 @@ from .gitops import (
     worktree_admin_dir,
 )
 from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, semantic_diff, trailer
-from .semantic_diff import Change
 
 _log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def draft_diff(cr: ConfigRepo, slug: str, branch: str) -> list[FileDiff]:
 
 
 def draft_changes(cr: ConfigRepo, slug: str, branch: str) -> list[Change]:
-    """What a draft branch changes in the workspace's meaning since it left `main` (lib.repo.semantic_diff)."""
+    """What a draft branch changes in the workspace's meaning since it left `main` (lib.memory.semantic_diff)."""
     return semantic_diff(cr.repo, workspace.check_slug(slug), cr.repo.merge_base(MAIN, branch)[0].hexsha, branch)
 
 

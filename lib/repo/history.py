@@ -16,11 +16,11 @@ from typing import Any, Iterable
 
 import git
 
+from ..memory import semantic_diff as semantic
 from ..memory import workspace
+from ..memory.semantic_diff import Change
 from ..memory.yamlio import YamlSyntaxError, parse
-from . import semantic_diff as semantic
 from .gitops import ConfigRepoError, _git, actor_env
-from .semantic_diff import Change
 
 MAIN = "main"  # the published branch
 ACTION_TRAILER = "Dashmem-Action"
@@ -190,7 +190,7 @@ def _blob(tree: git.Tree, path: str) -> str | None:
 
 
 def semantic_diff(repo: git.Repo, folder: str, a: str, b: str) -> list[Change]:
-    """What changed in meaning in one folder's workspace between two versions (see lib.repo.semantic_diff).
+    """What changed in meaning in one folder's workspace between two versions (see lib.memory.semantic_diff).
 
     Only files whose bytes differ are parsed (a draft rarely touches the large profile). A file
     either version cannot parse is reported as unreadable and left out of both sides, so it is

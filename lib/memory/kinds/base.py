@@ -1,0 +1,71 @@
+"""`Kind`: everything the code knows about one memory kind, and the small pieces kinds share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ...core.diagnostics import ERROR, Diagnostic, format_path
+from ..changes import Category, Change
+from ..yamlio import Document
+
+# A semantic check: what JSON Schema cannot say about a valid document. (document, file name shown) -> findings.
+Check = Callable[[Document, str], list[Diagnostic]]
+# A semantic diff: (old content, new content; None for an absent file) -> what the change means.
+Diff = Callable[[Any, Any], list[Change]]
+
+
+def as_is(content: Any) -> Any:
+    """What the model sees of most kinds: the whole content."""
+    return content
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One memory kind: its file, its schema, its checks, what a change to it means, and what the model sees of it.
+
+    The fields are read where the operation lives: lib/memory/workspace.py loads and checks files,
+    lib/memory/semantic_diff.py puts the diffs together for Review, lib/chat/compose.py writes the
+    model's prompt (and decides which part of it each kind goes in).
+    """
+
+    name: str  # "task": the key of `Workspace.data` and of the registry
+    file: str  # "task.yaml", in a workspace folder
+    schema: str  # "task.schema.json", in schemas/
+    required: bool  # a workspace must have the file (a profile, a dashboard and a report come later)
+    checks: tuple[Check, ...]  # run, in order, on a document that passed its schema
+    diff: Diff
+    review: Category  # the group Review shows the diff's changes in, with its title and sentences
+    model_heading: str  # the prompt's heading over the kind's section ("Task specifications (task.yaml)")
+    model_empty: str  # the section's text when the kind has no content ("No task rules yet."); "" for none
+    model_view: Callable[[Any], Any] = as_is  # the content as the model may see it (secrets out, access lists out)
+    model_empty_heading: str | None = None  # the heading over `model_empty`, when not `model_heading`
+
+
+def unique(list_key: str, item_key: str, what: str) -> Check:
+    """A check that every item of the list `list_key` has its own `item_key`."""
+
+    def check(doc: Document, shown: str) -> list[Diagnostic]:
+        seen: dict[Any, int] = {}
+        out = []
+        for i, item in enumerate(doc.data.get(list_key) or []):
+            value = item.get(item_key)
+            if value in seen:
+                path = (list_key, i, item_key)
+                out.append(
+                    Diagnostic(
+                        f"{what}.duplicate",
+                        ERROR,
+                        f"duplicate {what} {value!r} (first at {list_key}[{seen[value]}])",
+                        shown,
+                        doc.line_of(path),
+                        format_path(path),
+                        f"a unique {item_key}",
+                    )
+                )
+            else:
+                seen[value] = i
+        return out
+
+    check.__name__ = f"unique_{what}"
+    return check

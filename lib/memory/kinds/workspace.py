@@ -1,0 +1,70 @@
+"""workspace.yaml: the workspace's name and description, who may view, edit and publish it, and its policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.diagnostics import WARNING, Diagnostic, format_path
+from ..changes import ATTENTION, Category, Change, leaf_changes, mapping
+from ..yamlio import Document
+from .base import Kind
+
+
+def access_has_owner(doc: Document, shown: str) -> list[Diagnostic]:
+    owners = (doc.data.get("access") or {}).get("owners") or []
+    if owners == ["*"]:
+        path = ("access", "owners")
+        return [Diagnostic("access.everyone_owner", WARNING, "every signed-in user is an owner", shown, doc.line_of(path), format_path(path), "named owners")]
+    return []
+
+
+ACCESS = Category(
+    "access",
+    "Access",
+    1,
+    "access",
+    {
+        "granted": "{new} added to {id}",
+        "revoked": "{old} removed from {id}",
+        "policy": "publishing policy {id}: {old} -> {new}",
+        "changed": "workspace {id}: {old} -> {new}",
+    },
+)
+
+
+def access_changes(old: Any, new: Any) -> list[Change]:
+    """workspace.yaml: who may view, edit and publish (each principal granted or revoked), and the policy."""
+    old, new = mapping(old), mapping(new)
+    out: list[Change] = []
+    a, b = mapping(old.get("access")), mapping(new.get("access"))
+    for role in [*b, *(r for r in a if r not in b)]:
+        before = [p for p in a.get(role) or [] if isinstance(p, str)]
+        after = [p for p in b.get(role) or [] if isinstance(p, str)]
+        out += [ACCESS.change("granted", role, None, p, ATTENTION) for p in after if p not in before]
+        out += [ACCESS.change("revoked", role, p, None, ATTENTION) for p in before if p not in after]
+    for c in leaf_changes(ACCESS, old.get("policy"), new.get("policy"), severity=ATTENTION):
+        out.append(ACCESS.change("policy", c.id, c.old, c.new, ATTENTION))
+    for field in ("name", "description", "tags"):
+        if old.get(field) != new.get(field):
+            out.append(ACCESS.change("changed", field, old.get(field), new.get(field)))
+    return out
+
+
+def for_model(meta: Any) -> dict[str, Any]:
+    """Name and description say what the workspace is for; the access lists and the policy are not the model's business."""
+    meta = mapping(meta)
+    return {key: meta[key] for key in ("name", "description") if key in meta}
+
+
+KIND = Kind(
+    name="workspace",
+    file="workspace.yaml",
+    schema="workspace.schema.json",
+    required=True,
+    checks=(access_has_owner,),
+    diff=access_changes,
+    review=ACCESS,
+    model_heading="Workspace",  # one line, "Workspace: <name>", then the description
+    model_empty="(unnamed)",  # the name of a workspace that has none
+    model_view=for_model,
+)
