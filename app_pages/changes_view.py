@@ -66,7 +66,7 @@ def changes_for(ws: Any, as_of: AsOf, tables: Mapping[str, Any], version: str, c
     with ui.user_errors("Could not compare with the previous load"):
         previous = previous_of(as_of.warehouse, as_of.snapshot)
         earlier = as_of.warehouse.tables(previous) if previous else None
-        found = compare_tables(ws.data, as_of.snapshot, tables, previous, earlier, chosen, workspace_path=ws.path, router=as_of.router(ws.data))
+        found = compare_tables(ws.data, as_of.snapshot, tables, previous, earlier, chosen, workspace_path=ws.path, engine=as_of.engine(ws.data, ws.path))
     return found
 
 

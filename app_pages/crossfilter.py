@@ -29,6 +29,7 @@ from lib.artifacts.components import chart as chart_kind
 from lib.artifacts.components.chart import SELECTION
 from lib.artifacts.drilldown import CAP, drilldown
 from lib.artifacts.render import FilterState
+from lib.data.engine import Engine
 from lib.memory.spec import POINT_FILTERS, matching_options, selected_points, selection_values, selections
 
 log = logging.getLogger("dashmem.app")
@@ -102,18 +103,18 @@ def rows_popover(
     chosen: Mapping[str, Any],
     workspace_path: Any,
     *,
-    router: Any = None,
+    engine: Engine | None = None,
 ) -> None:
     """The component's "Show rows" popover: the rows behind it (or behind its selected marks), worked out only while it is open.
 
-    `router` is the load's (lib.artifacts.time_travel.AsOf.router): over an earlier load, a live source's database is not read.
+    `engine` is the load's (lib.artifacts.time_travel.AsOf.engine): over an earlier load, a live source's database is not read.
     """
     if comp.type not in ("chart", "table", "kpi") or comp.error:
         return
     popover = st.popover("Show rows", icon=":material/table_rows:", on_change="rerun", key=state.rows_popover(slug, comp.id), help="The rows behind this")
     if popover.open:
         with popover, ui.user_errors("Could not show the rows behind this"):
-            rows(drilldown(files, tables, version, comp.id, chosen, workspace_path=workspace_path, router=router))
+            rows(drilldown(files, tables, version, comp.id, chosen, workspace_path=workspace_path, engine=engine))
 
 
 def rows(d: Any) -> None:

@@ -10,11 +10,11 @@ import streamlit as st
 
 from app_pages import changes_view, crossfilter, dashboard_view, state, ui
 from lib.artifacts.explain import explain
-from lib.artifacts.render import CACHE, filter_states
+from lib.artifacts.render import filter_states
 from lib.artifacts.time_travel import load_label
 from lib.data import refresh as refreshing
 from lib.data.connectors import FILE_TYPES, REGISTRY
-from lib.data.live import router_for
+from lib.data.engine import Engine
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.ops import schedule
@@ -189,7 +189,7 @@ with st.expander("Try it with your own data (this session only)"):
 
 # Filters bar
 # A live table's options come from its database, but not on an earlier load: today's values are not that load's.
-states = filter_states(dashboard, tables, version, as_of.router(ws.data) or router_for(ws.data, CACHE, ws.path))
+states = filter_states(dashboard, tables, version, as_of.engine(ws.data, ws.path) or Engine.for_workspace(ws.data, workspace_path=ws.path))
 chosen = dashboard_view.filter_bar(states, lambda filter_id: state.filter_widget(ctx.slug, filter_id))
 
 rendered = as_of.render(ws.data, chosen, workspace_path=ws.path, tables=tables, version=version)
@@ -202,12 +202,12 @@ def explain_popover(comp) -> None:
     if popover.open:
         with popover, ui.user_errors("Could not explain this"):
             dashboard_view.explanation(
-                explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version, router=as_of.router(ws.data))
+                explain(ws.data, tables, snapshot, comp.id, chosen, workspace_path=ws.path, version=version, engine=as_of.engine(ws.data, ws.path))
             )
 
 
 def rows_popover(comp) -> None:
-    crossfilter.rows_popover(comp, ctx.slug, ws.data, tables, version, chosen, ws.path, router=as_of.router(ws.data))
+    crossfilter.rows_popover(comp, ctx.slug, ws.data, tables, version, chosen, ws.path, engine=as_of.engine(ws.data, ws.path))
 
 
 popovers = crossfilter.component_actions(explain_popover, rows_popover)

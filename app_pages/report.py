@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import dashboard_view, report_view, state, ui
-from lib.artifacts.render import CACHE, filter_states
+from lib.artifacts.render import filter_states
 from lib.artifacts.report import render_report
-from lib.data.live import router_for
+from lib.data.engine import Engine
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 
@@ -51,7 +51,7 @@ if snapshot is None:
 tables = wh.tables(snapshot)
 actions.caption(f"Data loaded {ui.when(snapshot.created)}")
 
-states = filter_states({"filters": report.get("parameters") or []}, tables, snapshot.id, router_for(ws.data, CACHE, ws.path))
+states = filter_states({"filters": report.get("parameters") or []}, tables, snapshot.id, Engine.for_workspace(ws.data, workspace_path=ws.path))
 chosen = dashboard_view.filter_bar(states, lambda filter_id: f"p_{ctx.slug}_{filter_id}")
 rendered = render_report(ws.data, tables, snapshot.id, chosen, workspace_path=ws.path)
 

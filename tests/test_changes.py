@@ -264,9 +264,9 @@ def test_a_live_source_has_no_earlier_data_and_a_snapshot_table_beside_it_does(t
     rendered = as_of.render(files, workspace_path=folder)
     assert rendered.component("target").value == 3000
     assert rendered.component("sales").error is not None and rendered.component("sales").error.startswith(NO_EARLIER_DATA)
-    explained = explain(files, as_of.tables, older, "sales", workspace_path=folder, router=as_of.router(files))  # Explain on that view
+    explained = explain(files, as_of.tables, older, "sales", workspace_path=folder, engine=as_of.engine(files))  # Explain on that view
     assert explained.queries[0].error is not None and explained.queries[0].error.startswith(NO_EARLIER_DATA)
-    assert explain(files, as_of.tables, older, "target", workspace_path=folder, router=as_of.router(files)).queries[0].result_rows == [{"value": 3000}]
+    assert explain(files, as_of.tables, older, "target", workspace_path=folder, engine=as_of.engine(files)).queries[0].result_rows == [{"value": 3000}]
     latest = open_as_of(wh, None, user=VIEWER, meta=META).render(files, workspace_path=folder)
     assert latest.component("sales").value == 4600 and latest.component("target").value == 3500
 
@@ -307,14 +307,14 @@ def test_show_rows_on_an_earlier_load_reads_no_live_database_and_gives_that_load
     newest, older = wh.snapshots()
     as_of = open_as_of(wh, older.id, user=VIEWER, meta=META)
     with pytest.raises(NoEarlierData) as refused:  # today's orders are not the rows behind an earlier load's figures
-        drilldown(files, as_of.tables, as_of.version, "sales", workspace_path=folder, router=as_of.router(files))
+        drilldown(files, as_of.tables, as_of.version, "sales", workspace_path=folder, engine=as_of.engine(files))
     assert str(refused.value).startswith(NO_EARLIER_DATA) and "orders is a live source" in str(refused.value)
-    earlier = drilldown(files, as_of.tables, as_of.version, "target", workspace_path=folder, router=as_of.router(files))
+    earlier = drilldown(files, as_of.tables, as_of.version, "target", workspace_path=folder, engine=as_of.engine(files))
     assert (earlier.rows, earlier.matching) == ([{"target": 1000}, {"target": 2000}], 2)
 
     latest = open_as_of(wh, None, user=VIEWER, meta=META)  # the data everyone sees: the live source read as before
-    assert latest.router(files) is None
-    today = drilldown(files, latest.tables, latest.version, "sales", workspace_path=folder, router=latest.router(files))
+    assert latest.engine(files) is None
+    today = drilldown(files, latest.tables, latest.version, "sales", workspace_path=folder, engine=latest.engine(files))
     assert (today.rows, today.matching) == ([{"region": "north", "sales": 1200}, {"region": "south", "sales": 3400}], 2)
     assert drilldown(files, latest.tables, latest.version, "target", workspace_path=folder).rows == [{"target": 1500}, {"target": 2000}]
 
@@ -329,7 +329,7 @@ def test_changes_of_an_earlier_load_never_query_the_live_database(tmp_path):
     as_of = open_as_of(wh, middle.id, user=VIEWER, meta=META)
     for found in (
         compare(files, wh, middle, workspace_path=folder),  # python -m lib changes --snapshot
-        compare_tables(files, middle, as_of.tables, oldest, wh.tables(oldest), workspace_path=folder, router=as_of.router(files)),  # the page's panel
+        compare_tables(files, middle, as_of.tables, oldest, wh.tables(oldest), workspace_path=folder, engine=as_of.engine(files)),  # the page's panel
     ):
         sales, target = found.of("sales"), found.of("target")
         assert sales is not None and sales.note.startswith(NO_EARLIER_DATA) and "orders is a live source" in sales.note, sales

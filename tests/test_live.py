@@ -22,6 +22,7 @@ from lib.artifacts.render import QueryCache, render
 from lib.data import live
 from lib.data.connectors import sql_source
 from lib.data.connectors.base import FetchContext
+from lib.data.engine import Engine, live_source_of
 from lib.data.refresh import refresh
 from lib.data.sandbox import QueryError, QueryRefused
 from lib.data.snapshots import Warehouse
@@ -381,12 +382,12 @@ def test_the_cache_serves_a_repeat_within_the_ttl_and_asks_again_after(pg_table,
     source = _source(table, cache_ttl_s=60)
     now = [1000.0]
     cache = live.LiveCache(clock=lambda: now[0])
-    router = live.LiveRouter(QueryCache(), {"gates": source}, cache=cache)
+    engine = Engine(files={}, version="v1", cache=QueryCache(), live_cache=cache, live={"gates": source})
     sql = "SELECT site, sum(actual) AS actual FROM gates WHERE gate = $gate GROUP BY site ORDER BY site"
 
     def ask(gate: str):
         with statements_sent() as sent:
-            result = router.run("v1", {}, sql, {"gate": gate}, max_rows=100, timeout_s=10)
+            result = engine.run(sql, {"gate": gate}, max_rows=100, timeout_s=10)
         return result, [s for s, _ in sent if table in s]
 
     first, sent = ask("Supply")
@@ -520,10 +521,10 @@ def test_sqlite_live_source_runs_read_only_with_a_time_limit(tmp_path):
 def test_snapshot_queries_of_a_workspace_with_a_live_source_do_not_depend_on_sqlglot():
     live_source = {"gates": {"name": "gates", "type": "sql", "mode": "live", "table": "gates", "url": PG_URL}}
     # Syntax only DuckDB knows (or a typo) on a snapshot table goes on to the sandbox, which reports it as always.
-    assert live.live_source_of("SELECT * EXCLUDE (x) FROM sites WHERE ((", live_source) is None
-    assert live.live_source_of("SELECT * FROM sites WHERE name = 'gate'", live_source) is None
-    assert live.live_source_of("SELECT * FROM sites WHERE name = 'gates'", live_source) is None  # a value, not a table
-    assert live.live_source_of("SELECT count(*) FROM GATES", live_source) == "gates"
+    assert live_source_of("SELECT * EXCLUDE (x) FROM sites WHERE ((", live_source) is None
+    assert live_source_of("SELECT * FROM sites WHERE name = 'gate'", live_source) is None
+    assert live_source_of("SELECT * FROM sites WHERE name = 'gates'", live_source) is None  # a value, not a table
+    assert live_source_of("SELECT count(*) FROM GATES", live_source) == "gates"
 
 
 def test_the_models_run_sql_reads_a_live_table_in_its_database(pg_table, tmp_path):

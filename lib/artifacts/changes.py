@@ -24,7 +24,7 @@ channel's) and then output.yaml's `number_formats.default` for fractions, as
 the render does.
 
 A component reading a live source has no earlier value: a live source keeps
-no earlier data (`lib.time_travel.EarlierDataRouter` refuses it), and no
+no earlier data (the engine of an earlier load, `lib.time_travel.earlier_engine`, refuses it), and no
 component has one while only one load is kept. Text blocks are not compared.
 Nothing here writes anything; the Dashboard page and `python -m lib changes`
 show it.
@@ -42,13 +42,13 @@ import pyarrow as pa
 
 from ..core.formats import format_number, format_value
 from ..data import colroles, coltypes
-from ..data.live import router_for
+from ..data.engine import Engine
 from ..data.sandbox import QueryError
 from ..memory.spec import params_for
 from .components.base import result_column
 from .components.kpi import value_column
-from .render import CACHE, filter_params, filter_states
-from .time_travel import NO_EARLIER_DATA, EarlierDataRouter, NoEarlierData, loaded_at
+from .render import filter_params, filter_states
+from .time_travel import NO_EARLIER_DATA, NoEarlierData, earlier_engine, loaded_at
 
 if TYPE_CHECKING:
     from ..data.sandbox import QueryResult
@@ -193,7 +193,7 @@ def compare(
         chosen_filters,
         workspace_path=workspace_path,
         top=top,
-        router=EarlierDataRouter(files) if earlier_load else None,
+        engine=earlier_engine(files, workspace_path) if earlier_load else None,
     )
 
 
@@ -207,12 +207,12 @@ def compare_tables(
     *,
     workspace_path: Path | None = None,
     top: int = TOP,
-    router: Any = None,
+    engine: Engine | None = None,
 ) -> Changes:
     """`compare` over tables already open: the Dashboard page has the current ones.
 
-    `router` runs the current load's queries instead of the render's: over an earlier load it is
-    `AsOf.router`, which refuses a live source's, so nothing of today's database is read for it.
+    `engine` runs the current load's queries instead of the workspace's: over an earlier load it is
+    `AsOf.engine`, which refuses a live source's, so nothing of today's database is read for it.
     """
     if top < 0:  # a negative slice would list all but the last few and call the rest "smaller changes"
         raise QueryError(f"the moves listed per component (--top) must be 0 or more (got {top})")
@@ -223,8 +223,8 @@ def compare_tables(
     max_rows = int(injection.get("max_rows_per_query", 10_000))
     timeout_s = float(injection.get("query_timeout_s", 10))
     formats = output.get("number_formats") or {}
-    now_runner = router or router_for(files, CACHE, workspace_path)
-    earlier_runner = EarlierDataRouter(files)
+    now_runner = Engine.of(engine, files, tables, current.id, workspace_path)
+    earlier_runner = earlier_engine(files, workspace_path).over(previous_tables or {}, previous.id if previous else "none")
     states = filter_states(dashboard, tables, current.id, now_runner, timeout_s)
     params = filter_params(states, chosen_filters or {})
 
@@ -239,7 +239,7 @@ def compare_tables(
         bound = params_for(sql, params)
         cap = min(max_rows, int(spec.get("max_rows", max_rows))) if kind == "table" else max_rows  # as the render asks, so its cache entry serves
         try:
-            now = now_runner.run(current.id, tables, sql, bound, max_rows=cap, timeout_s=timeout_s)
+            now = now_runner.run(sql, bound, max_rows=cap, timeout_s=timeout_s)
         except NoEarlierData as exc:
             comp.note = str(exc)
             continue
@@ -250,7 +250,7 @@ def compare_tables(
             comp.note = ONLY_ONE_LOAD
             continue
         try:
-            before = earlier_runner.run(previous.id, previous_tables, sql, bound, max_rows=cap, timeout_s=timeout_s)
+            before = earlier_runner.run(sql, bound, max_rows=cap, timeout_s=timeout_s)
         except NoEarlierData as exc:
             comp.note = str(exc)
             continue

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ..core.diagnostics import ERROR, WARNING, Diagnostic, format_path, has_errors
 from ..data import coltypes
-from ..data.queries import bind
+from ..data.engine import Engine, QueryCache
 from ..data.refresh import fetch_candidate
 from ..data.sandbox import QueryError
 from ..memory import rule_review, schemas
@@ -41,7 +41,7 @@ from ..memory.workspace import load as load_workspace
 from ..memory.workspace import render as render_yaml
 from ..memory.yamlio import Document, parse
 from .components import kind_of
-from .render import QueryCache, render
+from .render import render
 from .report import render_report
 
 FILE = "dashboard.yaml"
@@ -99,7 +99,8 @@ class CheckContext:
         """Output (column, type) pairs of a query bound to the data, or the error; memoised."""
         if sql not in self._bound:
             try:
-                self._bound[sql] = bind(self.data_tables(), sql, unset_params(sql))
+                engine = Engine.for_workspace(self.ws.data, self.data_tables(), self.version or "check", workspace_path=self.ws.path)
+                self._bound[sql] = engine.bind(sql, unset_params(sql))
             except QueryError as exc:
                 self._bound[sql] = exc
         return self._bound[sql]

@@ -12,9 +12,9 @@ chart is drawn, lib.artifacts.components.chart), and each selected field adds a
 condition `<the expression the query outputs as that field> = <a chosen
 value>`. Every value travels as a bound parameter; `readable` inlines them
 for people to read, never to run. The queries run like every dashboard query,
-through the render's cache and router: in the sandbox, or read-only in a live
+through the workspace's query engine (`lib.data.engine`): in the sandbox, or read-only in a live
 source's database. Over an earlier load (`lib.time_travel`) they run through
-that load's router, which refuses a live source: its database has no earlier rows.
+that load's engine, which refuses a live source: its database has no earlier rows.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..core.errors import DashmemError
-from ..data.live import _parse, router_for
+from ..data.engine import Engine
+from ..data.standins import parse as _parse
 from ..memory import spec as specs
 from .explain import _not_derivable, inline
-from .render import CACHE, filter_params, filter_states
+from .render import filter_params, filter_states
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -124,14 +125,14 @@ def drilldown(
     *,
     workspace_path: Any = None,
     cap: int = CAP,
-    router: Any = None,
+    engine: Engine | None = None,
 ) -> Drilldown:
     """The rows behind component `component_id` of `files["dashboard"]` over `tables` (the data of `version`).
 
     For a chart with `select`, the rows behind its selected marks (its driven
     filters' chosen values); with none chosen, the rows behind the whole chart.
-    `router` runs the queries instead of the render's: over an earlier load it is
-    `AsOf.router`, which refuses a live source's (`NoEarlierData`), since its
+    `engine` runs the queries instead of the workspace's: over an earlier load it is
+    `AsOf.engine`, which refuses a live source's (`NoEarlierData`), since its
     database holds today's rows, not that load's.
     """
 
@@ -143,7 +144,7 @@ def drilldown(
         raise DrilldownError(f"component {component_id!r} has no single query (a text block's figures come from several)")
     injection = (files.get("output") or {}).get("data_injection") or {}
     timeout_s = float(injection.get("query_timeout_s", 10))
-    runner = router or router_for(files, CACHE, workspace_path)
+    runner = Engine.of(engine, files, tables, version, workspace_path)
     states = filter_states(dashboard, tables, version, runner, timeout_s)
     params = filter_params(states, chosen_filters or {})
     pairs = specs.selections(comp)
@@ -154,8 +155,8 @@ def drilldown(
     sql, count_sql, mark_params = rows_sql(comp["query"], marks)
     bound = {**specs.params_for(sql, params), **mark_params}
     out = Drilldown(component_id, sql, bound, inline(sql, bound), marks)
-    result = runner.run(version, tables, sql, bound, max_rows=cap, timeout_s=timeout_s)
-    counted = runner.run(version, tables, count_sql, {**specs.params_for(count_sql, params), **mark_params}, max_rows=1, timeout_s=timeout_s)
+    result = runner.run(sql, bound, max_rows=cap, timeout_s=timeout_s)
+    counted = runner.run(count_sql, {**specs.params_for(count_sql, params), **mark_params}, max_rows=1, timeout_s=timeout_s)
     out.columns = list(result.columns)
     out.rows = result.table.to_pylist()
     out.matching = int(counted.rows[0][0])

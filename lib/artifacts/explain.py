@@ -15,8 +15,8 @@ For one component of a dashboard, over the data a rendering uses, this says
 - a sample of the rows behind the value: `SELECT * FROM <table> WHERE <the
   query's own WHERE>` with the same parameters, only for a single-table query
   without joins, subqueries, CTEs or HAVING (otherwise "not derivable"). It runs
-  like every dashboard query does, through the render's cache and router: in the
-  sandbox, or read-only in a live source's database (`lib.live`).
+  like every dashboard query does, through the workspace's query engine
+  (`lib.data.engine`): in the sandbox, or read-only in a live source's database.
 
 Nothing here writes anything; the page and `python -m lib explain` show it.
 """
@@ -29,12 +29,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..core.errors import DashmemError
-from ..data.live import DEFAULT_TTL_S, _parse, live_sources, router_for, tables_named
+from ..data.engine import Engine
+from ..data.live import DEFAULT_TTL_S, live_sources
 from ..data.sandbox import QueryError
+from ..data.standins import parse as _parse
+from ..data.standins import tables_named
 from ..memory import spec as specs
 from ..memory.secrets import redact_url
 from ..memory.spec import PARAM_RE
-from .render import CACHE, filter_params, filter_states
+from .render import filter_params, filter_states
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -202,13 +205,13 @@ def explain(
     *,
     workspace_path: Any = None,
     version: str | None = None,
-    router: Any = None,
+    engine: Engine | None = None,
 ) -> Explanation:
     """Explain component `component_id` of `files["dashboard"]` over `tables` (the data of `snapshot`).
 
     `version` is the data version the query cache keys on, when `tables` are not exactly the
-    snapshot's (the Dashboard's own-CSV view); it defaults to the snapshot's id. `router` runs the
-    queries instead of the render's (lib.artifacts.time_travel's over an earlier load, where live sources keep no data).
+    snapshot's (the Dashboard's own-CSV view); it defaults to the snapshot's id. `engine` runs the
+    queries instead of the workspace's (lib.artifacts.time_travel's over an earlier load, where live sources keep no data).
     """
 
     dashboard = files.get("dashboard") or {}
@@ -221,7 +224,7 @@ def explain(
     max_rows = int(injection.get("max_rows_per_query", 10_000))
     timeout_s = float(injection.get("query_timeout_s", 10))
     version = version or (snapshot.id if snapshot else "none")
-    queries_runner = router or router_for(files, CACHE, workspace_path)
+    queries_runner = Engine.of(engine, files, tables, version, workspace_path)
     states = filter_states(dashboard, tables, version, queries_runner, timeout_s)
     all_params = filter_params(states, chosen_filters or {})
     for _, _, fid in specs.selections(comp):
@@ -230,7 +233,7 @@ def explain(
 
     named: list[tuple[str, str]] = [("query", comp["query"])] if isinstance(comp.get("query"), str) else []
     named += list((comp.get("queries") or {}).items())
-    explained = [_query(name, sql, tables, version, specs.params_for(sql, all_params), queries_runner, max_rows, timeout_s) for name, sql in named]
+    explained = [_query(name, sql, specs.params_for(sql, all_params), queries_runner, max_rows, timeout_s) for name, sql in named]
 
     read = sorted({t for q in explained for t in q.tables})
     sources = [_source(t, files, snapshot, live) for t in read]
@@ -257,9 +260,7 @@ def explain(
     )
 
 
-def _query(
-    name: str, sql: str, tables: Mapping[str, Any], version: str, params: dict[str, Any], runner: Any, max_rows: int, timeout_s: float
-) -> QueryExplained:
+def _query(name: str, sql: str, params: dict[str, Any], runner: Engine, max_rows: int, timeout_s: float) -> QueryExplained:
 
     q = QueryExplained(name, sql, params, inline(sql, params), [], [], [])
     try:
@@ -267,17 +268,17 @@ def _query(
     except QueryError:
         pass  # sqlglot does not read every DuckDB syntax; the query still runs, its tables unnamed
     try:
-        result = runner.run(version, tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+        result = runner.run(sql, params, max_rows=max_rows, timeout_s=timeout_s)
         q.columns = list(result.columns)
         q.result_rows = result.table.slice(0, RESULT_ROWS).to_pylist()
     except QueryError as exc:
         q.error = str(exc)
         return q
-    _sample(q, runner, tables, version, timeout_s)
+    _sample(q, runner, timeout_s)
     return q
 
 
-def _sample(q: QueryExplained, runner: Any, tables: Mapping[str, Any], version: str, timeout_s: float) -> None:
+def _sample(q: QueryExplained, runner: Engine, timeout_s: float) -> None:
     """The rows behind a single-table query: its table, its WHERE and parameters; otherwise why not."""
     from sqlglot import exp
 
@@ -301,9 +302,9 @@ def _sample(q: QueryExplained, runner: Any, tables: Mapping[str, Any], version: 
     q.sample_sql = sample_sql
     q.sample_params = specs.params_for(sample_sql, q.params)
     try:
-        # Through the render's cache and router: sandboxed, or read-only in a live source's database; cached per data version.
-        rows = runner.run(version, tables, sample_sql, q.sample_params, max_rows=SAMPLE_ROWS, timeout_s=timeout_s)
-        counted = runner.run(version, tables, count_sql, specs.params_for(count_sql, q.params), max_rows=1, timeout_s=timeout_s)
+        # Through the query engine: sandboxed, or read-only in a live source's database; cached per data version.
+        rows = runner.run(sample_sql, q.sample_params, max_rows=SAMPLE_ROWS, timeout_s=timeout_s)
+        counted = runner.run(count_sql, specs.params_for(count_sql, q.params), max_rows=1, timeout_s=timeout_s)
     except DashmemError as exc:
         q.sample_sql, q.sample_note = None, f"the sample query failed: {exc}"
         return

@@ -11,8 +11,8 @@ additivity from `lib.colroles`, as the profile recorded them). This module
 - writes the SQL of a `Question` (`build`): every table and column name is
   checked against the profile and quoted, every filter value is a `$name`
   parameter, never text in the SQL;
-- runs it like a dashboard query (`run`): through the render's cache and the
-  live router, so in the sandbox, read-only, or read-only in a live source's
+- runs it like a dashboard query (`run`): through the workspace's query engine
+  (`lib.data.engine`), so in the sandbox, read-only, or read-only in a live source's
   database, with a row cap;
 - picks a chart for the result (`pick_chart`): a time grain draws a line, a
   breakdown a bar chart sorted by value (top N), a single value a KPI card;
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..core.diagnostics import ERROR, ValidationFailed
 from ..core.errors import DashmemError
 from ..data import colroles, coltypes
-from ..data.live import router_for
+from ..data.engine import Engine
 from ..data.sandbox import QueryResult, quote_ident
 from ..memory import workspace
 from ..repo.drafts import DraftChanged
@@ -46,7 +46,6 @@ from ..roles import access
 from . import checks
 from .autodraft import PERIOD_FORMATS, _category_colors, _thresholds, alias
 from .components import chart, kpi
-from .render import CACHE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -501,13 +500,13 @@ def _limits(files: Mapping[str, Any]) -> tuple[int, float]:
 def run(
     question: Question, files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, *, workspace_path: Path | None = None, cache: Any = None
 ) -> tuple[Built, QueryResult]:
-    """Build the question's SQL and run it as a dashboard query runs: through the render's cache and the
-    live router (sandboxed and read-only, or read-only in a live source's database), with the row cap."""
+    """Build the question's SQL and run it as a dashboard query runs: through the query engine
+    (sandboxed and read-only, or read-only in a live source's database), with the row cap."""
 
     built = build(question, catalogue(files))
     max_rows, timeout_s = _limits(files)
-    runner = router_for(files, cache or CACHE, workspace_path)
-    return built, runner.run(version, tables, built.sql, built.params, max_rows=max_rows, timeout_s=timeout_s)
+    engine = Engine.for_workspace(files, tables, version, workspace_path=workspace_path, cache=cache)
+    return built, engine.run(built.sql, built.params, max_rows=max_rows, timeout_s=timeout_s)
 
 
 def distinct_values(
@@ -520,7 +519,8 @@ def distinct_values(
         raise ExploreError(f"table {table!r} is not in the data profile")
     ident = quote_ident(choices.column(column, "filter column").name)
     sql = f"SELECT DISTINCT {ident} FROM {quote_ident(table)} WHERE {ident} IS NOT NULL ORDER BY 1 LIMIT {DISTINCT_VALUES}"
-    result = router_for(files, CACHE, workspace_path).run(version, tables, sql, {}, max_rows=DISTINCT_VALUES, timeout_s=_limits(files)[1])
+    engine = Engine.for_workspace(files, tables, version, workspace_path=workspace_path)
+    result = engine.run(sql, {}, max_rows=DISTINCT_VALUES, timeout_s=_limits(files)[1])
     return result.table.column(0).to_pylist() if result.table.num_columns else []
 
 

@@ -9,25 +9,24 @@ page draws the result with Streamlit; `export` writes it as a standalone HTML
 file; `checks` uses it to prove a spec renders.
 
 Each component runs exactly one query (a text block one per named query).
-Filter values are bound as named parameters, never pasted into SQL. Results
-are cached per data version, so a rerun with the same data and filters runs
-no query twice.
+Filter values are bound as named parameters, never pasted into SQL. The
+queries run through the workspace's query engine (`lib.data.engine`: the
+snapshot through the render cache, `QueryCache`, re-exported here, or a live
+source's database). Results are cached per data version, so a rerun with the
+same data and filters runs no query twice.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import pyarrow as pa
 
-from ..data.live import router_for
-from ..data.queries import run_query
-from ..data.sandbox import QueryError, QueryResult
+from ..data.engine import CACHE, Engine, QueryCache
+from ..data.sandbox import QueryError
 from ..memory.spec import theme_for
 from .components import Component, RenderContext, kind_of
 
@@ -66,48 +65,22 @@ class Rendered:
         return [(c.id, c.error) for c in self.components if c.error] + [(f.id, f.error) for f in self.filters if f.error]
 
 
-class QueryCache:
-    """Query results keyed by (data version, SQL, parameters); least recently used dropped first."""
-
-    def __init__(self, size: int = 512):
-        self.size = size
-        self._items: OrderedDict[tuple, QueryResult] = OrderedDict()
-        self._lock = threading.Lock()
-        self.misses = 0
-
-    def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *, max_rows: int, timeout_s: float) -> QueryResult:
-        key = (version, sql, tuple(sorted((k, _hashable(v)) for k, v in params.items())), max_rows)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        result = run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
-        with self._lock:
-            self.misses += 1
-            self._items[key] = result
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return result
-
-
-def _hashable(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
-CACHE = QueryCache()
+__all__ = ["CACHE", "QueryCache", "Rendered", "FilterState", "filter_states", "filter_params", "render", "render_context", "render_component"]
 
 
 def filter_states(dashboard: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, cache: Any = CACHE, timeout_s: float = 10.0) -> list[FilterState]:
-    """Each filter's options or bounds, from its query; `cache` runs them (a QueryCache, or a router as `render` takes)."""
+    """Each filter's options or bounds, from its query; `cache` runs them: an `Engine` (rebound to `tables`), or a
+    bare `QueryCache`, which runs them on the snapshot as the engine of a workspace without live sources does."""
+    engine = Engine.of(cache, {}, tables, version)
     states = []
     for f in dashboard.get("filters") or []:
         state = FilterState(f["id"], f["type"], f.get("label") or f["id"].replace("_", " ").capitalize())
         try:
             if f.get("options_query"):
-                result = cache.run(version, tables, f["options_query"], {}, max_rows=1000, timeout_s=timeout_s)
+                result = engine.run(f["options_query"], {}, max_rows=1000, timeout_s=timeout_s)
                 state.options = result.table.column(0).to_pylist() if result.table.num_columns else []
             if f.get("bounds_query"):
-                result = cache.run(version, tables, f["bounds_query"], {}, max_rows=1, timeout_s=timeout_s)
+                result = engine.run(f["bounds_query"], {}, max_rows=1, timeout_s=timeout_s)
                 row = result.rows[0] if result.rows else (None, None)
                 state.bounds = (row[0], row[1] if len(row) > 1 else None)
         except QueryError as exc:
@@ -139,17 +112,17 @@ def render(
     *,
     cache: QueryCache = CACHE,
     workspace_path: Path | None = None,
-    router: Any = None,
+    engine: Engine | None = None,
 ) -> Rendered:
     """Render the dashboard in `files["dashboard"]` over `tables` (the data of `version`).
 
     `workspace_path` is the workspace's folder, which a live SQLite source's relative path is relative to.
-    `router` runs the queries instead of the cache and live router (lib.artifacts.time_travel's, over an earlier snapshot).
+    `engine` runs the queries instead of the workspace's default one over `cache` (lib.artifacts.time_travel's, over an earlier snapshot).
     """
     started = time.perf_counter()
     dashboard = files.get("dashboard") or {}
-    ctx, states, misses_before = render_context(files, dashboard, dashboard.get("filters"), tables, version, chosen_filters, cache, workspace_path, router)
-    queries, theme = ctx.cache, ctx.theme
+    ctx, states, misses_before = render_context(files, dashboard, dashboard.get("filters"), tables, version, chosen_filters, cache, workspace_path, engine)
+    queries, theme = ctx.engine, ctx.theme
 
     by_id = {c["id"]: c for c in dashboard.get("components") or []}
     rows: list[list[Component]] = []
@@ -189,15 +162,15 @@ def render_context(
     chosen: Mapping[str, Any] | None,
     cache: QueryCache = CACHE,
     workspace_path: Path | None = None,
-    router: Any = None,
+    engine: Engine | None = None,
 ) -> tuple[RenderContext, list[FilterState], int]:
     """What rendering an artifact (a dashboard, a report) needs: its theme, the output limits, the filters' states
-    and their values bound as parameters, and the query runner (live sources' queries run in their database, lib/live.py).
+    and their values bound as parameters, and the query engine (live sources' queries run in their database, lib.data.engine).
 
-    The last value is the runner's count of queries run before the filters' own, which the rendering's count starts from.
-    `router` runs the queries instead of the cache and live router (lib.artifacts.time_travel's, over an earlier snapshot).
+    The last value is the engine's count of queries run before the filters' own, which the rendering's count starts from.
+    `engine` runs the queries instead of the workspace's default one over `cache` (lib.artifacts.time_travel's, over an earlier snapshot).
     """
-    queries = router or router_for(files, cache, workspace_path)
+    queries = Engine.of(engine if engine is not None else cache, files, tables, version, workspace_path)
     misses_before = queries.misses
     output = files.get("output") or {}
     injection = output.get("data_injection") or {}
@@ -205,8 +178,6 @@ def render_context(
     states = filter_states({"filters": filters or []}, tables, version, queries, timeout_s)
     params = filter_params(states, chosen or {})
     ctx = RenderContext(
-        tables,
-        version,
         params,
         theme_for(artifact, output),
         output.get("number_formats") or {},

@@ -3,7 +3,7 @@
 A report is the dashboard's sibling on the same memory: its charts, tables
 and KPI cards are dashboard components rendered by their kinds
 (`lib/components/`), its parameters are dashboard filters bound the same way,
-and its queries go through the same cache (`lib.render`). What is its own is
+and its queries go through the same query engine and cache (`lib.data.engine`). What is its own is
 the order (a document, read top to bottom, printed on pages) and its prose:
 Markdown whose `{{query.column|format}}` placeholders read the first row of
 the report's named `queries`. A prose section renders as a `text` component
@@ -23,10 +23,11 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from ..data.engine import CACHE, QueryCache
 from ..memory.spec import PLACEHOLDER_RE, REPORT_COMPONENT_SECTIONS, prose_id
 from .components import Component
 from .components import text as text_kind
-from .render import CACHE, FilterState, QueryCache, render_component, render_context
+from .render import FilterState, render_component, render_context
 
 
 @dataclass
@@ -110,6 +111,6 @@ def render_report(
         states,
         version,
         time.perf_counter() - started,
-        ctx.cache.misses - misses_before,
+        ctx.engine.misses - misses_before,
         chosen,
     )

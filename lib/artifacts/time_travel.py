@@ -9,14 +9,16 @@ and nothing anyone else sees. That is enforced here, not only in the page:
 - `open_as_of` hands out an `AsOf` holding the snapshot's tables (Arrow tables
   are immutable) and a `ReadOnlyWarehouse`, the reading half of the store,
   whose writing methods raise `ReadOnlyData`;
-- its `render` runs through `EarlierDataRouter`: snapshot tables through the
-  render cache (keyed by the snapshot's id, so the latest data's entries are
-  untouched), and a live source's queries refused with `NoEarlierData`,
-  because a live source keeps no earlier data (its rows are read from its
-  database when shown, so "as of" an earlier load would show today's figures).
+- its `render` runs through the query engine of an earlier load
+  (`earlier_engine`, lib.data.engine with `earlier_load`): snapshot tables
+  through the render cache (keyed by the snapshot's id, so the latest data's
+  entries are untouched), and a live source's queries refused with
+  `NoEarlierData`, because a live source keeps no earlier data (its rows are
+  read from its database when shown, so "as of" an earlier load would show
+  today's figures).
 
-`lib.changes` uses the same router for the previous snapshot's values. Whatever
-else reads an earlier load's data takes `AsOf.router` too (Show rows,
+`lib.changes` uses the same engine for the previous snapshot's values. Whatever
+else reads an earlier load's data takes `AsOf.engine` too (Show rows,
 `lib.drilldown`; Explain, `lib.explain`; the Changes panel's side of that load,
 `lib.changes.compare_tables`), so none of it reads today's rows of a live source.
 """
@@ -30,10 +32,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..core.errors import DashmemError
-from ..data.live import live_source_of, live_sources
-from ..data.sandbox import QueryError, QueryResult
+from ..data.engine import NO_EARLIER_DATA, Engine, NoEarlierData
 from ..roles.access import require
-from .render import CACHE, render
+from .render import render
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
     from ..roles.access import User
     from .render import Rendered
 
-NO_EARLIER_DATA = "no earlier data kept"
-
 
 class TimeTravelError(DashmemError, ValueError):
     """The snapshot asked for is not kept (any more); the message says which loads are."""
@@ -51,10 +50,6 @@ class TimeTravelError(DashmemError, ValueError):
 
 class ReadOnlyData(DashmemError, PermissionError):
     """Something tried to change data through a view of an earlier load, which is read-only."""
-
-
-class NoEarlierData(QueryError):
-    """A query of a live source over an earlier load: a live source keeps no earlier data."""
 
 
 def loaded_at(snapshot: Snapshot) -> str:
@@ -92,26 +87,6 @@ class ReadOnlyWarehouse:
         raise ReadOnlyData("data opened as of an earlier load is read-only; nothing was changed")
 
 
-class EarlierDataRouter:
-    """The render query cache's stand-in over a kept snapshot: snapshot queries through `cache`, live ones refused."""
-
-    def __init__(self, files: Mapping[str, Any], cache: Any = None):
-
-        self.live = live_sources(files)
-        self.cache = CACHE if cache is None else cache
-
-    @property
-    def misses(self) -> int:  # render counts the queries it ran through this
-        return self.cache.misses
-
-    def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *, max_rows: int, timeout_s: float) -> QueryResult:
-
-        name = live_source_of(sql, self.live)
-        if name is not None:
-            raise NoEarlierData(f"{NO_EARLIER_DATA}: {name} is a live source, read from its database only when shown")
-        return self.cache.run(version, tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
-
-
 @dataclass(frozen=True)
 class AsOf:
     """One kept snapshot opened for reading, and the snapshot everyone is served (`latest`)."""
@@ -143,9 +118,10 @@ class AsOf:
             return text
         return f"{text}, an earlier load kept: everyone is served the load of {loaded_at(self.latest)}"
 
-    def router(self, files: Mapping[str, Any]) -> EarlierDataRouter | None:
-        """What runs queries over this load for render, Explain, Show rows and Changes: None (theirs) on the latest, else one that refuses live sources."""
-        return None if self.is_latest else EarlierDataRouter(files)
+    def engine(self, files: Mapping[str, Any], workspace_path: Path | None = None) -> Engine | None:
+        """What runs queries over this load for render, Explain, Show rows and Changes: None (the workspace's own
+        engine) on the latest, else the engine of an earlier load, which refuses live sources (`NoEarlierData`)."""
+        return None if self.is_latest else earlier_engine(files, workspace_path)
 
     def render(
         self,
@@ -164,11 +140,20 @@ class AsOf:
         tables, version = (self.tables, self.version) if tables is None else (tables, version or self.version)
         if self.is_latest:  # the data everyone sees: live sources as usual
             return render(files, tables, version, chosen_filters, workspace_path=workspace_path)
-        rendered = render(files, tables, version, chosen_filters, workspace_path=workspace_path, router=self.router(files))
+        rendered = render(files, tables, version, chosen_filters, workspace_path=workspace_path, engine=self.engine(files, workspace_path))
         for comp in rendered.components:
             if comp.error and NO_EARLIER_DATA in comp.error:
                 comp.error = comp.error[comp.error.index(NO_EARLIER_DATA) :]  # not "query failed": nothing is wrong
         return rendered
+
+
+def earlier_engine(files: Mapping[str, Any], workspace_path: Path | None = None) -> Engine:
+    """The query engine over a load other than the one served: snapshot tables through the render cache
+    (keyed by that load's id), a live source's queries refused, since its database holds only today's rows."""
+    return Engine.for_workspace(files, workspace_path=workspace_path, earlier_load=True)
+
+
+__all__ = ["NO_EARLIER_DATA", "NoEarlierData", "AsOf", "ReadOnlyData", "TimeTravelError", "earlier_engine", "open_as_of"]
 
 
 def open_as_of(warehouse: Warehouse, snapshot_id: str | None, *, user: User, meta: Mapping[str, Any], served: Snapshot | None = None) -> AsOf:

@@ -2,7 +2,8 @@
 
 The schemas the model sees are in `lib.agent_tools`; this module runs them.
 
-    run_sql          one sandboxed SELECT (lib.data.queries.run_query), rows capped, a compact text table back
+    run_sql          one SELECT through the query engine (lib.data.engine: sandboxed on the snapshot, or read-only in a
+                     live source's database), rows capped, a compact text table back
     write_dashboard  edit mode: parse, validate (schema + lib.artifacts.checks on the current data), keep as the
                      session's draft even when invalid, and return the diff plus every problem found
     write_report     edit mode: the same for report.yaml (lib.artifacts.checks with kind="report")
@@ -27,7 +28,7 @@ from jsonschema import Draft202012Validator
 
 from ..artifacts import checks
 from ..core.diagnostics import ERROR, Diagnostic
-from ..data import live
+from ..data.engine import Engine, QueryCache
 from ..data.sandbox import QueryError
 from ..memory import schemas, workspace
 from ..memory.yamlio import YamlSyntaxError, parse
@@ -108,9 +109,11 @@ class Toolbox:
         if not self.tables:
             return ToolResult("no data is loaded for this workspace, so there is nothing to query; a person must connect a source and refresh first.", True)
         try:
-            result = live.run_query(
-                self.files, self.tables, self.version, sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S, workspace_path=self.workspace_path
-            )
+            # The workspace's query engine: snapshot tables in the sandbox, a live source's in its database, as a dashboard reads them.
+            engine = Engine.for_workspace(
+                self.files, self.tables, self.version, workspace_path=self.workspace_path, cache=QueryCache(size=1)
+            )  # uncached, as before
+            result = engine.run(sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S)
         except QueryError as exc:
             return ToolResult(f"the query failed: {exc}", True)
         return ToolResult(text_table(result.columns, result.rows, result.truncated))

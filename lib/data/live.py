@@ -3,9 +3,10 @@
 A `sql` source with `mode: live` is never copied. Its table in the snapshot is
 empty, with the columns and types the database's catalogue reports (written by
 refresh through `catalogue_table`), so binding, checks and the model see the
-same workspace as before. At render time `LiveRouter` sits in front of the
-query cache: a query naming only snapshot tables goes on to the sandbox as
-always; one naming tables of exactly one live source is
+same workspace as before; the stand-in is marked (`standins.mark`) and no
+snapshot query answers from it. The query engine (`lib.data.engine`) decides
+where a query runs: one naming only snapshot tables goes on to the sandbox as
+always; one naming tables of exactly one live source comes here (`LiveCache.run`), and is
 
 1. checked by the sandbox's single-SELECT rule (`sandbox.check_statement`),
 2. transpiled with sqlglot from DuckDB SQL to the source's dialect, its table
@@ -21,7 +22,7 @@ is tried again on a new one, as the source's `retry` says, after a jittered wait
 (`with_reconnects`); a SQL error or a statement stopped by its time limit is not.
 
 A query mixing a live source's table with snapshot tables or another live
-source is refused naming the tables: no engine can join across the two.
+source is refused by the engine, naming the tables: no engine can join across the two.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
-from . import connectors, queries
+from . import connectors, standins
 from .connectors.base import FetchContext, SourceError
 from .connectors.policy import RetryPolicy
 from .queries import _plain_numbers
 from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement, first_line
+from .standins import parse as _parse
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -77,52 +79,6 @@ def live_sources(files: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The workspace's live sources by table name."""
     sources = (files.get("sources") or {}).get("sources") or []
     return {s["name"]: s for s in sources if isinstance(s, dict) and is_live(s)}
-
-
-# --------------------------------------------------------------------------- which engine a query belongs to
-
-
-def tables_named(sql: str) -> set[str]:
-    """The tables a DuckDB query reads, without its own CTE names; lower-cased as DuckDB resolves them."""
-    tree = _parse(sql)
-    from sqlglot import exp
-
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    return {t.name.lower() for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes}
-
-
-def live_source_of(sql: str, live: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The one live source a query runs on, None for a snapshot query; a query across engines is refused."""
-
-    if not live or not any(re.search(rf"\b{re.escape(name)}\b", sql, re.IGNORECASE) for name in live):
-        return None  # snapshot queries never depend on sqlglot parsing DuckDB's every syntax
-    named = tables_named(sql)
-    by_lower = {name.lower(): name for name in live}
-    touched = sorted(by_lower[t] for t in named if t in by_lower)
-    if not touched:
-        return None
-    others = sorted(t for t in named if t not in by_lower)
-    if len(touched) > 1 or others:
-        raise QueryRefused(
-            "a query cannot join tables from different engines: "
-            + ", ".join(f"{t} (live, in its database)" for t in touched)
-            + "".join(f", {t} (snapshot)" for t in others)
-            + "; query each live source on its own"
-        )
-    return touched[0]
-
-
-def _parse(sql: str) -> exp.Expr:
-    import sqlglot
-    from sqlglot.errors import ParseError
-
-    try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except ParseError as exc:
-        raise QueryError(f"SQL syntax error: {first_line(exc)}") from None
-    if tree is None:
-        raise QueryError("the query is empty")
-    return tree
 
 
 # --------------------------------------------------------------------------- transpiling
@@ -435,7 +391,7 @@ def _arrow(names: list[str], rows: list[tuple]) -> pa.Table:
     return _plain_numbers(_sql().arrow_table(names, [rows] if rows else []))
 
 
-# --------------------------------------------------------------------------- caching and routing
+# --------------------------------------------------------------------------- caching
 
 
 class LiveCache:
@@ -484,56 +440,12 @@ def _hashable(value: Any) -> Any:
 LIVE_CACHE = LiveCache()
 
 
-class LiveRouter:
-    """The render query cache's stand-in: live queries go to their database, all others to `snapshot_cache`."""
-
-    def __init__(self, snapshot_cache: Any, live: Mapping[str, Mapping[str, Any]], workspace_path: Path | None = None, cache: LiveCache = LIVE_CACHE):
-        self.snapshot_cache = snapshot_cache
-        self.live = live
-        self.workspace_path = workspace_path
-        self.cache = cache
-
-    @property
-    def misses(self) -> int:  # render counts the queries it ran through this
-        return self.snapshot_cache.misses + self.cache.round_trips
-
-    def run(self, version: str, tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any], *, max_rows: int, timeout_s: float) -> QueryResult:
-        name = live_source_of(sql, self.live)
-        if name is None:
-            return self.snapshot_cache.run(version, tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
-        return self.cache.run(self.live[name], version, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=self.workspace_path)
-
-
-def run_query(
-    files: Mapping[str, Any],
-    tables: Mapping[str, pa.Table],
-    version: str,
-    sql: str,
-    params: Mapping[str, Any] | None = None,
-    *,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    workspace_path: Path | None = None,
-) -> QueryResult:
-    """`queries.run_query` for callers without a render cache (the model's run_sql): live tables in their database."""
-
-    name = live_source_of(sql, live_sources(files))
-    if name is None:
-        return queries.run_query(tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
-    return LIVE_CACHE.run(live_sources(files)[name], version, sql, dict(params or {}), max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path)
-
-
-def router_for(files: Mapping[str, Any], snapshot_cache: Any, workspace_path: Path | None = None) -> Any:
-    """`snapshot_cache` itself when the workspace has no live source (snapshot mode is unchanged), else a router."""
-    live = live_sources(files)
-    return LiveRouter(snapshot_cache, live, workspace_path) if live else snapshot_cache
-
-
 # --------------------------------------------------------------------------- refresh: the catalogue, not the rows
 
 
 def catalogue_table(source: Mapping[str, Any], ctx: FetchContext) -> pa.Table:
-    """An empty Arrow table with the live table's columns and types from the database's catalogue; no row is read."""
+    """The stand-in: an empty Arrow table with the live table's columns and types from the database's catalogue,
+    marked as the live source's (`standins.mark`) so that no snapshot query answers from it; no row is read."""
     import sqlalchemy as sa
     from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
 
@@ -548,7 +460,7 @@ def catalogue_table(source: Mapping[str, Any], ctx: FetchContext) -> pa.Table:
         raise ctx.error(name, f"cannot read the catalogue: {first_line(getattr(exc, 'orig', None) or exc)}") from None
     finally:
         engine.dispose()
-    return pa.schema([pa.field(c["name"], _arrow_type(c["type"])) for c in columns]).empty_table()
+    return standins.mark(pa.schema([pa.field(c["name"], _arrow_type(c["type"])) for c in columns]).empty_table(), name)
 
 
 def _arrow_type(sql_type: Any) -> pa.DataType:

@@ -4,7 +4,9 @@ Dashboards, the model and viewers query snapshot data through `run_query` (and
 check a query with `bind`): the statement must be a single SELECT
 (`sandbox.check_statement`), returns at most `max_rows` rows, and runs in a
 worker process (`lib.data.query_worker`) that is stopped at the time or memory
-limit.
+limit. A query naming a live source's stand-in is refused (`standins.refuse`):
+it holds no rows, so its answer would be made up; `lib.data.engine` sends such
+queries to the source's database instead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from . import query_worker
+from . import query_worker, standins
 from .sandbox import BIND_TIMEOUT_S, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement
 
 
@@ -24,6 +26,7 @@ def run_query(
     """Run one sandboxed SELECT over the given Arrow tables, in a worker process that is
     stopped at `timeout_s` (plus a second) or when it needs more memory than allowed."""
     check_statement(sql)
+    standins.refuse(tables, sql)
     if max_rows < 1:
         raise QueryRefused("max_rows must be at least 1")
     start = time.perf_counter()

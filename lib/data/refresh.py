@@ -31,7 +31,7 @@ from ..memory import workspace
 from ..memory.spec import queries, unset_params
 from ..roles import access
 from ..roles.access import User
-from . import change_marker, coltypes, connectors
+from . import change_marker, coltypes, connectors, standins
 from .connectors import REGISTRY, FetchContext, SourceError, fetch, file_type
 from .connectors.csv_source import NumberFormat, fetch_note, looks_like_date
 from .live import catalogue_table, is_live
@@ -211,7 +211,12 @@ def refresh(
     if (
         current
         and candidate.keys() == old_tables.keys()
-        and all(compact_strings(fetched[n]).equals(old_tables[n]) and change_marker.same(fetched[n], old_tables[n]) for n in fetched)
+        and all(
+            compact_strings(fetched[n]).equals(old_tables[n])
+            and change_marker.same(fetched[n], old_tables[n])
+            and standins.source_of(fetched[n]) == standins.source_of(old_tables[n])  # a stand-in stored before it was marked is stored again
+            for n in fetched
+        )
     ):
         # Same data: a new snapshot would only push a real earlier version out of the kept few.
         report.unchanged = True

@@ -30,6 +30,7 @@ from ...memory.schemas import load_schema
 from ...memory.spec import params_for
 
 if TYPE_CHECKING:
+    from ...data.engine import Engine
     from ...data.sandbox import QueryResult
 
 Spec = Mapping[str, Any]
@@ -72,21 +73,17 @@ class Component:
 class RenderContext:
     """What a kind's render needs besides its spec: the data, the bound filter values, theme, formats and limits."""
 
-    tables: Mapping[str, Any]
-    version: str
     params: Mapping[str, Any]  # every filter parameter's value; each query gets the ones it names
     theme: dict[str, Any]
     formats: Mapping[str, Any]
     max_rows: int
     timeout_s: float
-    cache: Any  # lib.artifacts.render.QueryCache
+    engine: Engine  # the workspace's query engine over the data rendered (lib.data.engine)
 
     def run(self, sql: str, max_rows: int | None = None, unset: tuple[str, ...] = ()) -> QueryResult:
-        """One query of the component, its parameters bound (those in `unset` left NULL: "all"), through the cache."""
+        """One query of the component, its parameters bound (those in `unset` left NULL: "all"), through the engine."""
         params = {k: v for k, v in self.params.items() if k not in unset}
-        return self.cache.run(
-            self.version, self.tables, sql, params_for(sql, params), max_rows=self.max_rows if max_rows is None else max_rows, timeout_s=self.timeout_s
-        )
+        return self.engine.run(sql, params_for(sql, params), max_rows=self.max_rows if max_rows is None else max_rows, timeout_s=self.timeout_s)
 
 
 @dataclass(frozen=True)
