@@ -13,6 +13,7 @@ import streamlit as st
 from app_pages import ui
 from lib.artifacts.changes import Changes, compare_tables, previous_of
 from lib.artifacts.components import Component
+from lib.artifacts.components.kpi import NAME as KPI
 from lib.artifacts.time_travel import AsOf, load_label, open_as_of
 from lib.data.snapshots import Snapshot, Warehouse
 
@@ -72,7 +73,7 @@ def changes_for(ws: Any, as_of: AsOf, tables: Mapping[str, Any], version: str, c
 
 def kpi_was(found: Changes | None, comp: Component) -> None:
     """A KPI's value at the previous load beside it: "was 91.0% (−7.0 pts) on ..."."""
-    if found is None or comp.type != "kpi" or comp.error:
+    if found is None or comp.type != KPI or comp.error:
         return
     text = found.was(comp.id)
     if text:

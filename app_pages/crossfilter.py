@@ -26,7 +26,10 @@ import streamlit as st
 from app_pages import dashboard_view, state, ui
 from lib.artifacts.components import Component
 from lib.artifacts.components import chart as chart_kind
+from lib.artifacts.components.chart import NAME as CHART
 from lib.artifacts.components.chart import SELECTION
+from lib.artifacts.components.kpi import NAME as KPI
+from lib.artifacts.components.table import NAME as TABLE
 from lib.artifacts.drilldown import CAP, drilldown
 from lib.artifacts.render import FilterState
 from lib.data.engine import Engine
@@ -109,7 +112,7 @@ def rows_popover(
 
     `engine` is the load's (lib.artifacts.time_travel.AsOf.engine): over an earlier load, a live source's database is not read.
     """
-    if comp.type not in ("chart", "table", "kpi") or comp.error:
+    if comp.type not in (CHART, TABLE, KPI) or comp.error:
         return
     popover = st.popover("Show rows", icon=":material/table_rows:", on_change="rerun", key=state.rows_popover(slug, comp.id), help="The rows behind this")
     if popover.open:

@@ -76,7 +76,7 @@ def filter_bar(states: list, key: Callable[[str], str]) -> dict[str, Any]:
 
 def explanation(e: Explanation) -> None:
     """Where a component's figures come from (lib.artifacts.explain), drawn inside its popover."""
-    st.markdown(f"**Where {'these figures come' if e.type != 'kpi' else 'this number comes'} from**")
+    st.markdown(f"**Where {'these figures come' if e.type != kpi.NAME else 'this number comes'} from**")
     chosen = ", ".join(f"{k} = {v}" for k, v in e.filters.items())
     st.caption(f"Filters: {chosen or 'none chosen (all rows)'}")
     data = e.data

@@ -255,3 +255,40 @@ def test_a_select_filter_tells_a_value_named_all_from_every_value(everything):
         select.set_value(value).run()
         assert not at.exception, at.exception
         assert at.text[0].value == repr({"region": value})
+
+
+def test_component_kinds_are_not_spelled_outside_components():
+    """`kpi`, `chart`, `table`, `text` as a component's type are each kind's `NAME`, written once in its module:
+    elsewhere a comparison with a spec's type (or a tuple of kinds) uses the names, so renaming or adding a kind
+    is one module (comparisons of other things, such as a column family "text", are not a kind's type)."""
+    import ast
+
+    names = set(KINDS) - {"text"}  # "text" is also the model API's text block and a column family
+    found = []
+    for path in [*sorted((ROOT / "lib").rglob("*.py")), *sorted((ROOT / "app_pages").glob("*.py"))]:
+        if path.is_relative_to(ROOT / "lib" / "artifacts" / "components"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            typed = any(
+                (isinstance(s, ast.Attribute) and s.attr == "type")
+                or (
+                    isinstance(s, ast.Call)
+                    and isinstance(s.func, ast.Attribute)
+                    and s.func.attr == "get"
+                    and s.args
+                    and getattr(s.args[0], "value", None) == "type"
+                )
+                or (isinstance(s, ast.Subscript) and getattr(s.slice, "value", None) == "type")
+                or (isinstance(s, ast.Name) and s.id == "kind")
+                for s in sides
+            )
+            literal = [s.value for s in sides if isinstance(s, ast.Constant) and s.value in names]
+            literal += [
+                e.value for s in sides if isinstance(s, (ast.Tuple, ast.Set, ast.List)) for e in s.elts if isinstance(e, ast.Constant) and e.value in names
+            ]
+            if typed and literal:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {literal}")
+    assert not found, found

@@ -46,7 +46,10 @@ from ..data.engine import Engine
 from ..data.sandbox import QueryError
 from ..memory.spec import params_for
 from .components.base import result_column
+from .components.chart import NAME as CHART
+from .components.kpi import NAME as KPI
 from .components.kpi import value_column
+from .components.table import NAME as TABLE
 from .render import filter_params, filter_states
 from .time_travel import NO_EARLIER_DATA, NoEarlierData, earlier_engine, loaded_at
 
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from ..data.snapshots import Snapshot
 
 TOP = 5  # moves listed per component
-COMPARED = ("kpi", "chart", "table")
+COMPARED = (KPI, CHART, TABLE)  # the kinds whose figures a load can move
 ARROW = "→"
 ONLY_ONE_LOAD = f"{NO_EARLIER_DATA}: only one load so far"
 
@@ -237,7 +240,7 @@ def compare_tables(
         found.append(comp)
         sql = spec["query"]
         bound = params_for(sql, params)
-        cap = min(max_rows, int(spec.get("max_rows", max_rows))) if kind == "table" else max_rows  # as the render asks, so its cache entry serves
+        cap = min(max_rows, int(spec.get("max_rows", max_rows))) if kind == TABLE else max_rows  # as the render asks, so its cache entry serves
         try:
             now = now_runner.run(sql, bound, max_rows=cap, timeout_s=timeout_s)
         except NoEarlierData as exc:
@@ -258,7 +261,7 @@ def compare_tables(
             comp.note = f"not compared: the query does not run on the earlier data ({exc})"
             continue
         try:
-            if kind == "kpi":
+            if kind == KPI:
                 _compare_kpi(comp, spec, now, before, formats)
             else:
                 _compare_rows(comp, spec, now, before, formats, top)
@@ -358,7 +361,7 @@ def _roles(spec: Mapping[str, Any], result: QueryResult) -> tuple[list[_Column],
         else:
             keys.append(_Column(name, label, fmt))
 
-    if spec.get("type") == "chart":
+    if spec.get("type") == CHART:
         encoding = spec.get("encoding") or {}
         tips = {str(t.get("field", "")).lower(): t for t in encoding.get("tooltip") or [] if isinstance(t, dict)}
         for channel, ch in encoding.items():

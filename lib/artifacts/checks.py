@@ -41,6 +41,8 @@ from ..memory.workspace import load as load_workspace
 from ..memory.workspace import render as render_yaml
 from ..memory.yamlio import Document, parse
 from .components import kind_of
+from .components.chart import NAME as CHART
+from .components.table import NAME as TABLE
 from .render import render
 from .report import render_report
 
@@ -258,7 +260,7 @@ def _report_layout(ctx: CheckContext, layout_rules: Mapping[str, Any]) -> list[D
             )
     kinds = [section.get("type") for section in sections]
     if layout_rules.get("kpis_first", False) and "kpis" in kinds:
-        first_figure = next(i for i, kind in enumerate(kinds) if kind in ("kpis", "chart", "table"))
+        first_figure = next(i for i, kind in enumerate(kinds) if kind in ("kpis", CHART, TABLE))
         if kinds[first_figure] != "kpis":
             out.append(
                 ctx.diag(

@@ -35,6 +35,7 @@ from .components import Component, kind_of
 from .components.base import COLOR_RE
 from .components.base import escape as _escape
 from .components.chart import vega_lite_spec
+from .components.kpi import NAME as KPI
 from .render import Rendered, render
 from .time_travel import loaded_at
 
@@ -99,7 +100,7 @@ def to_html(rendered: Rendered, changes: Changes | None = None, as_of: str = "")
     data is (lib.artifacts.time_travel.AsOf.as_of_note), above the dashboard.
     """
     chart_specs: list[dict[str, Any]] = []  # filled as chart holders are written; a holder's index is its spec's
-    was = {c.id: changes.was(c.id) for c in rendered.components if c.type == "kpi" and not c.error} if changes is not None else {}
+    was = {c.id: changes.was(c.id) for c in rendered.components if c.type == KPI and not c.error} if changes is not None else {}
     rows = "\n".join(_row_html(row, chart_specs, was) for row in rendered.rows)
     exported = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     description = f"<p>{_escape(rendered.description)}</p>" if rendered.description else ""
