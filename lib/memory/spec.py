@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 from . import schemas
+from .shapes import ComponentSpec, DashboardSpec, ReportSpec
 
 DEFAULT_THEME = schemas.default("output", "theme")  # what output.yaml's theme leaves out
 # A named query parameter: `$site`, `$week_from`.
@@ -20,7 +21,7 @@ PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\.([^}|\s]+)\s*(?:\|\s*([^}]*?))?\s*\}\}")
 
 
-def queries(dashboard: Mapping[str, Any]) -> Iterator[tuple[tuple, str, str]]:
+def queries(dashboard: DashboardSpec | ReportSpec | Mapping[str, Any]) -> Iterator[tuple[tuple, str, str]]:
     """(path in the spec, description, sql) of every query a dashboard, or a report, runs.
 
     A report's parameters are filters, its named `queries` are read by its prose, and its components
@@ -36,13 +37,14 @@ def queries(dashboard: Mapping[str, Any]) -> Iterator[tuple[tuple, str, str]]:
             if isinstance(sql, str):
                 yield ("queries", name), f"query '{name}'", sql
     for path, c in components(dashboard):
-        if isinstance(c.get("query"), str):
-            yield path + ("query",), f"component '{c.get('id')}'", c["query"]
+        query = c.get("query")
+        if isinstance(query, str):
+            yield path + ("query",), f"component '{c.get('id')}'", query
         for name, sql in (c.get("queries") or {}).items():
             yield path + ("queries", name), f"component '{c.get('id')}' query '{name}'", sql
 
 
-def components(spec: Mapping[str, Any]) -> Iterator[tuple[tuple, Mapping[str, Any]]]:
+def components(spec: DashboardSpec | ReportSpec | Mapping[str, Any]) -> Iterator[tuple[tuple, ComponentSpec]]:
     """(path in the spec, spec) of every component of a dashboard, or of a report (`report_components`)."""
     if "sections" in spec:
         yield from report_components(spec)
@@ -55,13 +57,13 @@ def components(spec: Mapping[str, Any]) -> Iterator[tuple[tuple, Mapping[str, An
 REPORT_COMPONENT_SECTIONS = ("chart", "table")  # report sections that are themselves a dashboard component
 
 
-def report_components(report: Mapping[str, Any]) -> Iterator[tuple[tuple, Mapping[str, Any]]]:
+def report_components(report: ReportSpec | Mapping[str, Any]) -> Iterator[tuple[tuple, ComponentSpec]]:
     """(path in report.yaml, spec) of every dashboard component a report holds: KPI cards, charts, tables."""
     for i, section in enumerate(report.get("sections") or []):
         if not isinstance(section, Mapping):
             continue
         if section.get("type") in REPORT_COMPONENT_SECTIONS:
-            yield ("sections", i), section
+            yield ("sections", i), cast(ComponentSpec, section)  # a chart or table section is a component, id included (its schema)
         elif section.get("type") == "kpis":
             for j, card in enumerate(section.get("components") or []):
                 if isinstance(card, Mapping):
@@ -83,12 +85,12 @@ def params_for(sql: str, values: Mapping[str, Any]) -> dict[str, Any]:
     return {name: values.get(name) for name in PARAM_RE.findall(sql)}
 
 
-def theme_for(dashboard: Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:
+def theme_for(dashboard: DashboardSpec | ReportSpec | Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:
     """Defaults, then the workspace theme (output.yaml), then the dashboard's own overrides."""
     return {**DEFAULT_THEME, **((output or {}).get("theme") or {}), **(dashboard.get("theme") or {})}
 
 
-def selections(component: Mapping[str, Any]) -> list[tuple[tuple, str, str]]:
+def selections(component: ComponentSpec | Mapping[str, Any]) -> list[tuple[tuple, str, str]]:
     """(path below the component, field, filter id) of each pair a chart's `select` declares: one pair or a list."""
     select = component.get("select")
     if isinstance(select, Mapping):

@@ -23,6 +23,7 @@ from ..core.errors import DashmemError
 from ..core.fsutil import atomic_write, write_temp
 from . import relationships, schemas
 from .kinds import KINDS
+from .shapes import DashboardSpec, ReportSpec, SourcesFile
 from .yamlio import MAX_FILE_BYTES, Document, YamlSyntaxError, dump, parse, too_large_message
 
 # Memory kind -> file name, in the order files are shown and composed (lib/memory/kinds/ has the rest about each).
@@ -66,6 +67,20 @@ class Workspace:
 
     def get(self, kind: str, default: Any = None) -> Any:
         return self.data.get(kind, default)
+
+    # The artifacts and the sources, typed as lib.memory.shapes describes them (the same dicts: nothing is copied).
+
+    @property
+    def dashboard(self) -> DashboardSpec | None:
+        return self.data.get("dashboard")
+
+    @property
+    def report(self) -> ReportSpec | None:
+        return self.data.get("report")
+
+    @property
+    def sources(self) -> SourcesFile | None:
+        return self.data.get("sources")
 
     def text(self, kind: str) -> str:
         """Canonical YAML of one file, exactly as `save` would write it."""
