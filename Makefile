@@ -16,6 +16,8 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	# The app itself, editable: puts the `dashmem` command in the venv (the package `dashmem`, which is lib/ of this
 	# checkout, so it keeps the checkout's .data/ and workspaces/); the app and tests import lib/ as `lib`.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	# ... and this checkout on the venv's path, so `python -m lib` works from any folder, as cron and the tests run it.
+	echo "$(CURDIR)" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/dashmem-checkout.pth"
 	touch $(STAMP)
 
 run: $(STAMP) .streamlit/secrets.toml
