@@ -45,8 +45,11 @@ tokenizer:
 		&& mkdir -p $$(dirname $(TOKENIZER)) && mv $$tmp/package/claude.json $(TOKENIZER); \
 		rm -rf $$tmp; [ -s $(TOKENIZER) ] || echo "warning: could not fetch the tokenizer; the real-token tests will skip"; fi
 
+# Two workers (pytest-xdist), one per core of the CI machine; each has its own databases on the local servers
+# (tests/helpers/databases.py). The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
+# table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
 test: $(STAMP) browser tokenizer
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;
 # then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/ and app.py in pyright's standard mode;

@@ -1,8 +1,12 @@
 """Shared fixtures: real git repos in temporary folders, the shipped workspaces, the public datasets,
-Streamlit's secrets stood in for, and real local servers (HTTP, MCP over streamable HTTP)."""
+Streamlit's secrets stood in for, real local servers (HTTP, MCP over streamable HTTP), the app (AppTest
+and `streamlit run` in Chromium), the network guard, and the markers each test gets by its fixtures.
+
+Helpers the modules share are plain functions in tests/helpers/; no test module imports another."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import socket
@@ -11,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,10 +23,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tests.helpers import ROOT, WORKSPACES
+from tests.helpers import browser as _browser
+from tests.helpers.databases import SERVERS, server_engine  # noqa: F401  (imported from here by the SQL tests)
+from tests.helpers.netguard import Network, is_loopback
 
-WORKSPACES = ROOT / "workspaces"
 # The real public CSVs, outside this repository; DASHMEM_DATASETS points elsewhere (as for bench/).
 # Tests reach them through the `datasets` and `dataset` fixtures, which skip when they are missing.
 DATASETS = Path(os.environ.get("DASHMEM_DATASETS", ROOT.parent / "shared" / "datasets"))
@@ -199,23 +205,7 @@ def import_each_alone(modules: list[str]) -> None:
 
 # --------------------------------------------------------------------------- the local database servers (SQL sources)
 
-SERVERS = {
-    "postgresql": ("PostgreSQL", 5432, "postgresql+psycopg2://postgres@127.0.0.1:5432/test"),
-    "mariadb": ("MariaDB", 3306, "mysql+pymysql://root@127.0.0.1:3306/test"),
-}
-
-
-def server_engine(kind: str) -> sa.Engine:
-    """An admin engine for a server, or a skip saying why the server cannot be used."""
-    label, port, url = SERVERS[kind]
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        engine = sa.create_engine(url, connect_args={"connect_timeout": 5})
-        with engine.connect() as connection:
-            connection.execute(sa.text("SELECT 1"))
-    except Exception as exc:  # any reason at all means: not usable here
-        pytest.skip(f"{label} not reachable on 127.0.0.1:{port}: {exc}")
-    return engine
+# SERVERS and server_engine: tests/helpers/databases.py (a database of its own per xdist worker).
 
 
 @contextmanager
@@ -319,3 +309,173 @@ class FlakyProxy:
                 held.close()
             except OSError:
                 pass
+
+
+# --------------------------------------------------------------------------- markers by fixture
+
+# Each test gets the markers of what it uses, found in its code and its fixtures' (and the code of the tests/ helpers
+# and classes they call), so a new test is marked without anyone remembering to. pytest.ini describes them.
+MARKERS = ("browser", "db", "network")
+DB_NAMES = {"server_engine", "SERVERS", "PG_URL", "MARIADB_URL"}
+BROWSER_NAMES = {"sync_playwright"}
+NETWORK_NAMES = {
+    "serve",
+    "wait_until_serving",
+    "LocalHTTPServer",
+    "FlakyProxy",
+    "mcp_http_server",
+    "mcp_http_url",
+    "free_port",
+    "create_server",
+    "ThreadingHTTPServer",
+}
+
+
+def _code_names(code: types.CodeType):
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_names(const)
+
+
+def _names_used(functions: list, seen: set) -> set[str]:
+    """Global names the functions use, and those of the tests/ functions and classes they name, transitively."""
+    names: set[str] = set()
+    while functions:
+        function = inspect.unwrap(functions.pop())
+        code = getattr(function, "__code__", None)
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        for name in _code_names(code):
+            names.add(name)
+            found = getattr(function, "__globals__", {}).get(name)
+            if getattr(found, "__module__", "").startswith("tests."):
+                if inspect.isclass(found):
+                    names.update(c.__name__ for c in found.__mro__)
+                    functions.extend(v for v in vars(found).values() if inspect.isfunction(v))
+                elif inspect.isfunction(found):
+                    functions.append(found)
+    return names
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        functions = [getattr(item, "obj", None)]
+        info = getattr(item, "_fixtureinfo", None)
+        shared = False
+        for name in getattr(item, "fixturenames", ()):
+            defs = info.name2fixturedefs.get(name) if info else None
+            if defs:
+                functions.append(defs[-1].func)
+                shared = shared or defs[-1].scope in ("module", "class", "package")
+        if shared:
+            # A module's costly fixture (a `streamlit run`, a 5M-row table) is made once, on one worker:
+            # `make test` runs with --dist loadgroup, which keeps a group on one worker.
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        names = _names_used([f for f in functions if f is not None], set())
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if names & DB_NAMES and "sqlite" not in params.values():
+            item.add_marker("db")
+        chromium = any("chromium" in str(m.kwargs.get("reason", "")).lower() for m in item.iter_markers("skipif"))
+        if names & BROWSER_NAMES or chromium:
+            item.add_marker("browser")
+        if names & NETWORK_NAMES:
+            item.add_marker("network")
+
+
+# --------------------------------------------------------------------------- the app through AppTest (tests/helpers/app.py)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    import streamlit as st
+
+    monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(tmp_path / "config-repo"))
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DASHMEM_COOKIE_KEY", "k" * 40)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(ROOT)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    return tmp_path
+
+
+# --------------------------------------------------------------------------- the app in Chromium (tests/helpers/browser.py)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    yield from _browser.serve(tmp_path_factory.mktemp("browser"))
+
+
+@pytest.fixture
+def page():
+    from playwright.sync_api import sync_playwright
+
+    _browser.ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_browser.CHROMIUM, args=_browser.ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        yield context.new_page()
+        browser.close()
+
+
+# --------------------------------------------------------------------------- a refreshed copy of the supply-chain demo
+
+
+@pytest.fixture
+def supply(tmp_path):
+    """A copy of the supply-chain demo workspace, refreshed into its own warehouse: (folder, warehouse)."""
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.roles.access import OPERATOR
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    wh = Warehouse(tmp_path / "cache")
+    assert refresh(folder, wh, user=OPERATOR).ok
+    return folder, wh
+
+
+# --------------------------------------------------------------------------- the network guard (tests/helpers/netguard.py)
+
+
+@pytest.fixture
+def network(monkeypatch):
+    net = Network()
+    real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+    def watched(real):
+        def connect(sock, address):
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                host = str(address[0])
+                net.connects.append(host)
+                if not is_loopback(host):
+                    net.escapes.append(host)
+                    raise ConnectionRefusedError(f"test network guard: connection to {host} blocked")
+            return real(sock, address)
+
+        return connect
+
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        net.lookups.append(name)
+        answer = net.answers.get(name.lower())
+        if callable(answer):
+            answer = answer()
+        if answer is not None:
+            return [real_getaddrinfo(a, port, family, type, proto, flags | socket.AI_NUMERICHOST)[0] for a in answer]
+        try:
+            return real_getaddrinfo(host, port, family, type, proto, flags | socket.AI_NUMERICHOST)
+        except socket.gaierror:
+            net.unknown_names.append(name)
+            raise
+
+    monkeypatch.setattr(socket.socket, "connect", watched(real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", watched(real_connect_ex))
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield net
+    assert net.escapes == [], f"tried to connect outside loopback: {net.escapes}"
+    assert net.unknown_names == [], f"looked up names with real DNS: {net.unknown_names}"

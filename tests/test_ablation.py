@@ -41,8 +41,7 @@ from lib.artifacts import autodraft
 from lib.chat.model import AnthropicClient, ScriptedModel
 from lib.data import profile
 from lib.data.connectors import FetchContext, fetch
-
-from .test_model import MODEL
+from tests.helpers.model import MODEL
 
 GDP = "gdp.csv"
 

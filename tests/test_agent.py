@@ -31,8 +31,8 @@ from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.ops import publish
 from lib.roles.access import OPERATOR, PermissionDenied, User
-
-from .test_model import MODEL, FakeAPI, error_response, raises
+from tests.helpers.model import MODEL, FakeAPI, error_response, raises
+from tests.helpers.report import _with_region_column
 
 ALICE = User("alice", app_role="steward")  # creates the workspace, so its owner
 SAM = User("sam")  # steward of supply-chain-weekly
@@ -606,7 +606,6 @@ def test_regenerate_message_for_new_data_that_breaks_only_the_report_asks_for_th
     import shutil
 
     from .conftest import WORKSPACES
-    from .test_report_refresh import _with_region_column
 
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)

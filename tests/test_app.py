@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lib.ops import publish
+from tests.helpers.app import on_page, signed_in
 
 from .conftest import ROOT
 
@@ -20,38 +21,6 @@ STEWARD_PAGES = ["app_pages/sources.py", "app_pages/specs.py", "app_pages/review
 # or users): 2.5-5.5 s each here, so they run with the browser journeys in the slow loop. Sign-in, every
 # page's render, the forms and the access checks stay in the fast loop.
 JOURNEY = pytest.mark.slow
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    import streamlit as st
-
-    monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(tmp_path / "config-repo"))
-    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("DASHMEM_COOKIE_KEY", "k" * 40)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.chdir(ROOT)
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    return tmp_path
-
-
-def signed_in(user: str, slug: str = "supply-chain-weekly") -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.session_state["authentication_status"] = True
-    at.session_state["username"] = user
-    at.session_state["name"] = user
-    at.session_state["slug"] = slug
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def on_page(at: AppTest, page: str) -> AppTest:
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
 
 
 def test_signed_out_shows_the_sign_in_form(env):

@@ -11,23 +11,14 @@ import pandas as pd
 import pytest
 
 from lib.ops import publish
+from tests.helpers.browser import ARTIFACTS, BROWSER, attainment, bar, choose_workspace, kpi_value, serve, sign_in
+from tests.helpers.report import by_day
 
 from .conftest import WORKSPACES
-from .test_browser import ARTIFACTS, choose_workspace, kpi_value, page, pytestmark, server, sign_in  # noqa: F401  # fixtures and marks
+
+pytestmark = BROWSER
 
 GATES = WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv"
-
-
-def attainment(frame: pd.DataFrame) -> str:
-    """The KPI's figure as the dashboard formats it (.1%), computed here from the CSV."""
-    return f"{frame.actual.sum() / frame.target.sum() * 100:.1f}%"
-
-
-def bar(page, site: str):
-    """The bar of `site` in "Attainment by site": Vega gives each mark an ARIA label naming its fields."""
-    chart = page.locator('[data-testid="stVegaLiteChart"]', has=page.locator('[aria-label*="Site: "]'))
-    chart.first.wait_for(timeout=30_000)
-    return chart.first.locator(f'[role="graphics-symbol"][aria-label*="Site: {site};"]').first
 
 
 def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(server, page):
@@ -135,8 +126,6 @@ def day_server(tmp_path_factory):
     from lib.repo.configrepo import ConfigRepo
 
     from .configrepo_helpers import OLIVIA, SCW
-    from .test_browser import serve
-    from .test_crossfilter import by_day
 
     tmp = tmp_path_factory.mktemp("browser-day")
     repo = ConfigRepo.open_or_create(tmp / "config-repo", WORKSPACES)

@@ -16,9 +16,11 @@ import re
 
 import pytest
 
+from tests.helpers.browser import ARTIFACTS, BROWSER, attainment, bar, choose_workspace, kpi_value, serve, sign_in
+
 from .conftest import WORKSPACES
-from .test_browser import ARTIFACTS, choose_workspace, kpi_value, page, pytestmark, serve, sign_in  # noqa: F401  # fixtures and marks
-from .test_browser_crossfilter import attainment, bar
+
+pytestmark = BROWSER
 
 SLUG = "supply-chain-weekly"
 HAS_METRIC = (

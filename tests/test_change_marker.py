@@ -19,10 +19,11 @@ from lib.data.snapshots import Warehouse
 from lib.memory import schemas, workspace
 from lib.memory.yamlio import parse
 from lib.roles.access import OPERATOR
+from tests.helpers.databases import MARIADB_URL, PG_URL
 
 from .conftest import WORKSPACES, server_engine
 
-URLS = {"postgresql": "postgresql://postgres@127.0.0.1:5432/test", "mariadb": "mysql://root@127.0.0.1:3306/test"}
+URLS = {"postgresql": PG_URL, "mariadb": MARIADB_URL}
 TOTAL = "SELECT sum(amount) AS value FROM orders WHERE ($site IS NULL OR list_contains($site, site))"
 DASHBOARD = {
     "title": "Orders",

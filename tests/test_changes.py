@@ -29,9 +29,9 @@ from lib.core.formats import format_value
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import PermissionDenied, User
+from tests.helpers.app import signed_in
 
 from .conftest import ROOT
-from .test_app import env, signed_in  # noqa: F401 - the app's fixture: its own config repo and cache
 
 VIEWER = User("vera", app_role="viewer")
 META = {"access": {"owners": ["olga"], "stewards": ["sam"], "viewers": ["vera"]}}
@@ -341,7 +341,7 @@ def test_changes_of_an_earlier_load_never_query_the_live_database(tmp_path):
 # --------------------------------------------------------------------------- the Dashboard page
 
 
-def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_others_see_the_latest(env):  # noqa: F811 - the app's fixture
+def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_others_see_the_latest(env):
     at = signed_in("vera")
     path = at.session_state["config_repo"].published_path("supply-chain-weekly")
     wh = Warehouse.for_workspace(path)
@@ -436,7 +436,7 @@ def test_what_cannot_be_compared_says_why_and_the_rest_is_still_compared(tmp_pat
     assert by_region is not None and [m.text for m in by_region.moves] == ["south amount 0 → 6 (+6)", "north amount 10 → 12 (+2)"]  # from 0 ranks first
 
 
-def test_a_load_pruned_while_a_viewer_looks_at_it_gives_a_plain_message_not_a_crash(env):  # noqa: F811 - the app's fixture
+def test_a_load_pruned_while_a_viewer_looks_at_it_gives_a_plain_message_not_a_crash(env):
     from lib.data.snapshots import KEEP_SNAPSHOTS
 
     at = signed_in("vera")
@@ -465,7 +465,7 @@ def test_a_load_pruned_while_a_viewer_looks_at_it_gives_a_plain_message_not_a_cr
     assert not any("no longer kept" in e.value for e in [*other.error, *other.warning, *other.info])
 
 
-def test_one_session_cross_filtering_and_another_looking_back_each_see_only_their_own_choice(env):  # noqa: F811 - the app's fixture
+def test_one_session_cross_filtering_and_another_looking_back_each_see_only_their_own_choice(env):
     import pyarrow.compute as pc
 
     viewer, steward = signed_in("vera"), signed_in("sam")
@@ -522,7 +522,7 @@ def signed_in_with_two_loads_in_one_second(user: str):
     return at, wh, gates, second
 
 
-def test_two_loads_in_the_same_second_are_told_apart_when_looking_back(env):  # noqa: F811 - the app's fixture
+def test_two_loads_in_the_same_second_are_told_apart_when_looking_back(env):
     """Streamlit remembers a choice by its label: two loads shown with the same time were one choice."""
     at, wh, gates, third = signed_in_with_two_loads_in_one_second("vera")
     follower = signed_in("sam")
@@ -538,7 +538,7 @@ def test_two_loads_in_the_same_second_are_told_apart_when_looking_back(env):  # 
     assert any("not what everyone sees" in w.value for w in at.warning)
 
 
-def test_serving_one_of_two_loads_in_the_same_second_serves_that_one(env):  # noqa: F811 - the app's fixture
+def test_serving_one_of_two_loads_in_the_same_second_serves_that_one(env):
     """The steward's "Earlier data": what everyone sees must be the load chosen, not its same-second neighbour."""
     at, wh, gates, third = signed_in_with_two_loads_in_one_second("sam")
     wh.write_snapshot({"gates": with_actual_scaled(gates, 0.25)})
@@ -555,7 +555,7 @@ def test_serving_one_of_two_loads_in_the_same_second_serves_that_one(env):  # no
     assert loaded.value == third.id  # and serving keeps the choice shown
 
 
-def test_on_an_earlier_load_the_page_reads_nothing_of_the_live_database(env, monkeypatch):  # noqa: F811 - the app's fixture
+def test_on_an_earlier_load_the_page_reads_nothing_of_the_live_database(env, monkeypatch):
     """Show rows, Explain and the Changes panel over a live SQLite source beside a CSV, looking back at an earlier load
     while today's database cannot be read at all: the live KPI says there is no earlier data, the CSV shows that load's rows."""
     import shutil

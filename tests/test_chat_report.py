@@ -13,10 +13,10 @@ import pytest
 from lib.chat.model import message, text_block, tool_use_block
 from lib.memory import workspace
 from lib.roles.access import User
+from tests.helpers.app import on_page, signed_in
+from tests.helpers.model import MODEL, FakeAPI
 
 from .conftest import ROOT
-from .test_app import env, on_page, signed_in  # noqa: F401  (env is a fixture)
-from .test_model import MODEL, FakeAPI
 
 CHAT = "app_pages/chat.py"
 SLUG = "supply-chain-weekly"

@@ -21,6 +21,7 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import schemas, workspace
 from lib.roles.access import OPERATOR
+from tests.helpers.report import by_day, by_id, cli
 
 from .conftest import WORKSPACES
 
@@ -48,10 +49,6 @@ def changed(supply, mutate) -> workspace.Workspace:
     out = workspace.Workspace(ws.path, copy.deepcopy(ws.data), {})
     mutate(out.data["dashboard"])
     return out
-
-
-def by_id(dashboard, cid):
-    return next(c for c in dashboard["components"] if c["id"] == cid)
 
 
 def found(supply, mutate) -> list:
@@ -104,13 +101,6 @@ def test_a_range_filter_cannot_take_a_clicked_value(supply):
 def test_a_select_field_not_in_the_query_is_an_error(supply):
     [d] = found(supply, lambda dash: by_id(dash, "by_site").update(select={"field": "gate", "filter": "site"}))
     assert d.id == "check.references" and d.level == ERROR and "select field 'gate'" in d.message and "site" in (d.allowed or "")
-
-
-def by_day(dash):
-    """The demo with a Day filter that the daily line's points drive, and the KPIs follow."""
-    dash["filters"].append({"id": "day", "type": "select", "label": "Day", "options_query": "SELECT DISTINCT day FROM gates ORDER BY 1"})
-    by_id(dash, "kpi_attainment")["query"] += " AND ($day IS NULL OR day = $day)"
-    by_id(dash, "daily")["select"] = {"field": "day", "filter": "day"}
 
 
 def test_a_temporal_field_drives_a_date_filter_by_the_text_of_its_values(supply, gates):
@@ -366,8 +356,6 @@ def test_a_clicked_days_text_becomes_the_date_option_of_that_day_and_nothing_els
 @pytest.mark.slow
 def test_cli_rows_of_a_selected_bar_with_a_filter_are_those_rows_of_the_csv(tmp_path, gates):
     import json
-
-    from .test_explain import cli
 
     folder = tmp_path / "supply-chain-weekly"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)

@@ -31,8 +31,7 @@ from lib.repo.drafts import PublishConflict
 from lib.repo.gitops import Busy, ConfigRepoError
 from lib.roles.access import PermissionDenied
 from lib.roles.auth import AuthConfigError
-
-from .test_app import env  # noqa: F401 - the app's fixture: its own config repo and cache
+from tests.helpers.app import on_page, signed_in
 
 # (family, the base it had before DashmemError and keeps, one instance)
 FAMILIES = [
@@ -216,8 +215,6 @@ def test_the_pages_catch_no_exception_types_of_their_own():
 )
 def test_a_page_action_that_fails_shows_one_plain_message(env, monkeypatch, caplog, raised, shown, hidden):
     from lib.repo.configrepo import ConfigRepo
-
-    from .test_app import on_page, signed_in
 
     def revert(*args, **kwargs):
         raise raised

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -23,9 +20,10 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers.app import signed_in
+from tests.helpers.report import cli
 
 from .conftest import ROOT, SERVERS, server_engine, statements_sent
-from .test_app import env  # noqa: F401 - the app's fixture: its own config repo and cache
 
 
 def loaded(folder: Path, cache: Path):
@@ -244,17 +242,6 @@ def test_source_locations_never_show_credentials():
 # --------------------------------------------------------------------------- the CLI, in its own processes
 
 
-def cli(*args, cache: Path) -> subprocess.CompletedProcess:
-    env = {
-        "PYTHONPATH": str(ROOT),
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(cache),
-        "DASHMEM_CACHE_DIR": str(cache),
-        "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"],
-    }
-    return subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.slow
 def test_cli_refresh_in_one_process_explain_in_another(ws_copy, tmp_path):
     folder = ws_copy("supply-chain-weekly")
@@ -296,9 +283,7 @@ def test_cli_errors_exit_1_in_one_line(ws_copy, tmp_path, args, message):
 # --------------------------------------------------------------------------- the Dashboard's popover
 
 
-def test_dashboard_popover_shows_the_sql_and_sources_only_when_opened(env):  # noqa: F811 - env is the app's fixture
-    from .test_app import signed_in
-
+def test_dashboard_popover_shows_the_sql_and_sources_only_when_opened(env):
     at = signed_in("vera")
     assert not [c for c in at.code if "FROM gates" in c.value]  # closed popovers work nothing out
     at.session_state["explain:supply-chain-weekly:kpi_attainment"] = True  # what opening it sets

@@ -22,11 +22,12 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR, PermissionDenied
+from tests.helpers.app import on_page, signed_in
+from tests.helpers.browser import ARTIFACTS, choose_workspace, sign_in
+from tests.helpers.databases import MARIADB_URL, PG_URL
 
 from .configrepo_helpers import GDP, SAM, VERA
 from .conftest import DATASETS, ROOT, WORKSPACES
-from .test_app import on_page, signed_in
-from .test_browser import page, server  # noqa: F401  (fixtures of the browser test below)
 
 SUPERSTORE = "global_superstore_sample1000.csv"
 TIMEOUT_S = 180  # a hung subprocess fails the test rather than hanging the run; not a timing assert
@@ -744,7 +745,7 @@ def live_gates(request, tmp_path):
         engine, table, url = sa.create_engine(f"sqlite:///{tmp_path / 'local.db'}"), "gates", "sqlite:///local.db"
     else:
         engine, table = server_engine(kind), f"dm_explore_{os.getpid()}_{id(request)}"
-        url = {"postgresql": "postgresql://postgres@127.0.0.1:5432/test", "mariadb": "mysql://root@127.0.0.1:3306/test"}[kind]
+        url = {"postgresql": PG_URL, "mariadb": MARIADB_URL}[kind]
     with engine.begin() as connection:
         connection.exec_driver_sql(f"CREATE TABLE {table} (day DATE, site VARCHAR(20), gate VARCHAR(20), actual BIGINT)")
         connection.execute(sa.text(f"INSERT INTO {table} VALUES (:day, :site, :gate, :actual)"), LIVE_ROWS)
@@ -789,8 +790,6 @@ def test_a_live_source_answers_as_its_snapshot_would(live_gates, tmp_path, grain
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="/usr/bin/chromium not installed")
 def test_a_viewer_explores_in_chromium(server, page):
-    from .test_browser import ARTIFACTS, choose_workspace, sign_in
-
     url, _ = server
     sign_in(page, url, "vera", "vera-demo")
     choose_workspace(page, "Supply chain weekly")

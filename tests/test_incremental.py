@@ -24,10 +24,9 @@ from lib.data.snapshots import Warehouse
 from lib.memory import schemas, workspace
 from lib.memory.yamlio import parse
 from lib.roles.access import OPERATOR
+from tests.helpers.databases import PG_URL
 
 from .conftest import ROOT, WORKSPACES, server_engine, statements_sent
-
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 class Backend:

@@ -28,11 +28,11 @@ from lib.data.sandbox import QueryError, QueryRefused
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers.databases import MARIADB_URL, PG_URL
+from tests.helpers.live import CONNECTION_ID, _drop_connection, _source, _url_of_its_own, _workspace
 
 from .conftest import ROOT, WORKSPACES, server_engine, statements_sent
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-MARIADB_URL = "mysql://root@127.0.0.1:3306/test"
 ROWS = 200_000
 MARIADB_ROWS = 20_000  # a smaller table: its rows are inserted from Python
 SITES = ["Brno", "Lyon", "Porto", "Gdansk", "Leeds", "Turin"]
@@ -60,21 +60,6 @@ def pg_table():
     with engine.begin() as connection:
         connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
     engine.dispose()
-
-
-def _source(table: str, mode: str = "live", url: str = PG_URL, **extra) -> dict:
-    return {"name": "gates", "type": "sql", "url": url, "table": table, "mode": mode, **extra}
-
-
-def _workspace(tmp_path: Path, source: dict, name: str) -> Path:
-    """The supply-chain demo workspace with its CSV replaced by `source`."""
-    folder = tmp_path / name
-    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
-    shutil.rmtree(folder / "data")
-    ws, _ = workspace.load(folder)
-    ws.data["sources"] = {"sources": [source]}
-    workspace.save(folder, ws.data)
-    return folder
 
 
 def _results(rendered) -> dict[str, list]:
@@ -233,31 +218,11 @@ def test_statement_timeout_stops_a_runaway_query(pg_table):
         live.run(source, "SELECT count(*) FROM gates a CROSS JOIN gates b WHERE a.target + b.actual = 17", timeout_s=1)
 
 
-# What each server calls the id of a connection, by SQLAlchemy dialect name (MariaDB's is `mysql`).
-CONNECTION_ID = {"postgresql": "pg_backend_pid()", "mysql": "CONNECTION_ID()"}
-
-
-def _drop_connection(admin: sa.Engine, connection_id: int) -> None:
-    """Drop one connection server-side from another, as a server restart or an idle-connection reaper
-    would (only ours: the server is shared)."""
-    with admin.begin() as connection:
-        if admin.dialect.name == "postgresql":
-            assert connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(connection_id)})").scalar_one() is True
-        else:
-            connection.exec_driver_sql(f"KILL CONNECTION {int(connection_id)}")  # an id that is not there is an error
-
-
 def _connection_id(dbapi_connection) -> int:
     """The server's id of a driver's connection: PyMySQL's thread id, psycopg2's backend pid."""
     if hasattr(dbapi_connection, "thread_id"):
         return dbapi_connection.thread_id()
     return dbapi_connection.info.backend_pid
-
-
-def _url_of_its_own(url: str, tag: str) -> str:
-    """`url` told apart by a harmless client name, so that its live engine (cached by url) pools only
-    the connections of the test that made it."""
-    return f"{url}?{'application_name' if url.startswith('postgresql') else 'program_name'}={tag}"
 
 
 @pytest.fixture(params=["postgresql", "mariadb"])

@@ -22,9 +22,10 @@ from lib.data.connectors import sql_source
 from lib.data.connectors.base import FetchContext
 from lib.data.live_profile import LiveProfileError
 from lib.memory.schemas import _validator
+from tests.helpers.databases import MARIADB_URL, PG_URL
+from tests.helpers.live import CONNECTION_ID, _drop_connection, _source, _url_of_its_own, _workspace
 
 from .conftest import server_engine
-from .test_live import MARIADB_URL, PG_URL
 
 DISTINCT_TOLERANCE = 0.10  # relative: the snapshot's distinct count is DuckDB's HyperLogLog estimate (5.4% off here at 250k)
 QUANTILE_TOLERANCE = 0.02  # of the column's range: quantiles of a sample against quantiles of a sample
@@ -197,7 +198,6 @@ def test_cli_profile_of_a_live_workspace_is_computed_in_the_database(pg, tmp_pat
     import sys
 
     from .conftest import ROOT
-    from .test_live import _source, _workspace
 
     name = _make(pg, 5_000)
     try:
@@ -232,8 +232,6 @@ def test_cli_profile_of_a_live_workspace_is_computed_in_the_database(pg, tmp_pat
 
 @pytest.mark.parametrize("server", ["pg", "mariadb"])
 def test_live_profiling_scans_again_on_a_new_connection_when_its_connection_was_dropped(server, request, tmp_path, caplog):
-    from .test_live import CONNECTION_ID, _drop_connection, _url_of_its_own
-
     admin = request.getfixturevalue(server)
     url = {"pg": PG_URL, "mariadb": MARIADB_URL}[server]
     table = _make(admin, 2_000)

@@ -29,12 +29,12 @@ from lib.artifacts.render import QueryCache, render
 from lib.data import live
 from lib.data.connectors.base import FetchContext
 from lib.memory import workspace
+from tests.helpers.databases import PG_URL
 
 from .conftest import ROOT, server_engine, statements_sent
 
 pytestmark = pytest.mark.slow  # a 5M-row table: about a minute of the suite
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 ROWS = 5_000_000
 MEMORY_BOUND_MB = 400  # the app process renders in ~220 MB; holding the table's rows would take it past 1 GB
 

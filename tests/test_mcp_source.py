@@ -14,10 +14,12 @@ from mcp import types
 
 from lib.data.connectors import fetch, mcp_source
 from lib.data.connectors.base import FetchContext, SourceError
-from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
 from .conftest import MCP_SERVER as SERVER
 from .conftest import FlakyProxy, free_port, mcp_http_server
+
+# A connect outside loopback, or a real DNS lookup, fails the test (tests/helpers/netguard.py).
+pytestmark = pytest.mark.usefixtures("network")
 
 
 @pytest.fixture(autouse=True)

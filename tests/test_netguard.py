@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import socket
 import ssl
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, quote, urlsplit
@@ -25,8 +24,12 @@ import pytest
 from lib.data import netguard
 from lib.data.connectors import fetch, http
 from lib.data.connectors.base import FetchContext, SourceError
+from tests.helpers.netguard import Network, is_loopback
 
 from .conftest import LocalHTTPServer
+
+# A connect outside loopback, or a real DNS lookup, fails the test (tests/helpers/netguard.py).
+pytestmark = pytest.mark.usefixtures("network")
 
 METADATA = ipaddress.ip_address("169.254.169.254")
 
@@ -51,73 +54,6 @@ ATTACKS = {
     "trailing-dot": "http://169.254.169.254./",
     "one-bad-address": "http://mixed.attacker.test/",  # resolves to a loopback AND the metadata address
 }
-
-# The stand-in DNS: names this module uses, and what they resolve to.
-NAMES = {
-    "metadata.attacker.test": ["169.254.169.254"],
-    "169.254.169.254.": ["169.254.169.254"],
-    "mixed.attacker.test": ["127.0.0.1", "169.254.169.254"],
-    "api.test": ["127.0.0.1"],
-    "private.test": ["10.0.0.1"],
-}
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        return False
-    return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
-
-
-class Network:
-    """What this process tried: every connect (made only to loopback) and every name looked up."""
-
-    def __init__(self):
-        self.connects: list[str] = []
-        self.escapes: list[str] = []  # connects outside loopback: none may happen
-        self.lookups: list[str] = []
-        self.unknown_names: list[str] = []  # names that would have needed real DNS
-        self.answers: dict[str, object] = dict(NAMES)
-
-
-@pytest.fixture(autouse=True)
-def network(monkeypatch):
-    net = Network()
-    real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
-
-    def watched(real):
-        def connect(sock, address):
-            if sock.family in (socket.AF_INET, socket.AF_INET6):
-                host = str(address[0])
-                net.connects.append(host)
-                if not is_loopback(host):
-                    net.escapes.append(host)
-                    raise ConnectionRefusedError(f"test network guard: connection to {host} blocked")
-            return real(sock, address)
-
-        return connect
-
-    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        net.lookups.append(name)
-        answer = net.answers.get(name.lower())
-        if callable(answer):
-            answer = answer()
-        if answer is not None:
-            return [real_getaddrinfo(a, port, family, type, proto, flags | socket.AI_NUMERICHOST)[0] for a in answer]
-        try:
-            return real_getaddrinfo(host, port, family, type, proto, flags | socket.AI_NUMERICHOST)
-        except socket.gaierror:
-            net.unknown_names.append(name)
-            raise
-
-    monkeypatch.setattr(socket.socket, "connect", watched(real_connect))
-    monkeypatch.setattr(socket.socket, "connect_ex", watched(real_connect_ex))
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    yield net
-    assert net.escapes == [], f"tried to connect outside loopback: {net.escapes}"
-    assert net.unknown_names == [], f"looked up names with real DNS: {net.unknown_names}"
 
 
 @pytest.fixture(autouse=True)

@@ -17,9 +17,10 @@ from lib.memory.spec import report_components
 from lib.memory.yamlio import parse
 from lib.ops import publish
 from lib.roles.access import OPERATOR
+from tests.helpers.app import on_page, signed_in
+from tests.helpers.report import errors_for
 
 from .conftest import WORKSPACES
-from .test_app import env  # noqa: F401  (a fixture: the app against a fresh config repo)
 
 REPORT = WORKSPACES / "supply-chain-weekly" / "report.yaml"
 
@@ -41,10 +42,6 @@ def draw(folder, wh, params=None, cache=None):
 
 def gates(folder, week="this") -> pd.DataFrame:
     return pd.read_csv(folder / "data" / ("gates.csv" if week == "this" else "next_week/gates.csv"))
-
-
-def errors_for(text: str):
-    return schemas.validate_document("report", parse(text), "ws/report.yaml")
 
 
 # ------------------------------------------------------------------ schema
@@ -433,8 +430,6 @@ def test_validate_covers_report_yaml_with_its_lines(tmp_path):
 
 
 def test_the_report_page_reads_in_order_binds_a_parameter_and_exports_html(env):
-    from .test_app import on_page, signed_in
-
     at = on_page(signed_in("vera"), "app_pages/report.py")  # a viewer of the workspace
     assert [t.value for t in at.title] == ["Supply chain weekly report"]
     df = pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
@@ -455,8 +450,6 @@ def test_the_report_page_reads_in_order_binds_a_parameter_and_exports_html(env):
 
 
 def test_the_report_page_says_when_there_is_no_report(env):
-    from .test_app import on_page, signed_in
-
     at = on_page(signed_in("vera", "gdp-explorer"), "app_pages/report.py")
     assert any("has no report" in i.value for i in at.info) and not at.error
 

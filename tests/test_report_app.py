@@ -8,9 +8,10 @@ import pytest
 
 from lib.memory import workspace
 from lib.roles.access import PermissionDenied, User
+from tests.helpers.app import on_page, signed_in
+from tests.helpers.report import _with_region_column
 
 from .conftest import ROOT
-from .test_app import env, on_page, signed_in  # noqa: F401  (env is a fixture)
 
 REPORT = "app_pages/report.py"
 DRAFT_REPORT = {
@@ -114,7 +115,6 @@ def test_an_image_in_prose_or_in_a_value_is_shown_as_text_so_no_viewers_browser_
 
 def test_the_dashboard_pages_refresh_says_too_that_the_new_data_no_longer_fits_the_report(env):
     """Who refreshes from the Dashboard page hears it there: the report is printed later, by someone else."""
-    from .test_report_refresh import _with_region_column
 
     at = on_page(signed_in("sam"), "app_pages/dashboard.py")
     path = at.session_state["config_repo"].published_path("supply-chain-weekly")

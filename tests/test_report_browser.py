@@ -8,8 +8,11 @@ import time
 import pandas as pd
 import pytest
 
+from tests.helpers.browser import ARTIFACTS, BROWSER, choose_workspace, kpi_value, sign_in
+
 from .conftest import WORKSPACES
-from .test_browser import ARTIFACTS, choose_workspace, kpi_value, page, pytestmark, server, sign_in  # noqa: F401  (fixtures and marks)
+
+pytestmark = BROWSER
 
 pypdf = pytest.importorskip("pypdf")
 

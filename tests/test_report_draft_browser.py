@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tests.helpers.browser import ARTIFACTS, BROWSER, choose_workspace, sign_in
+
 from .conftest import WORKSPACES
-from .test_browser import ARTIFACTS, choose_workspace, page, pytestmark, server, sign_in  # noqa: F401  (fixtures and marks)
+
+pytestmark = BROWSER
 
 
 def test_a_steward_drafts_a_report_without_a_key_saves_it_and_reads_its_top_movers(server, page):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import shutil
@@ -15,39 +14,14 @@ import pandas as pd
 import pytest
 
 from lib.artifacts import report_export
-from lib.artifacts.render import QueryCache
-from lib.artifacts.report import render_report
-from lib.data.refresh import refresh
-from lib.data.snapshots import Warehouse
-from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers.report import _python_env, _run, needs_chromium, pages_text, rendered_report
 
 from .conftest import WORKSPACES
 
 pypdf = pytest.importorskip("pypdf")
 CHROMIUM = Path("/usr/bin/chromium")
-needs_chromium = pytest.mark.skipif(not CHROMIUM.is_file(), reason="Debian's chromium is not installed (apt-get install chromium)")
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def supply(tmp_path):
-    folder = tmp_path / "supply-chain-weekly"
-    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
-    wh = Warehouse(tmp_path / "cache")
-    assert refresh(folder, wh, user=OPERATOR).ok
-    return folder, wh
-
-
-def rendered_report(folder, wh, mutate=None, params=None):
-    ws, _ = workspace.load(folder)
-    if mutate:
-        mutate(ws.data["report"])
-    return render_report(ws.data, wh.tables(), wh.current().id, params or {}, cache=QueryCache())
-
-
-def pages_text(pdf: bytes) -> list[str]:
-    return [page.extract_text() or "" for page in pypdf.PdfReader(io.BytesIO(pdf)).pages]
 
 
 # ------------------------------------------------------------------ HTML
@@ -90,16 +64,6 @@ def test_chosen_parameters_are_printed_with_the_report(supply):
 
 
 # ------------------------------------------------------------------ PDF
-
-
-def _python_env(tmp_path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache-dir")}
-    return env
-
-
-def _run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "lib", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
-    return proc
 
 
 @needs_chromium

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from lib.artifacts import report_export
-
-from .test_report import errors_for
-from .test_report_export import needs_chromium, pages_text, rendered_report, supply  # noqa: F401  (supply is a fixture)
+from tests.helpers.report import errors_for, needs_chromium, pages_text, rendered_report
 
 
 def test_thousands_of_sections_are_a_schema_error_naming_the_field():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 
@@ -10,29 +9,10 @@ import pytest
 
 from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
-from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers.report import _python_env, _run, _with_region_column
 
 from .conftest import WORKSPACES
-from .test_report_export import _python_env, _run
-
-REGIONS = "SELECT count(DISTINCT region) AS regions FROM gates"
-
-
-def _with_region_column(folder):
-    """The demo's gates with a `region` column that only the report reads (profile.yaml does not list it)."""
-    path = folder / "data" / "gates.csv"
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, [*rows[0], "region"])
-        writer.writeheader()
-        writer.writerows({**row, "region": "EU"} for row in rows)
-    ws, _ = workspace.load(folder)
-    report = ws.data["report"]
-    report["queries"]["regions"] = REGIONS
-    report["sections"].append({"type": "prose", "markdown": "Regions: {{regions.regions}}."})
-    (folder / "report.yaml").write_text(workspace.render("report", report))
 
 
 @pytest.fixture

@@ -16,9 +16,11 @@ import pytest
 
 from lib.data.connectors import fetch
 from lib.data.connectors.base import FetchContext, SourceError
-from tests.test_netguard import network  # noqa: F401  autouse: a connect outside loopback, or a real DNS lookup, fails the test
 
 from .conftest import FlakyProxy, LocalHTTPServer
+
+# A connect outside loopback, or a real DNS lookup, fails the test (tests/helpers/netguard.py).
+pytestmark = pytest.mark.usefixtures("network")
 
 
 @pytest.fixture(autouse=True)

@@ -19,9 +19,9 @@ import yaml
 from lib.memory import workspace
 from lib.ops import schedule
 from lib.ops.schedule import ScheduleError, parse_every
+from tests.helpers.app import signed_in
 
 from .conftest import ROOT, WORKSPACES, LocalHTTPServer
-from .test_app import env, signed_in  # noqa: F401  (env is a fixture)
 
 TIMEOUT_S = 180  # a hung subprocess fails the test instead of hanging the run; not a timing assert
 HOUR = dt.timedelta(hours=1)
@@ -304,7 +304,7 @@ def test_all_on_a_folder_that_is_no_config_repo_is_a_plain_message(app_env):
 
 
 @pytest.mark.slow
-def test_the_dashboard_shows_the_next_refresh_and_a_stale_badge_from_what_cron_recorded(env):  # noqa: F811
+def test_the_dashboard_shows_the_next_refresh_and_a_stale_badge_from_what_cron_recorded(env):
     from lib.data.snapshots import Warehouse
 
     repo = make_config_repo(env, every={"supply-chain-weekly": "1h"})

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_browser import ARGS, ARTIFACTS, CHROMIUM, server  # noqa: F401  (server is a fixture)
+from tests.helpers.browser import ARGS, ARTIFACTS, CHROMIUM, sign_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (make test installs it as root)")]
 
@@ -94,8 +94,6 @@ def test_six_people_signing_in_at_once_all_reach_the_dashboard_in_one_run_each(s
 
 def test_sign_out_forgets_the_cookie_so_a_reload_shows_the_sign_in_form(server):
     from playwright.sync_api import sync_playwright
-
-    from .test_browser import sign_in
 
     url, _ = server
     with sync_playwright() as p:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser import ARGS, ARTIFACTS, CHROMIUM, free_port, sign_in, wait_until_serving
+
 from .conftest import ROOT
-from .test_browser import ARGS, ARTIFACTS, CHROMIUM, free_port, sign_in, wait_until_serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (make test installs it as root)")]
 

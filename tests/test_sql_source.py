@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from lib.data.connectors import fetch, sql_source
 from lib.data.connectors.base import FetchContext, SourceError
+from tests.helpers.databases import DATABASE, PG_URL
 
 from .conftest import SERVERS, FlakyProxy, server_engine
 
@@ -367,11 +368,11 @@ def password_user(server_db, monkeypatch):
     if server_db.kind == "postgresql":
         server_db.execute(f"CREATE ROLE {user} LOGIN PASSWORD '{password}'", f"GRANT SELECT ON {table} TO {user}")
         server_db.cleanup.insert(0, f"DROP ROLE IF EXISTS {user}")  # dropped last, after the table
-        url = f"postgresql://{user}@127.0.0.1:5432/test"
+        url = f"postgresql://{user}@127.0.0.1:5432/{DATABASE}"
     else:
-        server_db.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'", f"GRANT SELECT ON test.{table} TO '{user}'@'%'")
+        server_db.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'", f"GRANT SELECT ON {DATABASE}.{table} TO '{user}'@'%'")
         server_db.cleanup.insert(0, f"DROP USER IF EXISTS '{user}'@'%'")
-        url = f"mysql+pymysql://{user}@127.0.0.1:3306/test"
+        url = f"mysql+pymysql://{user}@127.0.0.1:3306/{DATABASE}"
     variable = unique("DM_PW").upper()
     monkeypatch.setenv(variable, password)
     return server_db, url, table, variable
@@ -526,7 +527,7 @@ def test_missing_sqlite_file_is_an_error_not_a_new_empty_database(tmp_path):
 
 def test_engine_is_disposed_so_no_connection_stays_open(postgresql_engine, tmp_path):
     application = unique("dm_app")
-    source = {"name": "orders", "type": "sql", "url": f"postgresql://postgres@127.0.0.1:5432/test?application_name={application}", "query": "SELECT 1 AS one"}
+    source = {"name": "orders", "type": "sql", "url": f"{PG_URL}?application_name={application}", "query": "SELECT 1 AS one"}
     assert fetch(source, FetchContext(workspace_path=tmp_path)).to_pylist() == [{"one": 1}]
     # The server ends its side a moment after the client closed: wait for that, not for ever (a pooled connection never ends).
     deadline, still_open = time.monotonic() + 10, None

@@ -1,0 +1,48 @@
+"""Live SQL sources against the local servers: this worker's database URLs and small builders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from lib.memory import workspace
+
+from . import WORKSPACES
+from .databases import PG_URL
+
+
+def _source(table: str, mode: str = "live", url: str = PG_URL, **extra) -> dict:
+    return {"name": "gates", "type": "sql", "url": url, "table": table, "mode": mode, **extra}
+
+
+def _workspace(tmp_path: Path, source: dict, name: str) -> Path:
+    """The supply-chain demo workspace with its CSV replaced by `source`."""
+    folder = tmp_path / name
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    shutil.rmtree(folder / "data")
+    ws, _ = workspace.load(folder)
+    ws.data["sources"] = {"sources": [source]}
+    workspace.save(folder, ws.data)
+    return folder
+
+
+# What each server calls the id of a connection, by SQLAlchemy dialect name (MariaDB's is `mysql`).
+CONNECTION_ID = {"postgresql": "pg_backend_pid()", "mysql": "CONNECTION_ID()"}
+
+
+def _drop_connection(admin: sa.Engine, connection_id: int) -> None:
+    """Drop one connection server-side from another, as a server restart or an idle-connection reaper
+    would (only ours: the server is shared)."""
+    with admin.begin() as connection:
+        if admin.dialect.name == "postgresql":
+            assert connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(connection_id)})").scalar_one() is True
+        else:
+            connection.exec_driver_sql(f"KILL CONNECTION {int(connection_id)}")  # an id that is not there is an error
+
+
+def _url_of_its_own(url: str, tag: str) -> str:
+    """`url` told apart by a harmless client name, so that its live engine (cached by url) pools only
+    the connections of the test that made it."""
+    return f"{url}?{'application_name' if url.startswith('postgresql') else 'program_name'}={tag}"
