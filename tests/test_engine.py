@@ -28,9 +28,10 @@ from lib.memory import workspace
 from lib.roles.access import OPERATOR
 
 from .conftest import ROOT, WORKSPACES, server_engine
+from .helpers.databases import MARIADB_URL, PG_URL
 
 ROWS = 1_234
-URLS = {"postgresql": "postgresql://postgres@127.0.0.1:5432/test", "mariadb": "mysql://root@127.0.0.1:3306/test"}
+URLS = {"postgresql": PG_URL, "mariadb": MARIADB_URL}  # the worker's own databases (tests/helpers/databases.py)
 
 
 @pytest.fixture(scope="module", params=["postgresql", "mariadb"])
