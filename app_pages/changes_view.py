@@ -14,8 +14,8 @@ from app_pages import ui
 from lib.artifacts.changes import Changes, compare_tables, previous_of
 from lib.artifacts.components import Component
 from lib.artifacts.components.kpi import NAME as KPI
-from lib.artifacts.time_travel import AsOf, load_label, open_as_of
-from lib.data.snapshots import Snapshot, Warehouse
+from lib.artifacts.time_travel import AsOf, open_as_of
+from lib.data.snapshots import Snapshot, Warehouse, load_label
 
 SERVED = "served"  # the "Data as of" option meaning the data everyone is served, whichever load that is
 

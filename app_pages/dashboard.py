@@ -11,11 +11,10 @@ import streamlit as st
 from app_pages import changes_view, crossfilter, dashboard_view, state, ui
 from lib.artifacts.explain import explain
 from lib.artifacts.render import filter_states
-from lib.artifacts.time_travel import load_label
 from lib.data import refresh as refreshing
 from lib.data.connectors import FILE_TYPES, REGISTRY
 from lib.data.engine import Engine
-from lib.data.snapshots import Warehouse
+from lib.data.snapshots import Warehouse, load_label
 from lib.memory import workspace
 from lib.ops import schedule
 

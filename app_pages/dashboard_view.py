@@ -23,9 +23,9 @@ from lib.artifacts.components import Component, chart, kpi, table, text
 from lib.artifacts.components.base import COLOR_RE as COLOR
 from lib.artifacts.explain import Explanation
 from lib.artifacts.render import Rendered, render
-from lib.artifacts.time_travel import NO_EARLIER_DATA
 from lib.core.diagnostics import ERROR, Diagnostic
 from lib.core.formats import readable_text_on
+from lib.data.engine import NO_EARLIER_DATA
 from lib.memory import workspace
 
 

@@ -157,7 +157,7 @@ def uncached_workspaces_for(cr, user) -> dict:
     """What workspaces_for did before issue #14: every workspace.yaml read from git and parsed, every page run."""
     from lib.memory import workspace
     from lib.memory.yamlio import parse
-    from lib.repo import drafts
+    from lib.repo import branches
     from lib.repo.gitops import ConfigRepoError
     from lib.repo.history import MAIN, read_file
     from lib.roles import access
@@ -170,7 +170,7 @@ def uncached_workspaces_for(cr, user) -> dict:
 
     metas = {slug: meta(slug) for slug in cr.slugs()}
     for head in cr.repo.heads:
-        owner, slug = drafts.parse_draft(head.name) or (None, None)
+        owner, slug = branches.parse_draft(head.name) or (None, None)
         if owner is not None and (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
             metas[slug] = meta(slug, head.name)
     return metas

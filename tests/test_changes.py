@@ -24,8 +24,9 @@ import pytest
 from lib.artifacts.changes import ONLY_ONE_LOAD, compare, compare_tables, previous_of
 from lib.artifacts.drilldown import drilldown
 from lib.artifacts.explain import explain
-from lib.artifacts.time_travel import NO_EARLIER_DATA, NoEarlierData, ReadOnlyData, TimeTravelError, open_as_of
+from lib.artifacts.time_travel import ReadOnlyData, TimeTravelError, open_as_of
 from lib.core.formats import format_value
+from lib.data.engine import NO_EARLIER_DATA, NoEarlierData
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import PermissionDenied, User

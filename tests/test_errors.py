@@ -14,12 +14,13 @@ from app_pages import ui
 from lib.artifacts.autodraft import NothingToDraft
 from lib.artifacts.explain import ExplainError
 from lib.artifacts.export import ExportError
-from lib.artifacts.time_travel import NoEarlierData, ReadOnlyData, TimeTravelError
+from lib.artifacts.time_travel import ReadOnlyData, TimeTravelError
 from lib.chat.model import ModelError
 from lib.core import errors
 from lib.core.diagnostics import ERROR, WARNING, Diagnostic, ValidationFailed
 from lib.core.errors import DashmemError
 from lib.data.connectors.base import SourceError
+from lib.data.engine import NoEarlierData
 from lib.data.netguard import Refused
 from lib.data.query_worker import WorkerError
 from lib.data.sandbox import QueryError, QueryRefused

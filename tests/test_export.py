@@ -292,7 +292,8 @@ def kpi_section(page: str, cid: str) -> str:
 
 def test_the_export_shows_each_kpis_value_at_the_previous_load_as_the_page_does(tmp_path):
     from lib.artifacts.changes import compare_tables, previous_of
-    from lib.artifacts.time_travel import loaded_at, open_as_of
+    from lib.artifacts.time_travel import open_as_of
+    from lib.data.snapshots import loaded_at
     from lib.roles.access import User
 
     folder, files, wh = three_loads(tmp_path)
@@ -321,8 +322,8 @@ def test_the_export_shows_each_kpis_value_at_the_previous_load_as_the_page_does(
 def test_the_cli_export_says_which_load_and_what_each_kpi_was(ws_copy, tmp_path):
     import csv
 
-    from lib.artifacts.time_travel import loaded_at
     from lib.data.refresh import refresh
+    from lib.data.snapshots import loaded_at
 
     folder = ws_copy("supply-chain-weekly")
     wh = Warehouse(tmp_path / "cache")

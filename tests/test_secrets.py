@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lib.data.connectors.base import FetchContext, SourceError
-from lib.memory import secrets
+from lib.memory import credentials, secrets
 
 
 def test_env_reference_resolves(monkeypatch):
@@ -55,18 +55,18 @@ def test_an_operator_can_narrow_references_to_prefixes(monkeypatch):
 
 
 def test_redact_replaces_every_resolved_value():
-    assert secrets.redact("login for bob:pw-123 failed (pw-123)", ["pw-123"]) == "login for bob:*** failed (***)"
+    assert credentials.redact("login for bob:pw-123 failed (pw-123)", ["pw-123"]) == "login for bob:*** failed (***)"
 
 
 @pytest.mark.parametrize("url", ["postgresql://u:p@ssw0rdTAIL@host/db", "postgresql://u:pass word SECRETTAIL@host/db"])
 def test_url_masking_hides_passwords_with_at_signs_and_spaces(url):
-    masked = secrets.redact_url(url)
+    masked = credentials.redact_url(url)
     assert "TAIL" not in masked and masked.endswith("@host/db")
-    assert secrets.redact_url("postgresql://reporting@h:5432/db") == "postgresql://reporting@h:5432/db"
+    assert credentials.redact_url("postgresql://reporting@h:5432/db") == "postgresql://reporting@h:5432/db"
 
 
 def test_url_masking_hides_every_credential_looking_query_parameter():
-    masked = secrets.redact_url("https://h/v1?page=2&access_token=T0K&api_key=K3Y&key=K&sort=key&max_tokens=5#token=F")
+    masked = credentials.redact_url("https://h/v1?page=2&access_token=T0K&api_key=K3Y&key=K&sort=key&max_tokens=5#token=F")
     assert masked == "https://h/v1?page=2&access_token=***&api_key=***&key=***&sort=key&max_tokens=5#token=***"
 
 
@@ -92,7 +92,7 @@ def test_url_masking_hides_every_credential_looking_query_parameter():
     ],
 )
 def test_credential_names(name, secret):
-    assert secrets.is_secret_name(name) is secret
+    assert credentials.is_secret_name(name) is secret
 
 
 def test_every_header_the_schema_refuses_is_a_credential_name():
@@ -103,7 +103,7 @@ def test_every_header_the_schema_refuses_is_a_credential_name():
 
     pattern = load_schema("sources")["$defs"]["rest"]["properties"]["headers"]["propertyNames"]["not"]["pattern"]
     names = re.fullmatch(r"\(\?i\)\^\((.*)\)\$", pattern).group(1).split("|")
-    assert names and all(secrets.is_secret_name(n) for n in names)
+    assert names and all(credentials.is_secret_name(n) for n in names)
 
 
 def test_the_apps_own_references_are_reserved_whatever_the_allow_list(monkeypatch):

@@ -24,7 +24,7 @@ channel's) and then output.yaml's `number_formats.default` for fractions, as
 the render does.
 
 A component reading a live source has no earlier value: a live source keeps
-no earlier data (the engine of an earlier load, `lib.time_travel.earlier_engine`, refuses it), and no
+no earlier data (the engine of an earlier load, `lib.data.engine.earlier_engine`, refuses it), and no
 component has one while only one load is kept. Text blocks are not compared.
 Nothing here writes anything; the Dashboard page and `python -m lib changes`
 show it.
@@ -42,8 +42,9 @@ import pyarrow as pa
 
 from ..core.formats import format_number, format_value
 from ..data import colroles, coltypes
-from ..data.engine import Engine
+from ..data.engine import NO_EARLIER_DATA, Engine, NoEarlierData, earlier_engine
 from ..data.sandbox import QueryError
+from ..data.snapshots import loaded_at
 from ..memory.spec import params_for
 from .components.base import result_column
 from .components.chart import NAME as CHART
@@ -51,7 +52,6 @@ from .components.kpi import NAME as KPI
 from .components.kpi import value_column
 from .components.table import NAME as TABLE
 from .render import filter_params, filter_states
-from .time_travel import NO_EARLIER_DATA, NoEarlierData, earlier_engine, loaded_at
 
 if TYPE_CHECKING:
     from ..data.sandbox import QueryResult

@@ -35,7 +35,7 @@ from ..data.sandbox import QueryError
 from ..data.standins import parse as _parse
 from ..data.standins import tables_named
 from ..memory import spec as specs
-from ..memory.secrets import redact_url
+from ..memory.credentials import redact_url
 from ..memory.spec import PARAM_RE
 from .render import filter_params, filter_states
 

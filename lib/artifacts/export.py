@@ -26,7 +26,7 @@ from ..core.diagnostics import ValidationFailed, has_errors
 from ..core.errors import DashmemError
 from ..core.fsutil import atomic_write
 from ..data.refresh import refresh
-from ..data.snapshots import Warehouse
+from ..data.snapshots import Warehouse, loaded_at
 from ..memory import schemas, workspace
 from ..memory.spec import DEFAULT_THEME
 from ..roles.access import User
@@ -37,7 +37,6 @@ from .components.base import escape as _escape
 from .components.chart import vega_lite_spec
 from .components.kpi import NAME as KPI
 from .render import Rendered, render
-from .time_travel import loaded_at
 
 if TYPE_CHECKING:
     from .changes import Changes

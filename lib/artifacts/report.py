@@ -24,7 +24,8 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from ..data.engine import CACHE, QueryCache
-from ..memory.spec import PLACEHOLDER_RE, REPORT_COMPONENT_SECTIONS, prose_id
+from ..memory.shapes import REPORT_COMPONENT_SECTIONS
+from ..memory.spec import PLACEHOLDER_RE, prose_id
 from .components import Component
 from .components import text as text_kind
 from .render import FilterState, render_component, render_context

@@ -25,14 +25,14 @@ else reads an earlier load's data takes `AsOf.engine` too (Show rows,
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..core.errors import DashmemError
-from ..data.engine import NO_EARLIER_DATA, Engine, NoEarlierData
+from ..data.engine import NO_EARLIER_DATA, Engine, earlier_engine
+from ..data.snapshots import loaded_at
 from ..roles.access import require
 from .render import render
 
@@ -50,20 +50,6 @@ class TimeTravelError(DashmemError, ValueError):
 
 class ReadOnlyData(DashmemError, PermissionError):
     """Something tried to change data through a view of an earlier load, which is read-only."""
-
-
-def loaded_at(snapshot: Snapshot) -> str:
-    """When a snapshot was loaded, in the server's local time: "2026-11-30 18:13:05"."""
-    return f"{dt.datetime.fromisoformat(snapshot.created).astimezone():%Y-%m-%d %H:%M:%S}"
-
-
-def load_label(snapshot: Snapshot) -> str:
-    """A load as a choice in a list: its time and the end of its id, "2026-11-30 18:13:05 · load 3f2a1b".
-
-    The id is needed: loads a second apart show the same time, and Streamlit remembers a
-    choice by its label, so equal labels would be one choice (a pruned load's label too).
-    """
-    return f"{loaded_at(snapshot)} · load {snapshot.id.rpartition('-')[2]}"
 
 
 class ReadOnlyWarehouse:
@@ -147,13 +133,7 @@ class AsOf:
         return rendered
 
 
-def earlier_engine(files: Mapping[str, Any], workspace_path: Path | None = None) -> Engine:
-    """The query engine over a load other than the one served: snapshot tables through the render cache
-    (keyed by that load's id), a live source's queries refused, since its database holds only today's rows."""
-    return Engine.for_workspace(files, workspace_path=workspace_path, earlier_load=True)
-
-
-__all__ = ["NO_EARLIER_DATA", "NoEarlierData", "AsOf", "ReadOnlyData", "TimeTravelError", "earlier_engine", "open_as_of"]
+__all__ = ["AsOf", "ReadOnlyData", "TimeTravelError", "open_as_of"]
 
 
 def open_as_of(warehouse: Warehouse, snapshot_id: str | None, *, user: User, meta: Mapping[str, Any], served: Snapshot | None = None) -> AsOf:

@@ -197,3 +197,9 @@ class Engine:
         """The query's output (column, type) pairs without running it. A live table binds against its stand-in,
         which has the database's columns: binding reads no rows, so it answers nothing from the placeholder."""
         return queries.bind(self.tables, sql, params)
+
+
+def earlier_engine(files: Mapping[str, Any], workspace_path: Path | None = None) -> Engine:
+    """The query engine over a load other than the one served: snapshot tables through the render cache
+    (keyed by that load's id), a live source's queries refused, since its database holds only today's rows."""
+    return Engine.for_workspace(files, workspace_path=workspace_path, earlier_load=True)

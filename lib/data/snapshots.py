@@ -636,3 +636,20 @@ def compact_strings(table: pa.Table, probe_rows: int = 10_000, max_ratio: float 
                 encoded = pc.dictionary_encode(column)  # pyright: ignore[reportAttributeAccessIssue]
                 table = table.set_column(i, field_.with_type(encoded.type), encoded)
     return table
+
+
+# --------------------------------------------------------------------------- a load as people see it
+
+
+def loaded_at(snapshot: Snapshot) -> str:
+    """When a snapshot was loaded, in the server's local time: "2026-11-30 18:13:05"."""
+    return f"{dt.datetime.fromisoformat(snapshot.created).astimezone():%Y-%m-%d %H:%M:%S}"
+
+
+def load_label(snapshot: Snapshot) -> str:
+    """A load as a choice in a list: its time and the end of its id, "2026-11-30 18:13:05 · load 3f2a1b".
+
+    The id is needed: loads a second apart show the same time, and Streamlit remembers a
+    choice by its label, so equal labels would be one choice (a pruned load's label too).
+    """
+    return f"{loaded_at(snapshot)} · load {snapshot.id.rpartition('-')[2]}"

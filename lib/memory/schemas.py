@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.diagnostics import ERROR, Diagnostic, format_path
 from ..core.settings import CHECKOUT, PACKAGE_DIR
-from .secrets import is_secret_name, redact_url
+from .credentials import is_secret_name, redact_url
 from .yamlio import Document, declared_properties, resolve_ref
 
 if TYPE_CHECKING:

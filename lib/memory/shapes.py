@@ -11,7 +11,7 @@ A component's or a source's fields depend on its `type`; one TypedDict holds eve
 optional but the ones every type has), since callers pick the type from the value, not from the class.
 """
 
-from typing import Any, Required, TypedDict
+from typing import Any, Iterator, Mapping, Required, TypedDict, cast
 
 # --------------------------------------------------------------------------- dashboard.yaml
 
@@ -189,7 +189,25 @@ class SourcesFile(TypedDict, total=False):
     rejected_relationships: list[Relationship]
 
 
-# Which schema definitions each shape covers ("" is the file's top level): tests/test_shapes.py compares their fields.
+# --------------------------------------------------------------------------- walking a report's sections
+
+
+REPORT_COMPONENT_SECTIONS = ("chart", "table")  # report sections that are themselves a dashboard component
+
+
+def report_components(report: ReportSpec | Mapping[str, Any]) -> Iterator[tuple[tuple, ComponentSpec]]:
+    """(path in report.yaml, spec) of every dashboard component a report holds: KPI cards, charts, tables."""
+    for i, section in enumerate(report.get("sections") or []):
+        if not isinstance(section, Mapping):
+            continue
+        if section.get("type") in REPORT_COMPONENT_SECTIONS:
+            yield ("sections", i), cast(ComponentSpec, section)  # a chart or table section is a component, id included (its schema)
+        elif section.get("type") == "kpis":
+            for j, card in enumerate(section.get("components") or []):
+                if isinstance(card, Mapping):
+                    yield ("sections", i, "components", j), card
+
+
 COMPONENT_DEFS = ("dashboard#component", "dashboard#kpi", "dashboard#chart", "dashboard#table", "dashboard#text")
 SCHEMA_FIELDS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "dashboard": (DashboardSpec, ("dashboard#",)),

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Iterator, Mapping, Sequence, cast
+from typing import Any, Iterator, Mapping, Sequence
 
 from . import schemas
-from .shapes import ComponentSpec, DashboardSpec, ReportSpec
+from .shapes import REPORT_COMPONENT_SECTIONS, ComponentSpec, DashboardSpec, ReportSpec, report_components  # noqa: F401  (sections: one home)
 
 DEFAULT_THEME = schemas.default("output", "theme")  # what output.yaml's theme leaves out
 # A named query parameter: `$site`, `$week_from`.
@@ -54,22 +54,6 @@ def components(spec: DashboardSpec | ReportSpec | Mapping[str, Any]) -> Iterator
             yield ("components", i), c
 
 
-REPORT_COMPONENT_SECTIONS = ("chart", "table")  # report sections that are themselves a dashboard component
-
-
-def report_components(report: ReportSpec | Mapping[str, Any]) -> Iterator[tuple[tuple, ComponentSpec]]:
-    """(path in report.yaml, spec) of every dashboard component a report holds: KPI cards, charts, tables."""
-    for i, section in enumerate(report.get("sections") or []):
-        if not isinstance(section, Mapping):
-            continue
-        if section.get("type") in REPORT_COMPONENT_SECTIONS:
-            yield ("sections", i), cast(ComponentSpec, section)  # a chart or table section is a component, id included (its schema)
-        elif section.get("type") == "kpis":
-            for j, card in enumerate(section.get("components") or []):
-                if isinstance(card, Mapping):
-                    yield ("sections", i, "components", j), card
-
-
 def prose_id(index: int) -> str:
     """The id a report's prose section renders under (it has none of its own): where it stands, `prose_3` for sections[2]."""
     return f"prose_{index + 1}"
@@ -83,6 +67,9 @@ def unset_params(sql: str) -> dict[str, None]:
 def params_for(sql: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """Exactly the named parameters a query uses; unset filters are NULL (meaning 'all')."""
     return {name: values.get(name) for name in PARAM_RE.findall(sql)}
+
+
+# Which schema definitions each shape covers ("" is the file's top level): tests/test_shapes.py compares their fields.
 
 
 def theme_for(dashboard: DashboardSpec | ReportSpec | Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -26,9 +26,10 @@ from ..artifacts.checks import validate_workspace
 from ..core.diagnostics import Diagnostic, ValidationFailed, has_errors
 from ..memory import workspace
 from ..memory.yamlio import parse
-from ..repo import drafts, replica
+from ..repo import branches, drafts, replica
+from ..repo.branches import Draft
 from ..repo.configrepo import SCRATCH
-from ..repo.drafts import Draft, PublishConflict
+from ..repo.drafts import PublishConflict
 from ..repo.gitops import ConfigRepoError, _git, cas_update_ref, commit_tree, extract, is_ancestor, merge_tree, rev
 from ..repo.history import MAIN, message
 from ..roles import access
@@ -102,9 +103,9 @@ def merge_into_main(cr: ConfigRepo, user: User, slug: str, branch: str, subject:
                 "nothing was published and your draft is kept; publish again"
             )
     # Bring the draft up to the published state so the next edit starts from it.
-    owner = (drafts.parse_draft(branch) or (None,))[0]
+    owner = (branches.parse_draft(branch) or (None,))[0]
     if owner:
-        drafts.fast_forward(cr, Draft(owner, slug, branch, drafts.worktree(cr, owner, slug)), new)
+        drafts.fast_forward(cr, Draft(owner, slug, branch, branches.worktree(cr, owner, slug)), new)
         if cr.shared:
             replica.push_draft(cr, branch)
     return new

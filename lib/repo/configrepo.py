@@ -66,8 +66,8 @@ from ..memory.semantic_diff import Change
 from ..memory.yamlio import parse
 from ..roles import access
 from ..roles.access import User
-from . import ci_workflow, drafts, gitops, replica
-from .drafts import Draft
+from . import branches, ci_workflow, drafts, gitops, replica
+from .branches import Draft
 from .gitops import SYSTEM, Busy, ConfigRepoError, _git, _locked, actor_env, rev  # noqa: F401  # noqa: F401  (_git, _locked: re-exported)
 from .history import MAIN, FileDiff, Version, diff, history, message, resolve, semantic_diff
 
@@ -362,7 +362,7 @@ class ConfigRepo:
         published = self._metas.published(self, self._main_sha())
         metas = dict(published.metas(self))
         for branch, sha in heads.items():
-            owner, slug = drafts.parse_draft(branch) or (None, None)
+            owner, slug = branches.parse_draft(branch) or (None, None)
             if owner is not None and slug is not None and slug not in metas:
                 blob = self._metas.draft_blob(self, sha, slug)
                 if blob is not None:
@@ -385,7 +385,7 @@ class ConfigRepo:
                 return self.meta(slug, branch)
             # Someone else's new workspace (an app owner reviewing it): its creator's draft says who may do what.
             for head in gitops.branch_heads(self._git_dir, "draft/"):
-                if (drafts.parse_draft(head) or (None, None))[1] == slug:
+                if (branches.parse_draft(head) or (None, None))[1] == slug:
                     return self.meta(slug, head)
             raise
 

@@ -18,12 +18,10 @@ methods; `cr` is that ConfigRepo.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Protocol
+from typing import Any
 
 import git
 
@@ -32,6 +30,7 @@ from ..memory import workspace
 from ..memory.semantic_diff import Change
 from ..roles import access
 from ..roles.access import User
+from .branches import ConfigRepo, Draft, marker, parse_draft, reject_here, worktree, writing
 from .gitops import (
     Busy,
     ConfigRepoError,
@@ -76,56 +75,8 @@ class DraftChanged(ConfigRepoError):
     """A save was based on an earlier state of the draft than the one it would be written over; nothing was written."""
 
 
-@dataclass(frozen=True)
-class Draft:
-    user: str
-    slug: str
-    branch: str
-    path: Path  # the worktree root
-
-    @property
-    def workspace_path(self) -> Path:
-        return self.path / self.slug
-
-
-class ConfigRepo(Protocol):
-    """The config repo as the draft and replica functions use it: `lib.repo.configrepo.ConfigRepo`, whose methods
-    these functions implement, seen from below (so this module names nothing above it)."""
-
-    path: Path  # the published checkout
-    drafts_root: Path  # where draft worktrees live
-    shared: bool  # a replica of a remote several app servers share (lib.repo.replica)
-    _last_pull: float
-    _pulling: Any  # a threading.Lock
-
-    @property
-    def repo(self) -> git.Repo: ...
-    @property
-    def _git_dir(self) -> Path: ...
-    def _lock(self, draft: Draft | None = None, timeout: float = 15.0) -> ContextManager[Any]: ...
-    def meta(self, slug: str, ref: str = MAIN) -> dict[str, Any]: ...
-    def _access_meta(self, slug: str, branch: str) -> dict[str, Any]: ...
-    def is_published(self, slug: str) -> bool: ...
-    def published_path(self, slug: str) -> Path: ...
-    def has_branch(self, branch: str) -> bool: ...
-    def has_remote(self, remote: str = "origin") -> bool: ...
-    def diff(self, slug: str, a: str, b: str) -> list[FileDiff]: ...
-    def _repair_served(self) -> list[str]: ...
-
-
-def parse_draft(branch: str) -> tuple[str, str] | None:
-    """(user, slug) of a draft branch `draft/<user>/<slug>`, else None."""
-    parts = branch.split("/")
-    return (parts[1], parts[2]) if len(parts) == 3 and parts[0] == "draft" else None
-
-
 def branch_name(user: User, slug: str) -> str:
     return f"draft/{user.name}/{workspace.check_slug(slug)}"
-
-
-def worktree(cr: ConfigRepo, user_name: str, slug: str) -> Path:
-    """Where a person's draft of a workspace is checked out (the worktree root)."""
-    return cr.drafts_root / user_name / slug
 
 
 def actor(user: User) -> git.Actor:
@@ -337,15 +288,6 @@ def reject(cr: ConfigRepo, user: User, slug: str, branch: str) -> str:
     return kept
 
 
-def reject_here(cr: ConfigRepo, owner: str, slug: str, branch: str, kept: str) -> None:
-    """Rename the draft `branch` to `kept` in this repo, removing its worktree (a reject, here or on another server)."""
-    where = worktree(cr, owner, slug)
-    with cr._lock(), cr._lock(Draft(owner, slug, branch, where)):
-        if (where / ".git").exists():
-            _git(cr.path, "worktree", "remove", "--force", str(where))
-        _git(cr.path, "branch", "-m", branch, kept)
-
-
 def new_workspace(cr: ConfigRepo, user: User, slug: str, name: str, template: str | None = None) -> Draft:
     """Create a workspace on the user's draft (from a template workspace or blank)."""
     access.require_app_role(user, access.STEWARD, "create workspaces")
@@ -402,32 +344,6 @@ def import_category(cr: ConfigRepo, user: User, source: str, target: str, kind: 
 
 
 # --------------------------------------------------------------------------- repairing a draft a killed process left
-
-
-def marker(cr: ConfigRepo, draft: Draft) -> Path:
-    return cr._git_dir / f"dashmem-{draft.user}-{draft.slug}.writing"
-
-
-@contextlib.contextmanager
-def writing(cr: ConfigRepo, draft: Draft, what: str) -> Iterator[None]:
-    """Mark the draft's worktree as being written (call under the draft's lock).
-
-    A marker left behind means a process died while writing; `repair` then
-    makes the worktree equal its branch again. Refusals leave the worktree
-    as it was and remove the marker; other errors leave it for `repair`.
-    """
-    mark = marker(cr, draft)
-    mark.write_text(what, encoding="utf-8")
-    clean = False
-    try:
-        yield
-        clean = True
-    except (ValidationFailed, ConfigRepoError, access.PermissionDenied):
-        clean = True  # refused before writing, or undone by the operation itself
-        raise
-    finally:
-        if clean:
-            mark.unlink(missing_ok=True)
 
 
 def draft_worktrees(cr: ConfigRepo) -> list[Draft]:

@@ -39,8 +39,8 @@ from pathlib import Path
 import git
 
 from ..core import settings
-from . import drafts, gitops
-from .drafts import ConfigRepo, Draft
+from . import branches, gitops
+from .branches import ConfigRepo, Draft
 from .gitops import Busy, ConfigRepoError, _git, cas_update_ref, forget_worktree, is_ancestor, rev, status, worktree_admin_dir
 from .history import MAIN
 
@@ -217,13 +217,13 @@ def follow_drafts(cr: ConfigRepo, before: dict[str, str]) -> list[str]:
             except git.GitCommandError as exc:  # another process here moved it meanwhile: the next pull looks again
                 _log.warning("left the draft %s for the next pull: %s", name, _first_line(exc))
     for name, seen in before.items():
-        parsed = drafts.parse_draft(name)
+        parsed = branches.parse_draft(name)
         if parsed is None or name in after or _branch(cr, name) != seen:
             continue
         kept = next((r for r, sha in after.items() if r.startswith(f"rejected/{parsed[0]}/{parsed[1]}/") and sha == seen), None)
         if kept is not None:
             try:
-                drafts.reject_here(cr, parsed[0], parsed[1], name, kept)
+                branches.reject_here(cr, parsed[0], parsed[1], name, kept)
                 done.append(f"{name} was rejected on another server (kept as {kept})")
             except git.GitCommandError as exc:
                 _log.warning("left the draft %s, rejected on another server, for the next pull: %s", name, _first_line(exc))
@@ -255,8 +255,8 @@ def drafts_only_here(cr: ConfigRepo, tracking: dict[str, str]) -> list[str]:
 
 def _check_out(cr: ConfigRepo, name: str) -> None:
     """Check a draft pulled from another server out here, as where it was made, so Review can run its checks."""
-    user, slug = drafts.parse_draft(name) or ("", "")
-    where = drafts.worktree(cr, user, slug)
+    user, slug = branches.parse_draft(name) or ("", "")
+    where = branches.worktree(cr, user, slug)
     try:
         with cr._lock(timeout=0), cr._lock(Draft(user, slug, name, where), timeout=0):
             if worktree_admin_dir(where) is None:
@@ -268,14 +268,14 @@ def _check_out(cr: ConfigRepo, name: str) -> None:
 
 
 def _fast_forward_draft(cr: ConfigRepo, name: str, ours: str, theirs: str) -> list[str]:
-    user, slug = drafts.parse_draft(name) or ("", "")
-    where = drafts.worktree(cr, user, slug)
+    user, slug = branches.parse_draft(name) or ("", "")
+    where = branches.worktree(cr, user, slug)
     if worktree_admin_dir(where) is None:
         cas_update_ref(cr.path, f"refs/heads/{name}", theirs, ours, f"dashmem: pull {name} from {REMOTE}")
         return [f"{name} {ours[:10]} -> {theirs[:10]}"]
     draft = Draft(user, slug, name, where)
     try:
-        with cr._lock(draft, timeout=0), drafts.writing(cr, draft, "pull"):
+        with cr._lock(draft, timeout=0), branches.writing(cr, draft, "pull"):
             if status(where, untracked=False):  # files changed by hand in the draft: theirs, not ours to overwrite
                 return [f"{name} left at {ours[:10]}: its folder has changes not saved"]
             _git(where, "merge", "--ff-only", "-q", theirs)

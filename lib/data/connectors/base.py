@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from ...core import settings
 from ...core.errors import DashmemError
-from ...memory import secrets
+from ...memory import credentials, secrets
 from .. import netguard
 
 
@@ -43,7 +43,7 @@ class FetchContext:
         return value
 
     def redact(self, text: str) -> str:
-        return secrets.redact(text, self.resolved)
+        return credentials.redact(text, self.resolved)
 
     def error(self, source: str, message: str) -> SourceError:
         """A SourceError whose text has every secret resolved so far scrubbed out."""

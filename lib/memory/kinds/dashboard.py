@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.diagnostics import ERROR, Diagnostic, format_path
-from ..changes import Category, Change, by_key, keyed_diff, mapping, same_sql
+from ..changes import Category, Change
 from ..yamlio import Document
-from .base import Kind, unique
+from .base import Kind, artifact_changes, unique
 
 
 def layout_references(doc: Document, shown: str) -> list[Diagnostic]:
@@ -51,40 +51,9 @@ DASHBOARD = Category(
 )
 
 
-def dashboard_changes(old: Any, new: Any, category: Category = DASHBOARD) -> list[Change]:
-    """dashboard.yaml: components added, removed or requerying (their SQL changed), other edits; filters; title; layout.
-
-    A report's components and parameters are compared the same way, reported under its own `category`.
-    """
-    old, new = mapping(old), mapping(new)
-    out: list[Change] = []
-    for field in ("title", "description"):
-        if old.get(field) != new.get(field):
-            out.append(category.change("title", field, old.get(field), new.get(field)))
-    a, b = by_key(old.get("components"), "id"), by_key(new.get("components"), "id")
-    added, removed, kept = keyed_diff(a, b)
-    label = lambda c: f"{c.get('type', '?')} {c.get('title') or ''}".strip()  # noqa: E731
-    out += [category.change("added", cid, None, label(b[cid])) for cid in added]
-    out += [category.change("removed", cid, label(a[cid]), None) for cid in removed]
-    for cid in kept:
-        before, after = a[cid], b[cid]
-        for sql_field in ("query", "queries"):
-            if not same_sql(before.get(sql_field), after.get(sql_field)):
-                out.append(category.change("requery", cid, before.get(sql_field), after.get(sql_field)))
-        rest = sorted(k for k in {*before, *after} - {"query", "queries"} if before.get(k) != after.get(k))
-        if rest:
-            out.append(category.change("changed", cid, {k: before.get(k) for k in rest}, {k: after.get(k) for k in rest}))
-    fa, fb = by_key(old.get("filters"), "id"), by_key(new.get("filters"), "id")
-    added, removed, kept = keyed_diff(fa, fb)
-    out += [category.change("filter_added", fid, None, fb[fid].get("label") or fb[fid].get("type")) for fid in added]
-    out += [category.change("filter_removed", fid, fa[fid].get("label") or fa[fid].get("type"), None) for fid in removed]
-    for fid in kept:
-        if fa[fid] != fb[fid]:
-            fields = sorted(k for k in {*fa[fid], *fb[fid]} if fa[fid].get(k) != fb[fid].get(k))
-            out.append(category.change("filter_changed", fid, {k: fa[fid].get(k) for k in fields}, {k: fb[fid].get(k) for k in fields}))
-    if old.get("layout") != new.get("layout") and old.get("layout") is not None and new.get("layout") is not None:
-        out.append(category.change("layout", "layout"))
-    return out
+def dashboard_changes(old: Any, new: Any) -> list[Change]:
+    """dashboard.yaml: components added, removed or requerying (their SQL changed), other edits; filters; title; layout."""
+    return artifact_changes(old, new, DASHBOARD)
 
 
 KIND = Kind(

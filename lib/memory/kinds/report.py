@@ -7,10 +7,9 @@ from typing import Any
 
 from ...core.diagnostics import ERROR, Diagnostic, format_path
 from ..changes import Category, Change, mapping, same_sql, short
-from ..spec import report_components
+from ..shapes import report_components
 from ..yamlio import Document
-from .base import Kind, unique
-from .dashboard import dashboard_changes
+from .base import Kind, artifact_changes, unique
 
 
 def unique_report_ids(doc: Document, shown: str) -> list[Diagnostic]:
@@ -75,7 +74,7 @@ def report_changes(old: Any, new: Any) -> list[Change]:
             "filters": report.get("parameters"),
         }
 
-    out = dashboard_changes(as_dashboard(old), as_dashboard(new), REPORT)
+    out = artifact_changes(as_dashboard(old), as_dashboard(new), REPORT)
     qa, qb = mapping(old.get("queries")), mapping(new.get("queries"))
     out += [REPORT.change("query_added", name, None, qb[name]) for name in qb if name not in qa]
     out += [REPORT.change("query_removed", name, qa[name], None) for name in qa if name not in qb]

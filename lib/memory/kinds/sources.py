@@ -11,7 +11,7 @@ import functools
 from typing import Any, Callable, Mapping
 
 from ...core.diagnostics import ERROR, Diagnostic, format_path
-from .. import relationships, schemas, secrets
+from .. import credentials, relationships, schemas, secrets
 from ..changes import ATTENTION, INFO, Category, Change, by_key, keyed_diff, leaf_changes, mapping
 from ..yamlio import Document
 from .base import Kind, unique
@@ -76,16 +76,16 @@ def sources_changes(old: Any, new: Any) -> list[Change]:
     secret_tops = {p[0] for p in secret_fields()}
 
     def shown(field: str, value: Any) -> Any:
-        secret = field.split(".")[0] in secret_tops or secrets.is_secret_name(field.split(".")[-1])
+        secret = field.split(".")[0] in secret_tops or credentials.is_secret_name(field.split(".")[-1])
         if isinstance(value, str) and not secret:
-            return secrets.redact_url(value)  # a URL's password or ?token=, in any string setting
+            return credentials.redact_url(value)  # a URL's password or ?token=, in any string setting
         if not secret or value is None or secrets.is_reference(value):
             return value
         return "(a value that is not a reference, not shown)"
 
     def where(source: dict) -> str:
         bits = [f"{k} {source[k]}" for k in ("type", "path", "url", "table", "mode", "tool", "resource") if isinstance(source.get(k), str)]
-        return secrets.redact_url(", ".join(bits))
+        return credentials.redact_url(", ".join(bits))
 
     out: list[Change] = []
     a, b = by_key(old.get("sources"), "name"), by_key(new.get("sources"), "name")
@@ -129,7 +129,7 @@ def without_secrets(sources: Mapping[str, Any] | None) -> Any:
         for path in secret_fields():
             _hide_literals(source, path, secrets.is_reference)
         if isinstance(source.get("url"), str):
-            source["url"] = secrets.redact_url(source["url"], "<hidden>")
+            source["url"] = credentials.redact_url(source["url"], "<hidden>")
     return clean
 
 
