@@ -21,6 +21,7 @@ import yaml
 from lib.repo import ci_workflow
 
 from .conftest import ROOT
+from .helpers.wheel import build_wheel
 
 # These build a wheel of this checkout and pip-install it (about 4 s, once), then run the CLI and the
 # workflow's commands in fresh processes: slow loop. The workflow text itself is tested in
@@ -32,15 +33,7 @@ INSTALLS = pytest.mark.slow
 def installed(tmp_path_factory) -> Path:
     """`pip install` of this checkout into its own folder; returns the folder (its bin/ holds `dashmem`)."""
     where = tmp_path_factory.mktemp("installed")
-    wheels = where / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        cwd=where,
-    )
-    (wheel,) = wheels.glob("dashmem-*.whl")
+    wheel = build_wheel(where)  # the wheel `pip install <checkout>` builds, from a copy (two builds at once collide in place)
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(where / "site"), str(wheel)],
         check=True,

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT, WORKSPACES
+from .helpers.wheel import build_wheel
 
 pytestmark = pytest.mark.slow  # builds a wheel and a virtualenv (about 10 s, once), then runs the CLI in fresh processes
 
@@ -26,16 +27,7 @@ pytestmark = pytest.mark.slow  # builds a wheel and a virtualenv (about 10 s, on
 def venv(tmp_path_factory) -> Path:
     """A fresh virtualenv (no system site-packages) with this checkout installed, not editable."""
     where = tmp_path_factory.mktemp("fresh")
-    wheels = where / "wheels"
-    # The wheel `pip install <checkout>` builds, built with this venv's setuptools (a fresh venv may have none).
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        cwd=where,
-    )
-    (wheel,) = wheels.glob("dashmem-*.whl")
+    wheel = build_wheel(where)  # the wheel `pip install <checkout>` builds, from a copy (two builds at once collide in place)
     subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, capture_output=True, timeout=300)
     subprocess.run(
         [str(where / "venv" / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--no-index", str(wheel)],

@@ -234,7 +234,9 @@ def undo(cr: ConfigRepo, user: User, slug: str) -> str:
         target = stack[-2]
         sha = restore(git.Repo(draft.path), slug, target, actor(user), action="undo", subject=f"Undo last change to {slug} (back to {target[:10]})")
         if sha is None:  # the state already equals the target: record the step anyway
-            _git(draft.path, "commit", "-q", "--allow-empty", "-F", "-", input=message(f"Undo last change to {slug}", "undo", slug), env=git_env(user))
+            _git(
+                draft.path, "commit", "-q", "--allow-empty", "-m", message(f"Undo last change to {slug}", "undo", slug), env=git_env(user)
+            )  # not stdin: see history.commit_folder
             sha = _git(draft.path, "rev-parse", "HEAD").stdout.strip()
         return sha
 

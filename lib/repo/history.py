@@ -216,7 +216,9 @@ def commit_folder(repo: git.Repo, folder: str, author: git.Actor, subject: str, 
     _git(root, "add", "--all", "--", folder)
     if _git(root, "diff", "--cached", "--quiet", "--", folder, ok=(0, 1)).returncode == 0:
         return None  # nothing staged under folder
-    _git(root, "commit", "-q", "-F", "-", "--", folder, input=message(subject, action, Path(folder).name), env=actor_env(author))
+    # The message goes in the arguments, not on stdin: a commit whose Python is killed while its git runs (the
+    # git holds the lock and finishes on its own) must not find its message unwritten and abort as empty.
+    _git(root, "commit", "-q", "-m", message(subject, action, Path(folder).name), "--", folder, env=actor_env(author))
     return _git(root, "rev-parse", "HEAD").stdout.strip()
 
 
