@@ -36,7 +36,7 @@ browser:
 		|| echo "warning: could not install chromium; browser tests will skip"; fi
 
 # The legacy Claude tokenizer Anthropic publishes on npm, for the tests that check token budgets in
-# real tokens (tests/test_tokens.py). Not committed; without npm those tests skip and say why.
+# real tokens (tests/core/test_tokens.py). Not committed; without npm those tests skip and say why.
 TOKENIZER := .data/tokenizer/claude.json
 tokenizer:
 	@if [ ! -s $(TOKENIZER) ] && command -v npm >/dev/null; then \
@@ -45,11 +45,12 @@ tokenizer:
 		&& mkdir -p $$(dirname $(TOKENIZER)) && mv $$tmp/package/claude.json $(TOKENIZER); \
 		rm -rf $$tmp; [ -s $(TOKENIZER) ] || echo "warning: could not fetch the tokenizer; the real-token tests will skip"; fi
 
-# Two workers (pytest-xdist), one per core of the CI machine; each has its own databases on the local servers
+# Three workers (pytest-xdist) on the CI machine's two cores: much of the suite waits on subprocesses, servers and a
+# browser, so a third worker fills the waits (9.4 min with two workers here, quiet); each has its own databases on the local servers
 # (tests/helpers/databases.py). The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
 # table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
 test: $(STAMP) browser tokenizer
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 3 --dist loadgroup
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;
 # then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/ and app.py in pyright's standard mode;

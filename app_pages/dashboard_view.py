@@ -162,7 +162,7 @@ def streamlit_spec(chart: Any) -> dict[str, Any]:
         if entry is not None and entry[0] is chart:
             _SPECS.move_to_end(id(chart))
             return entry[1]
-    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec  # private: tests/test_components.py pins its output
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec  # private: tests/artifacts/test_components.py pins its output
 
     spec = _convert_altair_to_vega_lite_spec(chart)
     with _SPECS_LOCK:
@@ -194,7 +194,7 @@ def _text(comp: Component) -> None:
 
 
 # How the page draws each kind of the registry (lib.artifacts.components.KINDS), so lib stays free of Streamlit.
-# tests/test_components.py checks that every registered kind has one.
+# tests/artifacts/test_components.py checks that every registered kind has one.
 DRAW: dict[str, Callable[[Component], None]] = {kpi.NAME: _kpi, chart.NAME: _chart, table.NAME: _table, text.NAME: _text}
 
 

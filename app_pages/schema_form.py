@@ -17,7 +17,7 @@ import yaml
 from lib.memory import schemas
 from lib.memory.yamlio import YamlSyntaxError, declared_properties, parse, resolve_ref
 
-COLOR_PATTERN = schemas.pattern("dashboard", "color")  # the same in every schema (tests/test_schemas.py)
+COLOR_PATTERN = schemas.pattern("dashboard", "color")  # the same in every schema (tests/memory/test_schemas.py)
 LONG_TEXT = {"text", "description", "goal", "markdown"}
 
 

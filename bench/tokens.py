@@ -22,7 +22,7 @@ Without one, the bench says its figures are estimates and shows the
 calibration error recorded in tests/data/token_calibration.json.
 
 `--record` rewrites that file from the real tokenizer: the samples' texts and
-their real counts, so tests/test_tokens.py checks the estimate offline.
+their real counts, so tests/core/test_tokens.py checks the estimate offline.
 """
 
 from __future__ import annotations

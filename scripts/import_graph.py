@@ -5,7 +5,7 @@
 
 The layers are read from `.importlinter` (the contract `make lint` enforces), the imports by grimp, the
 library import-linter is built on, with imports under `if TYPE_CHECKING:` left out as the contract leaves
-them out. tests/test_architecture.py checks that the page shows what this prints, and the limits.
+them out. tests/system/test_architecture.py checks that the page shows what this prints, and the limits.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Reading a name that is not registered raises UnknownSetting; a value the parser
 refuses raises SettingError, one line naming the variable and what is allowed.
 
 The settings table in docs/settings.md is generated from here (`markdown_table()`,
-`python -m lib settings --readme docs/settings.md`), and tests/test_settings.py checks
+`python -m lib settings --readme docs/settings.md`), and tests/core/test_settings.py checks
 that it has not drifted and that every DASHMEM_ name the code mentions is here.
 
 DASHMEM_QUERY_MEMORY has one default per user of it, on purpose: unset, a query

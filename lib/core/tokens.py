@@ -15,7 +15,7 @@ CJK is about a token a character, emoji two or more). Those weights are the
 typical cost; the total is multiplied by SAFETY and rounded up.
 
 Calibration (`python -m bench.tokens --record`, recorded in
-tests/data/token_calibration.json, checked by tests/test_tokens.py): against
+tests/data/token_calibration.json, checked by tests/core/test_tokens.py): against
 the real Claude tokenizer that Anthropic published offline (the legacy one
 of the `@anthropic-ai/tokenizer` package), on profile texts of every public
 dataset at budgets from 100 to 4,000 tokens and unbudgeted, the profile.yaml

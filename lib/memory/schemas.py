@@ -6,7 +6,7 @@ file, the YAML line of the offending node, the field path, and what is allowed.
 
 The schemas ship with the code, so whether they are themselves valid JSON
 Schemas is checked once, at test time (`metaschema_problems`, run by
-tests/test_schemas.py), not in every process: that check cost a cold
+tests/memory/test_schemas.py), not in every process: that check cost a cold
 `python -m lib refresh` about 0.17 s. jsonschema is imported on the first
 validation, so commands that validate nothing never load it.
 """

@@ -4,7 +4,7 @@ A file is validated against its JSON Schema (schemas/<kind>.schema.json) when it
 on travels as these TypedDicts (`Workspace.dashboard`, `.report`, `.sources`), so basedpyright sees a
 misspelt field or a wrong type where the spec is read. They are plain dicts at run time: nothing is copied
 or converted. The schema stays the one definition of what is allowed (enums, patterns, defaults, which
-fields each component or source type takes): these list the same fields, and tests/test_shapes.py fails
+fields each component or source type takes): these list the same fields, and tests/memory/test_shapes.py fails
 when a schema gains or loses a field that its shape does not.
 
 A component's or a source's fields depend on its `type`; one TypedDict holds every type's fields (all

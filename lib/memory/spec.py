@@ -69,7 +69,7 @@ def params_for(sql: str, values: Mapping[str, Any]) -> dict[str, Any]:
     return {name: values.get(name) for name in PARAM_RE.findall(sql)}
 
 
-# Which schema definitions each shape covers ("" is the file's top level): tests/test_shapes.py compares their fields.
+# Which schema definitions each shape covers ("" is the file's top level): tests/memory/test_shapes.py compares their fields.
 
 
 def theme_for(dashboard: DashboardSpec | ReportSpec | Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Helpers the test modules share: plain functions, classes and constants, imported normally.
 
-No test module imports another (tests/test_suite.py checks it); fixtures the modules share are in
+No test module imports another (tests/system/test_suite.py checks it); fixtures the modules share are in
 tests/conftest.py, which builds them from these helpers.
 """
 

@@ -11,7 +11,7 @@ Adding a kind: write `lib/components/<kind>.py` ending in `KIND =
 ComponentKind(...)` (see `base.py` for what a kind provides), add it to
 `KINDS` below and to the `type` enum of schemas/dashboard.schema.json (with
 its `$defs` entry), and give the Dashboard page a drawing function for it
-(`app_pages/dashboard_view.py`). tests/test_components.py fails until the
+(`app_pages/dashboard_view.py`). tests/artifacts/test_components.py fails until the
 registry and the schema agree.
 """
 

@@ -9,7 +9,7 @@ the SQL drivers load only when a SQL source is fetched.
 
 A new connector type is one module here, one line in `REGISTRY`, and the type
 in schemas/sources.schema.json (the `type` enum of `$defs/source`, and its
-settings as `$defs/<type>`); tests/test_schemas.py checks that the registry and
+settings as `$defs/<type>`); tests/memory/test_schemas.py checks that the registry and
 the schema name the same types, in the same order.
 """
 
