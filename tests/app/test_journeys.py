@@ -35,21 +35,10 @@ import pytest
 import yaml
 
 from lib.ops import publish
+from tests.helpers.browser import ARGS, ARTIFACTS, CHROMIUM
 
 from ..conftest import ROOT, WORKSPACES
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = ROOT / "test-artifacts"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 SLUG = "supply-chain-weekly"
 NAME = "Supply chain weekly"
 BRANCH_SAM = f"draft/sam/{SLUG}"
