@@ -12,7 +12,7 @@ import re
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import schemas
-from .shapes import REPORT_COMPONENT_SECTIONS, ComponentSpec, DashboardSpec, ReportSpec, report_components  # noqa: F401  (sections: one home)
+from .shapes import ComponentSpec, DashboardSpec, ReportSpec, report_components
 
 DEFAULT_THEME = schemas.default("output", "theme")  # what output.yaml's theme leaves out
 # A named query parameter: `$site`, `$week_from`.

@@ -8,7 +8,6 @@ neither needs the other; `ConfigRepo` below is the config repo as both see it.
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Protocol
@@ -21,8 +20,6 @@ from .gitops import ConfigRepoError, _git
 
 if TYPE_CHECKING:
     from .history import FileDiff
-
-_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ from ..roles import access
 from ..roles.access import User
 from . import branches, ci_workflow, drafts, gitops, replica
 from .branches import Draft
-from .gitops import SYSTEM, Busy, ConfigRepoError, _git, _locked, actor_env, rev  # noqa: F401  # noqa: F401  (_git, _locked: re-exported)
+from .gitops import SYSTEM, Busy, ConfigRepoError, _locked, actor_env, rev
 from .history import MAIN, FileDiff, Version, diff, history, message, resolve, semantic_diff
 
 SCRATCH = "dashmem-scratch"  # in the git folder: where a publish checks the merged workspace

@@ -13,7 +13,7 @@ from lib.artifacts.report import render_report
 from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import schemas, workspace
-from lib.memory.spec import report_components
+from lib.memory.shapes import report_components
 from lib.memory.yamlio import parse
 from lib.ops import publish
 from lib.roles.access import OPERATOR

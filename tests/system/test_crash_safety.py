@@ -35,8 +35,8 @@ import pytest
 from lib.memory import workspace
 from lib.memory.yamlio import parse
 from lib.ops import publish
-from lib.repo.configrepo import ConfigRepo, _locked
-from lib.repo.gitops import Busy
+from lib.repo.configrepo import ConfigRepo
+from lib.repo.gitops import Busy, _locked
 from lib.repo.history import MAIN, read_file
 from lib.roles.access import OPERATOR, User
 
