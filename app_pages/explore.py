@@ -1,4 +1,4 @@
-"""Explore: ask the data a question without a model (lib/explore.py), and, as a steward, keep it on the dashboard.
+"""Explore: ask the data a question without a model (lib/artifacts/explore.py), and, as a steward, keep it on the dashboard.
 
 Everyone who can view the workspace picks a measure, an aggregation, a
 breakdown, a time grain and filters from the data profile; the page shows the

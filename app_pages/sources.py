@@ -12,7 +12,8 @@ import streamlit as st
 from app_pages import schema_form, state, ui
 from lib.core import settings
 from lib.data import colroles, coltypes, profile
-from lib.data.connectors import FILE_TYPES, REGISTRY, FetchContext, fetch
+from lib.data.connectors import FILE_TYPES, REGISTRY
+from lib.data.connectors.base import FetchContext, fetch
 from lib.data.connectors.csv_source import store_upload
 from lib.data.sandbox import QueryError
 from lib.data.snapshots import Warehouse

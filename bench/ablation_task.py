@@ -137,7 +137,7 @@ def completion(
     """Run every lib.artifacts.checks check on `dashboard` over `tables`, with the specification as checkable task rules.
 
     `output` is the output.yaml the session's condition kept, if any. The dashboard is judged as it renders
-    there: a theme in output.yaml colours the background of a dashboard that sets none (lib.memory.spec.theme_for),
+    there: a theme in output.yaml colours the background of a dashboard that sets none (lib.memory.kinds.output.theme_for),
     and the checks fall back to it in the same way; without output.yaml the dashboard must carry the background.
     """
     ws = workspace.Workspace(

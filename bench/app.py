@@ -27,7 +27,7 @@ used about 7.6 s of CPU per page load against the server's 1.0 s on the same
 2 cores, so they measured mostly the browser. Two things separate the
 server's part: the server runs on core 0 only and Chromium with Playwright on
 the others (`taskset`), so the browsers cannot take the server's CPU; and the
-server logs each script run (DASHMEM_RUN_LOG, lib/runlog.py) from the
+server logs each script run (DASHMEM_RUN_LOG, lib/core/runlog.py) from the
 browser's request (the `rerun_script` message) to the run's last message
 queued for the browser (its `script_finished`). For each session the
 measured run is, signing in, the one its Login click asks for: the password

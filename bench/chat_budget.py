@@ -7,7 +7,7 @@ workspace files (the supply-chain demo's memory with that dataset's profile):
 once with no profile budget, as the Chat page composed before issue #16, and
 once as compose does now, with the workspace policy's `profile_budget`
 (default 1,500). Printed side by side: estimated profile and whole-request
-tokens (lib/tokens.py, which errs high), their ratios, and the median compose
+tokens (lib/core/tokens.py, which errs high), their ratios, and the median compose
 time of N runs as a ratio (fitting a budget searches over renderings). The
 last columns say whether the budget holds every column name, which is when
 compose warns.

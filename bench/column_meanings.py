@@ -1,9 +1,9 @@
-"""How the auto-draft aggregates each labelled column, lib/colroles.py against the rules it replaced.
+"""How the auto-draft aggregates each labelled column, lib/data/colroles.py against the rules it replaced.
 
     python -m bench.column_meanings
 
 Reads tests/data/column_meanings.yaml (real columns sampled from ../shared/datasets, then made ones),
-profiles each column with lib/profile.py and compares the aggregation with its label. The baseline is
+profiles each column with lib/data/profile.py and compares the aggregation with its label. The baseline is
 the previous rule, kept here verbatim: roles from name patterns (`_id$`, `zip`, ...) and a measure
 averaged when its name matched a word list (`rate|age|price|...`), summed otherwise.
 """
@@ -20,7 +20,7 @@ from .common import print_table
 LABELLED = Path(__file__).resolve().parents[1] / "tests" / "data" / "column_meanings.yaml"
 GOAL = "issue #16: never a sum of identifiers, years or codes; sum only additive measures (every label right)"
 
-# The rules before lib/colroles.py (lib/profile.py `_role`, lib/autodraft.py `AVERAGED`).
+# The rules before lib/data/colroles.py (lib/data/profile.py `_role`, lib/artifacts/autodraft.py `AVERAGED`).
 _ID_NAME = re.compile(r"(^id$|_id$|^id_|key$|code$|_no$|number$|^uuid)", re.IGNORECASE)
 _NOT_MEASURE = re.compile(r"(zip|postal|postcode|bbl|fips|phone|latitude|longitude|^lat$|^lon$|^lng$|coordinate|computed_region|_code$|^code$)", re.IGNORECASE)
 _TIME_NAME = re.compile(r"(^|[_\s])(year|yr|month|week|date|day|time)([_\s]|$)", re.IGNORECASE)

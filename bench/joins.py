@@ -1,4 +1,4 @@
-"""Join candidates: value containment (lib/relationships.py) against name-only matching, and its cost at 1M rows.
+"""Join candidates: value containment (lib/memory/relationships.py) against name-only matching, and its cost at 1M rows.
 
 Part 1, quality. Labelled table sets cut from the public datasets: keys renamed so
 that names no longer match (a `buyer` column against a `client` one), one pair

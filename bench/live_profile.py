@@ -1,5 +1,5 @@
 """Live profile against snapshot profile: the same table in PostgreSQL profiled where it lives
-(lib/live_profile.py, aggregates only) or pulled whole and profiled by profile.build.
+(lib/data/live_profile.py, aggregates only) or pulled whole and profiled by profile.build.
 
 Both sides produce the profile of the same rows; the snapshot side's time includes
 pulling the rows (what a profile of a snapshot source costs when the data is new).

@@ -82,7 +82,7 @@ def main() -> None:
 
     import pandas as pd
 
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -87,7 +87,7 @@ def pandas_read(case: Path, file: str = "data.csv"):
 
 
 def ours_read(case: Path, file: str = "data.csv"):
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     os.environ["DASHMEM_DATA_DIRS"] = str(case)
     return fetch({"name": "t", "type": "csv", "path": str(case / file)}, FetchContext(workspace_path=case))
@@ -343,7 +343,7 @@ def superstore_table(rows: int):
     columns again, rotated by 7,919 rows, as `<name> 2`. Deterministic."""
     import pyarrow as pa
 
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     base = fetch({"name": "t", "type": "csv", "path": str(DATASETS / "global_superstore.csv")}, FetchContext(workspace_path=DATASETS))
     n = base.num_rows

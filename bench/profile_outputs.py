@@ -20,7 +20,7 @@ from .common import DATASETS, PUBLIC
 
 
 def tables() -> dict[str, object]:
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     from .profile import superstore_table, synthetic_wide
 

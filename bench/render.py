@@ -97,7 +97,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     from lib.artifacts.render import QueryCache, render
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
     from lib.data.snapshots import Warehouse
 
     csv = wide_table_csv(args.rows)

@@ -1,4 +1,4 @@
-"""What sharing one config repo between app servers costs (issue #15, lib/replica.py).
+"""What sharing one config repo between app servers costs (issue #15, lib/repo/replica.py).
 
     python -m bench.replica [--repeat 5]
 

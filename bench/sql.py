@@ -6,7 +6,7 @@ One synthetic table of mixed types (integers with NULLs, doubles, NUMERIC(12,2),
 short and long text with NULLs, dates, timestamps, booleans), the same rows in
 each database. Every run is its own subprocess, so its peak RSS is its own:
 
-- ours: `lib.connectors.fetch` of the table (engine, connect, query, pyarrow table; `--query` gives it
+- ours: `lib.data.connectors.base.fetch` of the table (engine, connect, query, pyarrow table; `--query` gives it
   the same `SELECT *` as a query instead, which keeps PostgreSQL on a client-side cursor);
 - pandas: `pandas.read_sql` of `SELECT * FROM table` through a SQLAlchemy engine (engine, connect,
   query, DataFrame). That is less work than ours: it stops at a DataFrame of Python objects for
@@ -176,8 +176,7 @@ def child(method: str, backend: str, rows: int, query_mode: bool) -> dict:
     import pyarrow as pa
     import sqlalchemy as sa
 
-    from lib.data.connectors import fetch
-    from lib.data.connectors.base import FetchContext
+    from lib.data.connectors.base import FetchContext, fetch
 
     url, name = url_for(backend, rows), table_name(rows)
     if backend == "postgresql":

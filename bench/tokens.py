@@ -3,7 +3,7 @@
     python -m bench.tokens [--tokenizer PATH] [--record] [--no-paper]
 
 1. Budgets: the profile of every public dataset under budgets of 100 to 4,000
-   tokens, fitted with today's estimate (lib/tokens.py) and with the old one
+   tokens, fitted with today's estimate (lib/core/tokens.py) and with the old one
    it replaced (characters / 3.2, the baseline), each counted by the real
    tokenizer: the goal is that real tokens are never above the budget.
 2. Calibration: estimate / real on everything the model is sent (profile
@@ -123,7 +123,7 @@ def dataset_profiles() -> dict[str, dict]:
     files = public_datasets()
     os.environ["DASHMEM_DATA_DIRS"] = str(files[0].parent)
     from lib.data import profile
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     out = {}
     for csv in files:

@@ -1,4 +1,4 @@
-"""`python -m lib <command>`: the command line (see lib/cli.py); each command imports what it needs."""
+"""`python -m lib <command>`: the command line (see lib/cli/__init__.py); each command imports what it needs."""
 
 import sys
 

@@ -8,7 +8,7 @@ range. The report draft (`draft_report`) reads top to bottom from the same
 picks: an overview paragraph, the key figures, the trend, the top movers
 between the latest two periods, and the detail table, with the same filters
 as its parameters. Colour and threshold rules from task.yaml are applied
-where their field appears, so both drafts pass every check in `lib/checks.py`.
+where their field appears, so both drafts pass every check in `lib/artifacts/checks.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .components import chart, kpi, table, text
 MAX_KPIS = 3
 MAX_BREAKDOWNS = 2
 # How each grain's period reads, in KPI titles, chart axes, tooltips and the insight alike (strftime and
-# d3-time-format agree on these; lib/formats.py adds d3's %q, the quarter).
+# d3-time-format agree on these; lib/core/formats.py adds d3's %q, the quarter).
 PERIOD_FORMATS = {"hour": "%d %b %Y %H:00", "day": "%d %b %Y", "week": "week of %d %b %Y", "month": "%B %Y", "quarter": "%Y-Q%q", "year": "%Y"}
 # What a draft leads with, among measures that add up: the outcome, not its inputs ("actual" before "target").
 LEADING_WORDS = {"sales", "revenue", "amount", "value", "profit", "quantity", "qty", "actual", "total", "cost", "volume", "count", "gdp"}

@@ -1,7 +1,7 @@
 """What changed since the previous load: each KPI's earlier value, and the biggest moves per component.
 
 A refresh that finds new data writes a new snapshot and keeps the last few
-(`lib.snapshots`), so the load before the one shown is still on disk. This
+(`lib.data.snapshots`), so the load before the one shown is still on disk. This
 module runs each component's query on both, with the same filter values and
 row caps as the render, through the render cache (keyed by each snapshot's
 id: after a render the current side costs nothing, and the earlier side is
@@ -17,7 +17,7 @@ computed once), and compares:
   A change too small to show in the component's format is not counted.
 
 Which columns are measures: a chart's quantitative channels, a table's
-number columns; in both, a number column that `lib.colroles` reads as time or
+number columns; in both, a number column that `lib.data.colroles` reads as time or
 an identifier (a year, a code) is a key instead. Formats come from the
 component (a KPI's `format`; a table column's; a chart tooltip's, then its
 channel's) and then output.yaml's `number_formats.default` for fractions, as

@@ -732,7 +732,7 @@ def validate_workspace(path, *, today=None) -> list[Diagnostic]:
     unreachable), the data checks are not run and a warning says so and why;
     it is never a silent pass. Schema errors stop the dashboard checks (they
     assume valid files); warnings do not. Task rules not confirmed within the
-    workspace's review period (as of `today`) are warnings (lib/rule_review.py).
+    workspace's review period (as of `today`) are warnings (lib/memory/rule_review.py).
     """
     ws, diagnostics = load_workspace(path)
     if not has_errors(diagnostics):

@@ -2,7 +2,7 @@
 
 A component's query aggregates rows of one table; "Show rows" lists those
 rows, at most `CAP` of them, with how many match in all. The rows' SQL is
-derived from the component's own query the way `lib.explain` derives its
+derived from the component's own query the way `lib.artifacts.explain` derives its
 sample (`SELECT * FROM <its table> WHERE <its WHERE>`, only for a single-table
 query without joins, subqueries, CTEs or HAVING; otherwise it says why not).
 
@@ -13,7 +13,7 @@ condition `<the expression the query outputs as that field> = <a chosen
 value>`. Every value travels as a bound parameter; `readable` inlines them
 for people to read, never to run. The queries run like every dashboard query,
 through the workspace's query engine (`lib.data.engine`): in the sandbox, or read-only in a live
-source's database. Over an earlier load (`lib.time_travel`) they run through
+source's database. Over an earlier load (`lib.artifacts.time_travel`) they run through
 that load's engine, which refuses a live source: its database has no earlier rows.
 """
 

@@ -437,7 +437,7 @@ def _mentions(text: str, names: Sequence[str]) -> str | None:
 def inline(sql: str, params: Mapping[str, Any]) -> str:
     """The SQL with each `$name` replaced by its value as a literal: for people to read, never to run.
 
-    The query itself always runs with the values bound as parameters (`lib.render`, `lib.live`).
+    The query itself always runs with the values bound as parameters (`lib.artifacts.render`, `lib.data.live`).
     """
 
     return PARAM_RE.sub(lambda m: _literal(params[m.group(1)]) if m.group(1) in params else m.group(0), sql)

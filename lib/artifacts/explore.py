@@ -2,7 +2,7 @@
 
 A viewer with no API key picks a table, a measure and its aggregation, a
 breakdown, a time grain and filters, all offered from profile.yaml (roles and
-additivity from `lib.colroles`, as the profile recorded them). This module
+additivity from `lib.data.colroles`, as the profile recorded them). This module
 
 - says what may be asked (`catalogue`): per table the measures and the
   aggregations each allows (a sum only where the measure adds up; never on an
@@ -606,7 +606,7 @@ def save_to_draft(
 ) -> Saved:
     """Append the question's component to the user's draft dashboard, after the workspace checks pass on it.
 
-    Stewards and owners only. The checks (lib/checks.py) run on the draft's dashboard with the component
+    Stewards and owners only. The checks (lib/artifacts/checks.py) run on the draft's dashboard with the component
     added, over `tables` (the data the person explored); with any error nothing is saved and
     ValidationFailed lists the findings. The component follows the dashboard's filter bar where
     it can (`build`'s `bar`; every column the bar drives with `follow_bar`); `Saved.follows` says which.

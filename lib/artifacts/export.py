@@ -6,7 +6,7 @@ Vega-Lite and vega-embed from vl-convert. It loads nothing from the network,
 so it can be mailed, archived or opened on a plane. All text from specs and
 data is escaped; the markdown of text blocks is converted by a small,
 deliberately limited converter rather than passed through as HTML. Each
-component's body comes from its kind (`lib/components/<kind>.py`, `to_html`);
+component's body comes from its kind (`lib/artifacts/components/<kind>.py`, `to_html`);
 this module writes the page around them.
 """
 
@@ -28,7 +28,7 @@ from ..core.fsutil import atomic_write
 from ..data.refresh import refresh
 from ..data.snapshots import Warehouse, loaded_at
 from ..memory import schemas, workspace
-from ..memory.spec import DEFAULT_THEME
+from ..memory.kinds.output import DEFAULT_THEME
 from ..roles.access import User
 from .changes import compare_tables, previous_of
 from .components import Component, kind_of
@@ -182,7 +182,7 @@ def _row_html(row: list[Component], chart_specs: list[dict[str, Any]], was: dict
 
 
 def _component_html(comp: Component, chart_specs: list[dict[str, Any]], was: str = "") -> str:
-    """A component's section: its title, then its kind's HTML (lib/components/), or its error; a KPI's earlier value below."""
+    """A component's section: its title, then its kind's HTML (lib/artifacts/components/), or its error; a KPI's earlier value below."""
     title = f"<h2>{_escape(comp.title)}</h2>" if comp.title else ""
     body = _error_html(comp.error) if comp.error else kind_of(comp).to_html(comp, chart_specs)
     if was:

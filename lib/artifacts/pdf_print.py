@@ -1,6 +1,6 @@
 """Print one HTML document to PDF with headless Chromium, in a process of its own: `python -m lib.artifacts.pdf_print`.
 
-`lib.report_export.to_pdf` starts this module with a time limit and, past it, ends the
+`lib.artifacts.report_export.to_pdf` starts this module with a time limit and, past it, ends the
 whole process group: Playwright's print has no time limit of its own, and Chromium
 must not outlive an export that failed, timed out or was interrupted. It also keeps
 Playwright's sync API (and its event loop) out of the server's threads, so several

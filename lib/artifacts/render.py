@@ -3,7 +3,7 @@
 This module knows nothing of Streamlit. It turns a spec plus the workspace's
 tables into `Rendered`: KPI values with their colours and deltas, Altair
 charts, formatted tables with cell colours, and insight text with its
-placeholders filled, each by its kind in `lib/components/`; this module lays
+placeholders filled, each by its kind in `lib/artifacts/components/`; this module lays
 the components out, binds the filters and caches the queries. The Dashboard
 page draws the result with Streamlit; `export` writes it as a standalone HTML
 file; `checks` uses it to prove a spec renders.
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ..data.engine import CACHE, Engine, QueryCache
 from ..data.sandbox import QueryError
-from ..memory.spec import theme_for
+from ..memory.kinds.output import theme_for
 from .components import Component, RenderContext, kind_of
 
 
@@ -189,7 +189,7 @@ def render_context(
 
 
 def render_component(spec: Mapping[str, Any], width: int, ctx: RenderContext) -> Component:
-    """One component, rendered by its kind (lib/components/); a failure becomes its error, shown in its place."""
+    """One component, rendered by its kind (lib/artifacts/components/); a failure becomes its error, shown in its place."""
     comp = Component(spec["id"], spec["type"], spec.get("title", ""), width, spec)
     try:
         kind_of(spec).render(comp, ctx)

@@ -2,7 +2,7 @@
 
 A report is the dashboard's sibling on the same memory: its charts, tables
 and KPI cards are dashboard components rendered by their kinds
-(`lib/components/`), its parameters are dashboard filters bound the same way,
+(`lib/artifacts/components/`), its parameters are dashboard filters bound the same way,
 and its queries go through the same query engine and cache (`lib.data.engine`). What is its own is
 the order (a document, read top to bottom, printed on pages) and its prose:
 Markdown whose `{{query.column|format}}` placeholders read the first row of
@@ -11,7 +11,7 @@ whose queries are the named ones it uses, so a query several sections share
 runs once per data version and parameter values.
 
 Nothing here knows Streamlit; `app_pages/report_view.py` draws `RenderedReport` (the Report page, the Chat page's proposals), and
-`lib.report_export` writes it as standalone HTML and PDF.
+`lib.artifacts.report_export` writes it as standalone HTML and PDF.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Export a rendered report: one standalone HTML document for print, and its PDF printed by headless Chromium.
 
-The HTML is the dashboard export's (lib/export.py): inline styles, each
+The HTML is the dashboard export's (lib/artifacts/export.py): inline styles, each
 chart's data inlined in its Vega-Lite spec and one inline copy of Vega, so it
 loads nothing from the network; every component's body comes from its kind.
 What is the report's own is paged media: an A4 page with margins, a running
@@ -169,7 +169,7 @@ def to_pdf(html: str) -> bytes:
 
     The page is laid out for print (A4 width, print media) before the charts are drawn, so
     each chart takes the width it will have on paper. Printing runs in a process of its own
-    (`lib.pdf_print`) that is ended, with the Chromium it started, after DASHMEM_PDF_SECONDS.
+    (`lib.artifacts.pdf_print`) that is ended, with the Chromium it started, after DASHMEM_PDF_SECONDS.
     Raises ReportExportError, saying what is missing or what went wrong, when Playwright or
     Chromium is not installed, the charts are not drawn in time, or the print fails.
     """
@@ -181,7 +181,7 @@ def to_pdf(html: str) -> bytes:
     print_timeout_s, draw_timeout_s = settings.get("DASHMEM_PDF_SECONDS"), settings.get("DASHMEM_PDF_DRAW_SECONDS")
     job = {"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": draw_timeout_s, "print_timeout_s": print_timeout_s}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    # The printer bounds itself and ends what it started (lib/pdf_print.py); its own session keeps a
+    # The printer bounds itself and ends what it started (lib/artifacts/pdf_print.py); its own session keeps a
     # Ctrl-C in a terminal from reaching it before this process has asked it to stop.
     proc = subprocess.Popen(
         [sys.executable, "-m", pdf_print.__name__],

@@ -1,6 +1,6 @@
 """Data time travel: a dashboard as of any kept snapshot, for everyone who can view it, read-only.
 
-A workspace keeps its last few snapshots (`lib.snapshots`). Pinning one
+A workspace keeps its last few snapshots (`lib.data.snapshots`). Pinning one
 (`Warehouse.switch_to`) is a steward's action: it changes what everyone is
 served until the next refresh. Opening the dashboard as of a kept snapshot is
 the reader's counterpart: a viewer may do it, and it changes nothing on disk
@@ -19,7 +19,7 @@ and nothing anyone else sees. That is enforced here, not only in the page:
 
 `lib.changes` uses the same engine for the previous snapshot's values. Whatever
 else reads an earlier load's data takes `AsOf.engine` too (Show rows,
-`lib.drilldown`; Explain, `lib.explain`; the Changes panel's side of that load,
+`lib.artifacts.drilldown`; Explain, `lib.artifacts.explain`; the Changes panel's side of that load,
 `lib.changes.compare_tables`), so none of it reads today's rows of a live source.
 """
 

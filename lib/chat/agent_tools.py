@@ -10,7 +10,7 @@ like reaches the model through the profile, and through `run_sql`.
     write_report     edit mode: the complete report.yaml, validated at once
     propose_rule     edit mode: a task rule proposal; collected, never written
 
-`lib.compose` puts them into the request; `lib.toolbox` executes the calls a
+`lib.chat.compose` puts them into the request; `lib.chat.toolbox` executes the calls a
 session makes. This module imports only `schemas` (the rule fields come from task.schema.json).
 """
 

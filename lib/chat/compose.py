@@ -8,7 +8,7 @@ reviewed (`python -m lib compose PATH --message TEXT`).
 Layout, most stable first (the API caches prefixes in the order tools, system,
 messages):
 
-    tools     fixed schemas per mode (lib/agent_tools.py); no dataset columns
+    tools     fixed schemas per mode (lib/chat/agent_tools.py); no dataset columns
     system    1. base instructions for the mode        <- cache breakpoint
               2. task specifications   (task.yaml)
               3. tool configurations   (sources.yaml; secrets only as references)
@@ -175,7 +175,7 @@ def compose(
 
     The profile is held to `profile_budget`, by default the workspace policy's
     (`profile_budget_of`). `today` (default: the current day) decides which
-    task rules are marked unconfirmed (lib/rule_review.py).
+    task rules are marked unconfirmed (lib/memory/rule_review.py).
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")

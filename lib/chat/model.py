@@ -1,12 +1,12 @@
 """The model client interface: the official Anthropic SDK, or a scripted stand-in.
 
 `ModelClient.create(request, on_text=None)` sends one Messages API request
-(as `lib.compose` builds it) and returns the response as a plain dict:
+(as `lib.chat.compose` builds it) and returns the response as a plain dict:
 {"content": [...blocks...], "stop_reason": ..., "usage": {...}, ...}. With
 `on_text`, text is streamed to it as it arrives.
 
 `AnthropicClient` wraps `anthropic.Anthropic` (and is the only place that
-makes one: `lib.tokens` counts through it too); every failure becomes a
+makes one: `lib.core.tokens` counts through it too); every failure becomes a
 `ModelError` with a kind and a message a person can act on. `anthropic` is
 imported only when a client is made, so the refresh path never loads it.
 

@@ -1,6 +1,6 @@
 """The model's tools at work inside one session: executing the calls, keeping the draft and the proposals.
 
-The schemas the model sees are in `lib.agent_tools`; this module runs them.
+The schemas the model sees are in `lib.chat.agent_tools`; this module runs them.
 
     run_sql          one SELECT through the query engine (lib.data.engine: sandboxed on the snapshot, or read-only in a
                      live source's database), rows capped, a compact text table back

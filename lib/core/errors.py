@@ -10,37 +10,49 @@ the log.
 Each family keeps its other base, so existing `except` clauses keep working
 (`except PermissionError` still catches `PermissionDenied`).
 
-User-facing (subclass DashmemError):
+User-facing (subclass DashmemError), by wing; a test keeps this table equal to the code:
 
 | error | module | other base |
 |---|---|---|
-| `PermissionDenied` | access | PermissionError |
-| `AuthConfigError` | auth | RuntimeError |
-| `ConfigRepoError` (and `PublishConflict`, `Busy`) | configrepo | RuntimeError |
-| `ValidationFailed` | diagnostics | ValueError |
-| `YamlSyntaxError` | yamlio | ValueError |
-| `InvalidName` | workspace | ValueError |
-| `WorkspaceExists` | workspace | FileExistsError |
-| `SecretMissing` | secrets | KeyError |
-| `SourceError` | connectors.base | RuntimeError |
-| `Refused` (an address a source may not reach) | netguard | Exception |
-| `QueryError` (and `QueryRefused`) | warehouse | ValueError |
-| `WorkerError` | query_worker | RuntimeError |
-| `ModelError` | model | Exception |
-| `ExportError` | export | RuntimeError |
-| `NothingToDraft` | autodraft | ValueError |
-| `ScheduleError` | schedule | ValueError |
-| `RefreshBusy` | schedule | RuntimeError |
-| `ExplainError` | explain | ValueError |
-| `TimeTravelError` | time_travel | ValueError |
-| `ReadOnlyData` | time_travel | PermissionError |
-| `NoEarlierData` | time_travel | QueryError |
-| `ExploreError` | explore | ValueError |
+| `ValidationFailed` | core.diagnostics | ValueError |
+| `SettingError` | core.settings | ValueError |
+| `UnknownSetting` | core.settings | LookupError |
+| `UnknownRule` | memory.rule_review | KeyError |
+| `SecretMissing` | memory.secrets | KeyError |
+| `InvalidName` | memory.workspace | ValueError |
+| `WorkspaceExists` | memory.workspace | FileExistsError |
+| `YamlSyntaxError` | memory.yamlio | ValueError |
+| `PermissionDenied` | roles.access | PermissionError |
+| `AuthConfigError` | roles.auth | RuntimeError |
+| `DraftChanged` | repo.drafts | ConfigRepoError |
+| `PublishConflict` | repo.drafts | ConfigRepoError |
+| `Busy` | repo.gitops | ConfigRepoError |
+| `ConfigRepoError` | repo.gitops | RuntimeError |
+| `RemoteUnreachable` | repo.replica | ConfigRepoError |
+| `SourceError` | data.connectors.base | RuntimeError |
+| `NoEarlierData` | data.engine | QueryError |
+| `LiveProfileError` | data.live_profile | Exception |
+| `Refused` | data.netguard | Exception |
+| `WorkerError` | data.query_worker | RuntimeError |
+| `QueryError` | data.sandbox | ValueError |
+| `QueryRefused` | data.sandbox | QueryError |
+| `StandInRefused` | data.standins | QueryRefused |
+| `NothingToDraft` | artifacts.autodraft | ValueError |
+| `DrilldownError` | artifacts.drilldown | ValueError |
+| `ExplainError` | artifacts.explain | ValueError |
+| `ExploreError` | artifacts.explore | ValueError |
+| `ExportError` | artifacts.export | RuntimeError |
+| `ReportExportError` | artifacts.report_export | RuntimeError |
+| `ReadOnlyData` | artifacts.time_travel | PermissionError |
+| `TimeTravelError` | artifacts.time_travel | ValueError |
+| `RefreshBusy` | ops.schedule | RuntimeError |
+| `ScheduleError` | ops.schedule | ValueError |
+| `ModelError` | chat.model | Exception |
 
-Internal (not DashmemError): `connectors.csv_source._NotUtf8`, and
-`connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught
+Internal (not DashmemError): `data.connectors.csv_source._NotUtf8`, and
+`data.connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught
 inside their module, which turns them into a `SourceError` with a message for
-the person; they never reach a page or the CLI. `connectors.policy.Transient`
+the person; they never reach a page or the CLI. `data.connectors.policy.Transient`
 (a failure worth another attempt) is raised by the sql, rest and mcp connectors
 and caught by the retry policy they run under, which turns the last one into a
 `SourceError`. Python's own errors (OSError,

@@ -149,7 +149,7 @@ def setting(name: str) -> Setting:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise UnknownSetting(f"{name} is not a dashmem setting; register it in lib/settings.py") from None
+        raise UnknownSetting(f"{name} is not a dashmem setting; register it in lib/core/settings.py") from None
 
 
 def get(name: str) -> Any:

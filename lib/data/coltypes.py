@@ -88,3 +88,15 @@ def duckdb_name(arrow: pa.DataType) -> str | None:
     if pa.types.is_dictionary(arrow):
         arrow = arrow.value_type
     return _FROM_ARROW.get(arrow)
+
+
+def plain_numbers(table: pa.Table) -> pa.Table:
+    """DuckDB sums integers into HUGEINT, which arrives as decimal; dashboards want plain numbers."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_decimal(f.type):
+            target = pa.int64() if f.type.scale == 0 else pa.float64()
+            try:
+                table = table.set_column(i, f.name, table.column(i).cast(target))
+            except pa.ArrowInvalid:  # beyond int64: a double keeps the magnitude
+                table = table.set_column(i, f.name, table.column(i).cast(pa.float64()))
+    return table

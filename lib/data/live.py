@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 import pyarrow as pa
 
 from . import connectors, standins
+from .coltypes import plain_numbers
 from .connectors.base import FetchContext, SourceError
 from .connectors.policy import RetryPolicy
-from .queries import _plain_numbers
 from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement, first_line
 from .standins import parse as _parse
 
@@ -388,7 +388,7 @@ def _plain(value: Any) -> Any:
 
 def _arrow(names: list[str], rows: list[tuple]) -> pa.Table:
 
-    return _plain_numbers(_sql().arrow_table(names, [rows] if rows else []))
+    return plain_numbers(_sql().arrow_table(names, [rows] if rows else []))
 
 
 # --------------------------------------------------------------------------- caching

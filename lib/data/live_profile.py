@@ -1,6 +1,6 @@
 """Profiles of live SQL tables, computed by aggregate queries in the source database.
 
-A live table's stand-in in the snapshot is empty (see lib/live.py), so
+A live table's stand-in in the snapshot is empty (see lib/data/live.py), so
 `profile.profile_table` over it would say nothing. Here the same figures are
 asked of the database itself, and only aggregates come back (a row per query,
 plus at most TOP_K + RARE_K + RARE_K value counts per categorical column):

@@ -519,7 +519,7 @@ def build(
     decided: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """profile.yaml content for a workspace's tables; a live source's table is profiled in its database
-    (its snapshot table is an empty stand-in), see lib/live_profile.py.
+    (its snapshot table is an empty stand-in), see lib/data/live_profile.py.
 
     `decided` is the sources.yaml document: the joins its stewards declared or rejected are not
     proposed as candidates (declared ones stay in sources.yaml, which this never writes)."""

@@ -15,7 +15,7 @@ snapshot with profile.yaml and lists what changed, by these thresholds:
 
 Row counts alone do not count: every refresh changes them. A live table's
 snapshot is an empty stand-in, so for it only new columns are looked for
-(its statistics live in its database; lib/live_profile.py).
+(its statistics live in its database; lib/data/live_profile.py).
 
 Nothing is stored: the verdict is computed from the snapshot (the one every
 process serves) and profile.yaml (the file every process reads), so it is the

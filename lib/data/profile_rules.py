@@ -76,6 +76,6 @@ def summary_fields(family: str, s: Mapping[str, Any], scalar: Any = _scalar) -> 
 
 
 def column_meaning(col: str, kind: str, s: dict[str, Any], rows: int) -> dict[str, Any]:
-    """A column's role, and for a measure how it adds up ("aggregate": sum, mean or median), from lib/colroles.py."""
+    """A column's role, and for a measure how it adds up ("aggregate": sum, mean or median), from lib/data/colroles.py."""
     meaning = colroles.classify(col, kind, s, rows)
     return {"role": meaning.role, "aggregate": meaning.aggregate} if meaning.aggregate else {"role": meaning.role}

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from . import query_worker, standins
+from .coltypes import plain_numbers
 from .sandbox import BIND_TIMEOUT_S, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement
 
 
@@ -34,20 +35,8 @@ def run_query(
         result, truncated = query_worker.run(tables, sql, params, max_rows, timeout_s)
     except query_worker.WorkerError as exc:
         raise QueryError(str(exc)) from None
-    result = _plain_numbers(result)
+    result = plain_numbers(result)
     return QueryResult(result, truncated, time.perf_counter() - start, result.column_names)
-
-
-def _plain_numbers(table: pa.Table) -> pa.Table:
-    """DuckDB sums integers into HUGEINT, which arrives as decimal; dashboards want plain numbers."""
-    for i, f in enumerate(table.schema):
-        if pa.types.is_decimal(f.type):
-            target = pa.int64() if f.type.scale == 0 else pa.float64()
-            try:
-                table = table.set_column(i, f.name, table.column(i).cast(target))
-            except pa.ArrowInvalid:  # beyond int64: a double keeps the magnitude
-                table = table.set_column(i, f.name, table.column(i).cast(pa.float64()))
-    return table
 
 
 _BOUND: dict[tuple, list[tuple[str, str]]] = {}

@@ -32,7 +32,8 @@ from ..memory.spec import queries, unset_params
 from ..roles import access
 from ..roles.access import User
 from . import change_marker, coltypes, connectors, standins
-from .connectors import REGISTRY, FetchContext, SourceError, fetch, file_type
+from .connectors import REGISTRY, file_type
+from .connectors.base import FetchContext, SourceError, fetch
 from .connectors.csv_source import NumberFormat, fetch_note, looks_like_date
 from .live import catalogue_table, is_live
 from .queries import bind

@@ -24,7 +24,7 @@ the kept snapshots share it, and pruning one snapshot removes only its own
 link, so a table still used by another is never deleted.
 Snapshots written before compression (one uncompressed file) read as before.
 
-Queries over a snapshot's tables go through the sandbox (`lib.sandbox`);
+Queries over a snapshot's tables go through the sandbox (`lib.data.sandbox`);
 `lib.warehouse` is the public facade of both.
 """
 

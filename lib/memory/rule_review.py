@@ -6,7 +6,7 @@ on the day it was `created`. Once more days than the workspace policy's
 the rule is stale: `check` and `validate` report it as the warning
 `task.rule_stale` (file, line, rule id), the Specs and Review pages flag it
 with a "still holds" button (`ConfigRepo.confirm_rules`), and the model is told the
-rule is unconfirmed (lib/compose.py). Staleness never blocks anything: an
+rule is unconfirmed (lib/chat/compose.py). Staleness never blocks anything: an
 old rule may be perfectly right, someone just has to say so.
 """
 

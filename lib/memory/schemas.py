@@ -48,7 +48,7 @@ def _bundled(root: dict) -> dict:
     replaced by a local one (`#/$defs/component`) to a copy of its target, and so on for what the copies refer to.
 
     The report schema reuses the dashboard's components this way. The rest of this module,
-    lib/yamlio's key order and the forms follow local references only, and a bundled
+    lib/memory/yamlio.py's key order and the forms follow local references only, and a bundled
     schema needs no resolver of files. A copied definition keeps the last step of its pointer as its name;
     two different targets with one name are a mistake in the schema files, raised here (and so by the tests).
     """

@@ -1,4 +1,4 @@
-"""Pure functions over a dashboard or report spec: its queries, their parameters, text placeholders, the theme.
+"""Pure functions over a dashboard or report spec: its queries, their parameters, text placeholders.
 
 No data, no SQL engine and no renderer: `refresh` (does every query still
 bind?), `checks` and `render` all read a spec through these, so the ones that
@@ -11,10 +11,8 @@ import datetime as dt
 import re
 from typing import Any, Iterator, Mapping, Sequence
 
-from . import schemas
 from .shapes import ComponentSpec, DashboardSpec, ReportSpec, report_components
 
-DEFAULT_THEME = schemas.default("output", "theme")  # what output.yaml's theme leaves out
 # A named query parameter: `$site`, `$week_from`.
 PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 # A text block's placeholder: `{{query.column}}` or `{{query.column|format}}`.
@@ -70,11 +68,6 @@ def params_for(sql: str, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # Which schema definitions each shape covers ("" is the file's top level): tests/memory/test_shapes.py compares their fields.
-
-
-def theme_for(dashboard: DashboardSpec | ReportSpec | Mapping[str, Any], output: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults, then the workspace theme (output.yaml), then the dashboard's own overrides."""
-    return {**DEFAULT_THEME, **((output or {}).get("theme") or {}), **(dashboard.get("theme") or {})}
 
 
 def selections(component: ComponentSpec | Mapping[str, Any]) -> list[tuple[tuple, str, str]]:

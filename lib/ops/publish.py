@@ -8,7 +8,7 @@ compare-and-swap `update-ref`; only then is the checkout brought up to it. A
 process killed at any moment therefore leaves `main` at the old commit or the
 new one, and what it left behind is repaired when the config repo is opened.
 
-These functions are the implementation of `lib.configrepo.ConfigRepo`'s
+These functions are the implementation of `lib.repo.configrepo.ConfigRepo`'s
 publish methods; `cr` is that ConfigRepo.
 """
 

@@ -37,11 +37,11 @@ are read-only (`ReadOnlyDict`).
 
 This module is the public facade: `ConfigRepo`, its exceptions and data types.
 The work is done in
-- `lib.gitops`: running git under our locks, merge/commit/update-ref plumbing, lock and checkout repair;
-- `lib.history`: versions, diffs, commit and restore of a folder in any checkout
+- `lib.repo.gitops`: running git under our locks, merge/commit/update-ref plumbing, lock and checkout repair;
+- `lib.repo.history`: versions, diffs, commit and restore of a folder in any checkout
   (`history`, `diff`, `restore`, `commit_folder`; the CLI uses them on plain clones too);
-- `lib.drafts`: draft branches and worktrees, save, revert, undo, sync, the list of drafts;
-- `lib.publish`: publishing into `main` and proposing a draft for review.
+- `lib.repo.drafts`: draft branches and worktrees, save, revert, undo, sync, the list of drafts;
+- `lib.ops.publish`: publishing into `main` and proposing a draft for review.
 """
 
 from __future__ import annotations

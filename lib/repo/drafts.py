@@ -12,7 +12,7 @@ process died half-way, and `repair_draft` (run when the config repo is opened
 and before a draft is handed out) makes the worktree equal its branch again,
 keeping what differed as a stash entry.
 
-These functions are the implementation of `lib.configrepo.ConfigRepo`'s draft
+These functions are the implementation of `lib.repo.configrepo.ConfigRepo`'s draft
 methods; `cr` is that ConfigRepo.
 """
 

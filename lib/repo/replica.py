@@ -25,7 +25,7 @@ serve a `main` no other server has, and a later push could conflict with
 nobody there to resolve it. Drafts are per person, so a save is committed here
 whatever the remote says and pushed when it can be (now, or at the next pull).
 
-These functions are the implementation of `lib.configrepo.ConfigRepo`'s
+These functions are the implementation of `lib.repo.configrepo.ConfigRepo`'s
 sharing methods; `cr` is that ConfigRepo.
 """
 

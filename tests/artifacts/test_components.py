@@ -1,4 +1,4 @@
-"""The component registry (lib/components/): one module per kind, covering exactly the kinds the schema allows.
+"""The component registry (lib/artifacts/components/): one module per kind, covering exactly the kinds the schema allows.
 
 Each kind renders a small example over real DuckDB queries (the sandboxed
 query workers), exports it as HTML, and passes every check.

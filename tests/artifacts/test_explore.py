@@ -1,4 +1,4 @@
-"""Explore without a model (lib/explore.py): the question builder's SQL against the data computed with pandas,
+"""Explore without a model (lib/artifacts/explore.py): the question builder's SQL against the data computed with pandas,
 hostile input, the aggregations a column allows, and saving a question to a draft dashboard across processes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The model's tools (lib/agent_tools.py), called directly as a session calls them: schemas, malformed calls,
+"""The model's tools (lib/chat/agent_tools.py), called directly as a session calls them: schemas, malformed calls,
 write_dashboard's feedback, propose_rule, and the text table run_sql answers with. Sessions that drive these
 tools through a model are in tests/chat/test_agent.py."""
 

@@ -1,4 +1,4 @@
-"""The one shape of every problem (lib/diagnostics.py): `file:line: field: level: message`, and its JSON."""
+"""The one shape of every problem (lib/core/diagnostics.py): `file:line: field: level: message`, and its JSON."""
 
 from __future__ import annotations
 

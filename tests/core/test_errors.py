@@ -6,6 +6,7 @@ import importlib
 import inspect
 import logging
 import pkgutil
+import re
 
 import pytest
 
@@ -98,6 +99,21 @@ def test_no_exception_class_in_lib_is_left_out_of_the_model():
 def test_the_error_module_documents_every_family():
     for family, _, _ in FAMILIES:
         assert f"`{family.__name__}`" in errors.__doc__, family.__name__
+
+
+def test_the_error_tables_rows_are_the_codes_classes_in_their_modules():
+    """Each public DashmemError of lib/ has its row in lib/core/errors.py's table, with the module it lives in and its
+    other base: a class that moves takes its row along, and a new one adds it."""
+    documented = set(re.findall(r"^\| `(\w+)` \| ([\w.]+) \| (\w+) \|$", errors.__doc__ or "", re.M))
+    defined = set()
+    for info in pkgutil.walk_packages(lib.__path__, "lib."):
+        if info.name == "lib.__main__":
+            continue
+        for name, obj in vars(importlib.import_module(info.name)).items():
+            if inspect.isclass(obj) and issubclass(obj, DashmemError) and obj is not DashmemError and obj.__module__ == info.name and not name.startswith("_"):
+                other = [b.__name__ for b in obj.__bases__ if b is not DashmemError] or ["Exception"]
+                defined.add((name, info.name.removeprefix("lib."), ", ".join(other)))
+    assert documented == defined, f"in the table only: {sorted(documented - defined)}; in the code only: {sorted(defined - documented)}"
 
 
 # --------------------------------------------------------------------------- the page helper

@@ -1,8 +1,8 @@
-"""Number and value formatting (lib/formats.py) with d3-format strings, the syntax Vega-Lite charts use.
+"""Number and value formatting (lib/core/formats.py) with d3-format strings, the syntax Vega-Lite charts use.
 
 The expected strings of the d3 cases are d3-format's own documented results
 (its README and the specification of `locale.format`), so that a KPI card shows
-a number as the chart beside it does. Where lib/formats.py differs from d3, the
+a number as the chart beside it does. Where lib/core/formats.py differs from d3, the
 test documents the difference.
 """
 

@@ -1,4 +1,4 @@
-"""The settings registry (lib/settings.py): every DASHMEM_ name the code mentions is registered and read
+"""The settings registry (lib/core/settings.py): every DASHMEM_ name the code mentions is registered and read
 through it at call time, defaults, parsing errors, and the table in docs/settings.md generated from it."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_every_dashmem_name_the_code_and_docs_mention_is_registered():
         for name in NAME.findall(path.read_text(encoding="utf-8")):
             mentioned.setdefault(name, str(path.relative_to(ROOT)))
     unknown = {name: where for name, where in mentioned.items() if name not in settings.REGISTRY}
-    assert not unknown, f"DASHMEM_ names not in lib/settings.py's registry: {unknown}"
+    assert not unknown, f"DASHMEM_ names not in lib/core/settings.py's registry: {unknown}"
     assert len(mentioned) >= 15
 
 

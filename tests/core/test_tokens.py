@@ -1,4 +1,4 @@
-"""Token counts (lib/tokens.py): the offline estimate, and the count_tokens API when a key is set.
+"""Token counts (lib/core/tokens.py): the offline estimate, and the count_tokens API when a key is set.
 
 The estimate is checked against real tokenizer counts recorded in
 tests/data/token_calibration.json (`python -m bench.tokens --record`), so it
@@ -26,11 +26,11 @@ from bench.common import PUBLIC
 from lib.chat import compose, model
 from lib.core import tokens
 from lib.data import profile
-from lib.data.connectors import FetchContext, fetch
+from lib.data.connectors.base import FetchContext, fetch
 from lib.memory import workspace
 
 ROOT = Path(__file__).resolve().parents[2]
-MARGIN = 1.10  # lib/tokens.py's docstring: estimate >= 1.10 x real on every calibration sample
+MARGIN = 1.10  # lib/core/tokens.py's docstring: estimate >= 1.10 x real on every calibration sample
 BUDGETED = ["gdp.csv", "adult.csv", "global_superstore_sample1000.csv", "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
 
 

@@ -1,4 +1,4 @@
-"""A live source's change marker (lib/change_marker.py) against the real local PostgreSQL and MariaDB.
+"""A live source's change marker (lib/data/change_marker.py) against the real local PostgreSQL and MariaDB.
 
 Rows change in the database -> refresh -> a new data version -> the dashboard
 shows the new figure at once, though its cached result had minutes to live;

@@ -1,4 +1,4 @@
-"""Column types (lib/coltypes.py), checked against DuckDB itself: its names for Arrow types, and the Arrow
+"""Column types (lib/data/coltypes.py), checked against DuckDB itself: its names for Arrow types, and the Arrow
 types it returns for each name sources.yaml may pin."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What every connector shares (lib/connectors/base.py): secrets by reference and their redaction, files
+"""What every connector shares (lib/data/connectors/base.py): secrets by reference and their redaction, files
 confined to allowed folders, JSON paths, and JSON records as one Arrow table."""
 
 from __future__ import annotations

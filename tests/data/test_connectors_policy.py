@@ -1,4 +1,4 @@
-"""The one retry and timeout policy (lib/connectors/policy.py): its schema, its waits and when it gives up.
+"""The one retry and timeout policy (lib/data/connectors/policy.py): its schema, its waits and when it gives up.
 
 Each connector's use of it, against real failing servers, is tested with the connector
 (test_rest_source.py, test_sql_source.py, test_mcp_source.py).

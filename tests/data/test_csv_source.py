@@ -1,4 +1,4 @@
-"""The `csv` connector (lib/connectors/csv_source.py): delimiters, headers, pinned types, dates, uploads.
+"""The `csv` connector (lib/data/connectors/csv_source.py): delimiters, headers, pinned types, dates, uploads.
 Encodings and hostile files are in tests/system/test_hostile_files.py, random files in tests/system/test_fuzz.py, and
 types kept across refreshes in tests/data/test_refresh.py."""
 
@@ -9,8 +9,8 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from lib.data.connectors import FetchContext, SourceError, fetch
 from lib.data.connectors import csv_source as csv
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 from lib.data.connectors.csv_source import DATE_FORMAT_KEY, parse_dates, sniff_delimiter, store_upload
 
 

@@ -1,4 +1,4 @@
-"""The `excel` connector (lib/connectors/excel_source.py): real .xlsx workbooks written with openpyxl,
+"""The `excel` connector (lib/data/connectors/excel_source.py): real .xlsx workbooks written with openpyxl,
 sheets, types as Excel stores them, placeholders, and damaged, encrypted and oversized files."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import openpyxl
 import pyarrow as pa
 import pytest
 
-from lib.data.connectors import FetchContext, SourceError, excel_source, fetch, file_type
+from lib.data.connectors import excel_source, file_type
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 
 
 @pytest.fixture

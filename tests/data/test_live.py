@@ -1,4 +1,4 @@
-"""Live SQL sources (lib/live.py) against the real local PostgreSQL and MariaDB.
+"""Live SQL sources (lib/data/live.py) against the real local PostgreSQL and MariaDB.
 
 The supply-chain demo dashboard (KPIs, charts, a filtered table, text) runs
 unchanged over a generated 200k-row `gates` table kept in PostgreSQL: its

@@ -1,4 +1,4 @@
-"""Profiles of live SQL tables pushed down to the real local PostgreSQL and MariaDB (lib/live_profile.py).
+"""Profiles of live SQL tables pushed down to the real local PostgreSQL and MariaDB (lib/data/live_profile.py).
 
 Each test generates a table in the database, profiles it live, and compares
 with `profile.build` over the same rows loaded as a snapshot (through the SQL

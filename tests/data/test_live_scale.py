@@ -1,4 +1,4 @@
-"""Live sources at scale: a dashboard over a 5-million-row PostgreSQL table (lib/live.py).
+"""Live sources at scale: a dashboard over a 5-million-row PostgreSQL table (lib/data/live.py).
 
 tests/data/test_live.py covers the live path on a 200k-row table (equality with a snapshot of the demo
 dashboard, binding, caps, refusals, the cache). Here the table is big enough that pulling it would

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from lib.data.connectors import fetch, mcp_source
-from lib.data.connectors.base import FetchContext, SourceError
+from lib.data.connectors import mcp_source
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 
 from ..conftest import MCP_SERVER as SERVER
 from ..conftest import FlakyProxy, free_port, mcp_http_server

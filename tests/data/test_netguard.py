@@ -22,8 +22,8 @@ import httpx2
 import pytest
 
 from lib.data import netguard
-from lib.data.connectors import fetch, http
-from lib.data.connectors.base import FetchContext, SourceError
+from lib.data.connectors import http
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 from tests.helpers.netguard import Network, is_loopback
 
 from ..conftest import LocalHTTPServer

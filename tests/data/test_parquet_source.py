@@ -1,4 +1,4 @@
-"""The `parquet` connector (lib/connectors/parquet_source.py): files written with pyarrow, nested
+"""The `parquet` connector (lib/data/connectors/parquet_source.py): files written with pyarrow, nested
 columns flattened (struct fields as parent_child, lists and maps as JSON text), hostile files refused."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lib.data.connectors import FetchContext, SourceError, fetch
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 from lib.data.sandbox import describe
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from lib.core import tokens
 from lib.data import profile
-from lib.data.connectors import FetchContext, fetch
+from lib.data.connectors.base import FetchContext, fetch
 from lib.memory import schemas, workspace
 from lib.memory.yamlio import parse
 

@@ -3,7 +3,7 @@ and an innocent query in another session keeps answering during the attack.
 
 DuckDB's interrupt does not stop one scalar call that builds a huge value, and its
 memory limit does not cover it: these ran for up to a minute at 4 GB before queries
-moved into worker processes that are killed (lib/query_worker.py). The bounds below
+moved into worker processes that are killed (lib/data/query_worker.py). The bounds below
 are the product's promise (limit + 1 s), checked with a margin for a busy machine.
 """
 

@@ -306,7 +306,7 @@ def test_removing_the_last_source_empties_the_warehouse(supply):
 
 
 def test_csv_values_with_quoted_newlines_and_files_without_quotes(tmp_path):
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     (tmp_path / "notes.csv").write_text('id,note\n1,"two\nlines"\n2,plain\n')
     (tmp_path / "plain.csv").write_text("id,v\n1,2.5\n2,3.5\n")
@@ -321,7 +321,7 @@ def test_the_served_types_are_the_first_guess_and_the_new_file_decides_when_they
 
     import pyarrow as pa
 
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("code,qty,day\n007,1,11/30/2026\nA12,2,12/01/2026\n")
@@ -369,7 +369,7 @@ def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, mon
 
 def test_a_semicolon_file_keeps_its_delimiter_from_the_served_header(tmp_path):
     """The served columns settle the delimiter without sniffing; a file that changed delimiter is sniffed again."""
-    from lib.data.connectors import FetchContext, SourceError, fetch
+    from lib.data.connectors.base import FetchContext, SourceError, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("site;amount, EUR, net;note\nBrno;1;a\nLinz;2;b\nWien;3;c\n")
@@ -391,7 +391,7 @@ def test_a_refresh_reads_dates_as_a_first_load_would(tmp_path):
 
     import pyarrow as pa
 
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("ordered,shipped\n11/30/2026,11/30/2026 10:00:00\n12/01/2026,12/01/2026 11:00:00\n")
@@ -409,7 +409,7 @@ def test_a_refresh_reads_dates_as_a_first_load_would(tmp_path):
 
 
 def test_a_file_with_a_repeated_column_name_refreshes(tmp_path):
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
 
     source = {"name": "t", "type": "csv", "path": "t.csv"}
     (tmp_path / "t.csv").write_text("d,d,a\n11/30/2026,1,x\n12/01/2026,2,y\n")
@@ -466,7 +466,7 @@ def test_a_viewers_own_xlsx_and_parquet_files_stand_in_for_the_data(supply, tmp_
 
 
 def test_an_upload_is_kept_by_its_content(tmp_path):
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
     from lib.data.connectors.csv_source import store_upload
 
     ref = store_upload(tmp_path / "uploads", "../My sales.csv", b"a,b\n1,2\n")

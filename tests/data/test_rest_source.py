@@ -1,6 +1,6 @@
 """The `rest` connector against a real HTTP server on 127.0.0.1 whose routes the tests control.
 
-Every fetch goes through `lib.connectors.fetch`, so the dispatch by `type` is exercised too.
+Every fetch goes through `lib.data.connectors.base.fetch`, so the dispatch by `type` is exercised too.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from lib.data.connectors import fetch
-from lib.data.connectors.base import FetchContext, SourceError
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 
 from ..conftest import FlakyProxy, LocalHTTPServer
 

@@ -1,6 +1,6 @@
 """The `sql` connector against real databases: SQLite always, PostgreSQL and MariaDB when their servers answer.
 
-Every fetch goes through `lib.connectors.fetch`, so the dispatch by `type` is
+Every fetch goes through `lib.data.connectors.base.fetch`, so the dispatch by `type` is
 exercised too. Each test makes its own uniquely named tables (and users) and
 drops them afterwards.
 """
@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from lib.data.connectors import fetch, sql_source
-from lib.data.connectors.base import FetchContext, SourceError
+from lib.data.connectors import sql_source
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 from tests.helpers.databases import DATABASE, PG_URL
 
 from ..conftest import SERVERS, FlakyProxy, server_engine

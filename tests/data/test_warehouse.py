@@ -191,7 +191,7 @@ def test_describe_names_types_exactly_as_duckdb_does(datasets, monkeypatch):
 
     import duckdb
 
-    from lib.data.connectors import FetchContext, fetch
+    from lib.data.connectors.base import FetchContext, fetch
     from lib.data.sandbox import describe
 
     tables = {

@@ -402,7 +402,7 @@ def test_sources_every_form_of_password_in_a_url_is_refused_and_masked(url):
 
 
 # ------------------------------------------------------------------ facts the code takes from the schemas
-# Each fact below lives in a schema; the code derives it (lib/schemas.py) or is tested against it here,
+# Each fact below lives in a schema; the code derives it (lib/memory/schemas.py) or is tested against it here,
 # so a schema change that the code does not follow fails one of these tests.
 
 
@@ -529,7 +529,7 @@ def test_category_titles_page_takes_them_from_the_schemas():
 
 
 def test_default_theme_is_the_output_schemas_default():
-    from lib.memory import spec as render  # the theme lives in lib/spec.py
+    from lib.memory.kinds import output as render  # the theme lives with output.yaml's kind
 
     theme = schemas.node("output", "theme")
     assert render.DEFAULT_THEME == schemas.default("output", "theme")

@@ -1,11 +1,12 @@
-"""Spec helpers (lib/spec.py): queries, their parameters, placeholders and the theme, without the renderer."""
+"""Spec helpers (lib/memory/spec.py): queries, their parameters, placeholders and the theme, without the renderer."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from lib.memory.spec import DEFAULT_THEME, PARAM_RE, PLACEHOLDER_RE, params_for, queries, theme_for, unset_params
+from lib.memory.kinds.output import DEFAULT_THEME, theme_for
+from lib.memory.spec import PARAM_RE, PLACEHOLDER_RE, params_for, queries, unset_params
 
 from ..conftest import ROOT
 

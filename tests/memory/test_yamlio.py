@@ -1,4 +1,4 @@
-"""YAML in and out of workspace files (lib/yamlio.py): positions of every node, refusals with their line and
+"""YAML in and out of workspace files (lib/memory/yamlio.py): positions of every node, refusals with their line and
 kind, and the canonical writer. Whole hostile files through the CLI are in tests/system/test_hostile_files.py;
 random input is in tests/system/test_fuzz.py."""
 

@@ -1,4 +1,4 @@
-"""Publishing (lib/publish.py, through ConfigRepo): conflicts, far-apart edits, invalid drafts, concurrent publishes.
+"""Publishing (lib/ops/publish.py, through ConfigRepo): conflicts, far-apart edits, invalid drafts, concurrent publishes.
 
 Against a real git repository with a bare remote (the `config_repo` fixture).
 """

@@ -1,4 +1,4 @@
-"""The CI gate a new config repo gets (lib/ci_workflow.py): the workflow names a command that exists and
+"""The CI gate a new config repo gets (lib/repo/ci_workflow.py): the workflow names a command that exists and
 validates the whole checkout, and a new config repo carries it. Running the workflow's commands in a
 clone is tests/system/test_ci_gate.py (slower: it builds and installs the package)."""
 

@@ -1,4 +1,4 @@
-"""The config repo (lib/configrepo.py): creation, proposing drafts, roles, bad names, new workspaces.
+"""The config repo (lib/repo/configrepo.py): creation, proposing drafts, roles, bad names, new workspaces.
 
 Drafts, publishing and history have their own files (test_drafts, test_publish, test_history).
 Every test runs against a real git repository created from the shipped demo workspaces (the

@@ -1,4 +1,4 @@
-"""Drafts (lib/drafts.py, through ConfigRepo): save, invalid saves, sync with main, undo.
+"""Drafts (lib/repo/drafts.py, through ConfigRepo): save, invalid saves, sync with main, undo.
 
 Against a real git repository made from the shipped demo workspaces (the `config_repo` fixture).
 """

@@ -1,4 +1,4 @@
-"""History (lib/history.py, through ConfigRepo): revert, the list of versions, diffs, long histories.
+"""History (lib/repo/history.py, through ConfigRepo): revert, the list of versions, diffs, long histories.
 
 Against a real git repository made from the shipped demo workspaces (the `config_repo` fixture).
 """

@@ -1,4 +1,4 @@
-"""Several app servers sharing one config repo (issue #15, lib/replica.py).
+"""Several app servers sharing one config repo (issue #15, lib/repo/replica.py).
 
 Each "server" is its own config repo (DASHMEM_CONFIG_REPO) replicating one bare
 remote in a temporary folder (DASHMEM_CONFIG_REMOTE), and each runs in its own

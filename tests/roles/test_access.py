@@ -1,4 +1,4 @@
-"""Roles (lib/access.py): who has which role in a workspace, and what each role may do.
+"""Roles (lib/roles/access.py): who has which role in a workspace, and what each role may do.
 
 The expected permissions are written out here by hand from the design (decision 6:
 owner all; steward edits, saves, proposes, publishes only where the policy allows;

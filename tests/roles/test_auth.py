@@ -1,4 +1,4 @@
-"""Sign-in (lib/auth.py): the credentials file, app roles and groups, the cookie key, visible workspaces."""
+"""Sign-in (lib/roles/auth.py): the credentials file, app roles and groups, the cookie key, visible workspaces."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ from bench.scripted_analyst import EXPLORE_SQL, ScriptedAnalyst, apply_specifica
 from lib.artifacts import autodraft
 from lib.chat.model import AnthropicClient, ScriptedModel
 from lib.data import profile
-from lib.data.connectors import FetchContext, fetch
+from lib.data.connectors.base import FetchContext, fetch
 from tests.helpers.model import MODEL
 
 GDP = "gdp.csv"

@@ -129,19 +129,33 @@ def test_every_setting_the_docs_name_is_registered():
         for name in SETTING.findall(path.read_text(encoding="utf-8")):
             named.setdefault(name, str(path.relative_to(ROOT)))
     unknown = {name: where for name, where in named.items() if name not in settings.REGISTRY}
-    assert not unknown, f"DASHMEM_ names in the docs that lib/settings.py does not register: {unknown}"
+    assert not unknown, f"DASHMEM_ names in the docs that lib/core/settings.py does not register: {unknown}"
     assert len(named) >= 15
+
+
+PROJECT_PATH = re.compile(r"(?<![\w/.-])((?:lib|app_pages|tests|bench|scripts|schemas)/[\w/.-]*\w)")
+PATH_EXAMPLES = {"app_pages/x.py", "tests/data/test_", "bench/results"}  # a page being added, a test file's prefix, the benchmarks' output
+
+
+def missing_paths(path: Path) -> list[str]:
+    named = set(PROJECT_PATH.findall(path.read_text(encoding="utf-8")))
+    return sorted(p for p in named - PATH_EXAMPLES if not (ROOT / p).exists())
 
 
 @pytest.mark.parametrize("page", LINKED_FROM, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_module_path_the_docs_name_exists(page):
     """`lib/data/refresh.py`, `app_pages/ui.py`, `tests/data/test_live.py` written in prose name files that are there
     (a module that moves takes its mentions along)."""
-    text = page.read_text(encoding="utf-8")
-    named = set(re.findall(r"(?<![\w/.-])((?:lib|app_pages|tests|bench|scripts|schemas)/[\w/.-]*\w)", text))
-    examples = {"app_pages/x.py", "tests/test_", "bench/results"}  # a page being added, a test file's prefix, the benchmarks' output
-    missing = sorted(path for path in named - examples if not (ROOT / path).exists())
+    missing = missing_paths(page)
     assert not missing, f"{page.relative_to(ROOT)} names paths that do not exist: {missing}"
+
+
+def test_every_module_path_the_code_names_exists():
+    """The same for the docstrings and comments of the code, the benches and the tests: a reader who follows
+    `lib/data/connectors/policy.py` from a docstring finds it."""
+    code = [p for d in ("lib", "app_pages", "bench", "scripts", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
+    missing = {str(p.relative_to(ROOT)): m for p in [ROOT / "app.py", *code] if (m := missing_paths(p))}
+    assert not missing, f"paths named in the code that do not exist: {missing}"
 
 
 # --------------------------------------------------------------------------- the code map and the command line

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from lib.core.diagnostics import Diagnostic
-from lib.data.connectors import FetchContext, SourceError, fetch
+from lib.data.connectors.base import FetchContext, SourceError, fetch
 from lib.memory import schemas, workspace, yamlio
 from lib.memory.yamlio import Document, YamlSyntaxError, parse
 

@@ -7,7 +7,7 @@ what the checks read from its spec, and its HTML for the standalone export.
 `render`, `checks`, `export`, `autodraft` and the Dashboard page find a kind
 here, by the spec's `type`.
 
-Adding a kind: write `lib/components/<kind>.py` ending in `KIND =
+Adding a kind: write `lib/artifacts/components/<kind>.py` ending in `KIND =
 ComponentKind(...)` (see `base.py` for what a kind provides), add it to
 `KINDS` below and to the `type` enum of schemas/dashboard.schema.json (with
 its `$defs` entry), and give the Dashboard page a drawing function for it

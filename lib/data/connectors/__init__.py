@@ -1,11 +1,13 @@
 """Connectors turn a source's settings into an Arrow table, one module per type.
 
-    from lib.data.connectors import fetch, FetchContext
+    from lib.data.connectors.base import fetch, FetchContext
     table = fetch(source_config, FetchContext(workspace_path=...))
 
 Each connector module defines `fetch(source, ctx) -> pyarrow.Table` and is
 looked up by the source's `type` in `REGISTRY`; imports are lazy so that, say,
-the SQL drivers load only when a SQL source is fetched.
+the SQL drivers load only when a SQL source is fetched. This package's own
+module is the registry alone and imports nothing of the project: what fetching
+needs (the context, the error, the dispatch by type) is in `base`, above it.
 
 A new connector type is one module here, one line in `REGISTRY`, and the type
 in schemas/sources.schema.json (the `type` enum of `$defs/source`, and its
@@ -18,8 +20,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
-
-from .base import FetchContext, SourceError, records_to_table
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,4 @@ def module(kind: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{REGISTRY[kind].module}")
 
 
-def fetch(source: dict, ctx: FetchContext):
-    kind = source.get("type")
-    if not isinstance(kind, str) or kind not in REGISTRY:
-        raise SourceError(source.get("name", "?"), f"unknown source type {kind!r}; known: {', '.join(TYPES)}")
-    return module(kind).fetch(source, ctx)
-
-
-__all__ = ["Connector", "FetchContext", "FILE_TYPES", "REGISTRY", "SourceError", "fetch", "file_type", "module", "records_to_table", "TYPES"]
+__all__ = ["Connector", "FILE_TYPES", "REGISTRY", "TYPES", "file_type", "module"]

@@ -1,4 +1,5 @@
-"""What every connector shares: the fetch context, the error type, and JSON records to Arrow."""
+"""What every connector shares: the fetch context, the error type, and JSON records to Arrow; and `fetch`, which
+hands a source to the connector of its type (the registry in this package's `__init__`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ...core import settings
 from ...core.errors import DashmemError
 from ...memory import credentials, secrets
 from .. import netguard
+from . import REGISTRY, TYPES, module
 
 
 class SourceError(DashmemError, RuntimeError):
@@ -50,6 +52,14 @@ class FetchContext:
         return SourceError(source, self.redact(message))
 
 
+def fetch(source: dict, ctx: FetchContext) -> pa.Table:
+    """The source's data as an Arrow table, fetched by the connector of its `type`."""
+    kind = source.get("type")
+    if not isinstance(kind, str) or kind not in REGISTRY:
+        raise SourceError(source.get("name", "?"), f"unknown source type {kind!r}; known: {', '.join(TYPES)}")
+    return module(kind).fetch(source, ctx)
+
+
 def confined_path(source: str, raw: str, ctx: FetchContext) -> Path:
     """A file a source may read: inside the workspace folder or a folder listed in DASHMEM_DATA_DIRS.
 
@@ -67,7 +77,7 @@ def confined_path(source: str, raw: str, ctx: FetchContext) -> Path:
 def refused_host(host: str) -> str | None:
     """Why a source may not contact `host` by its name alone, or None.
 
-    Only a first look: lib/netguard.py checks every address a host resolves to
+    Only a first look: lib/data/netguard.py checks every address a host resolves to
     when REST and MCP sources connect, on every redirect hop and next-page link.
     """
 

@@ -93,7 +93,7 @@ class _GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
 def http_transport(ssl_context: ssl.SSLContext | None = None) -> httpx.HTTPTransport:
     """An httpx transport that connects only where sources may (no proxy; TLS verified as httpx does by default).
 
-    `ssl_context` replaces the default one (a client certificate, private CAs: lib/connectors/tls.py).
+    `ssl_context` replaces the default one (a client certificate, private CAs: lib/data/connectors/tls.py).
     """
     transport = httpx.HTTPTransport()
     _replace_pool(
@@ -111,7 +111,7 @@ def http_transport(ssl_context: ssl.SSLContext | None = None) -> httpx.HTTPTrans
 def async_http_transport(ssl_context: ssl.SSLContext | None = None) -> httpx2.AsyncHTTPTransport:
     """The same for httpx2's AsyncClient, which the MCP SDK's streamable HTTP client takes.
 
-    `ssl_context` replaces the default one (a client certificate, private CAs: lib/connectors/tls.py).
+    `ssl_context` replaces the default one (a client certificate, private CAs: lib/data/connectors/tls.py).
     """
     transport = httpx2.AsyncHTTPTransport()
     _replace_pool(
@@ -138,5 +138,5 @@ def _replace_pool(transport: Any, expected: type, pool: Any) -> None:
     connect unchecked if a later httpx keeps it elsewhere.
     """
     if not isinstance(getattr(transport, "_pool", None), expected):
-        raise RuntimeError(f"{type(transport).__module__} keeps its connection pool elsewhere; lib/netguard.py needs updating")
+        raise RuntimeError(f"{type(transport).__module__} keeps its connection pool elsewhere; lib/data/netguard.py needs updating")
     transport._pool = pool

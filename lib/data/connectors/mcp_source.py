@@ -121,7 +121,7 @@ async def _fetch_records(
                 return await _query(ClientSession(read_stream, write_stream), source, ctx)
         headers = {header: ctx.secret(name, ref) for header, ref in (source.get("secret_headers") or {}).items()}
         # Every connection the SDK opens (POSTs, the GET stream, redirects it follows) goes only to
-        # addresses checked by lib/netguard.py; it raises netguard.Refused for anything else.
+        # addresses checked by lib/data/netguard.py; it raises netguard.Refused for anything else.
         transport = http.async_http_transport(ssl_context)
 
         async def note_status(response: httpx2.Response) -> None:

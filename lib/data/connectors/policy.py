@@ -21,9 +21,10 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
-from .base import FetchContext, SourceError
+if TYPE_CHECKING:
+    from .base import FetchContext  # the context only travels through: the policy itself needs nothing of it at import
 
 T = TypeVar("T")
 
@@ -102,4 +103,4 @@ class RetryPolicy:
                 if n == self.attempts:
                     raise ctx.error(name, f"{exc.head} after {self.tries(n)}{exc.tail}") from None
                 sleep(self.wait_after(n, exc.retry_after_s, draw))
-        raise SourceError(name, "no attempt was made")  # attempts is at least 1 (schema); kept for the type checker
+        raise ctx.error(name, "no attempt was made")  # attempts is at least 1 (schema); kept for the type checker

@@ -6,7 +6,7 @@ that leads elsewhere is followed without them, so a token never reaches a
 host it was not meant for.
 
 `tls:` presents a client certificate (mutual TLS) and trusts private CAs, with the
-settings and PEM-by-reference rules of lib/connectors/tls.py. A TLS failure is a
+settings and PEM-by-reference rules of lib/data/connectors/tls.py. A TLS failure is a
 setting to fix, not a passing fault: it fails at once, saying what to check.
 """
 
@@ -95,7 +95,7 @@ def _client(source: dict, ctx: FetchContext, ssl_context: ssl.SSLContext | None)
         follow_redirects=True,
         event_hooks={"request": [keep_secrets_home]},  # runs for every request, redirects included
         # Every connection (first request, redirect hops, next pages) goes only to addresses checked
-        # by lib/netguard.py; it raises netguard.Refused for anything else.
+        # by lib/data/netguard.py; it raises netguard.Refused for anything else.
         transport=http.http_transport(ssl_context),
     )
 
@@ -142,7 +142,7 @@ def _pages(api: _Api, source: dict, paging: dict) -> Iterator[list]:
 
 
 class _Api:
-    """One source's requests: retried as its policy says (lib/connectors/policy.py), errors worded for people."""
+    """One source's requests: retried as its policy says (lib/data/connectors/policy.py), errors worded for people."""
 
     def __init__(self, client: httpx.Client, source: dict, ctx: FetchContext, ssl_context: ssl.SSLContext | None):
         self.client = client

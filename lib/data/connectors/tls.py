@@ -96,7 +96,7 @@ def refusal(url: str, context: ssl.SSLContext, timeout_s: float) -> ssl.SSLError
     Under TLS 1.3 a server checks the client certificate after the client's side of the handshake is
     done, so its refusal reaches an HTTP client as a broken pipe or a closed connection, and some
     servers (Python's asyncio, so uvicorn) send no alert at all, only close. This opens one connection
-    (to an address lib/netguard.py allows), completes the handshake and sends a request: a TLS error,
+    (to an address lib/data/netguard.py allows), completes the handshake and sends a request: a TLS error,
     or a close without a byte of answer, is a refusal; an answer, or no connection at all, is not.
     """
     import socket
