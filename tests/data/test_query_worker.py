@@ -23,7 +23,8 @@ from lib.data.sandbox import QueryError
 pytestmark = pytest.mark.slow
 
 LIMIT_S = 2.0
-MARGIN_S = 3.0  # the machine is shared and noisy: what is asserted is "stopped", not a benchmark
+MARGIN_S = 8.0  # the machine is shared and noisy (6.2 s seen at load average 11, a new worker starting included):
+# what is asserted is "stopped", not a benchmark; unstopped, these ran for up to a minute
 
 ATTACKS = {
     "repeat": "SELECT length(repeat('x', 2000000000)) AS n",
