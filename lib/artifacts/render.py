@@ -10,6 +10,10 @@ file; `checks` uses it to prove a spec renders.
 
 Each component runs exactly one query (a text block one per named query).
 Filter values are bound as named parameters, never pasted into SQL. The
+components are independent of each other, so they render side by side
+(`render_components`): while one waits for its query in a worker process,
+another's query runs in a second one, up to one query per core (and never
+more than the worker pool, DASHMEM_QUERY_WORKERS, holds). The
 queries run through the workspace's query engine (`lib.data.engine`: the
 snapshot through the render cache, `QueryCache`, re-exported here, or a live
 source's database). Results are cached per data version, so a rerun with the
@@ -18,13 +22,16 @@ same data and filters runs no query twice.
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import pyarrow as pa
 
+from ..core import settings
 from ..data.engine import CACHE, Engine, QueryCache
 from ..data.sandbox import QueryError
 from ..memory.kinds.output import theme_for
@@ -65,7 +72,18 @@ class Rendered:
         return [(c.id, c.error) for c in self.components if c.error] + [(f.id, f.error) for f in self.filters if f.error]
 
 
-__all__ = ["CACHE", "QueryCache", "Rendered", "FilterState", "filter_states", "filter_params", "render", "render_context", "render_component"]
+__all__ = [
+    "CACHE",
+    "QueryCache",
+    "Rendered",
+    "FilterState",
+    "filter_states",
+    "filter_params",
+    "render",
+    "render_context",
+    "render_component",
+    "render_components",
+]
 
 
 def filter_states(dashboard: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, cache: Any = CACHE, timeout_s: float = 10.0) -> list[FilterState]:
@@ -125,20 +143,20 @@ def render(
     queries, theme = ctx.engine, ctx.theme
 
     by_id = {c["id"]: c for c in dashboard.get("components") or []}
-    rows: list[list[Component]] = []
+    placement: list[list[tuple[Mapping[str, Any], int]]] = []
     placed: set[str] = set()
     for row in dashboard.get("layout") or []:
-        built = []
+        cells = []
         for cell in row:
             cid, width = (cell, 1) if isinstance(cell, str) else (cell["id"], cell.get("width", 1))
             if cid in by_id and cid not in placed:
-                built.append(render_component(by_id[cid], width, ctx))
+                cells.append((by_id[cid], width))
                 placed.add(cid)
-        if built:
-            rows.append(built)
-    for cid, spec in by_id.items():  # components the layout does not place follow, one per row
-        if cid not in placed:
-            rows.append([render_component(spec, 1, ctx)])
+        if cells:
+            placement.append(cells)
+    placement += [[(spec, 1)] for cid, spec in by_id.items() if cid not in placed]  # components the layout does not place follow, one per row
+    built = iter(render_components([cell for row in placement for cell in row], ctx))
+    rows = [[next(built) for _ in row] for row in placement]
     chosen = {k: v for k, v in (chosen_filters or {}).items() if v not in (None, "", [], ())}
     return Rendered(
         dashboard.get("title", ""),
@@ -186,6 +204,20 @@ def render_context(
         queries,
     )
     return ctx, states, misses_before
+
+
+def parallel_queries(count: int) -> int:
+    """How many of `count` independent queries one render runs at once: one per core, within the worker pool."""
+    return max(1, min(count, os.cpu_count() or 1, settings.get("DASHMEM_QUERY_WORKERS")))
+
+
+def render_components(cells: list[tuple[Mapping[str, Any], int]], ctx: RenderContext) -> list[Component]:
+    """(spec, width) of each component, rendered side by side (`parallel_queries` at a time), in their order."""
+    threads = parallel_queries(len(cells))
+    if threads == 1:
+        return [render_component(spec, width, ctx) for spec, width in cells]
+    with ThreadPoolExecutor(threads, thread_name_prefix="render") as pool:
+        return list(pool.map(lambda cell: render_component(cell[0], cell[1], ctx), cells))
 
 
 def render_component(spec: Mapping[str, Any], width: int, ctx: RenderContext) -> Component:

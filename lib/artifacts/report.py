@@ -28,7 +28,7 @@ from ..memory.shapes import REPORT_COMPONENT_SECTIONS
 from ..memory.spec import PLACEHOLDER_RE, prose_id
 from .components import Component
 from .components import text as text_kind
-from .render import FilterState, render_component, render_context
+from .render import FilterState, render_components, render_context
 
 
 @dataclass
@@ -91,18 +91,21 @@ def render_report(
     report = files.get("report") or {}
     ctx, states, misses_before = render_context(files, report, report.get("parameters"), tables, version, chosen_params, cache, workspace_path)
     sections: list[Section] = []
+    cells: list[tuple[Section, Mapping[str, Any]]] = []  # each component with the section it goes in, rendered together below
     for i, spec in enumerate(report.get("sections") or []):
         kind = spec.get("type")
         section = Section(kind, i)
         if kind == "heading":
             section.text, section.level = spec.get("text", ""), int(spec.get("level", 1))
         elif kind == "prose":
-            section.components = [render_component(prose_spec(report, i), 1, ctx)]
+            cells.append((section, prose_spec(report, i)))
         elif kind == "kpis":
-            section.components = [render_component(card, 1, ctx) for card in spec.get("components") or []]
+            cells += [(section, card) for card in spec.get("components") or []]
         elif kind in REPORT_COMPONENT_SECTIONS:
-            section.components = [render_component(spec, 1, ctx)]
+            cells.append((section, spec))
         sections.append(section)
+    for (section, _), component in zip(cells, render_components([(spec, 1) for _, spec in cells], ctx)):
+        section.components.append(component)
     chosen = {k: v for k, v in (chosen_params or {}).items() if v not in (None, "", [], ())}
     return RenderedReport(
         report.get("title", ""),

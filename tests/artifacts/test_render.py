@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 
 import altair as alt
 import pandas as pd
@@ -165,6 +166,41 @@ def test_a_failing_component_does_not_take_the_others_down(supply):
     r = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
     assert r.component("kpi_volume").error.startswith("query failed:")
     assert r.component("kpi_attainment").error is None and r.component("kpi_attainment").display
+
+
+def test_independent_components_query_at_the_same_time_and_keep_their_places(supply, monkeypatch):
+    """A render does not wait for one component's query before starting the next one's: two queries meet inside
+    the worker pool at once (a barrier two must reach together; one after the other, the first would time out)."""
+    from lib.artifacts import render as render_module
+    from lib.data import query_worker
+
+    folder, wh = supply
+    monkeypatch.setattr(render_module.os, "cpu_count", lambda: 2)  # the same on any machine: two at a time
+    both = threading.Barrier(2, timeout=20)
+    met: list[bool] = []
+    ask = query_worker._Pool.ask
+
+    def meeting(self, request, deadline_s):
+        if request["kind"] == "query" and threading.current_thread().name.startswith("render") and not met:  # a component's, not the filters' options
+            both.wait()  # BrokenBarrierError, and the component's error, if no second query arrives meanwhile
+            met.append(True)
+        return ask(self, request, deadline_s)
+
+    monkeypatch.setattr(query_worker._Pool, "ask", meeting)
+    r = draw(folder, wh)
+    assert met and not both.broken
+    assert not [c.id for row in r.rows for c in row if c.error], "every component rendered"
+    assert [[c.id for c in row] for row in r.rows] == [[c.id for c in row] for row in draw(folder, wh).rows]
+    assert r.component("kpi_volume").display and r.component("daily").vega
+
+
+def test_one_core_renders_one_component_after_another(supply, monkeypatch):
+    from lib.artifacts import render as render_module
+
+    monkeypatch.setattr(render_module.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(render_module, "ThreadPoolExecutor", None)  # would fail if a pool were made
+    folder, wh = supply
+    assert not [c.id for row in draw(folder, wh).rows for c in row if c.error]
 
 
 def test_layout_rows_and_widths(supply):
