@@ -174,6 +174,10 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _folder_or_off(text: str) -> Path | None:
+    return None if text.strip().lower() in ("off", "0", "no", "false") else Path(text).expanduser().resolve()
+
+
 def _anything_is_on(text: str) -> bool:
     return True  # any non-empty value, as DASHMEM_DEBUG always worked
 
@@ -472,6 +476,18 @@ register(
         APP_AND_CLI,
         "CIDR networks separated by `,`",
         "none",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_UNPACKED_DIR",
+        _folder_or_off,
+        Path("/dev/shm"),
+        "where big snapshot tables are kept decompressed, once for every process and query worker to map "
+        "(lib/data/unpacked.py): best in shared memory (tmpfs); `off` reads them as stored",
+        APP_AND_CLI,
+        "a folder (a `dashmem-<uid>` folder is made in it), or `off`",
+        "`/dev/shm`",
     )
 )
 register(

@@ -49,6 +49,7 @@ import pyarrow as pa
 from ..core.fsutil import replace_symlink
 from ..core.settings import cache_dir_for
 from ..roles.access import require
+from . import unpacked
 from .queries import run_query
 from .query_worker import remember_origin
 from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryResult, describe, first_line
@@ -279,7 +280,8 @@ class Warehouse:
         except OSError as exc:  # unreadable (permissions, I/O): served by no one, but not deleted
             raise QueryError(f"the data loaded at {snapshot.created[:19].replace('T', ' ')} cannot be read ({first_line(exc)})") from None
         try:
-            opened = {name: _open_table(mapped, meta, snapshot.path) for name, meta in snapshot.tables.items()}
+            copies = unpacked.folder_for(self.folder) if any(meta.get("file") for meta in snapshot.tables.values()) else None
+            opened = {name: _open_table(mapped, meta, snapshot.path, copies) for name, meta in snapshot.tables.items()}
         except FileNotFoundError:
             raise  # a table file pruned with its snapshot by another process since the manifest was read
         except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as exc:
@@ -368,6 +370,10 @@ class Warehouse:
             raise
         finally:
             os.close(writing)
+        copies = unpacked.folder_for(self.folder) if any(meta.get("file") for meta in manifest_tables.values()) else None
+        for name, meta in manifest_tables.items():
+            if meta.get("file"):  # the next process to open it maps this copy instead of decompressing the table
+                unpacked.write_copy(copies, meta.get("hash"), written[name])
         # The new snapshot ends any pin (see `pinned_id`); the file goes for tidiness. The
         # snapshot pinned until now is spared this once: a reader may be about to open it.
         spare = self._pinned_id(ids)
@@ -433,6 +439,9 @@ class Warehouse:
                 self._delete_if_orphan(name)
             elif not name.endswith(SUFFIX):
                 _delete(self.root / name)  # a damaged snapshot set aside, or what an earlier version of this app kept here
+        if any(name.endswith(TABLE_SUFFIX) for name in names):
+            kept = {meta["hash"] for snapshot in self._readable(self._ids()) for meta in snapshot.tables.values() if meta.get("hash")}
+            unpacked.sweep(unpacked.folder_for(self.folder), kept)  # the decompressed copies of tables no kept snapshot names
 
     def _delete_if_orphan(self, table_file: str) -> None:
         """Delete a table file whose snapshot is gone (pruned, set aside, or its writer killed).
@@ -449,8 +458,8 @@ class Warehouse:
             _delete(self.root / table_file)
 
 
-def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Table:
-    """One table of a snapshot file.
+def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path, copies: Path | None = None) -> pa.Table:
+    """One table of a snapshot file; a big one from its decompressed copy in `copies` (`lib.data.unpacked`), made if missing.
 
     Each table's IPC file was written into the one snapshot stream, so the
     block offsets in its footer count from the start of the snapshot file, not
@@ -462,6 +471,14 @@ def _open_table(mapped: pa.Buffer, meta: Mapping[str, Any], path: Path) -> pa.Ta
 
     if meta.get("file"):  # a big table, in its own file next to the snapshot
         path = path.with_name(Path(meta["file"]).name)
+        if path.stat().st_size != int(meta["length"]):  # cut short (or pruned: FileNotFoundError), whatever a copy says
+            raise pa.ArrowInvalid(f"the table file holds {path.stat().st_size} bytes where {int(meta['length'])} were written")
+        found = unpacked.unpack(copies, meta.get("hash"), path)
+        if found is not None:
+            table, copy, size = found
+            remember_origin(table, copy, 0, size)  # query workers map the same copy
+            _remember_hash(table, meta.get("hash"))
+            return table
         with pa.memory_map(str(path), "r") as source:
             mapped = source.read_buffer()
     end = int(meta["offset"]) + int(meta["length"])
