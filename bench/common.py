@@ -157,9 +157,9 @@ def bench_config_repo(tmp: Path, rows: int, spec: dict) -> dict[str, str]:
     os.environ.pop("ANTHROPIC_API_KEY", None)
     repo = ConfigRepo.open_or_create(tmp / "config-repo", ROOT / "workspaces")
     folder = repo.path / BENCH_SLUG
-    meta = workspace.blank("Wide bench", "olivia", "2026-11-30")["workspace"]
-    meta["access"]["viewers"] = ["*"]
-    workspace.save(folder, {"workspace": meta, "sources": {"sources": [{"name": "t", "type": "csv", "path": str(csv)}]}, "dashboard": spec})
+    files = workspace.blank("Wide bench", "olivia", "2026-11-30")
+    files["workspace"]["access"]["viewers"] = ["*"]
+    workspace.save(folder, {**files, "sources": {"sources": [{"name": "t", "type": "csv", "path": str(csv)}]}, "dashboard": spec})
     git.Repo(repo.path).git.add("--all")
     git.Repo(repo.path).git.commit("-q", "-m", "bench workspace")
     report = refresh(repo.published_path(BENCH_SLUG), Warehouse.for_workspace(repo.published_path(BENCH_SLUG)), user=OPERATOR)

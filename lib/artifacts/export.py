@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
+import importlib.metadata
 import json
 import logging
 import re
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import vl_convert
 
+from ..core import settings
 from ..core.diagnostics import ValidationFailed, has_errors
 from ..core.errors import DashmemError
 from ..core.fsutil import atomic_write
@@ -138,11 +141,26 @@ def chart_scripts(chart_specs: list[dict[str, Any]]) -> str:
 def vega_bundle() -> str:
     """Vega, Vega-Lite, vega-embed and the snippet that draws every chart, as one inline script.
 
-    Bundling takes about a second, so it is built once per process.
+    Bundling takes one to two seconds, most of a cron export's time, and depends only on the versions and the
+    snippet: it is built once per machine and kept in the cache folder (named by what it depends on), then
+    read by every later process; a cached file that cannot be read or written is simply built again.
     """
-    bundle = vl_convert.javascript_bundle(EMBED_SNIPPET, vl_version=_vega_lite_version())
+    vl_version = _vega_lite_version()
+    key = hashlib.sha256(f"{importlib.metadata.version('vl-convert-python')}|{vl_version}|{EMBED_SNIPPET}".encode()).hexdigest()[:16]
+    cached = settings.cache_dir() / "vega" / f"bundle-{key}.js"
+    try:
+        return cached.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    bundle = vl_convert.javascript_bundle(EMBED_SNIPPET, vl_version=vl_version)
     # A literal "</script" anywhere in the code would end the <script> element early.
-    return re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.IGNORECASE)
+    bundle = re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.IGNORECASE)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(cached, bundle, fsync=False)
+    except OSError as exc:
+        _log.info("the chart bundle could not be cached (%s); it is built again next time", exc)
+    return bundle
 
 
 @functools.lru_cache(maxsize=1)
