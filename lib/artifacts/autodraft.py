@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..core import settings
 from ..core.errors import DashmemError
 from ..core.formats import format_number
 from ..data import colroles, coltypes, profile
@@ -102,7 +103,7 @@ def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None, kind
     data_profile = files.get("profile")
     if not data_profile:
         if not tables:
-            raise NothingToDraft("no data loaded: add a source on the Sources page (or `python -m lib source add`) first")
+            raise NothingToDraft(f"no data loaded: add a source on the Sources page (or `{settings.COMMAND} source add`) first")
         data_profile = profile.build_for(tables, files.get("sources"))
     drafters = {"dashboard": draft, "report": draft_report}
     return {"profile": data_profile, **{kind: drafters[kind]({**files, "profile": data_profile}) for kind in DRAFTABLE if kind in kinds}}

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
+from ..core import settings
 from ..core.diagnostics import ERROR, WARNING, Diagnostic, format_path, has_errors
 from ..data import coltypes
 from ..data.engine import Engine, QueryCache
@@ -713,7 +714,7 @@ def run(
     for check in STATIC[1:] + (REPORT_STATIC if kind == "report" else []):
         out.extend(_isolated(check, ctx))
     if tables is None:
-        out.append(skipped_note or Diagnostic("check.skipped", WARNING, "data checks not run: no data loaded (run `python -m lib refresh`)", file))
+        out.append(skipped_note or Diagnostic("check.skipped", WARNING, f"data checks not run: no data loaded (run `{settings.COMMAND} refresh`)", file))
         return out
     for check in ON_DATA + (REPORT_ON_DATA if kind == "report" else []):
         out.extend(_isolated(check, ctx))

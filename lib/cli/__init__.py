@@ -27,9 +27,7 @@ from ..core.errors import DashmemError
 if TYPE_CHECKING:
     from ..memory.workspace import Workspace
 
-# How a person runs these commands: `python -m lib` in this checkout; `dashmem` (or `python -m dashmem`)
-# where the package is installed (docs/operations.md: Installing the CLI).
-PROG = "python -m lib" if __name__.partition(".")[0] == "lib" else "dashmem"
+PROG = settings.COMMAND  # `python -m lib` in this checkout, `dashmem` installed
 
 
 def _print_json(payload) -> None:

@@ -48,6 +48,9 @@ def checkout_root(package_dir: Path) -> Path | None:
 # an installed package keeps its state in the user's folders (XDG) and uses the templates it ships, never
 # writing into site-packages. Read at call time by the defaults below (tests stand in for an installed package).
 CHECKOUT = checkout_root(PACKAGE_DIR)
+# How a person runs the command line, for the hints messages give: `python -m lib` in this checkout; `dashmem`
+# (or `python -m dashmem`) where the package is installed (docs/operations.md: Installing the CLI).
+COMMAND = "python -m lib" if __name__.partition(".")[0] == "lib" else "dashmem"
 PROJECT_ROOT = CHECKOUT or PACKAGE_DIR.parent
 
 # Who sets a setting: whose environment (or which file) the value is read from.

@@ -175,7 +175,7 @@ def refresh(
     report = RefreshReport(workspace=Path(ws_path).name)
     sources = (ws.get("sources") or {}).get("sources") or []
     if workspace.has_errors([d for d in diagnostics if d.file and d.file.endswith(workspace.FILES["sources"])]):
-        report.dashboard_errors.append("sources.yaml does not validate; run `python -m lib validate`")
+        report.dashboard_errors.append(f"sources.yaml does not validate; run `{settings.COMMAND} validate`")
         return report
     current = warehouse.current()
     report.previous = current.id if current else None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
+from ..core import settings
 from .sandbox import QueryError, QueryRefused, first_line
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def refuse(tables: Mapping[str, Any], sql: str) -> None:
         which = ", ".join(named)
         raise StandInRefused(
             f"{which} {'is a live source' if len(named) == 1 else 'are live sources'}: the snapshot holds only the columns, "
-            "the rows are in the database; this query was not run on the snapshot (run it through the dashboard, Explore or `python -m lib query`)"
+            f"the rows are in the database; this query was not run on the snapshot (run it through the dashboard, Explore or `{settings.COMMAND} query`)"
         )
 
 

@@ -105,6 +105,13 @@ def test_validate_and_refresh_a_workspace_from_any_folder(venv, home, tmp_path):
 
     ok = _run(venv, home, cwd, "dashmem", "validate", str(ws))
     assert ok.returncode == 0, ok.stdout + ok.stderr
+    # A hint names the command as it is installed, not the checkout's `python -m lib`.
+    broken = ws.parent / "broken"
+    shutil.copytree(ws, broken)
+    (broken / "sources.yaml").write_text("sources:\n  - {name: gates, type: nosuchtype}\n", encoding="utf-8")
+    hinted = _run(venv, home, cwd, "dashmem", "refresh", str(broken))
+    assert hinted.returncode != 0 and "`dashmem validate`" in hinted.stdout + hinted.stderr, hinted.stdout + hinted.stderr
+    assert "python -m lib" not in hinted.stdout + hinted.stderr
     refreshed = _run(venv, home, cwd, "dashmem", "refresh", str(ws))
     assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
     assert "switched to snapshot" in refreshed.stdout

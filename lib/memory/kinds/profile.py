@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core import settings
 from ..changes import Category, Change, by_key, keyed_diff, mapping
 from .base import Kind, unique
 
@@ -51,6 +52,6 @@ KIND = Kind(
     diff=profile_changes,
     review=SHAPE,
     model_heading="Data profile (profile.yaml, compact; tables you can query)",
-    model_empty="No data profile yet: the workspace has no loaded data (connect a source, refresh, then `python -m lib profile PATH --write`).",
+    model_empty=f"No data profile yet: the workspace has no loaded data (connect a source, refresh, then `{settings.COMMAND} profile PATH --write`).",
     model_empty_heading="Data profile",
 )
