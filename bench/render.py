@@ -91,7 +91,7 @@ SPEC = {
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
@@ -104,11 +104,14 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wh = Warehouse(Path(tmp))
         wh.write_snapshot({"t": fetch({"name": "t", "type": "csv", "path": str(csv)}, FetchContext(workspace_path=csv.parent))})
-        tables, version = wh.tables(), wh.current().id
+        snapshot = wh.current()
+        assert snapshot is not None
+        tables, version = wh.tables(), snapshot.id
         files = {"dashboard": SPEC, "output": {"data_injection": {"mode": "queries_at_render"}}}
         rows = []
         for label, chosen in (("no filter", {}), ("filtered", {"cat": ["cat0_1", "cat0_2"]})):
             cold, warm = [], []
+            first = None
             for _ in range(args.repeat):
                 cache = QueryCache()
                 start = time.perf_counter()
@@ -119,6 +122,7 @@ def main(argv=None) -> None:
                 again = render(files, tables, version, chosen, cache=cache)
                 warm.append(time.perf_counter() - start)
                 assert again.queries_run == 0
+            assert first is not None, "--repeat is at least 1"
             rows.append(
                 [
                     label,
