@@ -53,7 +53,7 @@ test: $(STAMP) browser tokenizer
 	$(PY) -m pytest -q -n 3 --dist loadgroup
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;
-# then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/ and app.py in pyright's standard mode;
+# then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/, app.py, tests/, bench/ and scripts/, all in pyright's standard mode;
 # then the wings of lib/ (.importlinter): each imports only the ones below it, and no circles.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -109,7 +109,9 @@ def run_dataset(csv_file: Path, runs: int, root: Path, make_client: ClientFactor
     perturbed = measure_columns(profile_v1)
     pacsv.write_csv(updated_version(tables_v1[TABLE], perturbed), folder / SOURCE_FILE)
     refreshed = measure_refresh(folder, warehouse, csv_file.name)
-    tables_v2, version_v2 = warehouse.tables(), warehouse.current().id
+    snapshot = warehouse.current()
+    assert snapshot is not None, "the refresh to V2 left no snapshot"
+    tables_v2, version_v2 = warehouse.tables(), snapshot.id
     profile_v2 = build_profile(tables_v2, sources)
     workspace.save(folder, {"profile": profile_v2})
     memory = workspace.load(folder)[0].data
@@ -142,7 +144,9 @@ def create_workspace(csv_file: Path, root: Path) -> tuple[Path, Warehouse, list[
 def load_data(folder: Path, warehouse: Warehouse) -> tuple[dict[str, Any], str]:
     """Load the workspace's data for the first time; its tables and snapshot id."""
     _require_ok(refresh(folder, warehouse, user=OPERATOR), "loading V1")
-    return warehouse.tables(), warehouse.current().id
+    snapshot = warehouse.current()
+    assert snapshot is not None, "loading V1 left no snapshot"
+    return warehouse.tables(), snapshot.id
 
 
 def remember_specification(folder: Path, spec: FormattingSpec, profile: Mapping[str, Any]) -> dict[str, Any]:
@@ -255,7 +259,7 @@ def _counting(function, counts: dict[str, int], key: str):
 
 
 def main(argv=None) -> Study:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=1, help="repetitions of every (dataset, condition) cell")
     parser.add_argument("--datasets", nargs="+", default=list(DEFAULT_DATASETS), metavar="FILE")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the Markdown and CSV results")

@@ -103,6 +103,8 @@ def spec_for(dataset: str, profile: Mapping[str, Any]) -> FormattingSpec:
     if measures:
         lead = measures[0]
         middle = (lead.get("quantiles") or {}).get("p50", lead.get("mean"))
+        if middle is None:
+            raise ValueError(f"{dataset}: {lead['name']} has neither a median nor a mean to take a threshold from")
         return FormattingSpec(dataset, lead["name"], _two_significant(middle))
     return FormattingSpec(dataset, "records", _two_significant(table["rows"] / 2))
 

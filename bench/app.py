@@ -195,6 +195,7 @@ def browser_bench(tmp: Path, args) -> None:
     server_cores = 1 if pin else (os.cpu_count() or 1)
     results: dict[tuple[str, int], list[Round]] = {}
     with AppServer(env, tmp / "server.log", cpus="0" if pin else None) as server:
+        assert server.proc is not None  # started on entering
         if pin:  # this process, Playwright and Chromium (its children) on the other cores
             os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
         # The server's first page: nothing cached.
@@ -381,7 +382,7 @@ def apptest_bench(tmp: Path, args) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of N sessions at once per N (browser)")
     parser.add_argument("--sessions", default="1,4,8", help="concurrent session counts (browser)")

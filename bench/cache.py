@@ -62,7 +62,7 @@ def prepared_workspace(root: Path, csv: Path) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--mode", choices=["edit", "query"], default="edit")
     parser.add_argument("--budget", type=int, help="profile token budget (default: none)")
     args = parser.parse_args(argv)

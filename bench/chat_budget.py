@@ -32,7 +32,7 @@ def main(argv=None) -> None:
 
     from .common import ROOT
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--budget", type=int, default=None, help="the policy's profile_budget (default: the schema's)")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(argv)

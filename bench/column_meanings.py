@@ -48,7 +48,7 @@ def baseline(column: dict, rows: int) -> str:
 
 def main() -> None:
     from lib.data import profile
-    from tests.test_colroles import column_table
+    from tests.data.test_colroles import column_table
 
     cases = yaml.safe_load(LABELLED.read_text(encoding="utf-8"))
     tallies: dict[str, dict[str, int]] = {}

@@ -128,7 +128,7 @@ VIEWER = ("vera", "vera-demo")
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0-100), nearest rank: with few samples p95 is the slowest, never an interpolation below it."""
     ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, -(-len(ordered) * q // 100) - 1))]
+    return ordered[max(0, min(len(ordered) - 1, int(-(-len(ordered) * q // 100)) - 1))]
 
 
 def bench_config_repo(tmp: Path, rows: int, spec: dict) -> dict[str, str]:

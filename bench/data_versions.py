@@ -36,7 +36,7 @@ def updated_version(table: pa.Table, measures: Iterable[str], seed: int = SEED, 
         column = shuffled.column(index)
         # One draw per row for every measure, nulls included, so the draws do not depend on where nulls are.
         factor = rng.uniform(-spread, spread, shuffled.num_rows)
-        missing = pc.is_null(column).to_numpy(zero_copy_only=False)
+        missing = pc.is_null(column).to_numpy(zero_copy_only=False)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
         values = column.to_numpy(zero_copy_only=False)
         if pa.types.is_integer(kind):
             values = np.where(missing, 0, values).astype(np.int64)

@@ -20,6 +20,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -38,7 +39,7 @@ def _workspace(folder: Path, table: str, incremental: bool) -> None:
     shutil.rmtree(folder / "data")
     for name in ("dashboard.yaml", "profile.yaml"):
         (folder / name).unlink()
-    source = {"name": "events", "type": "sql", "url": PG, "table": table}
+    source: dict[str, Any] = {"name": "events", "type": "sql", "url": PG, "table": table}
     if incremental:
         source["incremental"] = {"cursor": "id"}
     ws, _ = workspace.load(folder)
@@ -47,7 +48,7 @@ def _workspace(folder: Path, table: str, incremental: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--new", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=5)

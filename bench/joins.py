@@ -215,7 +215,7 @@ def cost(runs: int) -> None:
         "orders": big.select(["Customer ID", "Product ID", "Quantity", "Order Date", "Sales"]).rename_columns(["buyer", "item", "qty", "day", "sales"]),
         "clients": dimension(store, "Customer ID", {"Customer ID": "client", "Segment": "segment"}),
         "products": dimension(store, "Product ID", {"Product ID": "sku", "Category": "category"}),
-        "ledger": pa.table({"entry": pc.add(pa.array(range(rows)), 1), "note": pa.array([f"n{i % 13}" for i in range(rows)])}),
+        "ledger": pa.table({"entry": pc.add(pa.array(range(rows)), 1), "note": pa.array([f"n{i % 13}" for i in range(rows)])}),  # pyright: ignore[reportAttributeAccessIssue]  # pc has no stubs
     }
     profiles = [profile.profile_table(name, t) for name, t in tables.items()]
     pairs = relationships.pairs_to_check(tables, profiles)
@@ -251,7 +251,7 @@ def cost(runs: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     quality()

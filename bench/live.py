@@ -154,6 +154,7 @@ def warm_up() -> None:
 def child(mode: str, folder: Path, cache_root: Path) -> dict:
     """One cold open of the dashboard: the figures of this process only."""
     import sqlalchemy as sa
+    from sqlalchemy import event
 
     from lib.artifacts.render import render
     from lib.data.refresh import refresh
@@ -169,7 +170,7 @@ def child(mode: str, folder: Path, cache_root: Path) -> dict:
         if statement.lstrip().upper().startswith(("SELECT", "WITH")):
             received[0] += max(cursor.rowcount, 0)  # psycopg2's client-side cursor: the rows the server sent
 
-    sa.event.listen(sa.engine.Engine, "after_cursor_execute", record)
+    event.listen(sa.engine.Engine, "after_cursor_execute", record)
     # The app's server process holds these from its first page on; a user's first render does not import them.
     imported = time.perf_counter()
     for module in APP_MODULES:
@@ -341,7 +342,7 @@ def disk_room() -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sizes", default="1000000,5000000")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--big", action="store_true", help="add 20M rows, if the disk has room")
@@ -363,12 +364,13 @@ def main() -> None:
             notes.append(f"20M rows skipped: {disk_room() / 2**30:.1f} GB free, {BIG_BYTES_NEEDED / 2**30:.0f} GB wanted")
 
     import sqlalchemy as sa
+    from sqlalchemy.exc import OperationalError
 
     engine = sa.create_engine(ENGINE_URL)
     try:
         with engine.connect() as connection:
             connection.exec_driver_sql("SELECT 1")
-    except sa.exc.OperationalError as exc:
+    except OperationalError as exc:
         raise SystemExit(f"PostgreSQL not reachable at {ENGINE_URL}: {str(exc).splitlines()[0]}") from None
     figures = []
     for rows in sizes:

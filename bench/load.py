@@ -98,7 +98,7 @@ async def _all_drawn(browser) -> bool:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=100_000, help="rows of the generated table (1,000,000 for the audit's case)")
     parser.add_argument("--sessions", default="1,2,4,8")
     parser.add_argument("--clicks", type=int, default=5, help="Refresh clicks per session")

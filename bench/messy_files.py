@@ -75,7 +75,7 @@ def _medians(ours, theirs, runs: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()

@@ -15,16 +15,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable
 
 from .common import DATASETS, PUBLIC
 
 
-def tables() -> dict[str, object]:
+def tables() -> dict[str, Callable[[], dict]]:
     from lib.data.connectors.base import FetchContext, fetch
 
     from .profile import superstore_table, synthetic_wide
 
-    out = {}
+    out: dict[str, Callable[[], dict]] = {}
     for name in PUBLIC:
         out[name] = lambda name=name: {"t": fetch({"name": "t", "type": "csv", "path": str(DATASETS / name)}, FetchContext(workspace_path=DATASETS))}
     out["superstore_x44_300k"] = lambda: {"t": superstore_table(300_000)}
@@ -61,7 +62,7 @@ def main(argv=None) -> None:
     from lib.data import profile
     from lib.memory import workspace
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("out", type=Path)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)

@@ -133,7 +133,7 @@ def cold_command_line(files: list[Path], runs: int) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--cold-runs", type=int, default=5, help="pairs of whole processes per file in the cold table")
     parser.add_argument("--part", choices=["warm", "cold", "both"], default="both")

@@ -42,7 +42,7 @@ def _run(args: list[str], env: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--workspaces", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)

@@ -153,7 +153,7 @@ def cron(rows: int, repeat: int) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cron", action="store_true", help="fresh export --html processes against fresh DuckDB processes")
@@ -173,7 +173,9 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wh = Warehouse(Path(tmp))
         wh.write_snapshot({"t": fetch({"name": "t", "type": "csv", "path": str(csv)}, FetchContext(workspace_path=csv.parent))})
-        tables, version = wh.tables(), wh.current().id
+        snapshot = wh.current()
+        assert snapshot is not None
+        tables, version = wh.tables(), snapshot.id
         files = {"dashboard": SPEC, "output": {"data_injection": {"mode": "queries_at_render"}}}
         rows = []
         statements = [sql for _, _, sql in queries(SPEC)]
@@ -182,6 +184,7 @@ def main(argv=None) -> None:
         for label, chosen in (("no filter", {}), ("filtered", {"cat": ["cat0_1", "cat0_2"]})):
             cold, warm, floor = [], [], []
             values = {"cat": chosen.get("cat")}
+            first = None
             for _ in range(args.repeat):
                 start = time.perf_counter()
                 for sql in statements:
@@ -196,6 +199,7 @@ def main(argv=None) -> None:
                 again = render(files, tables, version, chosen, cache=cache)
                 warm.append(time.perf_counter() - start)
                 assert again.queries_run == 0
+            assert first is not None, "--repeat is at least 1"
             ratio = statistics.median(c / f for c, f in zip(cold, floor))
             rows.append(
                 [

@@ -51,7 +51,7 @@ def _publish_times(repo, repeat: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     repeat = max(5, args.repeat)

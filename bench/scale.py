@@ -170,8 +170,11 @@ def uncached_workspaces_for(cr, user) -> dict:
 
     metas = {slug: meta(slug) for slug in cr.slugs()}
     for head in cr.repo.heads:
-        owner, slug = branches.parse_draft(head.name) or (None, None)
-        if owner is not None and (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
+        draft = branches.parse_draft(head.name)
+        if draft is None:
+            continue
+        owner, slug = draft
+        if (owner == user.name or user.app_role == access.OWNER) and slug not in metas:
             metas[slug] = meta(slug, head.name)
     return metas
 
@@ -384,7 +387,7 @@ def axis_history(runs: int) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--axis", choices=["rows", "columns", "workspaces", "history"], action="append", help="run only this axis (repeatable); all by default")
     parser.add_argument("--runs", type=int, default=5, help="runs per cell (median); at least 5")
     parser.add_argument("--big", action="store_true", help="add 5M rows to the rows axis (slow: minutes, GBs of memory)")

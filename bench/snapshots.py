@@ -271,7 +271,7 @@ def formats_rows(csv: Path, tmp: Path, repeat: int) -> list[list[object]]:
         t_write = median_time(write, repeat)
         t_read = median_time(read, repeat)
         size = path.stat().st_size
-        if base_bytes is None:
+        if base_bytes is None or base_write is None or base_read is None:  # the first candidate, set together
             base_bytes, base_write, base_read = size, t_write, t_read
         rows.append(
             [
@@ -335,7 +335,7 @@ def csv_rows(csv: Path, repeat: int) -> list[list[object]]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--datasets", action=argparse.BooleanOptionalAction, default=True)

@@ -35,7 +35,9 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any, Callable
 
 from .common import BENCH_CACHE, ROOT, print_table
 
@@ -110,6 +112,7 @@ def reachable(backend: str) -> str | None:
 def ensure_table(backend: str, rows: int, data: list[tuple] | None) -> list[tuple] | None:
     """Create and fill the bench table unless it is there with the right row count; returns the rows if made."""
     import sqlalchemy as sa
+    from sqlalchemy.exc import SQLAlchemyError
 
     name = table_name(rows)
     if backend == "sqlite":
@@ -131,7 +134,7 @@ def ensure_table(backend: str, rows: int, data: list[tuple] | None) -> list[tupl
             try:
                 if connection.exec_driver_sql(f"SELECT COUNT(*) FROM {name}").scalar() == rows:
                     return data
-            except sa.exc.SQLAlchemyError:
+            except SQLAlchemyError:
                 connection.rollback()
         data = data or generate(rows)
         raw = engine.raw_connection()
@@ -179,12 +182,18 @@ def child(method: str, backend: str, rows: int, query_mode: bool) -> dict:
     from lib.data.connectors.base import FetchContext, fetch
 
     url, name = url_for(backend, rows), table_name(rows)
+    # The floor's DB-API driver is imported here too; each connects with its own arguments.
+    connect: Callable[[], Any]
     if backend == "postgresql":
-        import psycopg2 as driver
+        import psycopg2
+
+        connect = partial(psycopg2.connect, host="127.0.0.1", port=5432, user="postgres", dbname="test")
     elif backend == "mariadb":
-        import pymysql as driver
+        import pymysql
+
+        connect = partial(pymysql.connect, host="127.0.0.1", port=3306, user="root", database="test")
     else:
-        driver = sqlite3
+        connect = partial(sqlite3.connect, sqlite_path(rows))
     baseline = memory_kb("VmRSS")
     times: dict[str, float] = {}
     cpu_start = cpu_seconds()
@@ -209,12 +218,7 @@ def child(method: str, backend: str, rows: int, query_mode: bool) -> dict:
         times["pandas+arrow cpu"] = cpu_seconds() - cpu_start
         shape = (result.num_rows, result.num_columns)
     else:
-        if backend == "postgresql":
-            connection = driver.connect(host="127.0.0.1", port=5432, user="postgres", dbname="test")
-        elif backend == "mariadb":
-            connection = driver.connect(host="127.0.0.1", port=3306, user="root", database="test")
-        else:
-            connection = driver.connect(sqlite_path(rows))
+        connection = connect()
         try:
             cursor = connection.cursor()
             cursor.execute(f"SELECT * FROM {name}")
@@ -258,7 +262,7 @@ def ratio(a: float, b: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--backends", default="sqlite,postgresql,mariadb")

@@ -76,7 +76,7 @@ def load_real_tokenizer(path: Path | None = None) -> Callable[[str], int]:
         return _tiktoken_counter(spec)
     if "model" in spec:
         try:
-            from tokenizers import Tokenizer
+            from tokenizers import Tokenizer  # pyright: ignore[reportMissingImports]  # optional, not in requirements: only an old SDK's file needs it
         except ImportError as exc:
             raise TokenizerUnavailable(f"{path} needs the `tokenizers` package, which is not installed") from exc
         tokenizer = Tokenizer.from_file(str(path))
@@ -264,7 +264,7 @@ def paper_figure(columns: int) -> int | None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tokenizer", type=Path, default=TOKENIZER_FILE, help="claude.json or tokenizer.json")
     parser.add_argument("--record", action="store_true", help=f"rewrite {CALIBRATION_FILE.relative_to(ROOT)}")
     parser.add_argument("--budget", type=int, default=1000, help="the budget column of the paper's table")
@@ -273,10 +273,10 @@ def main(argv=None) -> None:
 
     from lib.chat import model
 
+    counter, reason = None, ""
     try:
         counter = load_real_tokenizer(args.tokenizer)
     except TokenizerUnavailable as missing:
-        counter = None
         reason = str(missing)
     if counter is None:
         if args.record:

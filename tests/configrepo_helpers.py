@@ -61,8 +61,14 @@ def commit_count(repo: ConfigRepo, ref: str) -> int:
 def files_at(repo: ConfigRepo, version: str, folder: str) -> dict[str, bytes]:
     """Every file under `folder` at `version`, read with read_file, by path relative to the folder."""
     tree = repo.repo.commit(version).tree / folder
-    paths = [b.path for b in tree.traverse() if b.type == "blob"]
-    return {p[len(folder) + 1 :]: read_file(repo.repo, version, p) for p in paths}
+    files: dict[str, bytes] = {}
+    for blob in tree.traverse():
+        if isinstance(blob, git.Blob):
+            path = str(blob.path)
+            data = read_file(repo.repo, version, path)
+            assert data is not None, path  # in the tree, so read_file finds it
+            files[path[len(folder) + 1 :]] = data
+    return files
 
 
 def files_on_disk(folder: Path) -> dict[str, bytes]:

@@ -19,9 +19,11 @@ import types
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from tests.helpers import ROOT, WORKSPACES
 from tests.helpers import browser as _browser
@@ -167,7 +169,7 @@ class LocalHTTPServer:
 
             do_POST = do_GET
 
-            def log_message(self, *args):  # keep pytest output clean
+            def log_message(self, format, *args):  # keep pytest output clean
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -211,16 +213,16 @@ def import_each_alone(modules: list[str]) -> None:
 @contextmanager
 def statements_sent():
     """Every statement any SQLAlchemy engine sends, with its parameters."""
-    sent: list[tuple[str, object]] = []
+    sent: list[tuple[str, Any]] = []  # each statement, and its parameters as the driver takes them (a dict, tuple or list)
 
     def record(conn, cursor, statement, parameters, context, executemany):
         sent.append((statement, parameters))
 
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    event.listen(sa.engine.Engine, "before_cursor_execute", record)
     try:
         yield sent
     finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+        event.remove(sa.engine.Engine, "before_cursor_execute", record)
 
 
 # --------------------------------------------------------------------------- a misbehaving network in front of a real server

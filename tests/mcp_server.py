@@ -82,7 +82,7 @@ def all_stock() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT instead of stdio")
     parser.add_argument(
         "--tls", type=Path, metavar="DIR", help="with --http: serve HTTPS with DIR/server.pem, requiring a client certificate signed by DIR/client-ca.pem"

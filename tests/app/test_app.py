@@ -84,7 +84,7 @@ def test_dashboard_shows_the_numbers_and_refresh_reports(env):
 @JOURNEY
 def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
-    text_areas = [t for t in at.text_area if t.label == "Text" and t.value.startswith("Gates are always")]
+    text_areas = [t for t in at.text_area if t.label == "Text" and (t.value or "").startswith("Gates are always")]
     text_areas[0].input("Gates are coloured Supply blue, Orders orange, Process purple - always.")
     next(b for b in at.button if b.label == "Save task rules").click().run()
     assert not at.exception
@@ -132,6 +132,7 @@ def test_owner_can_publish_a_stewards_draft(env):
 def test_a_draft_that_fails_its_checks_cannot_be_published_from_review(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    assert editor.value is not None
     editor.input(editor.value.replace("FROM gates", "FROM gatez", 1))
     next(b for b in at.button if b.label == "Check and preview").click().run()
     next(c for c in at.checkbox if c.label.startswith("Save it with")).check().run()
@@ -394,6 +395,7 @@ def test_history_of_my_draft_compares_its_newest_versions_and_lists_a_revert_at_
 def test_the_dashboard_editor_shows_checks_and_a_preview_before_saving(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    assert editor.value is not None
     editor.input(editor.value.replace("Gate attainment (actual / target)", "Attainment (actual over target)", 1))
     next(b for b in at.button if b.label == "Check and preview").click().run()
     assert not at.exception
@@ -407,6 +409,7 @@ def test_the_dashboard_editor_shows_checks_and_a_preview_before_saving(env):
 def test_saving_a_dashboard_that_fails_its_checks_needs_an_explicit_choice(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    assert editor.value is not None
     editor.input(editor.value.replace("FROM gates", "FROM gatez", 1))
     next(b for b in at.button if b.label == "Check and preview").click().run()
     assert any("error(s) in this dashboard" in e.value for e in at.error)
@@ -560,6 +563,7 @@ def test_an_owner_opening_a_stewards_unpublished_workspace_sees_the_stewards_dra
 def test_messages_name_files_not_the_servers_folders(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
     editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    assert editor.value is not None
     editor.input(editor.value.replace("FROM gates", "FROM gatez", 1))
     next(b for b in at.button if b.label == "Check and preview").click().run()
     next(c for c in at.checkbox if c.label.startswith("Save it with")).check().run()

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from lib.ops import publish
+from tests.helpers import current_id
 from tests.helpers.browser import ARTIFACTS, BROWSER, attainment, bar, choose_workspace, kpi_value, serve, sign_in
 from tests.helpers.report import by_day
 
@@ -32,7 +33,7 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
 
     bar(page, site).click()
     page.get_by_role("button", name=re.compile("Clear selection")).wait_for(timeout=30_000)
-    expected = attainment(df[df.site == site])
+    expected = attainment(df.loc[df.site == site])
     assert expected != everything  # the click must show a different figure, or the test proves nothing
     page.wait_for_function(
         "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
@@ -57,7 +58,7 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
     # Another bar replaces the selection (the chart was drawn afresh with the first one highlighted).
     other = sorted(df.site.unique())[-1]
     bar(page, other).click()
-    expected = attainment(df[df.site == other])
+    expected = attainment(df.loc[df.site == other])
     page.wait_for_function(
         "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",
         arg=["Attainment this week", expected],
@@ -91,7 +92,7 @@ def test_the_exported_html_still_highlights_a_clicked_bar_offline(tmp_path, page
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
     out = tmp_path / "export.html"
-    out.write_text(to_html(render(ws.data, wh.tables(), wh.current().id, {}, cache=QueryCache())), encoding="utf-8")
+    out.write_text(to_html(render(ws.data, wh.tables(), current_id(wh), {}, cache=QueryCache())), encoding="utf-8")
     sites = sorted(pd.read_csv(GATES).site.unique())
     network: list[str] = []
     page.route(re.compile(r"^https?://"), lambda route: (network.append(route.request.url), route.abort()))
@@ -154,7 +155,7 @@ def test_clicking_a_day_on_the_daily_line_sets_the_day_filter_to_that_date(day_s
         label = pd.Timestamp(day).strftime("%b %d, %Y").replace(" 0", " ")
         point = chart.locator(f'[role="graphics-symbol"][aria-label*="Day: {label}"]').first
         point.click()
-        expected = attainment(df[df.day == day])
+        expected = attainment(df.loc[df.day == day])
         assert expected != everything
         tab.wait_for_function(
             "([label, value]) => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => m.innerText.includes(label) && m.innerText.includes(value))",

@@ -21,6 +21,7 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import schemas, workspace
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 from tests.helpers.report import by_day, by_id, cli
 
 from ..conftest import WORKSPACES
@@ -36,7 +37,7 @@ def supply(tmp_path_factory):
     wh = Warehouse(tmp / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
-    return ws, wh.tables(), wh.current().id
+    return ws, wh.tables(), current_id(wh)
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +112,7 @@ def test_a_temporal_field_drives_a_date_filter_by_the_text_of_its_values(supply,
     assert found(supply, by_day) == []
     files = changed(supply, by_day).data
     daily = render(files, tables, version, {}, cache=QueryCache()).component("daily")
+    assert daily.vega is not None
     [param] = daily.vega["params"]
     key = chart.select_key("day")
     assert param["select"] == {"type": "point", "fields": [key]} and chart.selected_field(key) == "day"
@@ -119,7 +121,8 @@ def test_a_temporal_field_drives_a_date_filter_by_the_text_of_its_values(supply,
 
     day = sorted(gates.day.unique())[1]
     r = render(files, tables, version, {"day": dt.date.fromisoformat(day)}, cache=QueryCache())
-    assert r.component("daily").vega["params"][0]["value"] == [{key: day}]
+    vega = r.component("daily").vega
+    assert vega is not None and vega["params"][0]["value"] == [{key: day}]
     one = gates[gates.day == day]
     assert r.component("kpi_attainment").value == pytest.approx(one.actual.sum() / one.target.sum())
     d = drilldown(files, tables, version, "daily", {"day": dt.date.fromisoformat(day)})
@@ -141,6 +144,7 @@ def test_a_filter_no_other_query_uses_is_a_warning(supply):
 def test_the_chart_carries_a_point_selection_and_highlights_the_chosen_site(supply, gates):
     ws, tables, version = supply
     plain = render(ws.data, tables, version, {}, cache=QueryCache()).component("by_site")
+    assert plain.vega is not None
     [param] = plain.vega["params"]
     assert param["name"] == chart.SELECTION and param["select"] == {"type": "point", "fields": ["site"]} and "value" not in param
     assert plain.vega["encoding"]["opacity"] == {"condition": {"param": chart.SELECTION, "value": 1.0}, "value": 0.3}
@@ -148,12 +152,14 @@ def test_the_chart_carries_a_point_selection_and_highlights_the_chosen_site(supp
     site = sorted(gates.site.unique())[1]
     r = render(ws.data, tables, version, {"site": [site]}, cache=QueryCache())
     by_site = r.component("by_site")
-    assert by_site.vega["params"][0]["value"] == [{"site": site}]
+    assert by_site.vega is not None and by_site.vega["params"][0]["value"] == [{"site": site}]
     # The chart keeps every site to click; the other components follow the filter.
+    assert by_site.result is not None
     assert sorted(by_site.result.table.column("site").to_pylist()) == sorted(gates.site.unique())
     one = gates[gates.site == site]
     assert r.component("kpi_attainment").value == pytest.approx(one.actual.sum() / one.target.sum())
-    assert r.component("by_gate").result.table.num_rows == one.gate.nunique()
+    by_gate = r.component("by_gate").result
+    assert by_gate is not None and by_gate.table.num_rows == one.gate.nunique()
 
 
 def test_explain_shows_the_chart_query_as_it_ran_without_its_driven_filter(supply):
@@ -173,7 +179,7 @@ def test_the_built_chart_is_reused_per_selection(supply):
     other = render(ws.data, tables, version, {"site": ["Lyon"]}, cache=cache).component("by_site")
     assert again.chart is first.chart  # same query result, same selection: not built again
     assert other.result is first.result and other.chart is not first.chart
-    assert other.vega["params"][0]["value"] == [{"site": "Lyon"}]
+    assert other.vega is not None and other.vega["params"][0]["value"] == [{"site": "Lyon"}]
 
 
 def test_the_export_keeps_the_highlight_and_says_filters_are_fixed(supply):
@@ -238,7 +244,7 @@ def test_two_selected_fields_narrow_by_both(supply, gates):
     expected = gates[gates.site.isin(["Brno", "Lyon"]) & (gates.gate == "Orders")]
     assert d.matching == len(expected) and sorted(r["actual"] for r in d.rows) == sorted(expected.actual)
     grid = render(files, tables, version, {"site": ["Brno"], "gate": "Orders"}, cache=QueryCache()).component("grid")
-    assert grid.error is None and grid.vega["params"][0]["value"] == [{"site": "Brno", "gate": "Orders"}]
+    assert grid.error is None and grid.vega is not None and grid.vega["params"][0]["value"] == [{"site": "Brno", "gate": "Orders"}]
 
 
 def test_rows_that_cannot_be_derived_say_why():

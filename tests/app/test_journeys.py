@@ -384,7 +384,9 @@ def test_steward_journey(make_app, page, tmp_path):
     page.get_by_text("Added sites to your draft").wait_for()
     assert_clean(page, "Sources after adding", app)
     shot(page, "steward", "03-sources-added")
-    stored = re.search(r"path: (upload:\S+)", git_out(app.config, "show", f"{BRANCH_SAM}:{SLUG}/sources.yaml")).group(1)
+    found = re.search(r"path: (upload:\S+)", git_out(app.config, "show", f"{BRANCH_SAM}:{SLUG}/sources.yaml"))
+    assert found, "the draft's sources.yaml names the uploaded file"
+    stored = found.group(1)
     added_source = {
         "sources.yaml": ([], ["  - name: sites", "    type: csv", "    description: One row per site with its region and manager.", f"    path: {stored}"])
     }

@@ -3,6 +3,8 @@ a key, save it to the draft, and read it on the Report page with figures compute
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 
 from tests.helpers.browser import ARTIFACTS, BROWSER, choose_workspace, sign_in
@@ -17,7 +19,7 @@ def test_a_steward_drafts_a_report_without_a_key_saves_it_and_reads_its_top_move
     gates = pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
     earlier, later = sorted(gates.day.unique())[-2:]
     by_site = gates[gates.day.isin([earlier, later])].pivot_table(index="site", columns="day", values="actual", aggfunc="sum")
-    change = (by_site[later] - by_site[earlier]).sort_values(key=abs, ascending=False)
+    change = cast(pd.Series, by_site[later] - by_site[earlier]).sort_values(key=abs, ascending=False)  # a column: pandas' own types say frame or series
     site, moved = change.index[0], change.iloc[0]
 
     sign_in(page, url, "sam", "sam-demo")

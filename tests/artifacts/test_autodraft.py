@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -21,6 +22,7 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 
 from ..conftest import WORKSPACES
 
@@ -48,10 +50,10 @@ def test_autodraft_passes_every_check(tmp_path, csv_name, dataset):
     workspace.save(folder, {"dashboard": spec})
     ws, diags = workspace.load(folder)
     assert diags == []
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
     kinds = [c["type"] for c in spec["components"]]
     assert kinds.count("kpi") >= 1 and "chart" in kinds and "table" in kinds and "text" in kinds
-    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
     assert rendered.errors == []
     assert "{{" not in rendered.component("insight").markdown
     assert [c.id for c in rendered.rows[0]] == [c["id"] for c in spec["components"] if c["type"] == "kpi"]
@@ -89,7 +91,7 @@ def test_autodraft_applies_the_workspace_rules(tmp_path):
     by_gate = next(c for c in spec["components"] if c["id"] == "by_gate")
     assert by_gate["encoding"]["color"]["scale"] == {"domain": ["Supply", "Orders", "Process"], "range": ["#1f77b4", "#ff7f0e", "#9467bd"]}
     ws.data["dashboard"] = spec
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
 
 
 def test_autodraft_without_a_profile_says_what_to_do(tmp_path):
@@ -158,8 +160,8 @@ def test_a_cars_table_is_averaged_not_summed(tmp_path):
     trend = next(c for c in spec["components"] if c["id"] == "trend")
     assert '"Model year" AS period' in trend["query"]
     ws.data["dashboard"] = spec
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
-    kpis = {c.id: c.display for c in render(ws.data, wh.tables(), wh.current().id, cache=QueryCache()).rows[0]}
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
+    kpis = {c.id: c.display for c in render(ws.data, wh.tables(), current_id(wh), cache=QueryCache()).rows[0]}
     mpg = [float(line.split(",")[1]) for line in CARS_ROWS.splitlines()]
     assert kpis["kpi_miles_per_gallon"] == f"{sum(mpg) / len(mpg):,.1f}" != f"{sum(mpg):,.1f}"
 
@@ -211,7 +213,7 @@ def test_the_latest_month_reads_as_a_month_in_text_axis_and_tooltip(tmp_path, da
     trend = next(c for c in spec["components"] if c["id"] == "trend")
     assert "date_trunc('month'" in trend["query"]
     assert trend["encoding"]["x"]["format"] == "%B %Y" and trend["encoding"]["tooltip"][0]["format"] == "%B %Y"
-    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
     assert rendered.errors == []
     latest = wh.tables()["data"].column("Order Date").to_pylist()
     newest = max(d for d in latest if d is not None)
@@ -233,8 +235,8 @@ def test_a_six_year_series_is_drafted_by_quarter_labelled_2020_q4(tmp_path):
     ws.data["dashboard"] = spec = autodraft.draft(ws.data)
     trend = next(c for c in spec["components"] if c["id"] == "trend")
     assert "date_trunc('quarter'" in trend["query"] and trend["encoding"]["x"]["format"] == "%Y-Q%q"
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
-    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
+    rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
     assert "Latest order date (2020-Q4)" in rendered.component("insight").markdown
 
 
@@ -272,7 +274,7 @@ def test_a_long_tailed_measure_of_a_live_table_is_drafted_as_a_mean_its_database
         assert live.run(source, unfiltered).rows == [(pytest.approx(sum(days) / len(days)),)]
         if kind == "postgresql":  # the draft's multiselect filter (list_contains) does not run on MariaDB yet
             ws.data["dashboard"] = spec
-            rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+            rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
             assert rendered.errors == []
             assert rendered.component("kpi_days_to_resolve").display == f"{sum(days) / len(days):,.1f}"
     finally:
@@ -291,8 +293,8 @@ def test_a_long_tailed_measure_of_a_snapshot_is_drafted_as_a_median(tmp_path):
     ws.data["dashboard"] = spec = autodraft.draft(ws.data)
     card = next(c for c in spec["components"] if c["id"] == "kpi_days_to_resolve")
     assert card["title"] == "Median days to resolve" and 'median("days_to_resolve")' in card["query"]
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
-    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
+    rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
     assert rendered.component("kpi_days_to_resolve").display == "2.0"
 
 
@@ -321,8 +323,8 @@ def test_each_grain_labels_its_latest_period_the_same_in_text_and_axis(tmp_path,
     ws.data["dashboard"] = spec = autodraft.draft(ws.data)
     trend = next(c for c in spec["components"] if c["id"] == "trend")
     assert f"date_trunc('{grain}'" in trend["query"] and trend["encoding"]["x"]["title"] == f"Sold on ({grain})"
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
-    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
+    rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
     assert f"Latest sold on ({latest})" in rendered.component("insight").markdown
     assert chart.vega_lite_spec(rendered.component("trend"))["encoding"]["x"]["axis"]["format"] == trend["encoding"]["x"]["format"]
 
@@ -353,13 +355,15 @@ def test_a_declared_join_offers_a_breakdown_by_the_joined_tables_category(tmp_pa
     workspace.save(folder, {"dashboard": spec})
     ws, diags = workspace.load(folder)
     assert diags == []
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
     joined = next((c for c in spec["components"] if c["id"] == "by_clients_segment"), None)
     assert joined, [c["id"] for c in spec["components"]]
     assert any(joined["id"] in [cell if isinstance(cell, str) else cell["id"] for cell in row] for row in spec["layout"])
-    rendered = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
     assert rendered.errors == []
-    shown = {r["segment"]: r["sales"] for r in rendered.component("by_clients_segment").result.table.to_pylist()}
+    result = rendered.component("by_clients_segment").result
+    assert result is not None
+    shown = {r["segment"]: r["sales"] for r in result.table.to_pylist()}
     by_client = dict(zip(clients["client"].to_pylist(), clients["segment"].to_pylist()))
     expected: dict[str, float] = {}
     for buyer, sales in zip(store["Customer ID"].to_pylist(), store["Sales"].to_pylist()):
@@ -403,8 +407,8 @@ def drafted_report(folder: Path, wh):
     workspace.save(folder, {"report": spec})
     ws, diags = workspace.load(folder)
     assert diags == [], [d.format() for d in diags]
-    found = checks.run(ws, wh.tables(), wh.current().id, kind="report")
-    rendered = render_report(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
+    found = checks.run(ws, wh.tables(), current_id(wh), kind="report")
+    rendered = render_report(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
     return spec, found, rendered
 
 
@@ -457,8 +461,10 @@ def test_the_report_has_an_overview_key_figures_a_trend_the_top_movers_and_a_tab
     before, latest = sorted(raw["month"].unique())[-2:]
     by = raw[raw["month"].isin([before, latest])].pivot_table(index="Market", columns="month", values="Sales", aggfunc="sum").dropna()
     by["change"] = by[latest] - by[before]
-    ranked = by.reindex(by["change"].abs().sort_values(ascending=False).index)
-    shown = rendered.component("movers").result.to_pandas()
+    ranked = by.reindex(cast(pd.Series, by["change"]).abs().sort_values(ascending=False).index)  # a column: pandas' own types say frame or series
+    movers = rendered.component("movers").result
+    assert movers is not None
+    shown = movers.to_pandas()
     assert list(shown["market"]) == list(ranked.index)
     assert shown["change"].round(2).tolist() == ranked["change"].round(2).tolist()
     overview, mover_text = prose_of(rendered)
@@ -468,8 +474,9 @@ def test_the_report_has_an_overview_key_figures_a_trend_the_top_movers_and_a_tab
     assert "In the latest month (December 2014)" in overview
 
     # A parameter narrows every section: the movers of one market only.
-    narrowed = render_report(workspace.load(folder)[0].data, wh.tables(), wh.current().id, {"f_market": ["EU"]}, cache=QueryCache())
-    assert narrowed.component("movers").result.to_pandas()["market"].tolist() == ["EU"]
+    narrowed = render_report(workspace.load(folder)[0].data, wh.tables(), current_id(wh), {"f_market": ["EU"]}, cache=QueryCache())
+    movers = narrowed.component("movers").result
+    assert movers is not None and movers.to_pandas()["market"].tolist() == ["EU"]
 
 
 def test_the_report_draft_is_deterministic_and_drafts_with_the_dashboard(tmp_path, dataset):
@@ -532,8 +539,10 @@ def test_a_report_drafted_on_a_live_postgresql_table_renders_there_with_the_same
         frame["month"] = pd.to_datetime(frame["day"]).dt.to_period("M")
         before, latest = sorted(frame["month"].unique())[-2:]
         by = frame[frame["month"].isin([before, latest])].pivot_table(index="region", columns="month", values="sales", aggfunc="sum")
-        change = (by[latest] - by[before]).sort_values(key=abs, ascending=False)
-        shown = rendered.component("movers").result.to_pandas()
+        change = cast(pd.Series, by[latest] - by[before]).sort_values(key=abs, ascending=False)  # a column: pandas' own types say frame or series
+        movers = rendered.component("movers").result
+        assert movers is not None
+        shown = movers.to_pandas()
         assert list(shown["region"]) == list(change.index) and [float(v) for v in shown["change"]] == [float(v) for v in change]
     finally:
         with engine.begin() as connection:

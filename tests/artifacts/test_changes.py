@@ -264,7 +264,8 @@ def test_a_live_source_has_no_earlier_data_and_a_snapshot_table_beside_it_does(t
     as_of = open_as_of(wh, older.id, user=VIEWER, meta=META)
     rendered = as_of.render(files, workspace_path=folder)
     assert rendered.component("target").value == 3000
-    assert rendered.component("sales").error is not None and rendered.component("sales").error.startswith(NO_EARLIER_DATA)
+    error = rendered.component("sales").error
+    assert error is not None and error.startswith(NO_EARLIER_DATA)
     explained = explain(files, as_of.tables, older, "sales", workspace_path=folder, engine=as_of.engine(files))  # Explain on that view
     assert explained.queries[0].error is not None and explained.queries[0].error.startswith(NO_EARLIER_DATA)
     assert explain(files, as_of.tables, older, "target", workspace_path=folder, engine=as_of.engine(files)).queries[0].result_rows == [{"value": 3000}]
@@ -394,7 +395,7 @@ def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_othe
     other = signed_in("sam")  # another session: still the latest, no banner
     assert {m.label: m.value for m in other.metric}["Attainment this week"] == format_value(second_value, ".1%")
     assert not any("not what everyone sees" in w.value for w in other.warning)
-    assert wh.current() is not None and wh.current().id != first.id and not wh.pin.exists()
+    assert (current := wh.current()) is not None and current.id != first.id and not wh.pin.exists()
 
     # A third load: the session that never chose follows it; the one looking back stays where it was.
     wh.write_snapshot({"gates": gates})
@@ -477,7 +478,7 @@ def test_one_session_cross_filtering_and_another_looking_back_each_see_only_thei
     gates = wh.tables(first)["gates"]
     rows = read_rows(path / "data" / "gates.csv")
     brno = [r for r in rows if r["site"] == "Brno"]
-    wh.write_snapshot({"gates": gates.filter(pc.equal(gates["site"], "Brno"))})  # a second load: Brno only
+    wh.write_snapshot({"gates": gates.filter(pc.equal(gates["site"], "Brno"))})  # pyright: ignore[reportAttributeAccessIssue]  # a second load: Brno only (pc has no stubs)
 
     def shown(at) -> str:
         at.run()
@@ -511,7 +512,7 @@ def with_actual_scaled(gates: pa.Table, factor: float) -> pa.Table:
     import pyarrow.compute as pc
 
     i = gates.schema.get_field_index("actual")
-    return gates.set_column(i, "actual", pc.cast(pc.multiply(gates["actual"], factor), gates.schema.field("actual").type, safe=False))
+    return gates.set_column(i, "actual", pc.cast(pc.multiply(gates["actual"], factor), gates.schema.field("actual").type, safe=False))  # pyright: ignore[reportAttributeAccessIssue]  # pc has no stubs
 
 
 def signed_in_with_two_loads_in_one_second(user: str):

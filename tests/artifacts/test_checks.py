@@ -13,6 +13,7 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 
 from ..conftest import WORKSPACES
 
@@ -25,7 +26,7 @@ def supply(tmp_path_factory):
     wh = Warehouse(tmp / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
-    return ws, wh.tables(), wh.current().id
+    return ws, wh.tables(), current_id(wh)
 
 
 def run_with(supply, mutate) -> list:
@@ -50,7 +51,7 @@ def test_demo_dashboards_pass_every_check(slug, tmp_path):
     wh = Warehouse(tmp_path / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
-    assert checks.run(ws, wh.tables(), wh.current().id) == []
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
 
 
 def test_schema_check(supply):

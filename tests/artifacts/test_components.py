@@ -144,7 +144,7 @@ def test_a_failing_component_shows_its_error_in_place():
     broken = {**EXAMPLES["kpi"], "query": "SELECT nothing FROM sales"}
     result = render({"dashboard": {"title": "Sales", "components": [broken]}}, {"sales": SALES}, "v1", cache=QueryCache())
     comp = result.component("total")
-    assert comp.error.startswith("query failed:")
+    assert comp.error is not None and comp.error.startswith("query failed:")
     assert '<div class="error" role="alert">' in export._component_html(comp, [])
 
 
@@ -169,6 +169,7 @@ def test_a_warm_rerender_reuses_the_built_chart_and_a_change_rebuilds_it():
     retitled = {**EXAMPLES["chart"], "encoding": {**EXAMPLES["chart"]["encoding"], "y": {"field": "amount", "type": "quantitative", "title": "Sum"}}}
     relabelled = render({"dashboard": {"title": "Sales", "components": [retitled]}}, {"sales": SALES}, "v1", cache=cache).component("by_region")
     assert chart.BUILT.builds == builds + 3
+    assert new_data.vega is not None and themed.vega is not None and first.vega is not None and relabelled.vega is not None
     assert "west" in {v["region"] for v in next(iter(new_data.vega["datasets"].values()))}
     assert themed.vega["mark"]["color"] == "#123456" and first.vega["mark"]["color"] != "#123456"
     assert relabelled.vega["encoding"]["y"]["title"] == "Sum"
@@ -181,7 +182,8 @@ def test_an_invalid_chart_is_not_kept_and_fails_every_time():
     files = {"dashboard": {"title": "Sales", "components": [bad]}}
     cache = QueryCache()
     for _ in range(2):
-        assert render(files, {"sales": SALES}, "v1", cache=cache).component("by_region").error.startswith("cannot render:")
+        error = render(files, {"sales": SALES}, "v1", cache=cache).component("by_region").error
+        assert error is not None and error.startswith("cannot render:")
 
 
 def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():

@@ -20,6 +20,7 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 from tests.helpers.app import signed_in
 from tests.helpers.report import cli
 
@@ -257,7 +258,7 @@ def test_cli_refresh_in_one_process_explain_in_another(ws_copy, tmp_path):
     assert q["result_rows"] == [{"value": sum(int(r["actual"]) for r in gates), "target": sum(int(r["target"]) for r in gates)}]
     assert q["sample_matching"] == len(gates) and all(r["site"] in ("Brno", "Porto") for r in q["sample_rows"])
     wh = Warehouse.for_workspace(folder, cache)
-    assert e["data"]["snapshot_id"] == wh.current().id  # the data the first process loaded, not a new load
+    assert e["data"]["snapshot_id"] == current_id(wh)  # the data the first process loaded, not a new load
     text = cli("explain", folder, "kpi_volume", "--filter", "site=Brno", cache=cache)
     assert text.returncode == 0 and "$site = ['Brno']" in text.stdout and "file data/gates.csv" in text.stdout
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -22,6 +23,7 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR, PermissionDenied
+from tests.helpers import current_id
 from tests.helpers.app import on_page, signed_in
 from tests.helpers.browser import ARTIFACTS, choose_workspace, sign_in
 from tests.helpers.databases import MARIADB_URL, PG_URL
@@ -62,7 +64,7 @@ def superstore(tmp_path_factory):
 
 def ask(superstore, question: Question):
     ws, wh, _ = superstore
-    built, result = explore.run(question, ws.data, wh.tables(), wh.current().id, workspace_path=ws.path, cache=QueryCache())
+    built, result = explore.run(question, ws.data, wh.tables(), current_id(wh), workspace_path=ws.path, cache=QueryCache())
     return built, result.table.to_pandas()
 
 
@@ -141,7 +143,7 @@ def test_a_breakdown_is_a_bar_chart_sorted_descending_with_the_top_n(superstore)
     expected = frame.groupby("Sub-Category")["Profit"].sum().sort_values(ascending=False).head(5)
     assert list(got["sub_category"]) == list(expected.index)
     assert list(got["value"]) == pytest.approx(list(expected.values))
-    spec = explore.pick_chart(question, built, explore.run(question, ws.data, wh.tables(), wh.current().id)[1], ws.data)
+    spec = explore.pick_chart(question, built, explore.run(question, ws.data, wh.tables(), current_id(wh))[1], ws.data)
     assert spec["type"] == "chart" and spec["mark"] == "bar" and spec["encoding"]["y"]["format"] == ",.2f"
     assert spec["encoding"]["x"] == {"field": "sub_category", "type": "nominal", "title": "Sub-Category", "sort": "-y"}
     comp = _render_one(ws, wh, spec)
@@ -214,10 +216,10 @@ def test_each_filter_operator_keeps_the_rows_pandas_keeps(superstore, flt, keep)
 
 def test_a_filter_offers_the_columns_values(superstore):
     ws, wh, frame = superstore
-    values = explore.distinct_values(ws.data, wh.tables(), wh.current().id, "orders", "Market", workspace_path=ws.path)
+    values = explore.distinct_values(ws.data, wh.tables(), current_id(wh), "orders", "Market", workspace_path=ws.path)
     assert values == sorted(frame["Market"].dropna().unique())
     with pytest.raises(ExploreError, match="not a column of table 'orders'"):
-        explore.distinct_values(ws.data, wh.tables(), wh.current().id, "orders", "Market; DROP TABLE orders")
+        explore.distinct_values(ws.data, wh.tables(), current_id(wh), "orders", "Market; DROP TABLE orders")
 
 
 def test_filters_combine_with_and(superstore):
@@ -331,7 +333,7 @@ def test_a_quoted_column_name_is_quoted_and_results_match(tmp_path):
 
 def _render_one(ws, wh, spec):
     files = {**ws.data, "dashboard": {"title": "t", "components": [spec]}}
-    return render(files, wh.tables(), wh.current().id, cache=QueryCache()).component(spec["id"])
+    return render(files, wh.tables(), current_id(wh), cache=QueryCache()).component(spec["id"])
 
 
 SAVE = """
@@ -564,7 +566,7 @@ def supply_draft(config_repo, tmp_path):
     path = config_repo.draft(SAM, "supply-chain-weekly").workspace_path
     wh = Warehouse(tmp_path / "supply-cache")
     assert refresh(path, wh, user=OPERATOR).ok
-    return path, wh.tables(), wh.current().id, pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
+    return path, wh.tables(), current_id(wh), pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
 
 
 def _saved_component(path: Path, cid: str) -> tuple[dict, dict]:
@@ -583,6 +585,7 @@ def test_a_question_on_the_column_a_filter_drives_follows_the_filter_bar_instead
     for chosen, rows in (({"site": ["Lyon", "Porto"]}, big[big.site.isin(["Lyon", "Porto"])]), ({}, big)):
         comp = render(files, tables, version, chosen, cache=QueryCache()).component(saved.component)
         assert comp.error is None, comp.error
+        assert comp.result is not None
         got = {r["gate"]: r["value"] for r in comp.result.table.to_pylist()}
         assert got == rows.groupby("gate").actual.sum().to_dict()
 
@@ -654,7 +657,7 @@ def test_a_viewer_without_a_key_explores_sees_the_sql_and_a_chart_and_cannot_sav
     assert sql.startswith('SELECT "site" AS "site", sum("actual") AS value FROM "gates"') and "ORDER BY value DESC" in sql
     assert len(at.get("vega_lite_chart")) == 1
     frame = at.dataframe[0].value
-    expected = pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv").groupby("site")["actual"].sum()
+    expected = cast(pd.Series, pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv").groupby("site")["actual"].sum())
     assert dict(zip(frame["site"], frame["value"])) == expected.to_dict()
     assert not [b for b in at.button if b.label == "Save to draft dashboard"]
     # A filter: sites in a chosen list, bound as a parameter.
@@ -672,7 +675,7 @@ def test_a_viewer_without_a_key_explores_sees_the_sql_and_a_chart_and_cannot_sav
     gates = pd.read_csv(WORKSPACES / "supply-chain-weekly" / "data" / "gates.csv")
     kept = gates[gates["gate"].isin(["Orders", "Supply"])]
     frame = at.dataframe[0].value
-    assert dict(zip(frame["site"], frame["value"])) == kept.groupby("site")["actual"].sum().to_dict()
+    assert dict(zip(frame["site"], frame["value"])) == cast(pd.Series, kept.groupby("site")["actual"].sum()).to_dict()
     # Sum is not offered for a year-like or identifier column; a single value is a KPI card.
     _select(at, "Measure", None)
     assert [s for s in at.selectbox if s.label == "Aggregation"][0].options == ["Count"]

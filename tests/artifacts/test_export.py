@@ -19,6 +19,7 @@ from lib.core.diagnostics import ValidationFailed
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 
 from ..conftest import ROOT
 
@@ -80,6 +81,7 @@ def export_demo(ws_path: Path, tmp_path: Path) -> tuple[Path, dict, Rendered]:
     result = export.export_workspace(ws_path, tmp_path / "out" / f"{ws_path.name}.html", None, warehouse, user=OPERATOR)
     ws, _ = workspace.load(ws_path)
     snapshot = warehouse.current()
+    assert snapshot is not None
     return result["html"], result, render(ws.data, warehouse.tables(snapshot), snapshot.id)
 
 
@@ -102,6 +104,7 @@ def test_html_is_standalone_and_carries_the_dashboard(slug, ws_copy, tmp_path):
     assert len(page.chart_specs) == len(charts) == text.count("data-chart=")
     for chart, spec in zip(charts, page.chart_specs):  # the query result itself is inlined
         [inlined] = spec["datasets"].values()
+        assert chart.result is not None
         queried = chart.result.table.to_pylist()
         assert len(inlined) == len(queried)
         for inlined_row, queried_row in zip(inlined, queried):
@@ -236,7 +239,8 @@ def test_html_draws_its_charts_offline_in_a_browser(slug, ws_copy, tmp_path):
                 drawn = page.locator(f"#{cid} .vega-embed svg, #{cid} .vega-embed canvas")
                 drawn.first.wait_for(timeout=20_000)
                 assert drawn.count() >= 1
-                assert drawn.first.bounding_box()["width"] > 100
+                box = drawn.first.bounding_box()
+                assert box is not None and box["width"] > 100
             page.screenshot(path=str(screenshot), full_page=True)
         finally:
             browser.close()
@@ -260,9 +264,9 @@ def test_the_footer_says_which_filters_the_export_used(tmp_path):
     wh = Warehouse(tmp_path / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
-    filtered = to_html(render(ws.data, wh.tables(), wh.current().id, {"site": ["Lyon", "Porto"]}, cache=QueryCache()))
+    filtered = to_html(render(ws.data, wh.tables(), current_id(wh), {"site": ["Lyon", "Porto"]}, cache=QueryCache()))
     assert "filtered by Sites: Lyon, Porto" in filtered
-    assert "no filters" in to_html(render(ws.data, wh.tables(), wh.current().id, {}, cache=QueryCache()))
+    assert "no filters" in to_html(render(ws.data, wh.tables(), current_id(wh), {}, cache=QueryCache()))
 
 
 # --------------------------------------------------------------------------- what changed, and data as of an earlier load
@@ -287,7 +291,9 @@ def three_loads(tmp_path: Path):
 
 
 def kpi_section(page: str, cid: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", " ", re.search(rf'<section class="component kpi" id="{cid}">(.*?)</section>', page, re.S).group(1)))
+    section = re.search(rf'<section class="component kpi" id="{cid}">(.*?)</section>', page, re.S)
+    assert section, f"no KPI {cid} in the page"
+    return html.unescape(re.sub(r"<[^>]+>", " ", section.group(1)))
 
 
 def test_the_export_shows_each_kpis_value_at_the_previous_load_as_the_page_does(tmp_path):
@@ -343,7 +349,8 @@ def test_the_cli_export_says_which_load_and_what_each_kpi_was(ws_copy, tmp_path)
     page = html.unescape(out.read_text(encoding="utf-8"))
     before = sum(int(r["actual"]) - 10 for r in rows)
     assert f"was {before:,} (" in kpi_section(page, "kpi_volume")
-    assert f"Data as of the load of {loaded_at(wh.current())}" in page
+    snapshot = wh.current()
+    assert snapshot is not None and f"Data as of the load of {loaded_at(snapshot)}" in page
 
 
 def test_the_chart_bundle_is_built_once_per_machine_and_read_back_by_later_processes(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from typing import cast
 
 import altair as alt
 import pandas as pd
@@ -51,7 +52,7 @@ def test_kpi_value_colour_and_delta(supply):
     assert volume.value == df.actual.sum() and volume.compare == df.target.sum()
     assert volume.delta_display == f"{(df.actual.sum() - df.target.sum()) / df.target.sum() * 100:+.1f}%".replace("-", "−")
     missed = r.component("kpi_gates_missed")
-    per = df.groupby(["site", "gate"]).sum(numeric_only=True)
+    per = cast(pd.DataFrame, df.groupby(["site", "gate"]).sum(numeric_only=True))  # pandas' own types: any of its results
     assert missed.value == int(((per.actual / per.target) < 0.95).sum())
 
 
@@ -66,7 +67,7 @@ def test_chart_is_an_altair_chart_with_the_query_data_and_gate_colours(supply):
     assert spec["encoding"]["color"]["scale"] == {"domain": ["Supply", "Orders", "Process"], "range": ["#1f77b4", "#ff7f0e", "#9467bd"]}
     assert spec["config"]["background"] == "#ffffff"
     values = {row["gate"]: row["attainment"] for row in chart.data.to_dict("records")}
-    per = df.groupby("gate").sum(numeric_only=True)
+    per = cast(pd.DataFrame, df.groupby("gate").sum(numeric_only=True))
     assert values == pytest.approx((per.actual / per.target).to_dict())
 
 
@@ -84,7 +85,7 @@ def test_table_formats_and_cell_colours(supply):
     table = draw(folder, wh).component("site_gate")
     assert list(table.frame.columns) == ["Site", "Gate", "Target", "Actual", "Attainment"]
     df = frame(folder)
-    per = df.groupby(["site", "gate"]).sum(numeric_only=True).reset_index()
+    per = cast(pd.DataFrame, df.groupby(["site", "gate"]).sum(numeric_only=True)).reset_index()
     per["att"] = per.actual / per.target
     worst = per.sort_values("att").iloc[0]
     first = table.frame.iloc[0]
@@ -102,7 +103,7 @@ def test_text_placeholders_follow_the_data(supply):
     folder, wh = supply
     text = draw(folder, wh).component("insight").markdown
     df = frame(folder)
-    per = df.groupby(["site", "gate"]).sum(numeric_only=True)
+    per = cast(pd.DataFrame, df.groupby(["site", "gate"]).sum(numeric_only=True))
     worst_site, worst_gate = (per.actual / per.target).idxmin()
     assert "Week **2026-W47**" in text
     assert f"**{worst_site} {worst_gate}**" in text
@@ -164,7 +165,8 @@ def test_a_failing_component_does_not_take_the_others_down(supply):
     ws, _ = workspace.load(folder)
     ws.data["dashboard"]["components"][1]["query"] = "SELECT nope FROM gates"
     r = render(ws.data, wh.tables(), wh.current().id, cache=QueryCache())
-    assert r.component("kpi_volume").error.startswith("query failed:")
+    error = r.component("kpi_volume").error
+    assert error is not None and error.startswith("query failed:")
     assert r.component("kpi_attainment").error is None and r.component("kpi_attainment").display
 
 
@@ -219,10 +221,11 @@ def test_charts_have_a_text_alternative_and_kpis_say_their_status_in_words(suppl
     rendered = draw(folder, wh)
     for comp in rendered.components:
         if comp.type == "chart":
+            assert comp.vega is not None
             description = comp.vega["description"]
             assert description.startswith(f"{comp.spec['title']}: {comp.spec['mark']} chart of ")
     by_gate = rendered.component("by_gate")
-    assert " from " in by_gate.vega["description"] and "(" in by_gate.vega["description"]
+    assert by_gate.vega is not None and " from " in by_gate.vega["description"] and "(" in by_gate.vega["description"]
     kpi = rendered.component("kpi_attainment")
     assert kpi.color and kpi.status.split(" ", 1)[1] in ("at or above 95.0%", "below 85.0%", "at or above 85.0%")
 

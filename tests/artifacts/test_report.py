@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -17,6 +18,7 @@ from lib.memory.shapes import report_components
 from lib.memory.yamlio import parse
 from lib.ops import publish
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 from tests.helpers.app import on_page, signed_in
 from tests.helpers.report import errors_for
 
@@ -37,7 +39,7 @@ def supply(tmp_path):
 def draw(folder, wh, params=None, cache=None):
     ws, diags = workspace.load(folder)
     assert not workspace.has_errors(diags), [d.format() for d in diags]
-    return render_report(ws.data, wh.tables(), wh.current().id, params or {}, cache=cache or QueryCache())
+    return render_report(ws.data, wh.tables(), current_id(wh), params or {}, cache=cache or QueryCache())
 
 
 def gates(folder, week="this") -> pd.DataFrame:
@@ -128,7 +130,8 @@ def test_duplicate_component_ids_across_sections_are_refused(tmp_path):
     (folder / "report.yaml").write_text(text)
     diags = workspace.validate(folder)
     dup = [d for d in diags if d.id == "component id.duplicate"]
-    assert len(dup) == 1 and dup[0].file.endswith("report.yaml"), [d.format() for d in diags]
+    assert len(dup) == 1 and dup[0].file is not None and dup[0].file.endswith("report.yaml"), [d.format() for d in diags]
+    assert dup[0].line is not None
     assert "daily" in dup[0].message and "first at sections[" in dup[0].message and text.splitlines()[dup[0].line - 1].strip() == "id: daily"
 
 
@@ -151,7 +154,7 @@ def test_report_renders_every_section_in_order_with_this_weeks_figures(supply):
     prose = r.sections[2].components[0].markdown
     assert f"{df.actual.sum():,.0f}" in prose and f"{attainment * 100:.1f}%" in prose
     assert df.week.max() in prose and "{{" not in prose
-    best = df.groupby("site").sum(numeric_only=True).eval("actual / target").idxmax()
+    best = cast(pd.DataFrame, df.groupby("site").sum(numeric_only=True)).eval("actual / target").idxmax()  # pandas' own types: any of its results
     assert f"**{best}**" in prose
     assert r.component("daily").vega is not None and r.component("movers").vega is not None
     table = r.component("worst_site_gates").frame
@@ -186,7 +189,7 @@ def test_a_failing_section_shows_its_error_and_the_rest_render(supply):
     ws = workspace.load(folder)[0]
     ws.data["report"]["sections"][2]["markdown"] += "\n{{nosuch.value}}"
     ws.data["report"]["queries"]["week"] = "SELECT nonsense FROM gates"
-    r = render_report(ws.data, wh.tables(), wh.current().id, {}, cache=QueryCache())
+    r = render_report(ws.data, wh.tables(), current_id(wh), {}, cache=QueryCache())
     errors = dict(r.errors)
     assert set(errors) == {"prose_3"}
     assert "query failed" in errors["prose_3"] or "no query" in errors["prose_3"]
@@ -246,7 +249,7 @@ def loaded(tmp_path_factory):
     wh = Warehouse(tmp / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, _ = workspace.load(folder)
-    return ws, wh.tables(), wh.current().id
+    return ws, wh.tables(), current_id(wh)
 
 
 def check_report(loaded, mutate=None, level=None) -> list:

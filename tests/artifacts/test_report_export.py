@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -86,9 +87,9 @@ def test_pdf_after_a_refresh_holds_this_weeks_figures_across_processes(tmp_path)
     text = "\n".join(pages)
     df = pd.read_csv(folder / "data" / "gates.csv")  # the figures, computed independently from the CSV
     units, target = df.actual.sum(), df.target.sum()
-    per_site = df.groupby("site")[["actual", "target"]].sum()
+    per_site = cast(pd.DataFrame, df.groupby("site")[["actual", "target"]].sum())  # pandas' own types: any of its results
     best = (per_site.actual / per_site.target).idxmax()
-    per_gate = df.groupby(["site", "gate"])[["actual", "target"]].sum()
+    per_gate = cast(pd.DataFrame, df.groupby(["site", "gate"])[["actual", "target"]].sum())
     missed = int((per_gate.actual / per_gate.target < 0.95).sum())
     flat = " ".join(text.split())
     assert f"Week {df.week.max()}" in flat and "2026-W47" not in flat
@@ -191,7 +192,7 @@ def loopback_server():
             self.send_response(200)
             self.end_headers()
 
-        def log_message(self, *args):
+        def log_message(self, format, *args):
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)

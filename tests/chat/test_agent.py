@@ -31,6 +31,7 @@ from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.ops import publish
 from lib.roles.access import OPERATOR, PermissionDenied, User
+from tests.helpers import current_id
 from tests.helpers.model import MODEL, FakeAPI, error_response, raises
 from tests.helpers.report import _with_region_column
 
@@ -135,7 +136,7 @@ def load(folder: Path) -> dict:
 
 
 def session(files, wh, mode, text, client, user=ALICE, **options):
-    return run_session(files, wh.tables(), wh.current().id, mode, text, client, user=user, slug=SLUG, model=MODEL, **options)
+    return run_session(files, wh.tables(), current_id(wh), mode, text, client, user=user, slug=SLUG, model=MODEL, **options)
 
 
 def tool_results(body: dict) -> list[dict]:
@@ -182,7 +183,7 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
     repo.save(ALICE, SLUG, to_save, "Dashboard from a chat session")
     saved = workspace.load(folder)[0]
     assert saved.data["dashboard"] == SALES_SPEC
-    assert checks.run(saved, wh.tables(), wh.current().id) == []
+    assert checks.run(saved, wh.tables(), current_id(wh)) == []
 
     # The second session starts from the saved spec and changes only what it asks.
     api = FakeAPI(
@@ -209,7 +210,7 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
     repo.save(ALICE, SLUG, apply_outcome(files, outcome, []), "Add a trend")
     saved = workspace.load(folder)[0]
     assert [c["id"] for c in saved.data["dashboard"]["components"]] == ["kpi_sales", "kpi_profit", "by_category", "by_market", "trend"]
-    assert checks.run(saved, wh.tables(), wh.current().id) == []
+    assert checks.run(saved, wh.tables(), current_id(wh)) == []
 
 
 def sql_result_of(body: dict) -> dict:
@@ -271,8 +272,8 @@ def test_a_report_session_gets_the_errors_back_fixes_them_and_the_saved_report_p
     repo.save(ALICE, SLUG, to_save, "Report from a chat session")
     saved = workspace.load(folder)[0]
     assert saved.data["report"] == SALES_REPORT and "dashboard" not in saved.data
-    assert checks.run(saved, wh.tables(), wh.current().id, kind="report") == []
-    rendered = render_report(saved.data, wh.tables(), wh.current().id, cache=QueryCache())
+    assert checks.run(saved, wh.tables(), current_id(wh), kind="report") == []
+    rendered = render_report(saved.data, wh.tables(), current_id(wh), cache=QueryCache())
     assert rendered.errors == []
     raw = pd.read_csv(csv_of(files))  # computed apart from the product
     sales, markets = raw["Sales"].sum(), raw["Market"].nunique()
@@ -338,7 +339,7 @@ def test_api_errors_end_the_session_clearly_and_commit_nothing(config_repo, tmp_
     files = load(folder)
     # One good step that writes a draft, then the failure: the draft must not be saved either.
     api = FakeAPI([reply(tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(files["dashboard"])})), failure])
-    outcome = run_session(files, wh.tables(), wh.current().id, "edit", "Tidy up", api.client(), user=SAM, slug="supply-chain-weekly", model=MODEL)
+    outcome = run_session(files, wh.tables(), current_id(wh), "edit", "Tidy up", api.client(), user=SAM, slug="supply-chain-weekly", model=MODEL)
     assert outcome.stopped_reason == "model_error" and words in outcome.error
     assert outcome.steps == 1
     assert apply_outcome(files, outcome, []) == {}
@@ -371,7 +372,7 @@ def test_the_retry_bound_stops_a_model_that_keeps_sending_garbage(superstore):
     scripted = ScriptedModel(garbage)
     outcome = session(load(folder), wh, "edit", "Build it", scripted, limits=Limits(max_invalid_tool_calls=3))
     assert outcome.stopped_reason == "invalid_tool_calls" and outcome.steps == 3 and len(scripted.requests) == 3
-    assert "3 malformed tool calls in a row" in outcome.error and "nothing was saved" in outcome.error
+    assert outcome.error is not None and "3 malformed tool calls in a row" in outcome.error and "nothing was saved" in outcome.error
     assert outcome.draft_dashboard is None and apply_outcome(load(folder), outcome, []) == {}
 
 
@@ -379,10 +380,10 @@ def test_limits_stop_the_session_cleanly_with_a_message(superstore):
     repo, folder, wh = superstore
     explore = [reply(tool_use_block(f"t{i}", "run_sql", {"sql": "SELECT count(*) AS n FROM data"}), u=usage(fresh=5000, out=100)) for i in range(10)]
     outcome = session(load(folder), wh, "edit", "Explore", ScriptedModel(explore), limits=Limits(max_steps=2))
-    assert outcome.stopped_reason == "step_limit" and outcome.steps == 2 and "2 model calls" in outcome.notice
+    assert outcome.stopped_reason == "step_limit" and outcome.steps == 2 and outcome.notice is not None and "2 model calls" in outcome.notice
     assert outcome.error is None
     outcome = session(load(folder), wh, "edit", "Explore", ScriptedModel(explore), limits=Limits(max_tokens=10_000))
-    assert outcome.stopped_reason == "token_limit" and outcome.steps == 2 and "10,200 tokens" in outcome.notice
+    assert outcome.stopped_reason == "token_limit" and outcome.steps == 2 and outcome.notice is not None and "10,200 tokens" in outcome.notice
     outcome = session(load(folder), wh, "edit", "Explore", ScriptedModel(explore), limits=Limits(max_seconds=0))
     assert outcome.stopped_reason == "time_limit" and outcome.steps == 0
 
@@ -407,7 +408,7 @@ def test_a_viewer_can_query_but_not_edit_and_query_mode_saves_nothing(config_rep
     assert refresh(folder, wh, user=OPERATOR).ok
     files = load(folder)
     with pytest.raises(PermissionDenied, match="vera"):
-        run_session(files, wh.tables(), wh.current().id, "edit", "Change it", ScriptedModel([]), user=VERA, slug="supply-chain-weekly")
+        run_session(files, wh.tables(), current_id(wh), "edit", "Change it", ScriptedModel([]), user=VERA, slug="supply-chain-weekly")
     scripted = ScriptedModel(
         [
             reply(tool_use_block("t1", "run_sql", {"sql": "SELECT site, sum(actual) / sum(target) AS attainment FROM gates GROUP BY 1 ORDER BY 2 LIMIT 1"})),
@@ -416,7 +417,7 @@ def test_a_viewer_can_query_but_not_edit_and_query_mode_saves_nothing(config_rep
             reply(text_block("The weakest site is shown above.")),
         ]
     )
-    outcome = run_session(files, wh.tables(), wh.current().id, "query", "Which site is weakest?", scripted, user=VERA, slug="supply-chain-weekly", model=MODEL)
+    outcome = run_session(files, wh.tables(), current_id(wh), "query", "Which site is weakest?", scripted, user=VERA, slug="supply-chain-weekly", model=MODEL)
     assert [t["name"] for t in scripted.requests[0]["tools"]] == ["run_sql"]
     sql, write, propose = (tool_results(r)[0] for r in scripted.requests[1:])
     assert "attainment" in sql["content"] and "(1 row)" in sql["content"] and "is_error" not in sql
@@ -531,7 +532,7 @@ def test_nothing_of_a_session_is_persisted_anywhere(superstore, tmp_path, caplog
     files = load(folder)
     outcome = session(files, wh, "edit", f"Build a sales dashboard. Codeword {said}.", api.client())
     assert said in json.dumps(api.bodies[0]) and seen in json.dumps(api.bodies[1])  # the model did see both
-    assert outcome.passes
+    assert outcome.passes and outcome.draft_dashboard is not None
     for phrase in (said, seen):
         assert phrase not in as_yaml(outcome.draft_dashboard) and phrase not in json.dumps(outcome.proposed_rules)
 
@@ -639,7 +640,7 @@ def test_a_session_holds_the_profile_to_the_workspace_budget_and_names_unconfirm
     files = load(folder)
     files["workspace"] = {**files["workspace"], "policy": {**files["workspace"]["policy"], "profile_budget": 60}}
     scripted = ScriptedModel([reply(text_block("ok"))])
-    run_session(files, wh.tables(), wh.current().id, "query", "Which site?", scripted, user=VERA, slug="supply-chain-weekly", model=MODEL, today="2027-02-05")
+    run_session(files, wh.tables(), current_id(wh), "query", "Which site?", scripted, user=VERA, slug="supply-chain-weekly", model=MODEL, today="2027-02-05")
     request = scripted.requests[0]
     assert "Unconfirmed rules" in request["system"][1]["text"] and "gate-colors-orders, gate-colors-process" in request["system"][1]["text"]
     from lib.core import tokens

@@ -18,6 +18,7 @@ from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 
 from ..conftest import ROOT, WORKSPACES
 
@@ -124,7 +125,7 @@ def test_writing_the_current_dashboard_again_is_unchanged_and_a_change_is_a_diff
     changed = dict(files["dashboard"], title="A new title")
     result = tools.execute("write_dashboard", {"yaml": workspace.render("dashboard", changed)})
     assert "```diff" in result.content and "+title: A new title" in result.content
-    assert tools.draft["title"] == "A new title"
+    assert tools.draft is not None and tools.draft["title"] == "A new title"
 
 
 def test_an_invalid_spec_is_kept_as_the_draft_with_its_problems_by_field(files):
@@ -154,7 +155,7 @@ def supply(tmp_path_factory):
     assert refresh(folder, wh, user=OPERATOR).ok
     ws, diags = workspace.load(folder)
     assert diags == []
-    return ws.data, wh.tables(), wh.current().id
+    return ws.data, wh.tables(), current_id(wh)
 
 
 def supply_box(supply) -> Toolbox:

@@ -298,7 +298,9 @@ def test_a_budget_below_what_the_names_need_warns_on_stderr_and_reports_used_ove
     assert used and int(used.group(1)) <= 200
     warning = [line for line in done.stderr.splitlines() if "policy.profile_budget: warning:" in line]
     assert len(warning) == 1 and "workspace.yaml:12:" in warning[0] and "41 column(s)" in warning[0]
-    needed = int(re.search(r"at least (\d+)", warning[0]).group(1))
+    least = re.search(r"at least (\d+)", warning[0])
+    assert least, warning[0]
+    needed = int(least.group(1))
     ws, _ = workspace.load(wide_workspace)
     enough = compose.compose(ws.data, "query", "x", profile_budget=needed)
     assert enough.diagnostics == () and "more columns" not in enough.request["messages"][0]["content"][0]["text"]

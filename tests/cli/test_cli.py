@@ -107,6 +107,7 @@ def plain_checkout(config_repo, tmp_path):
 
 
 def _commit_edit(clone: git.Repo, text: str) -> str:
+    assert clone.working_tree_dir is not None  # a clone with a work tree
     task = Path(clone.working_tree_dir) / "gdp-explorer" / "task.yaml"
     task.write_text(task.read_text().replace("Let anyone compare", text, 1))
     clone.index.add([str(task)])

@@ -97,6 +97,7 @@ def test_no_exception_class_in_lib_is_left_out_of_the_model():
 
 
 def test_the_error_module_documents_every_family():
+    assert errors.__doc__
     for family, _, _ in FAMILIES:
         assert f"`{family.__name__}`" in errors.__doc__, family.__name__
 
@@ -182,7 +183,7 @@ def test_streamlits_stop_rerun_and_switch_page_pass_through():
     from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
     out = FakeSt()
-    for control in (StopException(), RerunException(None)):
+    for control in (StopException(), RerunException(None)):  # pyright: ignore[reportArgumentType]  # no rerun data: only the type is raised
         with pytest.raises(type(control)):
             with ui.user_errors("Could not save", out=out):
                 raise control
@@ -191,6 +192,7 @@ def test_streamlits_stop_rerun_and_switch_page_pass_through():
 
 def test_nothing_is_shown_when_nothing_fails():
     out = FakeSt()
+    value = None
     with ui.user_errors("Could not save", out=out) as caught:
         value = 1
     assert value == 1 and not caught.failed and caught.error is None and out.shown == []

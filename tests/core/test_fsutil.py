@@ -59,7 +59,7 @@ def test_a_failed_rename_leaves_the_target_and_no_temporary_file(tmp_path):
 
 def test_a_failed_write_leaves_no_temporary_file(tmp_path):
     with pytest.raises(TypeError):
-        fsutil.atomic_write(tmp_path / "f", 12345)  # not text or bytes
+        fsutil.atomic_write(tmp_path / "f", 12345)  # pyright: ignore[reportArgumentType]  # not text or bytes, on purpose
     assert list(tmp_path.iterdir()) == []
 
 

@@ -19,6 +19,7 @@ from lib.data.snapshots import Warehouse
 from lib.memory import schemas, workspace
 from lib.memory.yamlio import parse
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 from tests.helpers.databases import MARIADB_URL, PG_URL
 
 from ..conftest import WORKSPACES, server_engine
@@ -96,12 +97,12 @@ def test_a_moved_marker_is_a_new_data_version_and_the_new_figure_shows_at_once(o
     first = refresh(folder, wh, user=OPERATOR)
     assert first.ok and first.swapped, first.summary()
     assert "change marker" in first.sources[0].message
-    version = wh.current().id
+    version = current_id(wh)
     assert total(folder, wh) == 30
 
     again = refresh(folder, wh, user=OPERATOR)  # nothing changed in the database
     assert again.ok and again.unchanged and not again.swapped, again.summary()
-    assert wh.current().id == version and len(wh.snapshots()) == 1
+    assert current_id(wh) == version and len(wh.snapshots()) == 1
     assert "(unchanged)" in again.sources[0].message
 
     if "row_count" in marker:
@@ -112,7 +113,7 @@ def test_a_moved_marker_is_a_new_data_version_and_the_new_figure_shows_at_once(o
 
     moved = refresh(folder, wh, user=OPERATOR)
     assert moved.ok and moved.swapped, moved.summary()
-    assert wh.current().id != version
+    assert current_id(wh) != version
     assert "was " in moved.sources[0].message
     assert total(folder, wh) == 110  # the new version: asked again in the database, no TTL wait
     assert total(folder, wh, {"site": ["Brno"]}) == 90
@@ -122,7 +123,7 @@ def test_a_marker_that_fails_keeps_the_served_data_and_says_why(orders, tmp_path
     folder = live_workspace(tmp_path / "ws", {"url": orders.url, "table": orders.name, "change_marker": {"max": "updated_at"}})
     wh = Warehouse(tmp_path / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
-    served = wh.current().id
+    served = current_id(wh)
     ws, _ = workspace.load(folder)
     ws.data["sources"]["sources"][0]["change_marker"] = {"query": "DELETE FROM orders"}
     workspace.save(folder, ws.data)
@@ -130,7 +131,7 @@ def test_a_marker_that_fails_keeps_the_served_data_and_says_why(orders, tmp_path
     entry = report.sources[0]
     assert not report.ok and entry.status == "failed"
     assert "change_marker query" in entry.message and "SELECT" in entry.message
-    assert wh.current().id == served
+    assert current_id(wh) == served
     with orders.engine.connect() as connection:
         assert connection.exec_driver_sql(f"SELECT count(*) FROM {orders.name}").scalar() == 2
 

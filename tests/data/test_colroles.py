@@ -108,5 +108,5 @@ def test_a_profile_with_a_wrong_aggregate_is_refused_naming_the_field(tmp_path):
     bad = {"tables": [{"name": "cars", "rows": 3, "columns": [{"name": "mpg", "type": "DOUBLE", "role": "measure", "aggregate": "total"}]}]}
     (folder / "profile.yaml").write_text(yaml.safe_dump(bad), encoding="utf-8")
     _, diags = workspace.load(folder)
-    problems = [d for d in diags if d.file.endswith("profile.yaml")]
+    problems = [d for d in diags if (d.file or "").endswith("profile.yaml")]
     assert [(d.level, d.field, d.line, d.allowed) for d in problems] == [("error", "tables[0].columns[0].aggregate", 3, "one of sum, mean, median")]

@@ -18,7 +18,9 @@ PINNABLE = ["VARCHAR", "BOOLEAN", "BIGINT", "INTEGER", "DOUBLE", "DATE", "TIMEST
 
 @pytest.mark.parametrize("name", PINNABLE)
 def test_arrow_type_is_what_duckdb_returns_for_a_column_of_that_type(name):
-    returned = duckdb.sql(f"SELECT CAST(NULL AS {name}) AS c").arrow().schema.field("c").type
+    relation = duckdb.sql(f"SELECT CAST(NULL AS {name}) AS c")
+    assert relation is not None  # a SELECT: rows
+    returned = relation.arrow().schema.field("c").type
     assert coltypes.arrow_type(name) == returned
 
 

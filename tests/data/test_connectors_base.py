@@ -94,11 +94,11 @@ def test_folders_listed_in_dashmem_data_dirs_are_allowed_and_only_they(ctx, tmp_
 
 def test_refused_host_is_the_first_look_by_name(monkeypatch):
     monkeypatch.delenv("DASHMEM_HTTP_ALLOW", raising=False)
-    assert "metadata" in base.refused_host("metadata.google.internal")
-    assert "169.254.169.254" in base.refused_host("169.254.169.254")
+    assert "metadata" in (base.refused_host("metadata.google.internal") or "")
+    assert "169.254.169.254" in (base.refused_host("169.254.169.254") or "")
     assert base.refused_host("api.example.com") is None  # its addresses are checked when connecting
     monkeypatch.setenv("DASHMEM_HTTP_ALLOW", "*.example.org")
-    assert "DASHMEM_HTTP_ALLOW" in base.refused_host("api.example.com")
+    assert "DASHMEM_HTTP_ALLOW" in (base.refused_host("api.example.com") or "")
     assert base.refused_host("api.example.org") is None
 
 

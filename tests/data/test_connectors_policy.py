@@ -151,7 +151,7 @@ def test_a_bad_retry_setting_names_the_field_and_what_is_allowed(change, field, 
     bad = {"attempts: 4,": "attempts: 0,", "backoff_s: 1,": "backoff_s: 120,", "max_backoff_s: 10}": "max_backoff_s: 10, jitter: true}"}[change]
     found = errors(SOURCES.replace(change, bad))
     assert len(found) == 1, [e.format() for e in found]
-    assert found[0].line == 7 and found[0].field.startswith(field) and allowed in (found[0].allowed or found[0].message)
+    assert found[0].line == 7 and (found[0].field or "").startswith(field) and allowed in (found[0].allowed or found[0].message)
 
 
 def test_the_old_rest_retries_setting_points_at_retry():

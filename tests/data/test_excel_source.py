@@ -21,6 +21,7 @@ def ctx(tmp_path):
 
 def workbook(path, sheets: dict[str, list[list]]):
     book = openpyxl.Workbook()
+    assert book.active is not None  # a new workbook has one sheet
     book.remove(book.active)
     for title, rows in sheets.items():
         sheet = book.create_sheet(title)
@@ -70,6 +71,7 @@ def test_numbers_mixed_with_text_become_text_and_null_values_unlock_them(ctx):
 def test_empty_rows_and_unused_columns_at_the_edges_are_dropped_and_names_made_unique(ctx):
     book = openpyxl.Workbook()
     sheet = book.active
+    assert sheet is not None
     sheet.append(["id", "id", None, "note"])
     sheet.append([1, 2, None, "x"])
     sheet.append([None, None, None, None])
@@ -85,6 +87,7 @@ def test_formulas_give_the_value_excel_last_computed(ctx, tmp_path):
     # openpyxl writes no computed values: a workbook saved by Excel has them. Write the cached value by hand.
     path = workbook(ctx.workspace_path / "budget.xlsx", {"S": [["a", "b"], [1, 2]]})
     book = openpyxl.load_workbook(path)
+    assert book.active is not None
     book.active["B2"] = "=A2*2"
     book.save(path)
     assert read(ctx).column("b").to_pylist() == [None]  # never computed: missing, not the formula's text

@@ -24,6 +24,7 @@ from lib.data.snapshots import Warehouse
 from lib.memory import schemas, workspace
 from lib.memory.yamlio import parse
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 from tests.helpers.databases import PG_URL
 
 from ..conftest import ROOT, WORKSPACES, server_engine, statements_sent
@@ -223,10 +224,10 @@ def test_only_stewards_may_ask_for_a_full_reload(db, tmp_path):
     wh = Warehouse(tmp_path / "cache")
     viewer = User("vera")
     assert refresh(db.folder, wh, user=viewer).ok  # viewers refresh
-    served = wh.current().id
+    served = current_id(wh)
     with pytest.raises(DashmemError, match="full"):
         refresh(db.folder, wh, user=viewer, full=True)
-    assert wh.current().id == served
+    assert current_id(wh) == served
     assert refresh(db.folder, wh, user=User("sam"), full=True).ok
 
 

@@ -28,6 +28,7 @@ from lib.data.sandbox import QueryError, QueryRefused
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
+from tests.helpers import current_id
 from tests.helpers.databases import MARIADB_URL, PG_URL
 from tests.helpers.live import CONNECTION_ID, _drop_connection, _source, _url_of_its_own, _workspace
 
@@ -389,7 +390,7 @@ def test_refresh_reads_the_catalogue_and_catches_a_dropped_column(pg_table, tmp_
         second = refresh(folder, wh, user=OPERATOR)
         assert not second.ok
         assert "actual" in second.summary()
-        assert wh.current().id == first.snapshot  # the recorded schema stays served
+        assert current_id(wh) == first.snapshot  # the recorded schema stays served
     finally:
         with engine.begin() as connection:
             connection.exec_driver_sql(f"DROP TABLE IF EXISTS {copy}")
@@ -666,6 +667,7 @@ def test_a_relative_sqlite_live_source_refreshes_in_one_process_and_renders_in_a
 def test_warehouse_backends_map_to_their_sqlglot_dialect_and_transpile(backend, dialect, quote, contains):
     """A SQLAlchemy backend name finds its sqlglot dialect, and the demo's filtered query comes out in that dialect."""
     import sqlglot
+    from sqlglot import exp
 
     assert live.SQLGLOT_DIALECT[backend] == dialect
     sql = "SELECT site, sum(actual) AS actual FROM gates WHERE ($site IS NULL OR list_contains($site, site)) AND day >= $day_from GROUP BY site ORDER BY 2 DESC"
@@ -674,7 +676,7 @@ def test_warehouse_backends_map_to_their_sqlglot_dialect_and_transpile(backend, 
     assert contains in text and "list_contains" not in text.lower()
     assert set(names) <= {"site", "site__dm0", "site__dm1", "day_from"} and "day_from" in names
     parsed = sqlglot.parse_one(text, read=dialect)  # what came out is that dialect's SQL
-    assert {t.name for t in parsed.find_all(sqlglot.exp.Table) if t.name} >= {"gates"}
+    assert {t.name for t in parsed.find_all(exp.Table) if t.name} >= {"gates"}
 
 
 # --------------------------------------------------------------------------- checks and CI on a live source

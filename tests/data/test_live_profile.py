@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from lib.data import live, profile
 from lib.data.connectors import sql_source
@@ -73,11 +74,11 @@ class _RowsFetched:
             self.rows += max(0, cursor.rowcount)
 
     def __enter__(self):
-        sa.event.listen(sa.engine.Engine, "after_cursor_execute", self._count)
+        event.listen(sa.engine.Engine, "after_cursor_execute", self._count)
         return self
 
     def __exit__(self, *exc):
-        sa.event.remove(sa.engine.Engine, "after_cursor_execute", self._count)
+        event.remove(sa.engine.Engine, "after_cursor_execute", self._count)
 
 
 def _both(url: str, table: str, tmp_path: Path) -> tuple[dict, dict]:

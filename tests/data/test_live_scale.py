@@ -23,6 +23,7 @@ from contextlib import contextmanager
 import pyarrow.compute as pc
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from bench.live import DASHBOARD, REGIONS, create_orders_table
 from lib.artifacts.render import QueryCache, render
@@ -67,7 +68,7 @@ def snapshot_rows(orders_table, tmp_path_factory):
     connection = engine.raw_connection()
     try:
         with csv.open("w", encoding="utf-8") as out:
-            connection.cursor().copy_expert(f"COPY {orders_table} TO STDOUT WITH (FORMAT csv, HEADER true)", out)  # pyright: ignore[reportAttributeAccessIssue]  # psycopg2's cursor
+            connection.cursor().copy_expert(f"COPY {orders_table} TO STDOUT WITH (FORMAT csv, HEADER true)", out)  # psycopg2's cursor
     finally:
         connection.close()
         engine.dispose()
@@ -127,11 +128,11 @@ def rows_received(table: str):
         if table in statement:
             counts.append(cursor.rowcount)
 
-    sa.event.listen(sa.engine.Engine, "after_cursor_execute", record)
+    event.listen(sa.engine.Engine, "after_cursor_execute", record)
     try:
         yield counts
     finally:
-        sa.event.remove(sa.engine.Engine, "after_cursor_execute", record)
+        event.remove(sa.engine.Engine, "after_cursor_execute", record)
 
 
 # --------------------------------------------------------------------------- results, and only the results, come back
@@ -144,7 +145,7 @@ def test_live_dashboard_equals_the_snapshot_and_receives_only_its_results(orders
     _same(_results(rendered), _results(expected))
     assert [f.options for f in rendered.filters] == [f.options for f in expected.filters] == [sorted(REGIONS)]
     kpi = rendered.component("revenue").result
-    assert kpi is not None and kpi.rows[0][1] == pc.sum(snapshot_rows.column("units")).as_py()  # all 5M rows counted
+    assert kpi is not None and kpi.rows[0][1] == pc.sum(snapshot_rows.column("units")).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # all 5M rows counted (pc has no stubs)
     # Every row the database sent is a row on the screen: 5 filter options, 1 KPI row, 8 bars, 50 table rows.
     shown = sum(len(c.result.rows) for c in rendered.components if c.result is not None) + sum(len(f.options or []) for f in rendered.filters)
     assert len(counts) == 4 and sum(counts) == shown == 64
@@ -201,7 +202,7 @@ def test_the_app_process_renders_5m_rows_in_small_memory(orders_table, snapshot_
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["errors"] == []
-    assert out["units"] == pc.sum(snapshot_rows.column("units")).as_py()
+    assert out["units"] == pc.sum(snapshot_rows.column("units")).as_py()  # pyright: ignore[reportAttributeAccessIssue]  # pc has no stubs
     assert out["peak_mb"] < MEMORY_BOUND_MB, f"the render process peaked at {out['peak_mb']:.0f} MB"
 
 

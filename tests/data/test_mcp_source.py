@@ -79,7 +79,7 @@ def stdio_source(**settings) -> dict:
 def processes_in(folder: Path) -> list[int]:
     """Ids of live processes whose working directory is `folder` (the connector starts servers there)."""
     try:
-        import psutil
+        import psutil  # pyright: ignore[reportMissingModuleSource]  # optional, not installed here: /proc is read instead
     except ImportError:
         pids = []
         for entry in Path("/proc").iterdir():

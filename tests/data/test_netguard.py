@@ -75,6 +75,7 @@ class Server(LocalHTTPServer):
 
     def __init__(self, tls: ssl.SSLContext | None = None):
         self.requests: list[dict] = []
+        self.sni: list[str | None] = []  # the server names TLS clients asked for (tls_server records them)
         super().__init__(tls)
 
     def answer(self, handler: BaseHTTPRequestHandler) -> None:
@@ -345,6 +346,7 @@ def tls_server(tmp_path, monkeypatch):
             builder = builder.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
             builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         else:
+            assert san is not None  # a leaf names its host
             builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(san)]), critical=False)
             builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)
         return builder.sign(signer, hashes.SHA256())
@@ -362,7 +364,6 @@ def tls_server(tmp_path, monkeypatch):
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "leaf.pem")
     live = Server(tls=context)
-    live.sni: list[str | None] = []
     context.sni_callback = lambda sock, name, ctx_: live.sni.append(name)
     yield live
     live.stop()

@@ -115,7 +115,8 @@ def test_queries_on_snapshot_tables_map_the_file_instead_of_copying(tmp_path):
     wh.write_snapshot({"a": pa.table({"x": [1, 2, 3]}), "b": pa.table({"y": ["p", "q"]})})
     fresh = Warehouse(tmp_path / "wh")  # as another process would: opened from the file
     tables = fresh.tables()
-    assert query_worker._origin(tables["b"])[0] == str(fresh.current().path)
+    current, origin = fresh.current(), query_worker._origin(tables["b"])
+    assert current is not None and origin is not None and origin[0] == str(current.path)
     spilled = set(query_worker._SPILL_DIR.glob("*.arrow")) if query_worker._SPILL_DIR else set()
     assert fresh.query("SELECT count(*) FROM a JOIN b ON true").rows == [(6,)]
     assert (set(query_worker._SPILL_DIR.glob("*.arrow")) if query_worker._SPILL_DIR else set()) == spilled

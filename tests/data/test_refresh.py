@@ -174,7 +174,7 @@ def test_refresh_cli_exit_code_and_json(supply, tmp_path):
 class _Handler(http.server.BaseHTTPRequestHandler):
     mode = "ok"
 
-    def log_message(self, *args):
+    def log_message(self, format, *args):
         pass
 
     def do_GET(self):
@@ -363,8 +363,9 @@ def test_date_formats_travel_with_the_snapshot_to_the_next_refresh(tmp_path, mon
     csv.write_bytes(b"".join(lines))
     report = refresh(folder, wh, user=OPERATOR)
     assert report.swapped, report.summary()
-    assert list(wh.current().columns("orders")) == served.names
-    assert wh.current().columns("orders")["Order Date"] == "DATE" and wh.current().tables["orders"]["rows"] == 1000
+    current = wh.current()
+    assert current is not None and list(current.columns("orders")) == served.names
+    assert current.columns("orders")["Order Date"] == "DATE" and current.tables["orders"]["rows"] == 1000
 
 
 def test_a_semicolon_file_keeps_its_delimiter_from_the_served_header(tmp_path):
@@ -426,7 +427,7 @@ def test_a_viewers_own_csv_is_read_and_checked_and_never_stored(supply):
     recorded = wh.current().columns("gates")
     own = (folder / "data" / "next_week" / "gates.csv").read_bytes()
     table, problems = read_own_file(own, "own.csv", "gates", recorded)
-    assert problems == [] and table.num_rows == own.count(b"\n") - 1
+    assert problems == [] and table is not None and table.num_rows == own.count(b"\n") - 1
     renamed = own.replace(b"target", b"target_units", 1)
     assert read_own_file(renamed, "own.csv", "gates", recorded) == (None, ["missing column 'target' (renamed to 'target_units'?)"])
     assert read_own_file(b"a,b\n1,2,3\n4\n", "own.csv", "gates", recorded)[1][0].startswith("source 'gates': cannot parse")
@@ -444,17 +445,18 @@ def test_a_viewers_own_xlsx_and_parquet_files_stand_in_for_the_data(supply, tmp_
     recorded = wh.current().columns("gates")
     rows = pacsv.read_csv(folder / "data" / "next_week" / "gates.csv")
     book = openpyxl.Workbook()
+    assert book.active is not None
     book.active.append(rows.column_names)
     for row in rows.to_pylist():
         book.active.append(list(row.values()))
     xlsx = io.BytesIO()
     book.save(xlsx)
     table, problems = read_own_file(xlsx.getvalue(), "My gates.XLSX", "gates", recorded)
-    assert problems == [] and table.num_rows == rows.num_rows
+    assert problems == [] and table is not None and table.num_rows == rows.num_rows
     parquet = io.BytesIO()
     pq.write_table(rows, parquet)
     table, problems = read_own_file(parquet.getvalue(), "gates.parquet", "gates", recorded)
-    assert problems == [] and table.num_rows == rows.num_rows
+    assert problems == [] and table is not None and table.num_rows == rows.num_rows
     # A damaged workbook is named by the viewer's file name, never the temporary copy's path.
     table, problems = read_own_file(xlsx.getvalue()[:500], "My gates.xlsx", "gates", recorded)
     assert table is None and problems[0].startswith("source 'gates': My gates.xlsx is not a readable .xlsx workbook")
@@ -690,6 +692,7 @@ def test_an_excel_source_refreshes_across_processes_and_names_its_placeholders(t
 
     def save_sheet(rows):
         book = openpyxl.Workbook()
+        assert book.active is not None
         book.active.title = "Prices"
         for row in rows:
             book.active.append(row)

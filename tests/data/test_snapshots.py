@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from lib.data.snapshots import KEEP_SNAPSHOTS, OWN_FILE_BYTES, SUFFIX, TABLE_SUFFIX, Warehouse, compact_strings, content_hash
@@ -27,7 +28,7 @@ from ..conftest import ROOT
 DATASETS = ["gdp.csv", "adult.csv", "global_superstore.csv", "nyc311_sample5000.csv", "nyc311_api_1000.csv"]
 
 
-def run(script: str, *args: str) -> str:
+def run(script: str, *args: object) -> str:
     """Run `script` in a fresh Python process (this checkout first on the path); its stdout."""
     proc = subprocess.run(
         [sys.executable, "-c", script, *map(str, args)], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300
@@ -194,7 +195,7 @@ def test_pruning_in_another_process_keeps_a_shared_table_and_deletes_the_rest(tm
     # A third process reads the newest, and every kept one.
     seen = json.loads(run(READ, folder))
     assert seen["rows"] == {"big": 300_000, "small": 1} and seen["sum"][1] == KEEP_SNAPSHOTS + 1
-    expected_sum = float(pa.compute.sum(big_table(1).column("x")).as_py())
+    expected_sum = float(pc.sum(big_table(1).column("x")).as_py())  # pyright: ignore[reportAttributeAccessIssue]  # pc has no stubs
     assert seen["sum"][0] == pytest.approx(expected_sum)
     for snapshot in wh.snapshots():
         assert Warehouse(folder).tables(snapshot)["big"].num_rows == 300_000
@@ -210,6 +211,7 @@ def test_a_pruned_snapshot_stays_readable_to_a_process_that_had_opened_it(tmp_pa
     run(WRITE, folder, 1, 0)
     reader = Warehouse(folder)
     opened = reader.current()
+    assert opened is not None
     tables = reader.tables(opened)
     run(WRITE, folder, 3, *range(1, KEEP_SNAPSHOTS + 2))  # prunes the one opened here
     assert not opened.path.exists()
@@ -288,6 +290,7 @@ def test_a_killed_writers_table_files_go_at_the_next_start_and_not_while_it_writ
     writer = subprocess.Popen(
         [sys.executable, "-c", script, str(folder)], cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
     )
+    assert writer.stdout is not None
     try:
         assert writer.stdout.readline().strip() == "written"
         wh = Warehouse(folder)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from lib.data.connectors import sql_source
 from lib.data.connectors.base import FetchContext, SourceError, fetch
@@ -234,11 +235,11 @@ def test_table_mode_streams_in_batches(db, monkeypatch):
         cursors.append(cursor)
 
     monkeypatch.setattr(sql_source, "ROWS_PER_BATCH", 3)
-    sa.event.listen(sa.Engine, "before_cursor_execute", seen)
+    event.listen(sa.Engine, "before_cursor_execute", seen)
     try:
         result = db.fetch(table=table)
     finally:
-        sa.event.remove(sa.Engine, "before_cursor_execute", seen)
+        event.remove(sa.Engine, "before_cursor_execute", seen)
     assert sorted(result.column("id").to_pylist()) == list(range(10))
     assert [len(chunk) for chunk in result.column("t").chunks] == [3, 3, 3, 1]
     (cursor,) = cursors

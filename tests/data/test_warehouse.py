@@ -174,7 +174,8 @@ def test_another_process_sees_the_switch(wh):
     ) % (str(ROOT), str(wh.folder))
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert wh.query("SELECT count(*) FROM sales").rows == [(7,)]
-    assert Warehouse(wh.folder).current().tables["sales"]["rows"] == 7
+    current = Warehouse(wh.folder).current()
+    assert current is not None and current.tables["sales"]["rows"] == 7
 
 
 def test_for_workspace_keys_by_folder(tmp_path):
@@ -285,7 +286,7 @@ def test_a_killed_refreshs_staging_file_goes_at_the_next_start(tmp_path):
         "wh.write_snapshot({'t': pa.table({'x': list(range(100000))})}, _before_switch=hang)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script, str(folder)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
-    assert proc.stdout.readline().strip() == "written"
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "written"
     staging = list((folder / "snapshots").glob(".*.tmp"))
     assert len(staging) == 1
     Warehouse(folder).clean_abandoned()  # another process while the writer lives: kept

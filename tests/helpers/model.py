@@ -9,6 +9,7 @@ A streaming request (`"stream": true`) gets the reply as server-sent events.
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import httpx2
 
@@ -28,7 +29,7 @@ class FakeAPI:
             return httpx2.Response(500, json={"type": "error", "error": {"type": "api_error", "message": "script ran out"}})
         reply = self.replies.pop(0)
         if callable(reply):
-            return reply(request)
+            return cast(httpx2.Response, reply(request))
         if isinstance(reply, httpx2.Response):
             return reply
         if json.loads(request.content).get("stream"):

@@ -4,6 +4,7 @@ and one outside loopback fails the test; names are resolved by a stand-in for ge
 from __future__ import annotations
 
 import ipaddress
+from typing import Callable
 
 # The stand-in DNS: names this module uses, and what they resolve to.
 NAMES = {
@@ -31,4 +32,4 @@ class Network:
         self.escapes: list[str] = []  # connects outside loopback: none may happen
         self.lookups: list[str] = []
         self.unknown_names: list[str] = []  # names that would have needed real DNS
-        self.answers: dict[str, object] = dict(NAMES)
+        self.answers: dict[str, list[str] | Callable[[], list[str]]] = dict(NAMES)  # addresses, or what gives them at each lookup

@@ -16,7 +16,7 @@ from lib.artifacts.report import render_report
 from lib.memory import schemas, workspace
 from lib.memory.yamlio import parse
 
-from . import ROOT
+from . import ROOT, current_id
 
 CHROMIUM = Path("/usr/bin/chromium")
 needs_chromium = pytest.mark.skipif(not CHROMIUM.is_file(), reason="Debian's chromium is not installed (apt-get install chromium)")
@@ -26,7 +26,7 @@ def rendered_report(folder, wh, mutate=None, params=None):
     ws, _ = workspace.load(folder)
     if mutate:
         mutate(ws.data["report"])
-    return render_report(ws.data, wh.tables(), wh.current().id, params or {}, cache=QueryCache())
+    return render_report(ws.data, wh.tables(), current_id(wh), params or {}, cache=QueryCache())
 
 
 def pages_text(pdf: bytes) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -119,14 +120,14 @@ def test_workspace_missing_owner_names_line_and_field():
 def test_workspace_bad_principal():
     err = only_error("workspace", VALID_WORKSPACE.replace("[alice]", "['alice smith']"))
     assert (err.line, err.field) == (4, "access.owners[0]")
-    assert "group:" in err.allowed
+    assert "group:" in (err.allowed or "")
 
 
 def test_workspace_unknown_key_suggests_the_right_one():
     err = only_error("workspace", VALID_WORKSPACE.replace("description:", "descripton:"))
     assert (err.line, err.field) == (2, "descripton")
     assert "did you mean 'description'" in err.message
-    assert "description" in err.allowed
+    assert "description" in (err.allowed or "")
 
 
 # ------------------------------------------------------------------ task.yaml
@@ -159,13 +160,13 @@ def test_task_wrong_type_names_line_field_and_allowed():
 def test_task_bad_date():
     err = only_error("task", VALID_TASK.replace("'2026-11-02'", "'02/11/2026'"))
     assert (err.line, err.field) == (7, "rules[0].created")
-    assert "YYYY-MM-DD" in err.allowed
+    assert "YYYY-MM-DD" in (err.allowed or "")
 
 
 def test_task_bad_check_colour_is_enum_error_with_choices():
     err = only_error("task", VALID_TASK.replace("kind: threshold_color", "kind: sparkle"))
     assert err.field == "rules[0].check.kind"
-    assert "category_color" in err.allowed
+    assert "category_color" in (err.allowed or "")
 
 
 def test_task_duplicate_rule_id_is_reported_on_the_second():
@@ -210,14 +211,14 @@ def test_sources_valid():
 def test_sources_literal_password_is_refused():
     err = only_error("sources", VALID_SOURCES.replace("env:SALES_DB_PASSWORD", "hunter2"))
     assert (err.line, err.field) == (9, "sources[1].password")
-    assert "env:NAME" in err.allowed
+    assert "env:NAME" in (err.allowed or "")
     assert "hunter2" not in err.format()  # a secret typed in the wrong place is never echoed
 
 
 def test_sources_password_inside_url_is_refused():
     err = only_error("sources", VALID_SOURCES.replace("reporting@", "reporting:hunter2@"))
     assert (err.line, err.field) == (8, "sources[1].url")
-    assert "password" in err.allowed
+    assert "password" in (err.allowed or "")
     assert "hunter2" not in err.format() and "reporting:***@" in err.message
 
 
@@ -232,7 +233,7 @@ def test_sources_setting_of_another_type_is_unknown():
     err = only_error("sources", VALID_SOURCES.replace("    table: public.orders\n", "    table: public.orders\n    delimiter: ';'\n"))
     assert (err.line, err.field) == (11, "sources[1].delimiter")
     assert "unknown field" in err.message
-    assert "query" in err.allowed and "delimiter" not in err.allowed
+    assert "query" in (err.allowed or "") and "delimiter" not in (err.allowed or "")
 
 
 def test_sources_sql_needs_exactly_one_of_query_or_table():
@@ -244,7 +245,7 @@ def test_sources_sql_needs_exactly_one_of_query_or_table():
 def test_sources_unknown_type():
     err = only_error("sources", VALID_SOURCES.replace("type: mcp", "type: ftp"))
     assert (err.line, err.field) == (19, "sources[3].type")
-    assert "csv, excel, parquet, sql, rest, mcp" in err.allowed
+    assert "csv, excel, parquet, sql, rest, mcp" in (err.allowed or "")
 
 
 # ------------------------------------------------------------------ output.yaml
@@ -264,13 +265,13 @@ def test_output_valid():
 def test_output_inline_data_mode_is_refused():
     err = only_error("output", VALID_OUTPUT.replace("queries_at_render", "inline"))
     assert (err.line, err.field) == (1, "data_injection.mode")
-    assert "queries_at_render" in err.allowed
+    assert "queries_at_render" in (err.allowed or "")
 
 
 def test_output_bad_colour():
     err = only_error("output", VALID_OUTPUT.replace("'#ffffff'", "white"))
     assert (err.line, err.field) == (2, "theme.background")
-    assert "#RRGGBB" in err.allowed
+    assert "#RRGGBB" in (err.allowed or "")
 
 
 # ------------------------------------------------------------------ profile.yaml
@@ -656,7 +657,7 @@ def test_the_prompt_hides_a_literal_in_every_secret_field():
 
 @pytest.mark.parametrize("path", schemas.secret_fields("sources", "source"), ids="/".join)
 def test_a_literal_in_any_secret_field_is_refused_without_echo(path):
-    source = {"name": "s", "type": {"password": "sql", "secret_headers": "rest", "env": "mcp", "tls": "mcp"}[path[0]]}
+    source: dict[str, Any] = {"name": "s", "type": {"password": "sql", "secret_headers": "rest", "env": "mcp", "tls": "mcp"}[path[0]]}
     source.update(
         {"sql": {"url": "sqlite:///x.db", "table": "t"}, "rest": {"url": "https://example.com"}, "mcp": {"url": "https://example.com/mcp", "tool": "t"}}[
             source["type"]
@@ -679,7 +680,7 @@ def test_the_fix_for_a_literal_credential_names_every_secret_field():
 
     diags = kinds_sources.no_literal_secrets(parse(text), "sources.yaml")
     assert diags
-    named = {field: kinds.split(", ") for field, kinds in re.findall(r"(\w+) \(([a-z, ]+)\)", diags[0].allowed)}
+    named = {field: kinds.split(", ") for field, kinds in re.findall(r"(\w+) \(([a-z, ]+)\)", diags[0].allowed or "")}
     for kind in schemas.enum("sources", "source", "type"):
         for path in schemas.secret_fields("sources", kind):
             assert kind in named.get(path[0], []), (kind, path, diags[0].allowed)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lib.data.connectors.base import FetchContext, SourceError
@@ -39,7 +41,7 @@ def test_a_literal_value_is_never_repeated():
 def test_the_apps_own_credentials_are_out_of_reach_of_sources(ref, monkeypatch):
     monkeypatch.setenv("DASHMEM_COOKIE_KEY", "cookie-signing-key-value")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-value")
-    ctx = FetchContext(workspace_path=".")
+    ctx = FetchContext(workspace_path=Path("."))
     with pytest.raises(SourceError, match="belongs to the app itself") as info:
         ctx.secret("leaky", ref)
     assert "cookie-signing-key-value" not in str(info.value) and "sk-ant-value" not in str(info.value)
@@ -102,7 +104,9 @@ def test_every_header_the_schema_refuses_is_a_credential_name():
     from lib.memory.schemas import load_schema
 
     pattern = load_schema("sources")["$defs"]["rest"]["properties"]["headers"]["propertyNames"]["not"]["pattern"]
-    names = re.fullmatch(r"\(\?i\)\^\((.*)\)\$", pattern).group(1).split("|")
+    alternatives = re.fullmatch(r"\(\?i\)\^\((.*)\)\$", pattern)
+    assert alternatives, pattern
+    names = alternatives.group(1).split("|")
     assert names and all(credentials.is_secret_name(n) for n in names)
 
 

@@ -35,6 +35,7 @@ def test_required_fields_are_the_schemas():
 def test_a_loaded_workspace_hands_out_its_specs_typed():
     ws, found = load(WORKSPACES / "supply-chain-weekly")
     assert not [d for d in found if d.level == "error"]
-    assert ws.dashboard is ws.data["dashboard"] and ws.dashboard["components"]  # the same dict: nothing copied
-    assert ws.sources is ws.data["sources"] and ws.sources["sources"][0]["name"]
+    dashboard, sources = ws.dashboard, ws.sources
+    assert dashboard is not None and dashboard is ws.data["dashboard"] and dashboard["components"]  # the same dict: nothing copied
+    assert sources is not None and sources is ws.data["sources"] and sources["sources"][0]["name"]
     assert ws.report is ws.data.get("report")

@@ -40,8 +40,9 @@ def _assert_conflict_kept_both(repo, slug, exc, main_before, first_text, second_
     assert sha(repo) == main_before
     assert_main_clean(repo)
     # both versions are kept: the first on main, the second on sam's draft
-    main_task = read_file(repo.repo, MAIN, f"{slug}/task.yaml").decode()
-    sam_task = read_file(repo.repo, f"draft/sam/{slug}", f"{slug}/task.yaml").decode()
+    main_raw, sam_raw = read_file(repo.repo, MAIN, f"{slug}/task.yaml"), read_file(repo.repo, f"draft/sam/{slug}", f"{slug}/task.yaml")
+    assert main_raw is not None and sam_raw is not None
+    main_task, sam_task = main_raw.decode(), sam_raw.decode()
     assert first_text in main_task and second_text not in main_task
     assert second_text in sam_task and first_text not in sam_task
     # and on disk: the published checkout and sam's worktree
@@ -197,7 +198,7 @@ def test_a_report_change_goes_draft_review_publish_history_with_no_special_case(
     [diff] = repo.draft_diff(SCW, draft.branch)
     assert diff.path == "report.yaml" and diff.status == "modified"
     found = checks.validate_workspace(draft.workspace_path)
-    assert [(d.id, d.file.rsplit("/", 1)[-1], d.field) for d in found] == [("check.literal_values", "report.yaml", "sections[3].markdown")]
+    assert [(d.id, (d.file or "").rsplit("/", 1)[-1], d.field) for d in found] == [("check.literal_values", "report.yaml", "sections[3].markdown")]
     main_before = sha(repo)
     with pytest.raises(ValidationFailed) as info:
         publish.publish_branch(repo, OLIVIA, SCW, draft.branch)
@@ -241,7 +242,8 @@ def test_publish_checks_the_data_of_an_uploaded_source_of_the_workspace(config_r
     dashboard["components"][1]["title"] = "Units through the gates"
     repo.save(OLIVIA, SCW, {"dashboard": dashboard}, "no figure")
     publish.publish(repo, OLIVIA, SCW)
-    assert read_file(repo.repo, MAIN, f"{SCW}/sources.yaml").decode().count(upload) == 1
+    published = read_file(repo.repo, MAIN, f"{SCW}/sources.yaml")
+    assert published is not None and published.decode().count(upload) == 1
     assert_main_clean(repo)
 
 

@@ -52,7 +52,8 @@ def test_save_commits_as_the_user_and_touches_only_the_workspace_folder(config_r
     assert commit.message.splitlines()[0] == "Shorter format rule"
     changed = repo.repo.git.diff("--name-only", f"{new_sha}~1", new_sha).splitlines()
     assert changed == [f"{GDP}/task.yaml"]
-    assert "# local scribble" not in read_file(repo.repo, new_sha, f"{SCW}/task.yaml").decode()
+    task = read_file(repo.repo, new_sha, f"{SCW}/task.yaml")
+    assert task is not None and "# local scribble" not in task.decode()
     assert read_file(repo.repo, new_sha, "notes.txt") is None
     assert rule_text(repo, branch, GDP, 0) == "Show GDP in billions."
     # main and its checkout are untouched by a draft save

@@ -74,6 +74,7 @@ def test_a_lock_held_elsewhere_times_out_as_busy(tmp_path):
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert holder.stdout is not None
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(Busy, match="the config repo is busy"):
@@ -185,6 +186,7 @@ def test_commit_folder_history_diff_and_restore_on_a_plain_checkout(repo):
     (repo / "ws" / "a.txt").write_text("one\n2\nthree\n")
     (repo / "ws" / "c.txt").write_text("new\n")
     second = history.commit_folder(r, "ws", AUTHOR, "Edit ws", "save")
+    assert second is not None
 
     versions = history.history(r, "ws")
     assert [v.sha for v in versions] == [second, first]

@@ -48,6 +48,7 @@ def test_revert_restores_old_version_byte_for_byte_as_new_commit(config_repo):
     (d.workspace_path / "data" / "extra.csv").write_text("a,b\n1,2\n")  # a data file that v1 did not have
     v2 = repo.save(OLIVIA, GDP, {"workspace": meta, "task": task}, "Version two")
     v3 = edit_rule(repo, OLIVIA, GDP, 0, "Version three.")
+    assert v1 is not None and v3 is not None  # each edit changed the rule
     published = publish.publish(repo, OLIVIA, GDP)
     history_before = len(repo.history(GDP, ref=d.branch))
     count_before = commit_count(repo, d.branch)

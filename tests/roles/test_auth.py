@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import bcrypt
 import pytest
 import yaml
@@ -14,7 +16,7 @@ from ..conftest import ROOT
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()  # a real (cheap) bcrypt hash
 
 
-def write_users(tmp_path, users) -> object:
+def write_users(tmp_path, users) -> Path:
     path = tmp_path / "users.yaml"
     path.write_text(yaml.safe_dump({"usernames": users}), encoding="utf-8")
     return path

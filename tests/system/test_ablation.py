@@ -277,6 +277,7 @@ def test_the_scripted_analyst_applies_only_the_specification_it_is_shown(gdp_dat
 
     blind = analyst.dashboard_for(asked(PHASE2_MESSAGE))
     told = analyst.dashboard_for(asked(" ".join(spec.sentences)))
+    assert blind is not None and told is not None
     assert "theme" not in blind and told["theme"] == {"background": spec.background}
     assert not completion(blind, spec, tables, "v1").completed and completion(told, spec, tables, "v1").completed
 

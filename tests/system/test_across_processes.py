@@ -77,6 +77,7 @@ def _expect_csv(path: Path, int_col: str, float_col: str | None = None) -> Expec
             int_sum += int(row[int_col])
             if float_col:
                 float_sum += float(row[float_col])
+        assert reader.fieldnames is not None  # the header row
         columns = tuple(reader.fieldnames)
     return Expected(rows, int_col, int_sum, float_col, float_sum if float_col else None, columns)
 
@@ -176,7 +177,11 @@ def _env(tmp: Path, data: Data) -> dict[str, str]:
 
 
 def _no_traceback(proc: subprocess.CompletedProcess | None, stderr: str | None = None) -> None:
-    err = stderr if stderr is not None else proc.stderr
+    if stderr is None:
+        assert proc is not None
+        stderr = proc.stderr
+    assert stderr is not None, "no stderr captured"
+    err = stderr
     assert "Traceback (most recent call last)" not in err, err
     assert "Fatal Python error" not in err, err
 
@@ -404,6 +409,7 @@ def test_snapshot_is_read_while_its_writer_is_alive_and_after_it_exits(count, da
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(ws), sql], cwd=ROOT, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+    assert writer.stdin is not None and writer.stdout is not None and writer.stderr is not None  # all three are pipes
     watchdog = threading.Timer(TIMEOUT_S, writer.kill)
     watchdog.start()
     try:

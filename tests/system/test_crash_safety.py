@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -108,11 +109,13 @@ class Child:
                 text=True,
                 start_new_session=True,
             )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both pipes
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
 
     def go(self, arg) -> None:
-        assert self.proc.stdout.readline().strip() == "ready", self.stderr()
-        self.proc.stdin.write(json.dumps(arg) + "\n")
-        self.proc.stdin.flush()
+        assert self.stdout.readline().strip() == "ready", self.stderr()
+        self.stdin.write(json.dumps(arg) + "\n")
+        self.stdin.flush()
         self.started = time.monotonic()
 
     def stderr(self) -> str:
@@ -122,7 +125,7 @@ class Child:
     def finish(self, arg) -> float:
         """Run the operation to its end; the seconds it took."""
         self.go(arg)
-        line = self.proc.stdout.readline().strip()
+        line = self.stdout.readline().strip()
         took = time.monotonic() - self.started
         assert line == "done", self.stderr()
         self.close()
@@ -140,8 +143,8 @@ class Child:
 
     def close(self) -> None:
         self.proc.wait(timeout=60)
-        self.proc.stdin.close()
-        self.proc.stdout.close()
+        self.stdin.close()
+        self.stdout.close()
 
 
 class Killer:
@@ -174,7 +177,7 @@ class Killer:
         self.next = Child(self.env, self.tmp, self.op, self.path) if i + 1 < KILLS else None
 
 
-def wait_for_orphans(repo_path: Path, drafts: list[tuple[str, str]] = ()) -> None:
+def wait_for_orphans(repo_path: Path, drafts: Sequence[tuple[str, str]] = ()) -> None:
     """Take (and drop) the main lock and the drafts' locks: a git that a killed process
     started under a lock holds it until it ends, so this waits for every such orphan."""
     git_dir = Path(repo_path) / ".git"
@@ -387,6 +390,7 @@ def test_refresh_killed_at_any_moment_serves_the_old_or_the_new_snapshot_and_the
     for i in range(KILLS):
         n = 2 + 2 * i
         before = Warehouse.for_workspace(ws).current()
+        assert before is not None
         old_actual = first_actual(Warehouse.for_workspace(ws).tables(before))
         write_round(n)
 

@@ -35,6 +35,7 @@ SETTING = re.compile(r"\bDASHMEM_[A-Z0-9_]*[A-Z0-9]")
 def _commands():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
+    assert isinstance(sub.choices, dict)  # the sub-command parsers by name
     for name, p in sub.choices.items():
         nested = [a for a in p._actions if getattr(a, "choices", None) and a.dest.endswith("_command")]
         if nested:

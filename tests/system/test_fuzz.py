@@ -121,7 +121,8 @@ def test_random_files_load_as_diagnostics_with_file_and_line(content, kind):
 def test_random_yaml_documents_read_as_pyyaml_reads_them(data, unicode, flow, indent):
     text = yaml.safe_dump(data, allow_unicode=unicode, default_flow_style=flow, indent=indent, sort_keys=False)
     # PyYAML's reading is the reference (its dumper does not always write what it was given: a raw NEL, say)
-    assert check_parse(text).data == yaml.load(text, Loader=yamlio._SafeLoaderNoDates)
+    document = check_parse(text)
+    assert document is not None and document.data == yaml.load(text, Loader=yamlio._SafeLoaderNoDates)
 
 
 @FUZZ

@@ -118,10 +118,10 @@ def test_the_size_cap_is_a_constant_and_a_file_just_under_it_still_loads(ws):
     filler = "# " + "x" * 97 + "\n"
     (ws / "task.yaml").write_text(body + filler * ((yamlio.MAX_FILE_BYTES - len(body) - 1) // len(filler)))
     _, diags = workspace.load(ws)
-    assert not [d for d in diags if d.file.endswith("task.yaml")]
+    assert not [d for d in diags if (d.file or "").endswith("task.yaml")]
     with open(ws / "task.yaml", "a") as handle:
         handle.write(filler)
-    [d] = [d for d in workspace.load(ws)[1] if d.file.endswith("task.yaml")]
+    [d] = [d for d in workspace.load(ws)[1] if (d.file or "").endswith("task.yaml")]
     assert d.id == "file.too_large"
 
 
@@ -160,7 +160,7 @@ def test_parse_refuses_oversized_text_from_any_caller():
 
 def test_refusals_are_diagnostics_with_file_and_line(ws):
     (ws / "output.yaml").write_text("data_injection: &d {mode: queries_at_render}\n")
-    [d] = [d for d in workspace.load(ws)[1] if d.file.endswith("output.yaml")]
+    [d] = [d for d in workspace.load(ws)[1] if (d.file or "").endswith("output.yaml")]
     assert d.id == "yaml.anchor" and d.line == 1 and d.location.endswith("output.yaml:1")
 
 
@@ -374,14 +374,14 @@ def test_binary_garbage_is_refused_not_stored_as_bytes(tmp_path):
 def test_a_utf16_file_with_a_byte_order_mark_is_read(tmp_path):
     (tmp_path / "cities.csv").write_bytes(LATIN1_ROWS.encode("utf-16"))
     table = csv_fetch(tmp_path, "cities.csv")
-    assert table.column("Stadt").to_pylist() == ["Köln", "Zürich", "München"] and "UTF-16" in fetch_note(table)
+    assert table.column("Stadt").to_pylist() == ["Köln", "Zürich", "München"] and "UTF-16" in (fetch_note(table) or "")
 
 
 def test_a_viewers_own_latin1_csv_reads_as_text():
     from lib.data.refresh import read_own_file
 
     table, problems = read_own_file(LATIN1_ROWS.encode("cp1252"), "own.csv", "cities", {"Stadt": "VARCHAR"})
-    assert problems == [] and table.column("Stadt").to_pylist() == ["Köln", "Zürich", "München"]
+    assert problems == [] and table is not None and table.column("Stadt").to_pylist() == ["Köln", "Zürich", "München"]
 
 
 # ------------------------------------------------------------------ file permissions

@@ -112,7 +112,7 @@ def flatten(record: dict, prefix: str = "", out: dict | None = None) -> dict:
     return out
 
 
-def records_to_table(records: Iterable[dict]) -> pa.Table:
+def records_to_table(records: Iterable[object]) -> pa.Table:
     """JSON records (possibly nested, possibly with differing keys) as one Arrow table.
 
     Columns appear in first-seen order. A column whose values mix types that
