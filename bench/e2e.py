@@ -363,7 +363,7 @@ def report(case: Case, runs: int, thresholds: dict[str, int | None]) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", help=f"rows, comma-separated, e.g. 10k,100k,1M,5M (default {DEFAULT_SIZES})")
     parser.add_argument("--big", action="store_true", help="add 5M rows (slow: minutes per run, GBs of memory and disk)")
     parser.add_argument("--runs", type=int, help="runs per side and size, each a fresh process (median); default 5")
