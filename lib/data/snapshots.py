@@ -23,9 +23,12 @@ previous snapshot is a hard link to that table's file instead of a new copy:
 the kept snapshots share it, and pruning one snapshot removes only its own
 link, so a table still used by another is never deleted.
 Snapshots written before compression (one uncompressed file) read as before.
+A big table is also kept decompressed, once, in shared memory (`lib.data.unpacked`,
+written by the refresh that writes it): every process and query worker maps that
+copy instead of decompressing the table for itself.
 
-Queries over a snapshot's tables go through the sandbox (`lib.data.sandbox`);
-`lib.warehouse` is the public facade of both.
+Queries over a snapshot's tables go through the query engine (`lib.data.engine`)
+and the sandbox (`lib.data.sandbox`).
 """
 
 from __future__ import annotations
