@@ -343,11 +343,16 @@ def test_two_export_processes_at_once_each_write_their_whole_pdf_and_leave_no_ch
 def test_an_export_interrupted_while_printing_leaves_no_pdf_and_no_chromium(supply, tmp_path, marked, how):
     """Ctrl-C runs the export's own clean-up; a SIGKILL runs none, and the printer notices that its parent is gone."""
     folder, _ = supply
-    env = _python_env(tmp_path)
+    # A Chromium that takes its time to start (as a wrapper script, say snap's, may): the signal lands while the
+    # export waits on the printer, however fast this machine prints (a report printed before the signal, once).
+    slow = tmp_path / "slow-chromium"
+    slow.write_text(f'#!/bin/sh\nsleep 4\nexec {CHROMIUM} "$@"\n')
+    slow.chmod(0o755)
+    env = {**_python_env(tmp_path), "DASHMEM_CHROMIUM": str(slow)}
     assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
     out = tmp_path / "out" / "weekly.pdf"
     proc = subprocess.Popen([sys.executable, "-m", "lib", "export", str(folder), "--pdf", str(out)], env=env, cwd=tmp_path, stderr=subprocess.PIPE)
-    printing = _wait_for(lambda: any("chrom" in _command(pid) for pid in _marked(marked)))  # Chromium is up
+    printing = _wait_for(lambda: any("chrom" in _command(pid) for pid in _marked(marked)))  # the printer is starting Chromium
     proc.send_signal(how)
     _, err = proc.communicate(timeout=60)
     assert printing and proc.returncode != 0
