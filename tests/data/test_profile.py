@@ -390,3 +390,31 @@ def test_an_estimated_distinct_count_never_exceeds_the_values(monkeypatch):
     table = pa.table({"price": pa.array([i * 1.5 for i in range(500)] + [None] * 20)})  # HyperLogLog says 509 here
     [column] = profile.profile_table("t", table)["columns"]
     assert column["distinct"] <= 500
+
+
+NO_PANDAS = r"""
+import runpy, sys
+sys.argv = ["lib", "profile", sys.argv[1]]
+try:
+    runpy.run_module("lib", run_name="__main__")
+finally:
+    print("pandas loaded" if "pandas" in sys.modules else "no pandas", file=sys.stderr)
+"""
+
+
+def test_the_command_line_profile_never_loads_pandas(tmp_path):
+    """Arrow's `to_numpy` imports pandas on its first call, 0.3 s of every `profile` (and `compose`) command; the
+    profile reads number columns as numpy views of their buffers instead, so the command never loads pandas."""
+    import shutil
+    import subprocess
+    import sys
+
+    from ..conftest import ROOT, WORKSPACES
+
+    folder = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+    assert subprocess.run([sys.executable, "-m", "lib", "refresh", str(folder)], env=env, capture_output=True, timeout=120).returncode == 0
+    out = subprocess.run([sys.executable, "-c", NO_PANDAS, str(folder)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert "table gates" in out.stdout, out.stdout + out.stderr
+    assert out.stderr.strip().endswith("no pandas"), out.stderr
