@@ -109,15 +109,7 @@ def _warehouse_with_data(path: Path, *, required: bool = True):
     return wh
 
 
-def _warm_query_workers(count: int | None = None) -> None:
-    """Start the query workers a command's queries will need while it imports and loads (a third of a second each)."""
-    from ..data import query_worker
-
-    query_worker.warm(count if count is not None else max(1, os.cpu_count() or 1))
-
-
 def cmd_check(args) -> int:
-    _warm_query_workers()
     from ..artifacts import checks
     from ..memory import workspace
 
@@ -172,7 +164,6 @@ def cmd_compose(args) -> int:
 
 
 def cmd_export(args) -> int:
-    _warm_query_workers()
     from ..artifacts.export import export_workspace
     from ..memory import workspace
     from ..roles.access import OPERATOR
@@ -427,7 +418,6 @@ def _refresh_all(args) -> int:
 
 
 def cmd_query(args) -> int:
-    _warm_query_workers(1)
     from ..data.engine import Engine
     from ..data.snapshots import Warehouse
     from ..memory import workspace
@@ -470,7 +460,6 @@ def cmd_profile(args) -> int:
 
 def cmd_explain(args) -> int:
     """Where one component's figures come from: its bound SQL, sources, data, task rules and the rows behind it."""
-    _warm_query_workers()
     from ..artifacts.explain import explain, parse_filters
     from ..artifacts.render import filter_states
 
@@ -491,7 +480,6 @@ def cmd_explain(args) -> int:
 
 def cmd_rows(args) -> int:
     """The rows behind one component, or behind the marks `--select` picks on a chart with `select` (Show rows)."""
-    _warm_query_workers()
     from ..artifacts.drilldown import DrilldownError, component, drilldown
     from ..artifacts.explain import parse_filters
     from ..artifacts.render import filter_states
@@ -551,7 +539,6 @@ def cmd_rows(args) -> int:
 
 def cmd_changes(args) -> int:
     """What changed between the data shown and the load kept before it: KPIs then and now, the biggest moves per component."""
-    _warm_query_workers()
     from ..artifacts.changes import compare
     from ..artifacts.explain import parse_filters
     from ..artifacts.render import filter_states

@@ -243,26 +243,6 @@ class _Pool:
         finally:
             self._give_back(worker)
 
-    def warm(self, count: int) -> None:
-        """Start workers in the background until `count` are running (within DASHMEM_QUERY_WORKERS), so the first
-        queries find them started: a worker takes a third of a second to start (Python, DuckDB), which a process
-        that is about to run queries spends on its own imports and loading meanwhile."""
-        with self.lock:
-            wanted = max(0, min(count, settings.get("DASHMEM_QUERY_WORKERS")) - self.count)
-            self.count += wanted
-        for _ in range(wanted):
-            threading.Thread(target=self._start_idle, name="query-worker-start", daemon=True).start()
-
-    def _start_idle(self) -> None:
-        try:
-            worker = _Worker()
-        except BaseException:
-            with self.lock:
-                self.count -= 1
-                self.lock.notify()
-            return
-        self._give_back(worker)
-
     def close(self) -> None:
         """Stop the idle workers (busy ones stop when their query ends and they are not taken back)."""
         with self.lock:
@@ -275,11 +255,6 @@ class _Pool:
 
 _POOL = _Pool()
 atexit.register(_POOL.close)
-
-
-def warm(count: int) -> None:
-    """Start up to `count` query workers in the background (see `_Pool.warm`)."""
-    _POOL.warm(count)
 
 
 def _refs(tables: Mapping[str, pa.Table]) -> dict[str, tuple[str, int, int]]:

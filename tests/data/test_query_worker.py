@@ -131,35 +131,3 @@ def test_query_workers_do_not_hold_the_apps_secrets(monkeypatch):
     with open(f"/proc/{worker.proc.pid}/environ", "rb") as environ:
         names = {entry.split(b"=", 1)[0].decode() for entry in environ.read().split(b"\0") if entry}
     assert "ANTHROPIC_API_KEY" not in names and "DASHMEM_COOKIE_KEY" not in names and "PATH" in names
-
-
-def test_warmed_workers_are_started_in_the_background_and_answer_the_first_queries(monkeypatch):
-    started = []
-    real = query_worker._Worker.__init__
-
-    def counting(self):
-        real(self)
-        started.append(self)
-
-    monkeypatch.setattr(query_worker._Worker, "__init__", counting)
-    monkeypatch.setenv("DASHMEM_QUERY_WORKERS", "3")
-    query_worker.warm(5)  # no more than the pool may hold
-    deadline = time.monotonic() + 60
-    while len(query_worker._POOL.idle) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(started) == 3 and query_worker._POOL.count == 3
-    assert run_query(TABLES, "SELECT count(*) AS n FROM t").rows == [(1000,)]
-    query_worker.warm(3)  # already running: nothing more starts
-    assert len(started) == 3 and query_worker._POOL.count == 3
-
-
-def test_a_worker_that_cannot_start_gives_its_place_back(monkeypatch):
-    def failing(self):
-        raise OSError("no processes left")
-
-    monkeypatch.setattr(query_worker._Worker, "__init__", failing)
-    query_worker.warm(2)
-    deadline = time.monotonic() + 10
-    while query_worker._POOL.count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert query_worker._POOL.count == 0 and not query_worker._POOL.idle
