@@ -351,7 +351,15 @@ def test_an_export_interrupted_while_printing_leaves_no_pdf_and_no_chromium(supp
     env = {**_python_env(tmp_path), "DASHMEM_CHROMIUM": str(slow)}
     assert _run(["refresh", str(folder)], env, tmp_path).returncode == 0
     out = tmp_path / "out" / "weekly.pdf"
-    proc = subprocess.Popen([sys.executable, "-m", "lib", "export", str(folder), "--pdf", str(out)], env=env, cwd=tmp_path, stderr=subprocess.PIPE)
+    # As from a terminal, where Ctrl-C is not ignored, whatever the test run itself inherited (a run started in
+    # the background by a non-interactive shell inherits SIGINT ignored).
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lib", "export", str(folder), "--pdf", str(out)],
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     printing = _wait_for(lambda: any("chrom" in _command(pid) for pid in _marked(marked)))  # the printer is starting Chromium
     proc.send_signal(how)
     _, err = proc.communicate(timeout=60)
