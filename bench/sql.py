@@ -146,7 +146,14 @@ def ensure_table(backend: str, rows: int, data: list[tuple] | None) -> list[tupl
                 buffer = io.StringIO()
                 csv.writer(buffer).writerows(data)  # None -> empty field -> NULL in COPY's CSV format
                 buffer.seek(0)
-                cursor.copy_expert(f"COPY {name} FROM STDIN WITH (FORMAT csv)", buffer)
+                import psycopg2.extensions
+
+                installed = psycopg2.extensions.get_wait_callback()  # COPY refuses to run beside dashmem's wait callback (sql_wait)
+                psycopg2.extensions.set_wait_callback(None)
+                try:
+                    cursor.copy_expert(f"COPY {name} FROM STDIN WITH (FORMAT csv)", buffer)
+                finally:
+                    psycopg2.extensions.set_wait_callback(installed)
             else:
                 for start in range(0, len(data), 5_000):  # PyMySQL sends each slice as one multi-row INSERT
                     cursor.executemany(f"INSERT INTO {name} VALUES ({', '.join(['%s'] * 9)})", data[start : start + 5_000])

@@ -235,11 +235,14 @@ class FlakyProxy:
     without a backend), "silent" accepts and never sends a byte (a hung server), "http503" answers
     `HTTP/1.1 503` and closes (a gateway whose backend is down). Later connections are forwarded both ways.
     `target` may be None for a server that is never there: every connection misbehaves.
+    `silence()` (or a client sending bytes that contain `silent_on`) makes the forwarding connections go
+    silent from then on, both ways, with every socket kept open: a server or load balancer that hangs mid-query.
     """
 
-    def __init__(self, target: tuple[str, int] | None, failures: int = 0, mode: str = "reset"):
+    def __init__(self, target: tuple[str, int] | None, failures: int = 0, mode: str = "reset", silent_on: bytes | None = None):
         assert mode in ("reset", "silent", "http503")
-        self.target, self.failures, self.mode = target, failures, mode
+        self.target, self.failures, self.mode, self.silent_on = target, failures, mode, silent_on
+        self.silenced = threading.Event()
         self.connections = 0  # connections accepted so far, misbehaved ones included
         self.held: list[socket.socket] = []  # everything to close on stop
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -290,7 +293,10 @@ class FlakyProxy:
         def pump(source: socket.socket, sink: socket.socket) -> None:
             try:
                 while data := source.recv(65536):
-                    sink.sendall(data)
+                    if self.silent_on is not None and source is client and self.silent_on in data:
+                        self.silenced.set()
+                    if not self.silenced.is_set():
+                        sink.sendall(data)
             except OSError:
                 pass
             finally:
@@ -302,6 +308,9 @@ class FlakyProxy:
 
         threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
         pump(client, upstream)
+
+    def silence(self) -> None:
+        self.silenced.set()
 
     def stop(self) -> None:
         self.stopped.set()

@@ -8,7 +8,8 @@ snapshot query answers from it. The query engine (`lib.data.engine`) decides
 where a query runs: one naming only snapshot tables goes on to the sandbox as
 always; one naming tables of exactly one live source comes here (`LiveCache.run`), and is
 
-1. checked by the sandbox's single-SELECT rule (`sandbox.check_statement`),
+1. checked by the sandbox's single-SELECT rule (`sandbox.check_statement`) and by
+   `live_guard.check`: its one table, and only functions that compute over its rows,
 2. transpiled with sqlglot from DuckDB SQL to the source's dialect, its table
    name replaced by the database table and its row count capped,
 3. run through SQLAlchemy with filter values as bind parameters of the driver
@@ -39,8 +40,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 
-from . import connectors, standins
+from . import connectors, live_guard, standins
 from .coltypes import plain_numbers
+from .connectors import sql_wait
 from .connectors.base import FetchContext, SourceError
 from .connectors.policy import RetryPolicy
 from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement, first_line
@@ -107,6 +109,7 @@ def transpile(
     tree = _parse(sql)
     if not isinstance(tree, exp.Query):
         raise QueryRefused("only SELECT queries are allowed (WITH … SELECT included)")
+    live_guard.check(tree, source["name"])  # its one table, and functions that only compute
     real = _table_expression(source["table"])
     for table in list(tree.find_all(exp.Table)):
         if table.name.lower() == source["name"].lower():
@@ -282,6 +285,7 @@ def run(
 
     if max_rows < 1:
         raise QueryRefused("max_rows must be at least 1")
+    OUTAGES.check(source)
     try:
         engine = _engine(source, workspace_path)
     except SourceError as exc:
@@ -300,7 +304,7 @@ def run(
 
     def attempt() -> tuple[list[str], Sequence[Any]]:
         with engine.connect() as connection:
-            _read_only(connection, backend, timeout_s)
+            _read_only(connection, backend, timeout_s, source)
             result = connection.exec_driver_sql(text, bound)
             names = list(result.keys())
             rows = result.fetchmany(max_rows + 1)
@@ -312,8 +316,13 @@ def run(
         names, rows = with_reconnects(source, attempt)
     except OperationalError as exc:
         message = first_line(exc.orig or exc)
+        if sql_wait.stalled(exc):
+            waited = max(timeout_s, _source_timeout(source)) + sql_wait.MARGIN_S
+            raise OUTAGES.record(source, f"{source['name']}: {sql_wait.message(waited, 'check the database and the network to it')}") from None
         if _timed_out(message):
             raise QueryError(f"the query ran longer than {timeout_s:g} s in {source['name']}'s database and was stopped") from None
+        if _sql().connection_failed(exc):
+            raise OUTAGES.record(source, f"{source['name']}: {message}{_tried(exc)}") from None
         raise QueryError(f"{source['name']}: {message}{_tried(exc)}") from None
     except SQLAlchemyError as exc:
         raise QueryError(f"{source['name']}: {first_line(getattr(exc, 'orig', None) or exc)}{_tried(exc)}") from None
@@ -321,6 +330,38 @@ def run(
     table = _arrow(names, [tuple(_plain(v) for v in row) for row in rows[:max_rows]])
     return QueryResult(table, truncated, time.perf_counter() - start, table.column_names)
 
+
+class Outages:
+    """Live sources whose database failed a moment ago (it stopped answering, or every reconnect failed):
+    their next queries fail at once with the same words for `hold_s`, so that the other components of a page
+    do not each spend a whole wait and retry budget on a source that is down. Then it is asked again."""
+
+    def __init__(self, hold_s: float = 20.0, clock: Callable[[], float] = time.monotonic):
+        self.hold_s, self.clock = hold_s, clock
+        self._down: dict[tuple, tuple[float, str]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(source: Mapping[str, Any]) -> tuple:
+        return (source["name"], source.get("url"), source.get("table"))
+
+    def record(self, source: Mapping[str, Any], message: str) -> QueryError:
+        with self._lock:
+            self._down[self._key(source)] = (self.clock() + self.hold_s, message)
+        log.warning("live source %s is down: %s", source["name"], message)
+        return QueryError(message)
+
+    def check(self, source: Mapping[str, Any]) -> None:
+        with self._lock:
+            down = self._down.get(self._key(source))
+            if down is not None and down[0] <= self.clock():
+                del self._down[self._key(source)]
+                down = None
+        if down is not None:
+            raise QueryError(f"{down[1]}; not asked again for a few seconds")
+
+
+OUTAGES = Outages()
 
 T = TypeVar("T")
 
@@ -353,8 +394,10 @@ def _tried(exc: BaseException) -> str:
     return f" (after {notes[-1]})" if notes else ""
 
 
-def _read_only(connection: sa.Connection, backend: str, timeout_s: float) -> None:
-    """A read-only transaction with the database's own time limit, where the dialect has them."""
+def _read_only(connection: sa.Connection, backend: str, timeout_s: float, source: Mapping[str, Any]) -> None:
+    """A read-only transaction with the database's own time limit, where the dialect has them; the client
+    waits for the server up to that limit (plus a margin, `sql_wait`), since by then the server has answered."""
+    sql_wait.allow(connection.connection.dbapi_connection, timeout_s, _source_timeout(source))
     ms = max(1, int(timeout_s * 1000))
     if backend == "postgresql":
         connection.exec_driver_sql("SET TRANSACTION READ ONLY")
@@ -374,7 +417,14 @@ def _read_only(connection: sa.Connection, backend: str, timeout_s: float) -> Non
             raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
 
 
+def _source_timeout(source: Mapping[str, Any]) -> float:
+    return RetryPolicy.of(dict(source), _sql().DEFAULT_TIMEOUT_S).timeout_s
+
+
 def _timed_out(message: str) -> bool:
+    """A statement stopped by its time limit, or a wait for the server that ran out (`sql_wait`): neither is tried again."""
+    if sql_wait.stalled(Exception(message)):
+        return True
     lowered = message.lower()
     return "statement timeout" in lowered or "max_statement_time" in lowered or "maximum statement execution time" in lowered or "interrupted" in lowered
 

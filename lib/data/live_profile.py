@@ -64,7 +64,7 @@ def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table,
     def attempt() -> dict[str, Any]:
         engine = live._engine(source, workspace_path)
         with engine.connect() as connection:
-            live._read_only(connection, engine.dialect.name, PROFILE_TIMEOUT_S)
+            live._read_only(connection, engine.dialect.name, PROFILE_TIMEOUT_S, source)
             try:
                 return _profile(connection, name, source, types)
             finally:

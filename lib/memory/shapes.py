@@ -161,6 +161,7 @@ class SourceSpec(TypedDict, total=False):
     change_marker: dict[str, Any]
     incremental: dict[str, Any]
     timeout_s: float
+    query_timeout_s: float
     retry: RetrySpec
     # rest
     method: str

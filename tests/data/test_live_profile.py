@@ -239,7 +239,8 @@ def test_live_profiling_scans_again_on_a_new_connection_when_its_connection_was_
     try:
         source = {"name": "t", "type": "sql", "url": _url_of_its_own(url, "dm_lprof_reconnect"), "table": table, "mode": "live"}
         stand_in = live.catalogue_table(source, FetchContext(workspace_path=tmp_path))
-        dropped = live.run(source, f"SELECT {CONNECTION_ID[admin.dialect.name]} AS id FROM t LIMIT 1", workspace_path=tmp_path).rows[0][0]
+        with live._engine(source, tmp_path).connect() as pooled:  # the connection the live pool keeps (a live query may not ask its id)
+            dropped = pooled.exec_driver_sql(f"SELECT {CONNECTION_ID[admin.dialect.name]}").scalar_one()
         _drop_connection(admin, dropped)  # the pooled connection the profile would take is dead
         caplog.set_level("INFO", logger="lib.data.live")
         built = profile.build({"t": stand_in}, [source], workspace_path=tmp_path)

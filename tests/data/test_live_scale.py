@@ -30,7 +30,7 @@ from lib.artifacts.render import QueryCache, render
 from lib.data import live
 from lib.data.connectors.base import FetchContext
 from lib.memory import workspace
-from tests.helpers.databases import PG_URL
+from tests.helpers.databases import PG_URL, psycopg2_blocking
 
 from ..conftest import ROOT, server_engine, statements_sent
 
@@ -68,7 +68,8 @@ def snapshot_rows(orders_table, tmp_path_factory):
     connection = engine.raw_connection()
     try:
         with csv.open("w", encoding="utf-8") as out:
-            connection.cursor().copy_expert(f"COPY {orders_table} TO STDOUT WITH (FORMAT csv, HEADER true)", out)  # psycopg2's cursor
+            with psycopg2_blocking():  # COPY needs psycopg2's own blocking waits (lib.data.connectors.sql_wait installs its own)
+                connection.cursor().copy_expert(f"COPY {orders_table} TO STDOUT WITH (FORMAT csv, HEADER true)", out)  # psycopg2's cursor
     finally:
         connection.close()
         engine.dispose()

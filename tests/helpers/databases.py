@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -61,3 +63,17 @@ def server_engine(kind: str) -> sa.Engine:
     except Exception as exc:  # any reason at all means: not usable here
         pytest.skip(f"{label} not reachable on 127.0.0.1:{port}: {exc}")
     return engine
+
+
+@contextmanager
+def psycopg2_blocking() -> Iterator[None]:
+    """psycopg2 without a wait callback for a while: COPY refuses to run with one, and dashmem's SQL
+    connector installs one for the whole process (lib/data/connectors/sql_wait.py)."""
+    import psycopg2.extensions
+
+    installed = psycopg2.extensions.get_wait_callback()
+    psycopg2.extensions.set_wait_callback(None)
+    try:
+        yield
+    finally:
+        psycopg2.extensions.set_wait_callback(installed)

@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from ...memory.secrets import is_reference
+from . import sql_wait
 from .base import FetchContext, _as_text, confined_path, to_arrow_column
 from .policy import RetryPolicy, Transient
 
@@ -105,9 +106,13 @@ def _attempt(source: dict, engine: sa.Engine, url: URL, ctx: FetchContext, after
     try:
         connection = engine.connect()
     except SQLAlchemyError as exc:
+        detail = _driver_message(exc)
+        if sql_wait.stalled(exc):  # psycopg2, through sql_wait: the greeting never came
+            waited = math.ceil(RetryPolicy.of(source, DEFAULT_TIMEOUT_S).timeout_s) + sql_wait.MARGIN_S  # libpq's whole seconds
+            detail = f"the server accepted the connection but sent nothing for {waited:g} s"
         if _transient(exc):
-            raise Transient(f"cannot connect to {_shown(url)}", f": {_driver_message(exc)}") from None
-        raise ctx.error(source["name"], f"cannot connect to {_shown(url)}: {_driver_message(exc)}") from None
+            raise Transient(f"cannot connect to {_shown(url)}", f": {detail}") from None
+        raise ctx.error(source["name"], f"cannot connect to {_shown(url)}: {detail}") from None
     # Nothing is ever committed: closing the connection rolls back whatever a query changed
     # inside the driver's transaction (DDL on SQLite and MySQL commits itself, beyond our reach).
     with connection:
@@ -118,6 +123,8 @@ def _transient(exc: SQLAlchemyError) -> bool:
     """Whether the connection failed (refused, reset, timed out, lost, the server restarting or full)
     rather than the request (a SQL error, a wrong password, a missing database or table)."""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:  # the dialect's own verdict: a disconnect
+        return True
+    if sql_wait.stalled(exc):  # a wait for the server ran out (a read that stalled is not retried: see `_read`)
         return True
     original = getattr(exc, "orig", None)
     if isinstance(original, OSError):  # the network itself, below the driver
@@ -178,16 +185,17 @@ def _sqlite_in_workspace(name: str, url: URL, ctx: FetchContext) -> URL:
 
 def _create_engine(name: str, url: URL, ctx: FetchContext, timeout_s: float) -> sa.Engine:
     try:
-        timeout_arg = CONNECT_TIMEOUT_ARG.get(url.get_driver_name())
+        driver = url.get_driver_name()
+        timeout_arg = CONNECT_TIMEOUT_ARG.get(driver)
         # Whole seconds: libpq takes no fraction (and counts under 2 as 2).
-        connect_args = {timeout_arg: math.ceil(timeout_s)} if timeout_arg else {}
-        if url.get_driver_name() == "pymysql":
-            # PyMySQL's connect timeout covers the TCP connect only; a server that accepts and never
-            # sends its greeting is bounded by the read timeout, lifted again once connected.
-            connect_args["read_timeout"] = math.ceil(timeout_s)
+        connect_args: dict = {timeout_arg: math.ceil(timeout_s)} if timeout_arg else {}
+        # Every wait for the server bounded, not only connecting (sql_wait: a stalled connection ends).
+        connect_args.update(sql_wait.connect_args(driver, timeout_s))
+        if driver == "psycopg2":
+            sql_wait.install_psycopg2()
         engine = sa.create_engine(url, connect_args=connect_args)
-        if "read_timeout" in connect_args:
-            event.listen(engine, "connect", _lift_read_timeout)
+        backend = url.get_backend_name()
+        event.listen(engine, "checkin", lambda dbapi_connection, record: _clean_session(backend, dbapi_connection, record, timeout_s))
         return engine
     except NoSuchModuleError:
         raise ctx.error(name, f"no SQLAlchemy dialect for {url.drivername!r}; check the start of the url") from None
@@ -197,6 +205,31 @@ def _create_engine(name: str, url: URL, ctx: FetchContext, timeout_s: float) -> 
             f"the database driver for {url.drivername!r} is not installed ({exc}); "
             "name an installed driver in the url, e.g. postgresql+psycopg2:// or mysql+pymysql://",
         ) from None
+
+
+def _clean_session(backend: str, dbapi_connection, record, timeout_s: float) -> None:
+    """A pooled connection goes back without what a query left on its session: advisory and named locks,
+    settings, temporary tables, prepared statements (a query cannot take them, `live_guard`; this is the
+    second line). PostgreSQL's DISCARD ALL; MariaDB and MySQL release their named locks. A connection that
+    cannot be cleaned is dropped from the pool instead."""
+    if dbapi_connection is None:
+        return
+    sql_wait.forget(dbapi_connection, timeout_s)
+    try:
+        if backend == "postgresql":
+            dbapi_connection.rollback()
+            dbapi_connection.autocommit = True
+            try:
+                dbapi_connection.cursor().execute("DISCARD ALL")
+            finally:
+                dbapi_connection.autocommit = False
+        elif backend in ("mysql", "mariadb"):
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SELECT RELEASE_ALL_LOCKS()")
+            cursor.fetchall()
+            dbapi_connection.rollback()
+    except Exception as exc:  # a broken connection: never handed out again
+        record.invalidate(exc)
 
 
 # Of the failures `_transient` retries, those of the request rather than the connection: a serialization
@@ -218,17 +251,12 @@ def connection_failed(exc: SQLAlchemyError) -> bool:
     return not (state and str(state).startswith(REQUEST_CONFLICT_STATES))
 
 
-def _lift_read_timeout(dbapi_connection, _record) -> None:
-    """A PyMySQL connection, once connected, waits for its queries as long as they take (`timeout_s`
-    bounds connecting; a live query has the database's own time limit). PyMySQL has no public setter:
-    it applies `_read_timeout` to the socket before each read."""
-    dbapi_connection._read_timeout = None
-
-
 def _read(source: dict, connection: sa.Connection, ctx: FetchContext, after=None) -> pa.Table:
     name = source["name"]
     statement, failure = _statement(source, connection.dialect, ctx)
     options: dict = {}
+    if source.get("query_timeout_s"):
+        sql_wait.allow(connection.connection.dbapi_connection, float(source["query_timeout_s"]), RetryPolicy.of(source, DEFAULT_TIMEOUT_S).timeout_s)
     if _streams(source, connection.dialect):
         options["stream_results"] = True
     try:
@@ -252,6 +280,11 @@ def _read(source: dict, connection: sa.Connection, ctx: FetchContext, after=None
         top = _Largest(names.index(cursor))
         return with_cursor_max(arrow_table(names, top.watch(_batches(result))), cursor, top.value)
     except SQLAlchemyError as exc:
+        if sql_wait.stalled(exc):  # not tried again: a silent server answers a second attempt no better
+            policy = RetryPolicy.of(source, DEFAULT_TIMEOUT_S)
+            waited = max(policy.timeout_s, float(source.get("query_timeout_s") or 0)) + sql_wait.MARGIN_S
+            if_slow = "raise the source's query_timeout_s"
+            raise ctx.error(name, f"{failure}: {sql_wait.message(waited, if_slow)}") from None
         if _transient(exc):
             raise Transient(failure, f": {_driver_message(exc)}") from None
         raise ctx.error(name, f"{failure}: {_driver_message(exc)}") from None
