@@ -4,7 +4,8 @@ Pages live in app_pages/ (not pages/) and are registered with st.navigation on
 every run, so no page is ever served without this file's sign-in running
 first; a deep link opened while signed out shows the sign-in form.
 
-Sign-in is a plain form checked with lib.roles.auth (bcrypt); a signed JWT cookie
+Sign-in is a plain form checked with lib.roles.auth (bcrypt), failures slowed down per name and
+per client address (lib.roles.throttle); a signed JWT cookie
 (lib.roles.auth.session_token) signs the browser in again in new sessions. The
 cookie is read from the request (st.context.cookies) and written by a line of
 JavaScript in the page, never by a component: streamlit-authenticator's
@@ -70,9 +71,12 @@ def sign_in_form(credentials: dict, key: str) -> bool:
             submitted = st.form_submit_button("Login")
     if not submitted:
         return False
-    if not auth.check_password(credentials, name, password):
+    # Failures slow down the next tries of that name and of this address (lib/roles/throttle.py);
+    # st.context.ip_address is the connection's peer, None on loopback.
+    attempt = auth.try_sign_in(credentials, name, password, st.context.ip_address)
+    if not attempt.ok:
         st.session_state[state.AUTH_STATUS] = False
-        st.error("Wrong user name or password.")
+        st.error(attempt.message)
         return False
     st.session_state[state.AUTH_STATUS], st.session_state[state.USERNAME] = True, name
     st.session_state[state.SIGN_IN_COOKIE] = auth.session_token(name, key)

@@ -721,7 +721,10 @@ def run(
     return out
 
 
-def validate_workspace(path, *, today=None) -> list[Diagnostic]:
+DATA_NOT_RUN = "check.data_not_run"
+
+
+def validate_workspace(path, *, today=None, strict: bool = False) -> list[Diagnostic]:
     """The one definition of "valid": what CI, `validate`, `check`, Review and every publish route use.
 
     Schema validation of every file, then all dashboard and report checks, the data checks
@@ -734,6 +737,9 @@ def validate_workspace(path, *, today=None) -> list[Diagnostic]:
     it is never a silent pass. Schema errors stop the dashboard checks (they
     assume valid files); warnings do not. Task rules not confirmed within the
     workspace's review period (as of `today`) are warnings (lib/memory/rule_review.py).
+
+    `strict` (`validate --strict`, a config repo's CI that asks for it) makes data checks that could not run
+    an error instead of that warning: a gate that must see the data fails where it cannot.
     """
     ws, diagnostics = load_workspace(path)
     if not has_errors(diagnostics):
@@ -745,7 +751,12 @@ def validate_workspace(path, *, today=None) -> list[Diagnostic]:
     failed = [r for r in reports if r.status != "ok"]
     if failed:
         reasons = "; ".join(r.message or f"source {r.name!r} failed" for r in failed)
-        note = Diagnostic("check.data_not_run", WARNING, f"data checks not run: {reasons}", shown_file(path, "sources"))
+        if strict:
+            note = Diagnostic(
+                DATA_NOT_RUN, ERROR, f"data checks not run, which strict validation does not allow ({DATA_NOT_RUN}): {reasons}", shown_file(path, "sources")
+            )
+        else:
+            note = Diagnostic(DATA_NOT_RUN, WARNING, f"data checks not run: {reasons}", shown_file(path, "sources"))
         static = [d for kind in artifacts for d in run(ws, None, file=shown_file(path, kind), skipped_note=note, kind=kind) if d is not note]
         return diagnostics + static + [note]
     return diagnostics + [d for kind in artifacts for d in run(ws, tables, version="validate", file=shown_file(path, kind), kind=kind)]

@@ -58,7 +58,9 @@ def cmd_validate(args) -> int:
     found = workspace.find_workspaces(root)
     if not found:
         return _fail(args, f"{root}: no workspace found (a workspace is a folder with {workspace.FILES['workspace']})")
-    results = {str(p): checks.validate_workspace(p) for p in found}
+    # DASHMEM_VALIDATE_STRICT is how a config repo's CI asks for --strict (a repository variable, lib/repo/ci_workflow.py).
+    strict = args.strict or settings.get("DASHMEM_VALIDATE_STRICT")
+    results = {str(p): checks.validate_workspace(p, strict=strict) for p in found}
     errors = sum(1 for ds in results.values() for d in ds if d.level == ERROR)
     if args.json:
         _print_json(
@@ -587,6 +589,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="validate a workspace, or every workspace below a folder")
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="machine-readable output for CI")
+    p.add_argument(
+        "--strict", action="store_true", help="fail when the data checks could not run (check.data_not_run is then an error); also DASHMEM_VALIDATE_STRICT=true"
+    )
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("check", help="run the dashboard and report checks (loads the data first if needed)")

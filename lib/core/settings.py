@@ -564,6 +564,18 @@ register(
 )
 register(
     Setting(
+        "DASHMEM_VALIDATE_STRICT",
+        _flag,
+        False,
+        "`true` makes the config repo's CI gate strict: `validate` (which reads it) fails when the data checks could not run, "
+        "instead of passing with the warning `check.data_not_run`, as `validate --strict` does",
+        CONFIG_REPO_CI,
+        "true or false (also 1, yes, on; 0, no, off)",
+        "`false`",
+    )
+)
+register(
+    Setting(
         "DASHMEM_RUN_LOG",
         _resolved_path,
         None,

@@ -10,6 +10,7 @@ grant `group:analysts`.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import yaml
 
 from ..core import settings
 from ..core.errors import DashmemError
+from . import throttle
 from .access import OWNER, STEWARD, VIEWER, User, role_of
 
 APP_ROLES = (OWNER, STEWARD, VIEWER)
@@ -106,6 +108,34 @@ def check_password(credentials: dict[str, Any], username: str, password: str) ->
     hashed = str(entry["password"]) if entry else _UNKNOWN_USER_HASH
     matches = bcrypt.checkpw(password.encode(), hashed.encode())
     return bool(entry) and bool(password) and matches
+
+
+WRONG_PASSWORD = "Wrong user name or password."
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """What one press of Login came to: `ok`, or the plain sentence the form shows instead."""
+
+    ok: bool
+    message: str = ""
+
+
+def try_sign_in(credentials: dict[str, Any], username: str, password: str, client: str | None, *, now: float | None = None) -> SignIn:
+    """Check a sign-in as the form submits it, slowed down by the failures before it (lib/roles/throttle.py).
+
+    `client` is the address it comes from (None on loopback). While the name or the address must wait, the
+    password is not checked at all, so even the right one is refused until the wait is over.
+    """
+    guard = throttle.Throttle.for_app()
+    wait = guard.wait(username, client, now)
+    if wait is not None:
+        return SignIn(False, wait.message())
+    if check_password(credentials, username, password):
+        guard.succeeded(username, client, now)
+        return SignIn(True)
+    started = guard.failed(username, client, now)
+    return SignIn(False, f"{WRONG_PASSWORD} {started.message()}" if started else WRONG_PASSWORD)
 
 
 # A bcrypt hash (cost 12, as streamlit-authenticator's Hasher makes) of a random password nobody knows.

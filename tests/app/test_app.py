@@ -53,6 +53,28 @@ def test_wrong_password_is_refused(env):
     assert any("Wrong user name or password" in e.value for e in at.error)
 
 
+def test_wrong_passwords_in_a_row_make_the_name_wait_even_with_the_right_one(env):
+    """Issue #29: twelve wrong passwords for olivia, then the right one, signed in, with no wait between tries."""
+    from lib.roles import throttle
+
+    def attempt(at: AppTest, name: str, password: str) -> list[str]:
+        at.text_input[0].input(name)
+        at.text_input[1].input(password)
+        at.button[0].click().run()
+        return [e.value for e in at.error]
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    shown = [attempt(at, "olivia", "guess") for _ in range(throttle.BY_NAME.free)][-1]
+    assert any("Wrong user name or password" in m and "Too many failed sign-ins for this name; try again in" in m for m in shown), shown
+    shown = attempt(at, "olivia", "olivia-demo")  # the right password, during the wait
+    assert at.session_state["authentication_status"] is False
+    assert any(m.startswith("Too many failed sign-ins for this name; try again in") for m in shown), shown
+    assert [t.label for t in at.text_input] == ["Username", "Password"] and not at.exception
+    attempt(at, "sam", "sam-demo")  # another name is not held by olivia's failures
+    assert at.session_state["authentication_status"] is True and at.session_state["username"] == "sam"
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_viewer_pages_render(env, page):
     on_page(signed_in("vera"), page)

@@ -78,6 +78,53 @@ def test_validate_missing_path(tmp_path):
     assert "no such file" in proc.stderr
 
 
+def run_strict(path, *args, strict_variable: str | None = None):
+    """`validate PATH ARGS...`, with DASHMEM_VALIDATE_STRICT as the config repo's CI passes it (None: unset)."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(path), "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]}
+    if strict_variable is not None:
+        env["DASHMEM_VALIDATE_STRICT"] = strict_variable
+    command = [sys.executable, "-m", "lib", "validate", str(path), *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.fixture
+def data_gone(tmp_path):
+    """A copy of gdp-explorer whose CSV is missing: its data checks cannot run."""
+    shutil.copytree(WORKSPACES / "gdp-explorer", tmp_path / "gdp-explorer", symlinks=True)
+    (tmp_path / "gdp-explorer" / "data" / "gdp.csv").unlink()
+    return tmp_path / "gdp-explorer"
+
+
+@PROCESSES
+def test_validate_strict_fails_when_the_data_checks_could_not_run_and_says_which_check(data_gone):
+    lenient = run_strict(data_gone)
+    assert lenient.returncode == 0 and "warning: data checks not run" in lenient.stdout, lenient.stdout + lenient.stderr
+    strict = run_strict(data_gone, "--strict")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    [line] = [l for l in strict.stdout.splitlines() if "check.data_not_run" in l]
+    assert "sources.yaml" in line and "error: data checks not run" in line and "gdp" in line, strict.stdout
+    assert "Traceback" not in strict.stdout + strict.stderr
+    # CI asks for it through the repository variable, which reaches `validate` as DASHMEM_VALIDATE_STRICT.
+    for value, failed in (("true", True), ("True", True), ("false", False), ("", False)):
+        report = run_strict(data_gone, "--json", strict_variable=value)
+        levels = [d["level"] for w in json.loads(report.stdout)["workspaces"] for d in w["diagnostics"] if d["id"] == "check.data_not_run"]
+        assert (report.returncode, levels) == ((1, ["error"]) if failed else (0, ["warning"])), (value, report.stdout)
+
+
+@PROCESSES
+def test_validate_strict_passes_when_the_data_checks_ran_clean():
+    proc = run_strict(WORKSPACES, "--strict", strict_variable="true")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "check.data_not_run" not in proc.stdout and proc.stdout.splitlines()[-1].endswith(", 0 error(s)")
+
+
+def test_a_strict_variable_that_is_neither_true_nor_false_fails_naming_it(data_gone):
+    proc = run_strict(data_gone, strict_variable="maybe")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("error: DASHMEM_VALIDATE_STRICT is 'maybe'") and "allowed: " in line and "true" in line, proc.stderr
+
+
 @PROCESSES
 def test_new_creates_a_valid_workspace_and_refuses_traversal(tmp_path):
     run("new", tmp_path / "team-kpis", "--owner", "alice", check_rc=0)

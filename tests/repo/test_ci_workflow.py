@@ -4,15 +4,22 @@ clone is tests/system/test_ci_gate.py (slower: it builds and installs the packag
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
+import pytest
 import yaml
 
 from lib import cli
 from lib.repo import ci_workflow
 
-from ..conftest import ROOT
+from ..conftest import ROOT, WORKSPACES
 
 
 def workflow() -> dict:
@@ -76,3 +83,33 @@ def test_the_app_is_cloned_from_a_repository_variable_outside_the_checkout():
 def test_a_new_config_repo_commits_the_workflow_on_main(config_repo):
     published = config_repo.repo.git.show(f"main:{ci_workflow.PATH}", strip_newline_in_stdout=False)
     assert published == ci_workflow.WORKFLOW
+
+
+def test_a_repository_variable_makes_the_gate_strict():
+    validate = step("Validate")
+    assert validate["env"] == {"DASHMEM_VALIDATE_STRICT": "${{ vars.DASHMEM_VALIDATE_STRICT }}"}
+    assert "DASHMEM_VALIDATE_STRICT to true" in ci_workflow.WORKFLOW.split("name:")[0]  # the header comment says what to set
+
+
+def as_github_runs(env: dict[str, str], variables: dict[str, str]) -> dict[str, str]:
+    """A step's `env:` as GitHub gives it to the step: `${{ vars.NAME }}` is the repository variable, or empty when unset."""
+    return {name: re.sub(r"\$\{\{\s*vars\.(\w+)\s*\}\}", lambda m: variables.get(m.group(1), ""), value) for name, value in env.items()}
+
+
+@pytest.mark.slow  # runs the validate step twice, loading the workspace's data each time
+def test_the_strict_gate_fails_a_pull_request_whose_data_cannot_load_and_the_default_one_passes_it(tmp_path):
+    checkout, runner_temp = tmp_path / "config-repo", tmp_path / "runner"
+    runner_temp.mkdir()
+    shutil.copytree(WORKSPACES / "gdp-explorer", checkout / "gdp-explorer", symlinks=True)
+    (checkout / "gdp-explorer" / "data" / "gdp.csv").unlink()  # as a pull request that moved the data away
+    validate = step("Validate")
+    base = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path), "RUNNER_TEMP": str(runner_temp)}
+    base["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]
+    outcomes = {}
+    for variables in ({}, {"DASHMEM_VALIDATE_STRICT": "false"}, {"DASHMEM_VALIDATE_STRICT": "true"}):
+        env = {**base, **as_github_runs(validate["env"], variables)}
+        proc = subprocess.run(["bash", "-c", validate["run"]], cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
+        outcomes[variables.get("DASHMEM_VALIDATE_STRICT")] = proc.returncode, proc.stdout
+    assert [code for code, _ in outcomes.values()] == [0, 0, 1], outcomes
+    shown = outcomes["true"][1]  # the step prints the report when it fails
+    assert '"id": "check.data_not_run"' in shown and '"level": "error"' in shown, shown
