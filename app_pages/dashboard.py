@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 
 import pandas as pd
 import streamlit as st
@@ -168,23 +167,21 @@ with st.expander("Try it with your own data (this session only)"):
     sources = [s["name"] for s in (ws.get("sources") or {}).get("sources") or [] if s["name"] in snapshot.tables]
     target = st.selectbox("Replace the data of", sources, key="swap_target") if sources else None
     upload = st.file_uploader("CSV, Excel (.xlsx) or Parquet file", type=[e for k in FILE_TYPES for e in REGISTRY[k].extensions], key="swap_file")
-    swaps = st.session_state.setdefault(state.SWAPS, {})
+    own = st.session_state.setdefault(state.SWAPS, refreshing.OwnFiles())
     if upload is not None and target:
-        digest = hashlib.sha256(upload.getvalue()).hexdigest()[:12]
-        if swaps.get((ctx.slug, target), (None,))[0] != digest:
-            table, problems = refreshing.read_own_file(upload.getvalue(), upload.name, target, snapshot.columns(target))
+        with ui.user_errors("Could not read your file"):
+            problems, made_room = own.offer(ctx.slug, target, upload.getvalue(), upload.name, snapshot.columns(target))
             if problems:
                 st.error("This file does not fit the dashboard: " + "; ".join(problems))
-            else:
-                swaps[(ctx.slug, target)] = (digest, table)
-    for (slug, name), (digest, table) in list(swaps.items()):
-        if slug == ctx.slug:
-            tables[name] = table
-            version = f"{version}+{name}:{digest}"
-            st.success(f"Showing your file instead of **{name}** ({table.num_rows:,} rows). Nothing is saved.")
-            if st.button("Back to the shared data", key=f"unswap_{name}"):
-                del swaps[(slug, name)]
-                st.rerun()
+            if made_room:
+                st.info(made_room)
+    for name, (digest, table) in own.held(ctx.slug).items():
+        tables[name] = table
+        version = f"{version}+{name}:{digest}"
+        st.success(f"Showing your file instead of **{name}** ({table.num_rows:,} rows). Nothing is saved.")
+        if st.button("Back to the shared data", key=f"unswap_{name}"):
+            own.drop(ctx.slug, name)
+            st.rerun()
 
 # Filters bar
 # A live table's options come from its database, but not on an earlier load: today's values are not that load's.

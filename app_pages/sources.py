@@ -13,7 +13,7 @@ from app_pages import schema_form, state, ui
 from lib.core import settings
 from lib.data import colroles, coltypes, profile
 from lib.data.connectors import FILE_TYPES, REGISTRY
-from lib.data.connectors.base import FetchContext, fetch
+from lib.data.connectors.base import FetchContext, UploadLimits, fetch
 from lib.data.connectors.csv_source import store_upload
 from lib.data.sandbox import QueryError
 from lib.data.snapshots import Warehouse
@@ -53,7 +53,9 @@ def preview(source: dict) -> None:
     started = time.perf_counter()
     table = None  # stays None only when fetching failed (the message is shown)
     with ui.user_errors("Could not test the source") as caught:  # a SourceError names the source and what failed
-        table = fetch(source, FetchContext(workspace_path=path, uploads_dir=uploads))
+        # The preview's table is this session's: an uploaded file is read within the upload caps, as a viewer's is.
+        limits = UploadLimits.from_settings() if str(source.get("path", "")).startswith("upload:") else None
+        table = fetch(source, FetchContext(workspace_path=path, uploads_dir=uploads, limits=limits))
     if caught.failed or table is None:
         return
     st.success(f"Connected: {table.num_rows:,} rows × {table.num_columns} columns in {(time.perf_counter() - started) * 1000:.0f} ms")

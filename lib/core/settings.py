@@ -542,6 +542,30 @@ register(
 )
 register(
     Setting(
+        "DASHMEM_UPLOAD_MAX_ROWS",
+        _positive_int,
+        2_000_000,
+        "the most rows a file uploaded in the app may have where a session reads it (a viewer's own file, the Sources page's preview "
+        "of an upload); a bigger one is refused from its metadata before its data is read (a refresh reads a source whole)",
+        APP,
+        "a whole number, at least 1",
+        "`2,000,000`",
+    )
+)
+register(
+    Setting(
+        "DASHMEM_UPLOAD_MAX_BYTES",
+        _memory_bytes,
+        256 << 20,
+        "the most data such a file may decode to (Parquet's columns, an .xlsx unzipped, a CSV's text), "
+        "and the most of viewers' own files one session keeps in all",
+        APP,
+        "a size such as `256MB` or `1GB`, or a number of bytes",
+        "`256MB`",
+    )
+)
+register(
+    Setting(
         "DASHMEM_DEBUG",
         _anything_is_on,
         False,

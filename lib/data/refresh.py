@@ -33,7 +33,7 @@ from ..roles import access
 from ..roles.access import User
 from . import change_marker, coltypes, connectors, standins
 from .connectors import REGISTRY, file_type
-from .connectors.base import FetchContext, SourceError, fetch
+from .connectors.base import FetchContext, SourceError, UploadLimits, fetch, size_text
 from .connectors.csv_source import NumberFormat, fetch_note, looks_like_date
 from .live import catalogue_table, is_live
 from .queries import bind
@@ -496,7 +496,8 @@ def compatibility(recorded: dict[str, str], table: pa.Table, name: str = "data",
 def read_own_file(content: bytes, file_name: str, name: str, recorded: dict[str, str]) -> tuple[pa.Table | None, list[str]]:
     """A viewer's own CSV, Excel or Parquet file (by its name's ending) to look at in place of table
     `name` (this session only, never stored), and why it cannot stand in for the data with the
-    `recorded` columns (empty when it can)."""
+    `recorded` columns (empty when it can). It is read within the upload caps (UploadLimits):
+    a file over them is refused from its metadata, before its data is read."""
     import tempfile
 
     kind = file_type(file_name)
@@ -508,11 +509,68 @@ def read_own_file(content: bytes, file_name: str, name: str, recorded: dict[str,
         file.write_bytes(content)
         source = {"name": name, "type": kind, "path": str(file)}
         try:
-            table = _normalise(fetch(source, FetchContext(workspace_path=Path(tmp))), source)
+            table = _normalise(fetch(source, FetchContext(workspace_path=Path(tmp), limits=UploadLimits.from_settings())), source)
         except SourceError as exc:
             return None, [str(exc).replace(str(file), Path(file_name).name)]
     problems = compatibility(recorded, table, name, source)
     return (None if problems else table), problems
+
+
+class OwnFiles:
+    """The viewer's own files a session shows in place of tables, by (workspace, table); never stored.
+
+    A session keeps at most DASHMEM_UPLOAD_MAX_BYTES of them in all: a file replaces the one held
+    for its table, and the oldest others go when a new one would take the session past the cap, so
+    uploading file after file, table after table, never accumulates. A refused file is remembered
+    by its digest, so the page's reruns while it stays in the uploader do not read it again.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, str], tuple[str, pa.Table]] = {}  # oldest first
+        self._refused: dict[tuple[str, str], tuple[str, list[str]]] = {}
+
+    def offer(self, slug: str, name: str, content: bytes, file_name: str, recorded: dict[str, str]) -> tuple[list[str], str | None]:
+        """Take a file for table `name` of workspace `slug` (read by `read_own_file` unless it is the one held or
+        refused already): why it cannot stand in (empty when it does), and a sentence naming the tables whose
+        files went to make room, if any did."""
+        key, digest = (slug, name), hashlib.sha256(content).hexdigest()[:12]
+        if self._held.get(key, ("",))[0] == digest:
+            return [], None
+        if self._refused.get(key, ("",))[0] == digest:
+            return self._refused[key][1], None
+        table, problems = read_own_file(content, file_name, name, recorded)
+        if table is not None:
+            try:
+                UploadLimits.from_settings().check_bytes(name, Path(file_name).name, table.nbytes, "of data as a table")
+            except SourceError as exc:
+                table, problems = None, [str(exc)]
+        if table is None:
+            self._refused[key] = (digest, problems)
+            return problems, None
+        self._refused.pop(key, None)
+        self._held.pop(key, None)
+        cap, gone = settings.get("DASHMEM_UPLOAD_MAX_BYTES"), []
+        while self._held and sum(t.nbytes for _, t in self._held.values()) + table.nbytes > cap:
+            oldest = next(iter(self._held))
+            del self._held[oldest]
+            gone.append(oldest[1] if oldest[0] == slug else f"{oldest[1]} ({oldest[0]})")
+        self._held[key] = (digest, table)
+        if not gone:
+            return [], None
+        return [], (
+            f"No longer showing your file for {', '.join(gone)}: one session keeps at most {size_text(cap)} of viewers' own files (DASHMEM_UPLOAD_MAX_BYTES)."
+        )
+
+    def held(self, slug: str) -> dict[str, tuple[str, pa.Table]]:
+        """table -> (digest, table) of the files shown in workspace `slug`."""
+        return {name: kept for (s, name), kept in self._held.items() if s == slug}
+
+    def drop(self, slug: str, name: str) -> None:
+        self._held.pop((slug, name), None)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for _, t in self._held.values())
 
 
 def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | None:

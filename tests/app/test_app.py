@@ -103,6 +103,21 @@ def test_dashboard_shows_the_numbers_and_refresh_reports(env):
     assert [e.label for e in at.expander if e.label.startswith("Checked the sources: the data has not changed")]
 
 
+def test_a_viewers_own_file_past_the_upload_caps_is_refused_naming_the_setting(env, monkeypatch):
+    monkeypatch.setenv("DASHMEM_UPLOAD_MAX_ROWS", "100")
+    gates = (ROOT / "workspaces" / "supply-chain-weekly" / "data" / "next_week" / "gates.csv").read_bytes()
+    at = signed_in("vera")
+    at.file_uploader(key="swap_file").set_value(("my gates.csv", gates, "text/csv")).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "This file does not fit the dashboard: source 'gates': my gates.csv has more than 100 rows; uploads are limited to 100 rows (DASHMEM_UPLOAD_MAX_ROWS)"
+    ]
+    assert not [s for s in at.success if s.value.startswith("Showing your file")]
+    fewer = b"".join(gates.splitlines(keepends=True)[:51])  # the header and 50 rows
+    at.file_uploader(key="swap_file").set_value(("my gates.csv", fewer, "text/csv")).run()
+    assert not at.error and any(s.value.startswith("Showing your file instead of **gates** (50 rows)") for s in at.success)
+
+
 @JOURNEY
 def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")

@@ -5,12 +5,14 @@ types kept across refreshes in tests/data/test_refresh.py."""
 from __future__ import annotations
 
 import datetime as dt
+import gzip
+import re
 
 import pyarrow as pa
 import pytest
 
 from lib.data.connectors import csv_source as csv
-from lib.data.connectors.base import FetchContext, SourceError, fetch
+from lib.data.connectors.base import FetchContext, SourceError, UploadLimits, fetch, size_text
 from lib.data.connectors.csv_source import DATE_FORMAT_KEY, parse_dates, sniff_delimiter, store_upload
 
 
@@ -275,3 +277,35 @@ def test_the_settings_are_validated_by_the_schema_naming_line_and_field():
     for bad, field in (("null_values: '-'", "null_values"), ("null_values: ['']", "null_values"), ("thousands: x", "thousands"), ("decimal: ';'", "decimal")):
         found = errors(f"    {bad}\n")
         assert found and found[0].line == 5 and field in (found[0].field or ""), (bad, found)
+
+
+# --------------------------------------------------------------------------- uploads, within their caps
+
+
+def test_an_upload_is_read_within_the_caps_and_stopped_at_them(ctx):
+    rows = ["id,amount,day,note"] + [f'{i},{i / 4},03/{i % 28 + 1:02d}/2024,"line {i}\nsecond"' for i in range(20_000)]
+    (ctx.workspace_path / "big.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    source = {"name": "big", "type": "csv", "path": "big.csv"}
+    size = (ctx.workspace_path / "big.csv").stat().st_size
+
+    def upload(rows: int = 2_000_000, size: int = 256 << 20) -> pa.Table:
+        return fetch(source, FetchContext(workspace_path=ctx.workspace_path, limits=UploadLimits(rows=rows, bytes=size)))
+
+    assert upload().equals(fetch(source, ctx))  # within the caps: the same table, dates and quoted newlines and all
+    with pytest.raises(SourceError, match=r"^source 'big': big.csv has more than 1,000 rows; uploads are limited to 1,000 rows \(DASHMEM_UPLOAD_MAX_ROWS\)$"):
+        upload(rows=1_000)
+    with pytest.raises(SourceError, match=rf"big.csv is {re.escape(size_text(size))} of text; uploads are limited to 64 KB \(DASHMEM_UPLOAD_MAX_BYTES\)"):
+        upload(size=64 << 10)
+    # One-digit lines: a file of a few MB, four times its size once parsed, stopped at the cap while parsing.
+    (ctx.workspace_path / "big.csv").write_text("n\n" + "1\n" * 2_000_000, encoding="utf-8")
+    with pytest.raises(SourceError, match=r"big.csv is more than 4 MB of data once decoded; uploads are limited to 4 MB"):
+        upload(rows=10_000_000, size=4 << 20)
+
+
+def test_a_compressed_upload_is_never_decompressed_by_its_name(ctx):
+    # A path ending .gz is decompressed by the parser; an upload's bytes are read as they are.
+    (ctx.workspace_path / "f.csv.gz").write_bytes(gzip.compress(b"n\n" + b"1\n" * 100_000))
+    source = {"name": "f", "type": "csv", "path": "f.csv.gz"}
+    assert fetch(source, ctx).num_rows == 100_000  # a source of the workspace, as before
+    with pytest.raises(SourceError, match=r"f.csv.gz is not UTF-8 text"):
+        fetch(source, FetchContext(workspace_path=ctx.workspace_path, limits=UploadLimits(rows=2_000_000, bytes=256 << 20)))

@@ -1,9 +1,12 @@
 """The `excel` connector (lib/data/connectors/excel_source.py): real .xlsx workbooks written with openpyxl,
-sheets, types as Excel stores them, placeholders, and damaged, encrypted and oversized files."""
+sheets, types as Excel stores them, placeholders, and damaged, encrypted and oversized files; uploads refused by
+their archive and their sheet's dimension past the upload caps, before openpyxl parses them."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+import time
 import zipfile
 
 import openpyxl
@@ -11,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from lib.data.connectors import excel_source, file_type
-from lib.data.connectors.base import FetchContext, SourceError, fetch
+from lib.data.connectors.base import FetchContext, SourceError, UploadLimits, fetch, size_text
 
 
 @pytest.fixture
@@ -142,9 +145,114 @@ def test_a_password_protected_workbook_and_an_old_xls_say_what_to_do(ctx):
 
 def test_a_huge_sheet_is_refused_before_it_fills_memory(ctx, monkeypatch):
     monkeypatch.setattr(excel_source, "MAX_CELLS", 1_000)
-    workbook(ctx.workspace_path / "budget.xlsx", {"Big": [[f"c{i}" for i in range(10)]] + [list(range(10))] * 200})
+    path = workbook(ctx.workspace_path / "budget.xlsx", {"Big": [[f"c{i}" for i in range(10)]] + [list(range(10))] * 200})
+    with pytest.raises(
+        SourceError, match=r"sheet 'Big' of budget.xlsx has 2,010 cells by its dimension \(A1:J201: 201 rows of 10 columns\), more than the 1,000"
+    ):
+        read(ctx)
+    without_dimension(path)  # then the cells are counted as they are read
     with pytest.raises(SourceError, match=r"sheet 'Big' of budget.xlsx has more than 1,000 cells .*export it as CSV"):
         read(ctx)
+
+
+def without_dimension(path, dimension: str | None = None):
+    """The workbook with its sheets' `<dimension>` taken out, or replaced by one saying `dimension`."""
+    with zipfile.ZipFile(path) as archive:
+        parts = {item: archive.read(item) for item in archive.namelist()}
+    for item in parts:
+        if item.startswith("xl/worksheets/sheet"):
+            parts[item] = re.sub(rb"<dimension [^>]*/>", f'<dimension ref="{dimension}"/>'.encode() if dimension else b"", parts[item])
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item, data in parts.items():
+            archive.writestr(item, data)
+    return path
+
+
+_PARTS = {
+    "[Content_Types].xml": '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+    '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/>'
+    '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+    '<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>',
+    "_rels/.rels": '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>',
+    "xl/workbook.xml": '<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>',
+    "xl/_rels/workbook.xml.rels": '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>',
+}
+
+
+def big_sheet(path, rows: int, columns: int, dimension: str | None):
+    """A workbook of one sheet of `rows` x `columns` numbers, its XML written straight into the archive (openpyxl
+    would take minutes), with the `<dimension>` given (true, false, or none)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for item, text in _PARTS.items():
+            archive.writestr(item, text)
+        with archive.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as sheet:
+            sheet.write(b'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">')
+            sheet.write(f'<dimension ref="{dimension}"/>'.encode() if dimension else b"")
+            sheet.write(b"<sheetData>")
+            row = b"<row>" + b"<c><v>1</v></c>" * columns + b"</row>"
+            for start in range(0, rows, 1000):
+                sheet.write(row * min(1000, rows - start))
+            sheet.write(b"</sheetData></worksheet>")
+    return path
+
+
+def upload_ctx(ctx, rows: int = 2_000_000, size: int = 256 << 20) -> FetchContext:
+    return FetchContext(workspace_path=ctx.workspace_path, limits=UploadLimits(rows=rows, bytes=size))
+
+
+def test_a_sheet_over_the_cell_cap_is_refused_by_its_dimension_before_parsing(ctx):
+    # 7.8 million cells, under 1 MB on disk: parsing took openpyxl 20-90 s before the cell count stopped it.
+    rows, columns = 300_000, 26
+    big_sheet(ctx.workspace_path / "budget.xlsx", rows, columns, f"A1:Z{rows}")
+    started = time.perf_counter()
+    with pytest.raises(
+        SourceError, match=rf"sheet 'Data' of budget.xlsx has {rows * columns:,} cells by its dimension \(A1:Z{rows}: {rows:,} rows of 26 columns\)"
+    ):
+        read(ctx)
+    assert time.perf_counter() - started < 2
+
+
+@pytest.mark.parametrize("dimension", [None, "A1:B2"], ids=["no dimension", "a false one"])
+def test_an_uploaded_sheet_is_refused_by_the_cells_in_its_xml_whatever_its_dimension_says(ctx, dimension):
+    rows, columns = 300_000, 26
+    big_sheet(ctx.workspace_path / "budget.xlsx", rows, columns, dimension)
+    started = time.perf_counter()
+    with pytest.raises(SourceError, match=rf"sheet 'Data' of budget.xlsx has {rows * columns:,} cells in its XML, more than the 5,000,000"):
+        fetch({"name": "budget", "type": "excel", "path": "budget.xlsx"}, upload_ctx(ctx))
+    assert time.perf_counter() - started < 2
+
+
+def test_an_upload_that_unzips_past_the_byte_cap_is_refused_before_opening(ctx):
+    path = big_sheet(ctx.workspace_path / "budget.xlsx", 100_000, 10, None)
+    with zipfile.ZipFile(path) as archive:
+        unzipped = sum(member.file_size for member in archive.infolist())
+    assert path.stat().st_size < (4 << 20) < unzipped
+    with pytest.raises(
+        SourceError, match=rf"budget.xlsx is {re.escape(size_text(unzipped))} once unzipped; uploads are limited to 4 MB \(DASHMEM_UPLOAD_MAX_BYTES\)"
+    ):
+        fetch({"name": "budget", "type": "excel", "path": "budget.xlsx"}, upload_ctx(ctx, size=4 << 20))
+
+
+def test_an_uploads_rows_are_capped_by_its_dimension_and_while_it_is_read(ctx):
+    path = workbook(ctx.workspace_path / "budget.xlsx", {"S": [["n"]] + [[i] for i in range(200)]})
+    source = {"name": "budget", "type": "excel", "path": "budget.xlsx"}
+    with pytest.raises(SourceError, match=r"sheet 'S' of budget.xlsx has 201 rows; uploads are limited to 100 rows \(DASHMEM_UPLOAD_MAX_ROWS\)"):
+        fetch(source, upload_ctx(ctx, rows=100))
+    without_dimension(path)
+    with pytest.raises(SourceError, match=r"sheet 'S' of budget.xlsx has more than 100 rows; uploads are limited to 100 rows"):
+        fetch(source, upload_ctx(ctx, rows=100))
+    assert fetch(source, upload_ctx(ctx, rows=201)).num_rows == 200  # the header is a row of the sheet, not of the table
+
+
+def test_an_upload_within_the_caps_reads_as_the_source_does(ctx):
+    workbook(ctx.workspace_path / "budget.xlsx", {"Notes": [["x"]], "Plan": BUDGET})
+    source = {"name": "budget", "type": "excel", "path": "budget.xlsx", "sheet": "Plan"}
+    assert fetch(source, upload_ctx(ctx)).equals(fetch(source, ctx))
+    first = {"name": "budget", "type": "excel", "path": "budget.xlsx"}  # the first sheet, found in the workbook's index as openpyxl finds it
+    assert fetch(first, upload_ctx(ctx)).equals(fetch(first, ctx))
 
 
 def test_missing_files_empty_sheets_and_paths_outside_the_workspace(ctx, tmp_path):

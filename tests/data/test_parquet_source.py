@@ -1,5 +1,6 @@
 """The `parquet` connector (lib/data/connectors/parquet_source.py): files written with pyarrow, nested
-columns flattened (struct fields as parent_child, lists and maps as JSON text), hostile files refused."""
+columns flattened (struct fields as parent_child, lists and maps as JSON text), hostile files refused, uploads
+refused by their footer past the upload caps."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import datetime as dt
 import decimal
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lib.data.connectors.base import FetchContext, SourceError, fetch
+from lib.data.connectors.base import FetchContext, SourceError, UploadLimits, fetch
 from lib.data.sandbox import describe
 
 
@@ -94,3 +96,57 @@ def test_a_path_outside_the_workspace_and_the_data_dirs_is_refused(ctx, tmp_path
         fetch({"name": "orders", "type": "parquet", "path": str(outside / "orders.parquet")}, ctx)
     monkeypatch.setenv("DASHMEM_DATA_DIRS", str(outside))
     assert fetch({"name": "orders", "type": "parquet", "path": str(outside / "orders.parquet")}, ctx).num_rows == 1
+
+
+# --------------------------------------------------------------------------- uploads, within their caps
+
+
+def read_upload(ctx, rows: int = 2_000_000, size: int = 256 << 20) -> pa.Table:
+    limited = FetchContext(workspace_path=ctx.workspace_path, limits=UploadLimits(rows=rows, bytes=size))
+    return fetch({"name": "orders", "type": "parquet", "path": "orders.parquet"}, limited)
+
+
+def test_an_upload_of_millions_of_constant_rows_is_refused_by_its_footer(ctx):
+    # 4 million rows of constant columns: a few hundred kB on disk, 68 MB once read.
+    constant = pa.table({"id": pa.array(np.full(1_000_000, 7, dtype=np.int64)), "site": pa.array(["Brno"] * 1_000_000)})
+    with pq.ParquetWriter(ctx.workspace_path / "orders.parquet", constant.schema, compression="zstd") as writer:
+        for _ in range(4):
+            writer.write_table(constant)
+    assert (ctx.workspace_path / "orders.parquet").stat().st_size < 1 << 20
+    with pytest.raises(
+        SourceError, match=r"^source 'orders': orders.parquet has 4,000,000 rows; uploads are limited to 1,000,000 rows \(DASHMEM_UPLOAD_MAX_ROWS\)$"
+    ):
+        read_upload(ctx, rows=1_000_000)
+    # Within the rows allowed, the values' decoded widths count, which the footer's encoded sizes do not show.
+    with pytest.raises(
+        SourceError, match=r"orders.parquet is at least [\d.]+ MB of data once decoded; uploads are limited to 16 MB \(DASHMEM_UPLOAD_MAX_BYTES\)"
+    ):
+        read_upload(ctx, rows=10_000_000, size=16 << 20)
+    assert read(ctx).num_rows == 4_000_000  # a source of the workspace is read whole, as before
+
+
+def test_a_dictionary_of_one_long_string_is_counted_decoded_before_it_is_decoded(ctx):
+    # 100,000 rows of one 1 kB string: 100 MB decoded, a few kB in the footer and on disk.
+    long_text = pa.table({"id": pa.array(np.arange(100_000)), "note": pa.array(["x" * 1000]).take(pa.array(np.zeros(100_000, dtype=np.int64)))})
+    pq.write_table(long_text, ctx.workspace_path / "orders.parquet", compression="zstd")
+    with pytest.raises(SourceError, match=r"orders.parquet is more than 16 MB of data once decoded; uploads are limited to 16 MB"):
+        read_upload(ctx, size=16 << 20)
+    assert read_upload(ctx, size=128 << 20).equals(read(ctx))  # under the cap: decoded, the same table as ever
+
+
+def test_an_upload_within_the_caps_reads_as_the_source_does(ctx):
+    table = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int32()),
+            "site": pa.array(["a", "b", "a"]).dictionary_encode(),
+            "name": ["Ann", None, "Cy"],
+            "flag": [True, False, None],
+            "customer": pa.array([{"name": "Ann", "city": "Brno"}, None, {"name": "Cy", "city": None}]),
+            "tags": pa.array([["new", "vip"], [], None]),
+        }
+    )
+    pq.write_table(table, ctx.workspace_path / "orders.parquet", row_group_size=2)
+    got = read_upload(ctx)
+    assert got.equals(read(ctx)) and got.schema.field("name").type == pa.string()
+    pq.write_table(table.slice(0, 0), ctx.workspace_path / "orders.parquet")
+    assert read_upload(ctx).num_rows == 0

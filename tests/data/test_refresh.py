@@ -712,3 +712,68 @@ def test_an_excel_source_refreshes_across_processes_and_names_its_placeholders(t
     assert _cli_refresh(folder, cache).returncode == 0
     [folder_cache] = cache.iterdir()
     assert Warehouse(folder_cache).query("SELECT item, price FROM prices ORDER BY item").rows == [("apple", None), ("fig", None), ("pear", 2.5)]
+
+
+# A viewer's own file, read in their session: refused from its metadata past the upload caps.
+# The peak is this process's own (VmHWM): getrusage's ru_maxrss keeps, across exec, the pytest process's size at the fork.
+OWN_FILE_READ = """
+import json, re, sys, time
+from pathlib import Path
+from lib.data.refresh import read_own_file
+content = Path(sys.argv[1]).read_bytes()
+started = time.perf_counter()
+table, problems = read_own_file(content, "constant.parquet", "gates", {"week": "BIGINT", "actual": "DOUBLE"})
+seconds = time.perf_counter() - started
+peak_kb = int(re.search(r"VmHWM:\\s*(\\d+) kB", Path("/proc/self/status").read_text()).group(1))
+print(json.dumps({"problems": problems, "seconds": seconds, "peak_mb": peak_kb >> 10}))
+"""
+
+
+def test_a_viewers_own_parquet_of_40_million_constant_rows_is_refused_before_it_is_read(tmp_path):
+    """A 1 MB zstd file of constant columns was a 40-million-row table, 2 GB in the viewer's session."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    constant = pa.table({"week": pa.array(np.full(10_000_000, 48, dtype=np.int64)), "actual": pa.array(np.full(10_000_000, 1191.0))})
+    path = tmp_path / "constant.parquet"
+    with pq.ParquetWriter(path, constant.schema, compression="zstd") as writer:
+        for _ in range(4):
+            writer.write_table(constant)
+    assert path.stat().st_size < 1 << 20
+    run = subprocess.run([sys.executable, "-c", OWN_FILE_READ, str(path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    assert got["problems"] == ["source 'gates': constant.parquet has 40,000,000 rows; uploads are limited to 2,000,000 rows (DASHMEM_UPLOAD_MAX_ROWS)"]
+    # Read, its 40 million rows would be 640 MB of Arrow alone; refused by the footer, the process stays at its imports' size.
+    assert got["seconds"] < 5 and got["peak_mb"] < 400, got
+
+
+def test_one_session_keeps_its_own_files_within_the_byte_cap(monkeypatch):
+    from lib.data.refresh import OwnFiles
+
+    monkeypatch.setenv("DASHMEM_UPLOAD_MAX_BYTES", "1MB")
+    recorded = {"n": "BIGINT"}
+
+    def numbers(count: int, start: int = 0) -> bytes:
+        return ("n\n" + "".join(f"{i}\n" for i in range(start, start + count))).encode()
+
+    own = OwnFiles()
+    assert own.offer("ws", "orders", numbers(80_000), "orders.csv", recorded) == ([], None)  # 640 kB as a table
+    assert own.offer("ws", "orders", numbers(80_000, 1), "orders.csv", recorded) == ([], None)  # replaces its table's file
+    assert list(own.held("ws")) == ["orders"] and own.held("ws")["orders"][1].column("n")[0].as_py() == 1
+    problems, made_room = own.offer("other", "returns", numbers(80_000), "returns.csv", recorded)
+    assert problems == [] and made_room is not None and "orders (ws)" in made_room and "DASHMEM_UPLOAD_MAX_BYTES" in made_room
+    assert own.held("ws") == {} and list(own.held("other")) == ["returns"] and own.nbytes <= 1 << 20
+    small = numbers(1_000)
+    assert own.offer("other", "customers", small, "customers.csv", recorded) == ([], None)  # room enough beside it
+    assert sorted(own.held("other")) == ["customers", "returns"]
+    # A file too big for the session on its own is refused, and what the session holds stays.
+    problems, _ = own.offer("other", "orders", numbers(200_000), "orders.csv", recorded)
+    assert problems and "uploads are limited to 1 MB (DASHMEM_UPLOAD_MAX_BYTES)" in problems[0]
+    assert sorted(own.held("other")) == ["customers", "returns"]
+    # A file that does not fit is remembered as refused, with its reason, until another file comes.
+    assert own.offer("other", "returns", b"x\n1\n", "returns.csv", recorded)[0] == ["missing column 'n'"]
+    assert own.offer("other", "returns", b"x\n1\n", "returns.csv", recorded)[0] == ["missing column 'n'"]
+    own.drop("other", "returns")
+    assert list(own.held("other")) == ["customers"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Container, Iterable
+from typing import Any, Callable, Container, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -25,6 +25,59 @@ class SourceError(DashmemError, RuntimeError):
         super().__init__(f"source {source!r}: {message}")
 
 
+@dataclass(frozen=True)
+class UploadLimits:
+    """What one uploaded file may decode to: a 1 MB Parquet file of constant columns became a
+    40-million-row table and 2 GB of memory in a viewer's session, and every session may upload.
+
+    A connector measures a file by its metadata (Parquet's row counts and column sizes, an .xlsx
+    archive's member sizes and its sheet's dimension, a CSV's size) and refuses it before reading
+    its data; where metadata can understate (a dictionary of long strings, a sheet without a
+    dimension) it also counts while reading, in batches, and stops at the cap.
+    """
+
+    rows: int
+    bytes: int
+
+    @classmethod
+    def from_settings(cls) -> UploadLimits:
+        return cls(settings.get("DASHMEM_UPLOAD_MAX_ROWS"), settings.get("DASHMEM_UPLOAD_MAX_BYTES"))
+
+    def check_rows(self, source: str, shown: str, rows: int, *, counting: bool = False) -> None:
+        """Refuse `rows` over the cap; `counting`: counted while reading, and the read stopped there."""
+        if rows > self.rows:
+            has = f"more than {self.rows:,}" if counting else f"{rows:,}"
+            raise SourceError(source, f"{shown} has {has} rows; uploads are limited to {self.rows:,} rows (DASHMEM_UPLOAD_MAX_ROWS)")
+
+    def check_bytes(self, source: str, shown: str, size: int, what: str = "of data once decoded", *, bound: str = "") -> None:
+        """Refuse `size` over the cap. `what` is what was measured; `bound` says how: "" (measured), "at least"
+        (metadata's lower bound), "more than" (counted while reading, and the read stopped there)."""
+        if size > self.bytes:
+            has = f"more than {size_text(self.bytes)}" if bound == "more than" else f"{bound} {size_text(size)}".lstrip()
+            raise SourceError(source, f"{shown} is {has} {what}; uploads are limited to {size_text(self.bytes)} (DASHMEM_UPLOAD_MAX_BYTES)")
+
+    def batches(
+        self, source: str, shown: str, batches: Iterable[pa.RecordBatch], size: Callable[[pa.RecordBatch], int] = lambda b: b.nbytes
+    ) -> Iterator[pa.RecordBatch]:
+        """The batches, counted as they come: past either cap the read stops, holding at most one batch over it."""
+        rows = decoded = 0
+        for batch in batches:
+            rows += batch.num_rows
+            decoded += size(batch)
+            self.check_rows(source, shown, rows, counting=True)
+            self.check_bytes(source, shown, decoded, bound="more than")
+            yield batch
+
+
+def size_text(size: int) -> str:
+    """Bytes as a person reads them: `256 MB`, `1.9 GB` (binary units, as the settings take them)."""
+    for unit, factor in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= factor:
+            value = size / factor
+            return f"{value:,.0f} {unit}" if value >= 100 or value == int(value) else f"{value:,.1f} {unit}"
+    return f"{size:,} bytes"
+
+
 @dataclass
 class FetchContext:
     workspace_path: Path  # relative file paths in sources.yaml are relative to this folder
@@ -33,6 +86,9 @@ class FetchContext:
     # Arrow schema of each source's data served now (on refresh): a connector may take
     # it as its first guess of the types, which it must still check against the new data.
     served: dict[str, pa.Schema] = field(default_factory=dict)
+    # A file uploaded in the app is read within these caps, checked from its metadata before its data
+    # is read; None for the workspace's own sources, which a refresh reads whole.
+    limits: UploadLimits | None = None
 
     def secret(self, source: str, ref: str) -> str:
         try:

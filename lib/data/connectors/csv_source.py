@@ -4,6 +4,11 @@ The delimiter is sniffed when not given; header, encoding and pinned column
 types come from the source. Paths resolve inside the workspace folder, the
 uploads folder (`upload:NAME`), or a folder listed in DASHMEM_DATA_DIRS; any
 other path is refused, so a workspace cannot read arbitrary server files.
+
+An uploaded file (`ctx.limits`) is refused by its size before parsing, then parsed block by
+block, counting rows and bytes, and stopped at the caps: a 200 MB file of one-digit lines is
+100 million rows. It is read as a stream, never decompressed by its name's ending as a path
+would be (`x.csv.gz`), so its size is what it decodes from.
 """
 
 from __future__ import annotations
@@ -221,6 +226,8 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
         raise SourceError(name, f"file not found: {source['path']}") from None
     except OSError as exc:
         raise SourceError(name, f"cannot read {source['path']}: {exc.strerror}") from None
+    if ctx.limits is not None:
+        ctx.limits.check_bytes(name, source["path"], size, "of text")
     served = ctx.served.get(name)
     header = head.split("\n", 1)[0].rstrip("\r").lstrip("\ufeff")  # the parser drops a byte-order mark too
     delimiter = source.get("delimiter") or _served_delimiter(header, served) or sniff_delimiter(head)
@@ -247,7 +254,12 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
 
     def read(column_types: dict[str, pa.DataType]) -> pa.Table:
         options = dict(read_options=read_options, parse_options=parse_options, convert_options=pacsv.ConvertOptions(column_types=column_types, **convert))
-        if not _stream(size):
+        if ctx.limits is not None:
+            with pa.OSFile(str(path)) as stream:
+                reader = pacsv.open_csv(stream, **options)
+                batches = list(ctx.limits.batches(name, source["path"], reader))
+            table = pa.Table.from_batches(batches, schema=reader.schema)
+        elif not _stream(size):
             table = pacsv.read_csv(path, **options)  # multi-threaded: ~2x faster than streaming
         else:
             # The streaming reader holds one block at a time besides the result,
