@@ -27,6 +27,7 @@ User-facing (subclass DashmemError), by wing; a test keeps this table equal to t
 | `DraftChanged` | repo.drafts | ConfigRepoError |
 | `PublishConflict` | repo.drafts | ConfigRepoError |
 | `Busy` | repo.gitops | ConfigRepoError |
+| `CheckoutBehind` | repo.gitops | ConfigRepoError |
 | `ConfigRepoError` | repo.gitops | RuntimeError |
 | `RemoteUnreachable` | repo.replica | ConfigRepoError |
 | `SourceError` | data.connectors.base | RuntimeError |

@@ -262,16 +262,7 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
     writing anything if any of it is invalid. Each file is replaced atomically.
     """
     path = Path(path)
-    check_slug(path.name)
-    diagnostics, texts = _prepare(path, data)
-    if has_errors(diagnostics):
-        raise ValidationFailed(diagnostics)
-    pending: list[tuple[Path, str]] = []
-    for kind, text in texts.items():
-        target = path / FILES[kind]
-        if target.is_file() and target.read_bytes() == text.encode("utf-8"):
-            continue
-        pending.append((target, text))
+    pending = changed_files(path, data)
     path.mkdir(parents=True, exist_ok=True)
     temps = []
     try:
@@ -284,6 +275,26 @@ def save(path: Path, data: dict[str, Any]) -> list[str]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return [t.name for t, _ in pending]
+
+
+def changed_files(path: Path, data: dict[str, Any]) -> list[tuple[Path, str]]:
+    """What `save` would write: each given file whose canonical text differs from the folder's, with that text.
+
+    Raises `ValidationFailed` if any of the content is invalid; writes nothing (a draft's save commits these
+    before its worktree sees them: lib.repo.history.save_files).
+    """
+    path = Path(path)
+    check_slug(path.name)
+    diagnostics, texts = _prepare(path, data)
+    if has_errors(diagnostics):
+        raise ValidationFailed(diagnostics)
+    pending: list[tuple[Path, str]] = []
+    for kind, text in texts.items():
+        target = path / FILES[kind]
+        if target.is_file() and target.read_bytes() == text.encode("utf-8"):
+            continue
+        pending.append((target, text))
+    return pending
 
 
 def _umask() -> int:

@@ -16,7 +16,7 @@ import git
 
 from ..core.diagnostics import ValidationFailed
 from ..roles import access
-from .gitops import ConfigRepoError, _git
+from .gitops import CheckoutBehind, ConfigRepoError, _git
 
 if TYPE_CHECKING:
     from .history import FileDiff
@@ -89,14 +89,21 @@ def writing(cr: ConfigRepo, draft: Draft, what: str) -> Iterator[None]:
 
     A marker left behind means a process died while writing; `repair` then
     makes the worktree equal its branch again. Refusals leave the worktree
-    as it was and remove the marker; other errors leave it for `repair`.
+    as it was and remove the marker; other errors, and a commit whose worktree
+    fell behind it (`CheckoutBehind`), leave it for `repair`.
     """
     mark = marker(cr, draft)
-    mark.write_text(what, encoding="utf-8")
+    try:
+        mark.write_text(what, encoding="utf-8")
+    except OSError:  # a full disk: nothing was written yet, so nothing is left behind either
+        mark.unlink(missing_ok=True)
+        raise
     clean = False
     try:
         yield
         clean = True
+    except CheckoutBehind:
+        raise
     except (ValidationFailed, ConfigRepoError, access.PermissionDenied):
         clean = True  # refused before writing, or undone by the operation itself
         raise

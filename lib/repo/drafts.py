@@ -8,9 +8,16 @@ deletes it.
 
 Crash safety. Whatever writes a draft's worktree holds the draft's lock and
 marks the draft while it writes (`writing`); a marker left behind means a
-process died half-way, and `repair_draft` (run when the config repo is opened
-and before a draft is handed out) makes the worktree equal its branch again,
-keeping what differed as a stash entry.
+process died half-way, and `repair_draft` makes the worktree equal its branch
+again, keeping what differed as a stash entry. It runs when the config repo is
+opened and before a draft's worktree is handed out to be read (`open_draft`,
+`list_drafts`), waiting for a writer still at it, so a reader sees one of the
+draft's commits, never a change half made. A save, revert or undo commits
+before it touches the worktree (`history.save_files`, `history.restore`): a
+process killed before the branch moved leaves the worktree as it was, and one
+killed after leaves it behind the new commit, which the repair brings it up
+to. A failure of the disk (full) or of git is one plain sentence
+(`failing_plainly`), with nothing written.
 
 These functions are the implementation of `lib.repo.configrepo.ConfigRepo`'s draft
 methods; `cr` is that ConfigRepo.
@@ -18,14 +25,16 @@ methods; `cr` is that ConfigRepo.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import git
 
-from ..core.diagnostics import ValidationFailed
+from ..core.errors import DashmemError
 from ..memory import workspace
 from ..memory.semantic_diff import Change
 from ..roles import access
@@ -33,6 +42,7 @@ from ..roles.access import User
 from .branches import ConfigRepo, Draft, marker, parse_draft, reject_here, worktree, writing
 from .gitops import (
     Busy,
+    CheckoutBehind,
     ConfigRepoError,
     _git,
     actor_env,
@@ -44,8 +54,9 @@ from .gitops import (
     rev,
     status,
     worktree_admin_dir,
+    write_failure,
 )
-from .history import ACTION_TRAILER, MAIN, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, semantic_diff, trailer
+from .history import ACTION_TRAILER, MAIN, SCRATCH_PREFIX, WORKSPACE_TRAILER, FileDiff, commit_folder, message, restore, save_files, semantic_diff, trailer
 
 _log = logging.getLogger(__name__)
 
@@ -121,6 +132,9 @@ def open_draft(cr: ConfigRepo, user: User, slug: str, action: str) -> tuple[Draf
 
 def list_drafts(cr: ConfigRepo, slug: str | None = None) -> list[dict[str, Any]]:
     """Every draft branch (of workspace `slug`, if given) with how far it is ahead of and behind `main`."""
+    for draft in draft_worktrees(cr):
+        if (slug is None or draft.slug == slug) and looks_left_behind(cr, draft):
+            repaired_before_reading(cr, draft)  # the caller reads its worktree next (Review checks the files)
     out = []
     for head in cr.repo.heads:
         parsed = parse_draft(head.name)
@@ -160,42 +174,63 @@ def draft_changes(cr: ConfigRepo, slug: str, branch: str) -> list[Change]:
 
 def save(cr: ConfigRepo, user: User, slug: str, files: dict[str, Any], message_: str, base: str | None = None) -> str | None:
     """Validate and write files to the user's draft and commit them as the user (see `ConfigRepo.save`)."""
-    draft, meta = open_draft(cr, user, slug, "save")
-    if "workspace" in files:
-        access.require_governance_unchanged_or_owner(user, meta, files["workspace"], slug)
-    wt = git.Repo(draft.path)
-    with cr._lock(draft):
-        # Compared under the lock that every writer of this draft takes, so no save can slip in between.
-        if base is not None and wt.head.commit.hexsha != base:
-            raise DraftChanged(f"your draft of {slug} changed while this was being saved (another tab or a chat saved to it); nothing was saved, try again")
-        with writing(cr, draft, "save"):
-            return _save(draft, wt, user, slug, files, message_)
+    doing = f"could not save {slug}"
+    with failing_plainly(cr, doing, "nothing was saved"):
+        draft, meta = open_draft(cr, user, slug, "save")
+        if "workspace" in files:
+            access.require_governance_unchanged_or_owner(user, meta, files["workspace"], slug)
+        wt = git.Repo(draft.path)
 
+        def commit() -> str | None:
+            texts = {target.name: text for target, text in workspace.changed_files(draft.workspace_path, files)}  # ValidationFailed: nothing written
+            return save_files(wt, slug, texts, actor(user), message_ or f"Edit {slug}", "save")
 
-def _save(draft: Draft, wt: git.Repo, user: User, slug: str, files: dict[str, Any], message_: str) -> str | None:
-    """The save itself, under the draft's lock: write the files, commit them; a failure puts the files back."""
-    before = _snapshot(draft.workspace_path)
-    try:
-        workspace.save(draft.workspace_path, files)
-        return commit_folder(wt, slug, actor(user), message_ or f"Edit {slug}", "save")
-    except ValidationFailed:
-        raise
-    except BaseException as failure:
-        try:
-            _restore_snapshot(draft.workspace_path, before)
-            _git(draft.path, "reset", "-q", "--", slug)
-        except Exception as cleanup:  # the original cause matters more; the repair on next open finishes the job
-            _log.warning("cleaning up after a failed save of %s: %s", slug, cleanup)
-        if isinstance(failure, OSError):
-            raise ConfigRepoError(f"could not save {slug}: {failure.strerror or failure}; nothing was saved") from failure
-        raise
+        with cr._lock(draft):
+            # Compared under the lock that every writer of this draft takes, so no save can slip in between.
+            if base is not None and wt.head.commit.hexsha != base:
+                raise DraftChanged(f"your draft of {slug} changed while this was being saved (another tab or a chat saved to it); nothing was saved, try again")
+            return _commit_marked(cr, draft, "save", doing, "nothing was saved", commit)
 
 
 def revert(cr: ConfigRepo, user: User, slug: str, version: str) -> str | None:
     """Restore the workspace to `version` on the user's draft, as a new commit."""
-    draft, _ = open_draft(cr, user, slug, "revert")
-    with cr._lock(draft), writing(cr, draft, "revert"):
-        return restore(git.Repo(draft.path), slug, version, actor(user))
+    doing = f"could not revert {slug}"
+    with failing_plainly(cr, doing, "nothing was changed"):
+        draft, _ = open_draft(cr, user, slug, "revert")
+        with cr._lock(draft):
+            return _commit_marked(cr, draft, "revert", doing, "nothing was changed", lambda: restore(git.Repo(draft.path), slug, version, actor(user)))
+
+
+def _commit_marked(cr: ConfigRepo, draft: Draft, what: str, doing: str, outcome: str, commit: Callable[[], str | None]) -> str | None:
+    """Run `commit` (a save, revert or undo: `history.save_files` or `restore`) with the draft marked as written
+    (`writing`; call under the draft's lock). A failure of the disk or of git is one plain sentence. A commit
+    whose worktree files could not all be renamed after it is a success: the change is committed, and the
+    marker stays, so the worktree is repaired when the draft is next opened."""
+    try:
+        with writing(cr, draft, what), failing_plainly(cr, doing, outcome):
+            return commit()
+    except CheckoutBehind as behind:
+        _log.warning("the draft %s: %s", draft.branch, behind)
+        return behind.sha
+
+
+@contextlib.contextmanager
+def failing_plainly(cr: ConfigRepo, doing: str, outcome: str) -> Iterator[None]:
+    """A draft write that fails on the disk (full, read-only) or in git says so in one sentence, led by `doing`
+    ("could not save x"); git's own words go to the log. Draft writes commit before they touch the worktree
+    (`history.save_files`), so `outcome` ("nothing was saved") is true of every failure caught here."""
+    try:
+        yield
+    except DashmemError:  # written for the person already (PermissionDenied is an OSError too)
+        raise
+    except (OSError, git.GitCommandError) as exc:
+        found = write_failure(exc, cr.path)
+        if found is None:  # pragma: no cover - write_failure knows both kinds
+            raise
+        reason, disk_full = found
+        _log.warning("%s: %s", doing, exc)
+        hint = " The disk that holds the config repo is full: free some space on it (or ask the app's operator to) and try again." if disk_full else ""
+        raise ConfigRepoError(f"{doing}: {reason}; {outcome}.{hint}") from exc
 
 
 def undo_stack(cr: ConfigRepo, user: User, slug: str) -> list[str]:
@@ -226,19 +261,24 @@ def undo_stack(cr: ConfigRepo, user: User, slug: str) -> list[str]:
 
 def undo(cr: ConfigRepo, user: User, slug: str) -> str:
     """Step the draft back to the previous saved state, as a new commit."""
-    draft, _ = open_draft(cr, user, slug, "undo")
-    with cr._lock(draft), writing(cr, draft, "undo"):
-        stack = undo_stack(cr, user, slug)
-        if len(stack) < 2:
-            raise ConfigRepoError(f"nothing to undo in {slug}: the undo history keeps the last {UNDO_DEPTH} saved states of a draft")
-        target = stack[-2]
-        sha = restore(git.Repo(draft.path), slug, target, actor(user), action="undo", subject=f"Undo last change to {slug} (back to {target[:10]})")
-        if sha is None:  # the state already equals the target: record the step anyway
-            _git(
-                draft.path, "commit", "-q", "--allow-empty", "-m", message(f"Undo last change to {slug}", "undo", slug), env=git_env(user)
-            )  # not stdin: see history.commit_folder
-            sha = _git(draft.path, "rev-parse", "HEAD").stdout.strip()
-        return sha
+    doing = f"could not undo the last change to {slug}"
+    with failing_plainly(cr, doing, "nothing was changed"):
+        draft, _ = open_draft(cr, user, slug, "undo")
+
+        def commit() -> str | None:
+            stack = undo_stack(cr, user, slug)
+            if len(stack) < 2:
+                raise ConfigRepoError(f"nothing to undo in {slug}: the undo history keeps the last {UNDO_DEPTH} saved states of a draft")
+            target = stack[-2]
+            # `empty`: when the state already equals the target, an empty commit records the step anyway.
+            return restore(
+                git.Repo(draft.path), slug, target, actor(user), action="undo", subject=f"Undo last change to {slug} (back to {target[:10]})", empty=True
+            )
+
+        with cr._lock(draft):
+            sha = _commit_marked(cr, draft, "undo", doing, "nothing was changed", commit)
+    assert sha is not None  # `empty` always commits
+    return sha
 
 
 def sync(cr: ConfigRepo, user: User, slug: str, prefer: str | None = None) -> str | None:
@@ -378,6 +418,15 @@ def looks_left_behind(cr: ConfigRepo, draft: Draft) -> bool:
     return admin is None or bool(draft_locks(cr, draft, admin)) or (admin / "MERGE_HEAD").exists() or marker(cr, draft).exists()
 
 
+def repaired_before_reading(cr: ConfigRepo, draft: Draft) -> None:
+    """Repair a draft that looks half-written, waiting for a writer that is still at it, before its worktree is read:
+    whoever reads a draft sees one of its commits, never what a killed save or revert had half done."""
+    with cr._lock(), cr._lock(draft):
+        done = repair_draft(cr, draft)
+    if done:
+        _log.warning("repaired the draft %s before reading it: %s", draft.branch, "; ".join(done))
+
+
 def repair_draft(cr: ConfigRepo, draft: Draft) -> list[str]:
     """Make a draft's worktree equal its branch. Call under the main lock and the draft's."""
     admin = worktree_admin_dir(draft.path)
@@ -393,6 +442,9 @@ def repair_draft(cr: ConfigRepo, draft: Draft) -> list[str]:
     if (admin / "MERGE_HEAD").exists():
         _git(draft.path, "merge", "--abort", ok=(0, 128))
         done.append(f"aborted a half-done update of {draft.branch}")
+    for scratch in admin.glob(f"{SCRATCH_PREFIX}*"):  # a killed commit's temporary files and index (history._Commit)
+        shutil.rmtree(scratch, ignore_errors=True)
+        done.append(f"removed {scratch.name} of {draft.branch}, left by a killed save")
     mark = marker(cr, draft)
     if mark.exists():
         # Only then: files a person put in their draft by hand are theirs, and the next save commits them.
@@ -405,18 +457,3 @@ def repair_draft(cr: ConfigRepo, draft: Draft) -> list[str]:
             )
         mark.unlink()
     return done
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    if not folder.exists():
-        return {}
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
-def _restore_snapshot(folder: Path, snapshot: dict[str, bytes]) -> None:
-    for p in list(folder.rglob("*")) if folder.exists() else []:
-        if p.is_file() and str(p.relative_to(folder)) not in snapshot:
-            p.unlink()
-    for rel, data in snapshot.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(data)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import os
 import shutil
@@ -39,6 +40,51 @@ class ConfigRepoError(DashmemError, RuntimeError):
 
 class Busy(ConfigRepoError):
     pass
+
+
+class CheckoutBehind(ConfigRepoError):
+    """The commit was made and its branch moved, but the checkout's files could not all be brought up to it.
+
+    Nothing is lost: the commit holds the change, and repairing the checkout makes it equal its branch again.
+    """
+
+    def __init__(self, sha: str, reason: str):
+        self.sha = sha
+        super().__init__(f"saved as {sha[:10]}, but the checkout's files could not all be brought up to it ({reason}); they are when it is next opened")
+
+
+# What git says when the disk is full or a quota is reached (it names the file it could not write).
+_GIT_DISK_FULL = {"No space left on device": errno.ENOSPC, "Out of diskspace": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT}
+NEARLY_FULL = 1 << 20  # bytes free under which a git that failed to write is taken to have run out of space
+
+
+def write_failure(exc: BaseException, where: Path) -> tuple[str, bool] | None:
+    """Why a write to the repo at `where` failed, said for a person, and whether its disk is full;
+    None when `exc` is neither an OSError nor a git that failed.
+
+    git's own words (which file, which command) are for the log, not for the person. Some of git's
+    failures to write do not say why ("couldn't write '...lock'"): on a disk with less than
+    `NEARLY_FULL` bytes free, that is taken as the disk being full.
+    """
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc), exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if not isinstance(exc, git.GitCommandError):
+        return None
+    said = str(exc.stderr)
+    for words, code in _GIT_DISK_FULL.items():
+        if words in said:
+            return os.strerror(code), True
+    try:
+        nearly_full = shutil.disk_usage(where).free < NEARLY_FULL
+    except OSError:
+        nearly_full = False
+    if nearly_full:
+        return os.strerror(errno.ENOSPC), True
+    if "Read-only file system" in said:
+        return os.strerror(errno.EROFS), False
+    if "Permission denied" in said:
+        return "git may not write to the config repo (permission denied)", False
+    return "git could not write to the config repo", False
 
 
 SYSTEM = git.Actor("dashmem", "dashmem@localhost")  # the author of what dashmem itself commits or stashes

@@ -9,18 +9,20 @@ which the undo stack and the History page read back.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import git
 
+from ..core.fsutil import write_temp
 from ..memory import semantic_diff as semantic
 from ..memory import workspace
 from ..memory.semantic_diff import Change
 from ..memory.yamlio import YamlSyntaxError, parse
-from .gitops import ConfigRepoError, _git, actor_env
+from .gitops import Busy, CheckoutBehind, ConfigRepoError, _git, actor_env, cas_update_ref, commit_tree
 
 MAIN = "main"  # the published branch
 ACTION_TRAILER = "Dashmem-Action"
@@ -222,17 +224,146 @@ def commit_folder(repo: git.Repo, folder: str, author: git.Actor, subject: str, 
     return _git(root, "rev-parse", "HEAD").stdout.strip()
 
 
-def restore(repo: git.Repo, folder: str, version: str, author: git.Actor, *, action: str = "revert", subject: str | None = None) -> str | None:
-    """Make `folder` exactly as it was at `version`, as a new commit (history untouched)."""
+def restore(
+    repo: git.Repo, folder: str, version: str, author: git.Actor, *, action: str = "revert", subject: str | None = None, empty: bool = False
+) -> str | None:
+    """Make `folder` exactly as it was at `version`, as a new commit (history untouched); None when it already is
+    (with `empty`, an empty commit records the step anyway). Crash-safe like `save_files`.
+
+    Files of the folder that the version does not change stay as they are in the checkout.
+    """
     commit = resolve(repo, version)
     try:
         _ = commit.tree / folder  # raises KeyError when the folder is not in that version
     except KeyError:
         raise _error(f"{folder} does not exist at version {commit.hexsha[:10]}") from None
-    root = work_tree(repo)
-    if (root / folder).exists():
-        _git(root, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", folder)
-        shutil.rmtree(root / folder)
-    _git(root, "checkout", commit.hexsha, "--", folder)
     subject = subject or f"Revert {Path(folder).name} to {commit.hexsha[:10]}"
-    return commit_folder(repo, folder, author, subject, action)
+    with _Commit(repo, folder) as change:
+        change.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", folder)
+        change.git("read-tree", f"--prefix={folder}/", f"{commit.hexsha}:{folder}")
+        return change.finish(author, subject, action, empty=empty, from_tree=True)
+
+
+def save_files(repo: git.Repo, folder: str, files: Mapping[str, str | bytes], author: git.Actor, subject: str, action: str = "save") -> str | None:
+    """Commit `files` (names inside `folder` -> content; text as UTF-8) with whatever else differs in the folder
+    (files a person put there by hand), then put them in the checkout; None when nothing differs.
+
+    Crash-safe and safe on a full disk, for a checkout whose writers hold a lock (`_Commit`).
+    """
+    with _Commit(repo, folder) as change:
+        change.git("add", "--all", "--", folder)  # the folder as the checkout has it, hand-made changes included
+        change.stage({f"{folder}/{name}": content for name, content in files.items()})
+        return change.finish(author, subject, action)
+
+
+SCRATCH_PREFIX = "dashmem-commit-"  # in a checkout's git folder: what a commit in the making prepares
+
+
+class _Commit:
+    """One commit of a checkout's branch, made beside the checkout; the checkout is brought to it after.
+
+    Everything that takes disk space is written first, none of it in the checkout: the new files as
+    temporary files in a scratch folder of the checkout's git folder, their blobs, the tree and the commit,
+    and a new index (a copy of the checkout's, so its stat information stays). Then the branch moves, with
+    a compare-and-swap `update-ref`: that is the commit point. Only then does the checkout change, by
+    renames alone, which need no space: the files, then the index (held as `index.lock`, git's own lock,
+    from before the commit point, so no other git writes it meanwhile).
+
+    So a failure before the commit point (a full disk: git's objects, the index, a temporary file, the ref's
+    lock file) leaves the branch and the checkout exactly as they were, and so does a process killed there;
+    only a kill during the renames leaves a checkout behind its branch, which `repair` brings up to it.
+    """
+
+    def __init__(self, repo: git.Repo, folder: str):
+        self.root = work_tree(repo)
+        self.admin = Path(repo.git_dir)  # the checkout's own git folder (a worktree's, for a draft)
+        self.folder = folder
+        self.moves: dict[str, str] = {}  # path in the checkout -> temporary file with its new content
+        self.removals: list[str] = []
+
+    def __enter__(self) -> "_Commit":
+        # The commit, its tree, and the branch HEAD names ("HEAD" itself when detached): one git process.
+        self.head, self.head_tree, self.ref = _git(self.root, "rev-parse", "HEAD", "HEAD^{tree}", "--symbolic-full-name", "HEAD").stdout.split()
+        # Beside the index: on the checkout's disk too, as drafts and clones have it (else the renames fail: `CheckoutBehind`).
+        self.scratch = self.admin / f"{SCRATCH_PREFIX}{os.urandom(6).hex()}"
+        self.scratch.mkdir()
+        try:
+            self.index = self.scratch / "index"
+            if (self.admin / "index").is_file():
+                shutil.copy2(self.admin / "index", self.index)  # with its time, which git's check of racy entries reads
+            self.git("read-tree", "-m", self.head)  # the index of HEAD, keeping the stat information of entries that match
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def git(self, *args: str, input: str | None = None) -> str:
+        """A git command on the new index (never the checkout's)."""
+        return _git(self.root, *args, env={"GIT_INDEX_FILE": str(self.index)}, input=input).stdout
+
+    def stage(self, files: Mapping[str, str | bytes]) -> None:
+        """Put these files (paths in the checkout -> content) in the new index, and ready them for the checkout."""
+        for path, content in files.items():
+            self.moves[path] = write_temp(self.scratch / Path(path).name, content)
+        if not files:
+            return
+        blobs = _git(self.root, "hash-object", "-w", "--stdin-paths", input="\n".join(self.moves[path] for path in files) + "\n").stdout.split()
+        self.git("update-index", "--add", "--index-info", input="".join(f"100644 {blob}\t{path}\n" for blob, path in zip(blobs, files)))
+
+    def finish(self, author: git.Actor, subject: str, action: str, *, empty: bool = False, from_tree: bool = False) -> str | None:
+        """Commit the new index, move the branch, bring the checkout to it; the commit's sha (None: nothing changed).
+
+        With `from_tree` the checkout gets what the new tree changes in the folder (a restore); otherwise the
+        staged files (a save: the rest of the folder is in the checkout already).
+        """
+        tree = self.git("write-tree").strip()
+        if tree == self.head_tree and not empty:
+            return None
+        if from_tree:
+            self._ready_changes(self.head_tree, tree)
+        for path in self.moves:
+            (self.root / path).parent.mkdir(parents=True, exist_ok=True)  # an empty folder: nothing a reader sees
+        sha = commit_tree(self.root, tree, [self.head], message(subject, action, Path(self.folder).name), env=actor_env(author))
+        held = self.admin / "index.lock"
+        try:
+            os.link(self.index, held)  # git's own lock of the index: no other git writes it until the rename below
+        except FileExistsError:
+            raise Busy("another git is writing the index of this checkout; nothing was changed, try again in a moment") from None
+        try:
+            cas_update_ref(self.root, self.ref, sha, self.head, f"dashmem {action}: {subject}")
+        except BaseException:
+            held.unlink(missing_ok=True)
+            raise
+        try:  # the commit point is passed: renames only from here
+            for path, tmp in self.moves.items():
+                os.replace(tmp, self.root / path)
+            for path in self.removals:
+                (self.root / path).unlink(missing_ok=True)
+            os.replace(held, self.admin / "index")
+        except OSError as exc:
+            held.unlink(missing_ok=True)
+            raise CheckoutBehind(sha, exc.strerror or str(exc)) from exc
+        return sha
+
+    def _ready_changes(self, old_tree: str, tree: str) -> None:
+        """Temporary files for what the folder gains or changes between the two trees, and what it loses."""
+        out = _git(self.root, "diff-tree", "-r", "-z", "--no-renames", old_tree, tree, "--", self.folder).stdout.split("\0")
+        for meta, path in zip(out[0::2], out[1::2]):
+            _old_mode, mode, _old, blob, status = meta.lstrip(":").split()
+            if status == "D":
+                self.removals.append(path)
+                continue
+            if mode == "160000":  # a submodule's commit: nothing to write
+                continue
+            data = _git(self.root, "cat-file", "blob", blob, text=False).stdout
+            if mode == "120000":
+                tmp = str(self.scratch / f"link-{len(self.moves)}")
+                os.symlink(os.fsdecode(data), tmp)
+            else:
+                tmp = write_temp(self.scratch / Path(path).name, data)
+                if mode == "100755":
+                    os.chmod(tmp, os.stat(tmp).st_mode | ((os.stat(tmp).st_mode & 0o444) >> 2))  # x where r, as git checks one out
+            self.moves[path] = tmp

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from lib.ops import publish
 from tests.helpers.app import on_page, signed_in
+from tests.helpers.disk import leave_free, make_room, small_disk
 
 from ..conftest import ROOT
 
@@ -899,3 +900,20 @@ def test_a_workspace_no_longer_visible_opens_the_first_one_not_a_name_as_a_slug(
     assert at.session_state["slug"] == picker.value == "gdp-explorer"  # the first the viewer may open
     picker.set_value("supply-chain-weekly").run()
     assert at.session_state["slug"] == "supply-chain-weekly"
+
+
+@JOURNEY
+def test_a_save_on_a_full_disk_shows_what_happened_and_what_to_do(env, monkeypatch):
+    with small_disk(env / "disk", 8 << 20) as disk:
+        monkeypatch.setenv("DASHMEM_CONFIG_REPO", str(disk / "config-repo"))
+        at = on_page(signed_in("sam"), "app_pages/specs.py")
+        next(t for t in at.text_area if t.label == "Goal").input("Show which gates missed target, and where.")
+        leave_free(disk, 0)
+        try:
+            next(b for b in at.button if b.label == "Save task rules").click().run()
+        finally:
+            make_room(disk)
+        assert not at.exception
+        shown = [e.value for e in at.error]
+        assert [m for m in shown if "No space left on device" in m and "nothing was saved" in m and "free some space" in m and "config-repo" not in m], shown
+        assert not [m for m in shown if "Something went wrong" in m], shown

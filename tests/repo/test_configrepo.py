@@ -477,29 +477,3 @@ def test_a_failed_new_workspace_leaves_the_name_free(config_repo):
         repo.new_workspace(sam, "team-kpis", "T" * 81)
     assert "draft/sam/team-kpis" not in repo.repo.heads
     assert repo.new_workspace(sam, "team-kpis", "Team KPIs").workspace_path.is_dir()
-
-
-def test_a_save_that_fails_on_a_full_disk_says_so_even_when_its_cleanup_fails_too(config_repo, monkeypatch):
-    import errno
-
-    from lib.memory import workspace as ws_module
-    from lib.repo import drafts as module  # where a save runs git
-
-    repo = config_repo
-    repo.draft(SAM, SCW)
-
-    def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    real_git = module._git
-
-    def git_fails_on_reset(path, *args, **kwargs):
-        if args and args[0] == "reset":
-            raise git.GitCommandError(["git", "reset"], 128, b"fatal: Unable to create index.lock")
-        return real_git(path, *args, **kwargs)
-
-    monkeypatch.setattr(ws_module, "save", full)
-    monkeypatch.setattr(module, "_git", git_fails_on_reset)
-    with pytest.raises(ConfigRepoError) as exc:
-        repo.save(SAM, SCW, {"task": {"goal": "x", "rules": []}}, "edit")
-    assert str(exc.value) == f"could not save {SCW}: No space left on device; nothing was saved"

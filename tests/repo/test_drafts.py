@@ -5,30 +5,39 @@ Against a real git repository made from the shipped demo workspaces (the `config
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import git
 import pytest
 
 from lib.core.diagnostics import ValidationFailed
 from lib.memory import workspace
 from lib.ops import publish
+from lib.repo import gitops
+from lib.repo.configrepo import ConfigRepo
 from lib.repo.drafts import UNDO_DEPTH, PublishConflict
 from lib.repo.gitops import ConfigRepoError
-from lib.repo.history import MAIN, read_file
+from lib.repo.history import MAIN, SCRATCH_PREFIX, read_file
 from lib.roles.access import User
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
     SAM,
     SCW,
+    WORKSPACES,
     assert_main_clean,
     commit_count,
     edit_rule,
+    files_at,
     files_on_disk,
     load_task,
     rule_text,
     sha,
     worktree_git_dir,
 )
+from tests.helpers.disk import leave_free, make_room, small_disk
 
 # --------------------------------------------------------------------------- 2. save
 
@@ -231,3 +240,86 @@ def test_a_draft_of_someone_elses_unpublished_workspace_is_refused_and_nothing_i
     assert sorted(h.name for h in repo.repo.heads) == branches and not repo.has_draft(OLIVIA, "team-kpis")
     assert repo.view_path(OLIVIA, "team-kpis") == made.workspace_path  # what the owner sees: sam's draft
     assert repo.draft(creator, "team-kpis").workspace_path == made.workspace_path  # its creator edits it as before
+
+
+# --------------------------------------------------------------------------- a full disk (issue #29, item 8)
+
+
+@pytest.fixture
+def repo_on_a_small_disk(tmp_path, monkeypatch):
+    """A config repo (one demo workspace) with its drafts on a tmpfs of 2 MB, which the test fills."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    with small_disk(tmp_path / "disk", 2 << 20) as disk:
+        templates = tmp_path / "templates"
+        shutil.copytree(WORKSPACES / SCW, templates / SCW)
+        yield ConfigRepo.open_or_create(disk / "config-repo", templates), disk
+
+
+def left_behind(repo: ConfigRepo, draft_path: Path) -> list[str]:
+    """What a write of the draft could leave: a marker, git's lock files, scratch folders, temporary files."""
+    admin, common = worktree_git_dir(draft_path), Path(repo.repo.git_dir)
+    found = [p.name for p in admin.iterdir() if p.name.endswith(".lock") or p.name.startswith(SCRATCH_PREFIX)]
+    found += [p.name for p in common.glob("*.writing")] + [p.name for p in (common / "refs").rglob("*.lock")]
+    return found + [name for name in files_on_disk(draft_path) if name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("op", ["save", "revert"])
+def test_a_save_or_revert_on_a_full_disk_says_so_plainly_and_writes_nothing_however_little_is_free(repo_on_a_small_disk, op):
+    repo, disk = repo_on_a_small_disk
+    draft = repo.draft(OLIVIA, SCW)
+    first = sha(repo, draft.branch)
+    task = load_task(repo, OLIVIA, SCW)
+    for rule in task["rules"]:  # text that does not compress, so that git's objects of it take several blocks
+        rule["text"] = os.urandom(600).hex()
+    if op == "revert":  # revert to the first version from one that differs in task.yaml and a data file
+        (draft.workspace_path / "data" / "extra.csv").write_text("a,b\n" + "".join(f"{n},{n * n}\n" for n in range(3000)))
+        assert repo.save(OLIVIA, SCW, {"task": task}, "a version to revert from")
+    attempt = {"save": lambda: repo.save(OLIVIA, SCW, {"task": task}, "edit"), "revert": lambda: repo.revert(OLIVIA, SCW, first)}[op]
+    block = os.statvfs(disk).f_frsize
+
+    messages = set()
+    for blocks in range(64):  # from nothing free up, one block at a time, until it fits: every write fails once on the way
+        tip, files = sha(repo, draft.branch), files_on_disk(draft.path)
+        leave_free(disk, blocks * block)
+        try:
+            new = attempt()
+            break
+        except ConfigRepoError as exc:
+            messages.add(str(exc))
+        finally:
+            make_room(disk)
+        assert sha(repo, draft.branch) == tip and files_on_disk(draft.path) == files  # nothing written
+        assert gitops.status(draft.path, optional_locks=False) == "" and left_behind(repo, draft.path) == []
+    else:
+        pytest.fail(f"the {op} did not fit in 64 free blocks")
+    assert blocks > 2, "it should have failed at 0 bytes free and at a few blocks"
+    [message] = messages  # the same plain sentence, whichever write ran out of space
+    assert message.startswith(f"could not {op} {SCW}: No space left on device; nothing was") and "free some space" in message and str(disk) not in message, (
+        message
+    )
+    assert new and sha(repo, draft.branch) == new and repo.repo.commit(new).parents[0].hexsha == tip
+    assert gitops.status(draft.path) == "" and left_behind(repo, draft.path) == []
+    if op == "save":
+        assert load_task(repo, OLIVIA, SCW) == task
+    else:
+        assert files_on_disk(draft.workspace_path) == files_at(repo, first, SCW)
+
+
+def test_a_save_whose_worktree_cannot_take_its_file_is_saved_and_the_draft_repaired_when_next_read(config_repo, caplog):
+    """After the commit point only renames remain; one that fails (a folder made by hand where task.yaml goes)
+    leaves the save committed and the draft marked, so the next reader finds it repaired to that commit."""
+    repo = config_repo
+    draft = repo.draft(OLIVIA, SCW)
+    task = load_task(repo, OLIVIA, SCW)
+    task["rules"][0]["text"] = "Saved past a folder in the way."
+    (draft.workspace_path / "task.yaml").unlink()
+    (draft.workspace_path / "task.yaml").mkdir()  # empty, so git does not see it
+
+    new = repo.save(OLIVIA, SCW, {"task": task}, "edit")
+
+    assert new and sha(repo, draft.branch) == new and rule_text(repo, new, SCW, 0) == "Saved past a folder in the way."
+    assert any("could not all be brought up" in r.getMessage() for r in caplog.records)
+    [listed] = [d for d in repo.drafts(SCW) if d["user"] == OLIVIA.name]  # Review reads the draft's files next
+    assert listed["head"] == new and gitops.status(draft.path) == ""
+    assert load_task(repo, OLIVIA, SCW) == task and left_behind(repo, draft.path) == []

@@ -358,6 +358,230 @@ def test_revert_killed_at_any_moment_keeps_the_draft_whole_and_the_next_revert_w
     print(f"{landed} of {KILLS} killed reverts had committed (a revert takes {killer.duration:.2f} s)")
 
 
+# --------------------------------------------------------------------------- kill -9 at each step, then a new reader (issue #29, item 9)
+
+# A save or revert, paused at one step before it is killed: before its K-th git command starts (the git is a
+# shell script that waits there), or before its K-th os.replace. Counting starts on "go", so the steps are the
+# operation's own.
+STEP_HELPER = r"""
+import json, os, sys, time
+from pathlib import Path
+import git
+from lib.repo.configrepo import ConfigRepo
+from lib.roles.access import User
+
+path, steps = Path(sys.argv[1]), Path(sys.argv[2])
+olivia = User("olivia", app_role="owner")
+print("ready", flush=True)
+go = json.loads(sys.stdin.readline())
+counts = {"git": 0, "replace": 0}
+kind, _, at = go["pause"].partition(":")
+(steps / "pause").write_text(at if kind == "git" else "0")
+(steps / "count").write_text("0")
+os.environ["STEPS"] = str(steps)
+git.Git.GIT_PYTHON_GIT_EXECUTABLE = str(steps / "git")
+real_replace = os.replace
+
+def replace(*args, **kwargs):
+    counts["replace"] += 1
+    if kind == "replace" and counts["replace"] == int(at):
+        print("paused", flush=True)
+        time.sleep(3600)
+    return real_replace(*args, **kwargs)
+
+os.replace = replace
+repo = ConfigRepo(path)
+if go["op"] == "save":
+    repo.save(olivia, go["slug"], go["files"], "Step test save")
+else:
+    repo.revert(olivia, go["slug"], go["version"])
+print(json.dumps({"done": True, "git": int((steps / "count").read_text()), "replace": counts["replace"]}), flush=True)
+"""
+
+# The git the helper runs: counts the commands, and before the one to pause at says so and waits for `go`.
+STEP_GIT = """#!/bin/sh
+n=$(( $(cat "$STEPS/count") + 1 ))
+echo $n > "$STEPS/count"
+if [ "$n" = "$(cat "$STEPS/pause")" ]; then
+    echo "$*" > "$STEPS/paused.tmp" && mv "$STEPS/paused.tmp" "$STEPS/paused"
+    while [ ! -e "$STEPS/go" ]; do sleep 0.01; done
+fi
+exec git "$@"
+"""
+
+# A new process reading the draft as the Review page does (the drafts of a workspace, then each one's files).
+READER = r"""
+import hashlib, json, sys
+from pathlib import Path
+path, slug = Path(sys.argv[1]), sys.argv[2]
+from lib.repo.configrepo import ConfigRepo
+print("ready", flush=True)
+sys.stdin.readline()
+repo = ConfigRepo(path)
+print("opened", flush=True)
+[d] = [d for d in repo.drafts(slug) if d["user"] == "olivia"]
+folder = d["workspace_path"]
+blobs = {}
+for p in sorted(folder.rglob("*")):
+    if p.is_file():
+        data = p.read_bytes()
+        blobs[f"{slug}/{p.relative_to(folder).as_posix()}"] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+print(json.dumps({"head": d["head"], "blobs": blobs}), flush=True)
+"""
+
+
+class Stepper:
+    """Runs one operation in helper processes killed at each of its steps, each followed by a new reader process.
+
+    Both kinds of process are started ahead (they import while the test checks the round before), so a round
+    costs the operation and the read."""
+
+    def __init__(self, env: dict, tmp: Path, path: Path, slug: str):
+        self.env, self.tmp, self.path, self.slug = env, tmp, path, slug
+        self.steps = tmp / "steps"
+        self.steps.mkdir()
+        (self.steps / "git").write_text(STEP_GIT)
+        (self.steps / "git").chmod(0o755)
+        self.child, self.reader = self._start(STEP_HELPER, str(path), str(self.steps)), self._start(READER, str(path), slug)
+
+    def _start(self, script: str, *args: str) -> subprocess.Popen:
+        err = open(self.tmp / f"step-{time.monotonic_ns()}.stderr", "w")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, *args],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+        err.close()
+        return proc
+
+    @staticmethod
+    def _say(proc: subprocess.Popen, line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+
+    @staticmethod
+    def _hear(proc: subprocess.Popen) -> str:
+        assert proc.stdout is not None
+        return proc.stdout.readline().strip()
+
+    def measure(self, arg: dict) -> tuple[int, int]:
+        """How many git commands and renames the operation runs, unpaused."""
+        child, self.child = self.child, self._start(STEP_HELPER, str(self.path), str(self.steps))
+        assert self._hear(child) == "ready"
+        self._say(child, json.dumps({**arg, "pause": ""}))
+        out = json.loads(self._hear(child))
+        child.wait(timeout=60)
+        return out["git"], out["replace"]
+
+    def kill_at(self, arg: dict, pause: str, orphan: bool) -> dict:
+        """Run the operation paused at `pause` and kill it there: with `orphan`, only the Python process, so the
+        paused git runs on (holding the draft's lock) once the reader has opened the repo; otherwise the whole
+        process group, git included. Then the new reader reads the draft; what it read."""
+        for name in ("go", "paused"):
+            (self.steps / name).unlink(missing_ok=True)
+        child, reader = self.child, self.reader
+        assert self._hear(child) == "ready" and self._hear(reader) == "ready"
+        self._say(child, json.dumps({**arg, "pause": pause}))
+        if pause.startswith("git"):  # (an operation with fewer steps this time ends without pausing)
+            deadline = time.monotonic() + 60
+            while not (self.steps / "paused").exists() and child.poll() is None:
+                assert time.monotonic() < deadline, f"never paused at {pause}"
+                time.sleep(0.01)
+        else:
+            self._hear(child)  # "paused", or the line it ends with
+        if child.poll() is None:
+            if orphan:
+                child.kill()
+            else:
+                os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+        self.child = self._start(STEP_HELPER, str(self.path), str(self.steps))
+        self._say(reader, "")
+        assert self._hear(reader) == "opened"
+        (self.steps / "go").write_text("")  # an orphan git goes on now, while the reader reads
+        line = self._hear(reader)
+        reader.wait(timeout=60)
+        assert line, "the reader failed"
+        self.reader = self._start(READER, str(self.path), self.slug)
+        return json.loads(line)
+
+    def close(self) -> None:
+        for proc in (self.child, self.reader):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+
+
+def committed_blobs(path: Path, ref: str, slug: str) -> dict[str, str]:
+    out = g(path, "ls-tree", "-r", ref, "--", f"{slug}/")
+    return {line.split("\t")[1]: line.split()[2] for line in out.splitlines()}
+
+
+def assert_read_old_or_new(path: Path, draft_branch: str, slug: str, read: dict, old: str, is_new) -> str:
+    """The reader read one commit of the draft, old or new (`is_new(sha)` says it is the new one, whole), and
+    after its read the worktree is clean and equals that commit."""
+    wait_for_orphans(path, [("olivia", slug)])
+    head = branch_tips(path)[f"refs/heads/{draft_branch}"]
+    assert read["head"] == head, "the reader saw the branch before it moved"
+    assert head == old or (g(path, "rev-parse", f"{head}^").strip() == old and is_new(head)), "neither the old commit nor the new one"
+    assert read["blobs"] == committed_blobs(path, head, slug), "the reader read files that are not the commit's"
+    worktree = path.parent / f"{path.name}.drafts" / "olivia" / slug
+    assert g(worktree, "status", "--porcelain", "--untracked-files=all") == "", "the draft has an uncommitted change after the read"
+    return head
+
+
+@pytest.mark.timeout(300)
+def test_a_save_killed_at_each_step_leaves_the_draft_old_or_new_and_committed_for_the_next_reader(config_repo, child_env, tmp_path):
+    repo, path = config_repo, config_repo.path
+    draft = repo.draft(OLIVIA, SCW)
+    stepper = Stepper(child_env, tmp_path, path, SCW)
+    try:
+        files = lambda text: {"task": task_with_rule(repo, SCW, text)}  # noqa: E731
+        gits, renames = stepper.measure({"op": "save", "slug": SCW, "files": files("Measured.")})
+        pauses = [(f"git:{k}", orphan) for k in range(1, gits + 1) for orphan in (True, False)] + [(f"replace:{k}", False) for k in range(1, renames + 1)]
+        landed = 0
+        for i, (pause, orphan) in enumerate(pauses):
+            text = f"Saved in round {i}."
+            old = branch_tips(path)[f"refs/heads/{draft.branch}"]
+            read = stepper.kill_at({"op": "save", "slug": SCW, "files": files(text)}, pause, orphan)
+            now = assert_read_old_or_new(path, draft.branch, SCW, read, old, lambda sha, text=text: rule_at(path, sha, SCW) == text)
+            landed += now != old
+    finally:
+        stepper.close()
+    print(f"{landed} of {len(pauses)} saves killed at each of their steps had committed")
+
+
+@pytest.mark.timeout(300)
+def test_a_revert_killed_at_each_step_leaves_the_draft_old_or_new_and_committed_for_the_next_reader(config_repo, child_env, tmp_path):
+    repo, path = config_repo, config_repo.path
+    draft = repo.draft(OLIVIA, SCW)
+    plain = repo.save(OLIVIA, SCW, {"task": task_with_rule(repo, SCW, "Version without extra data.")}, "plain")
+    (draft.workspace_path / "data" / "extra.csv").write_text("a,b\n" + "".join(f"{n},{n * n}\n" for n in range(2000)))
+    with_data = repo.save(OLIVIA, SCW, {"task": task_with_rule(repo, SCW, "Version with extra data.")}, "with data")
+    folder_tree = lambda ref: g(path, "rev-parse", f"{ref}:{SCW}").strip()  # noqa: E731
+    stepper = Stepper(child_env, tmp_path, path, SCW)
+    try:
+        # Its steps differ with the files it writes: the most of both ways (to plain from with_data, and back).
+        steps = [stepper.measure({"op": "revert", "slug": SCW, "version": version}) for version in (plain, with_data)]
+        gits, renames = max(n for n, _ in steps), max(n for _, n in steps)
+        pauses = [(f"git:{k}", orphan) for k in range(1, gits + 1) for orphan in (True, False)] + [(f"replace:{k}", False) for k in range(1, renames + 1)]
+        landed = 0
+        for pause, orphan in pauses:
+            old = branch_tips(path)[f"refs/heads/{draft.branch}"]
+            target = with_data if folder_tree(old) == folder_tree(plain) else plain  # the draft is at the other one
+            read = stepper.kill_at({"op": "revert", "slug": SCW, "version": target}, pause, orphan)
+            now = assert_read_old_or_new(path, draft.branch, SCW, read, old, lambda sha, target=target: folder_tree(sha) == folder_tree(target))
+            landed += now != old
+    finally:
+        stepper.close()
+    print(f"{landed} of {len(pauses)} reverts killed at each of their steps had committed")
+
+
 def test_refresh_killed_at_any_moment_serves_the_old_or_the_new_snapshot_and_the_next_refresh_works(ws_copy, tmp_path, monkeypatch):
     from lib.data.refresh import refresh
     from lib.data.snapshots import Warehouse
@@ -489,15 +713,16 @@ def test_git_lock_files_left_by_a_killed_git_are_removed_on_open(config_repo):
 
 
 def test_a_git_still_running_for_a_killed_process_keeps_its_lock_and_its_lock_files(config_repo, child_env, tmp_path, monkeypatch):
-    """A save whose Python is killed while its `git commit` runs: that git holds the draft's lock until it
-    ends, so nobody takes its index.lock for stale, and when it ends the save has landed whole."""
+    """A save whose Python is killed while its `git update-ref` (the commit point) runs: that git holds the
+    draft's lock until it ends, so nobody takes its lock files (the index's, the branch's) for stale, and when
+    it ends the save has landed whole; the next opening brings the worktree up to it."""
     repo, path = config_repo, config_repo.path
     monkeypatch.setattr(ConfigRepo, "REPAIR_WAIT_S", 0.5)
     draft = repo.draft(OLIVIA, SCW)
     fifo = tmp_path / "hook-fifo"
     os.mkfifo(fifo)
-    hook = path / ".git" / "hooks" / "pre-commit"  # runs inside `git commit`, with the index locked
-    hook.write_text(f"#!/bin/sh\nread line < '{fifo}'\nexit 0\n")
+    hook = path / ".git" / "hooks" / "reference-transaction"  # runs inside `git update-ref`, with the branch locked
+    hook.write_text(f"#!/bin/sh\n[ \"$1\" = prepared ] && read line < '{fifo}'\nexit 0\n")
     hook.chmod(0o755)
     child = Child(child_env, tmp_path, "save", path)
     child.go({"slug": SCW, "files": {"task": task_with_rule(repo, SCW, "Committed by an orphan.")}})
@@ -509,19 +734,20 @@ def test_a_git_still_running_for_a_killed_process_keeps_its_lock_and_its_lock_fi
             time.sleep(0.05)
     else:
         pytest.fail("the save never reached its commit: " + child.stderr())
-    child.kill(whole_group=False)  # the Python process only: its `git commit` waits on in the hook
+    child.kill(whole_group=False)  # the Python process only: its `git update-ref` waits on in the hook
     index_lock = Path(g(draft.path, "rev-parse", "--absolute-git-dir").strip()) / "index.lock"
-    assert index_lock.exists()
+    branch_lock = path / ".git" / "refs" / "heads" / f"{draft.branch}.lock"
+    assert index_lock.exists() and branch_lock.exists()
 
     with pytest.raises(Busy):
         with _locked(path / ".git" / f"dashmem-olivia-{SCW}.lock", "the draft", timeout=0.5):
             pass
     assert ConfigRepo(path).repaired == []  # opening leaves a live git's lock files alone
-    assert index_lock.exists()
+    assert index_lock.exists() and branch_lock.exists()
 
     os.write(writer, b"go on\n")
     os.close(writer)
-    wait_for_orphans(path, [("olivia", SCW)])  # the commit finishes, and the lock is free
+    wait_for_orphans(path, [("olivia", SCW)])  # the branch moves, and the lock is free
     hook.unlink()
     draft = ConfigRepo(path).draft(OLIVIA, SCW)
     assert_checkout_equals(draft.path, draft.branch)
