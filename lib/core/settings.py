@@ -438,6 +438,18 @@ register(
         "30",
     )
 )
+register(
+    Setting(
+        "DASHMEM_REFRESH_BUDGET_S",
+        _positive_seconds,
+        900.0,
+        "how long `refresh --all` waits for one workspace before it reports that workspace failed (the data served before is kept) "
+        "and goes on with the others, so that one source that hangs cannot hold every cron run",
+        CLI,
+        "seconds (decimals allowed)",
+        "900 (15 minutes)",
+    )
+)
 register(Setting("DASHMEM_MODEL", _text, DEFAULT_MODEL, "the Claude model chat sessions and token counts use", APP_AND_CLI, "a model id"))
 register(
     Setting(

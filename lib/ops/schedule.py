@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -209,12 +210,42 @@ def refresh_all(repo_path: Path, *, due_only: bool = False, now: dt.datetime | N
             except ConfigRepoError as exc:
                 _log.warning("refresh --all without a pull: %s", exc)
                 summary.note = "; ".join(n for n in (summary.note, f"refreshed what this server has: {exc}") if n)
+        budget_s = settings.get("DASHMEM_REFRESH_BUDGET_S")
         for slug in repo.slugs():
-            summary.outcomes.append(_refresh_one(repo.published_path(slug), due_only, now))
+            summary.outcomes.append(_within_budget(repo.published_path(slug), due_only, now, budget_s))
     return summary
 
 
-def _refresh_one(ws_path: Path, due_only: bool, now: dt.datetime | None) -> Outcome:
+def _within_budget(ws_path: Path, due_only: bool, now: dt.datetime | None, budget_s: float) -> Outcome:
+    """One workspace's refresh, waited for at most `budget_s` (DASHMEM_REFRESH_BUDGET_S).
+
+    Past it, the workspace is reported failed with what it was doing, and the run goes on with the others and
+    ends, releasing its lock; the refresh left behind runs in a daemon thread, which the run's exit stops. A
+    refresh stopped at any point keeps the data served before (a switch is one rename, lib.data.snapshots),
+    as after a kill; the next run tries it again."""
+    done: list[Outcome] = []
+    doing = ["starting"]
+
+    def progress(fraction: float, message: str) -> None:
+        doing[0] = message.rstrip("…").strip()
+        doing[0] = doing[0][:1].lower() + doing[0][1:]
+
+    worker = threading.Thread(target=lambda: done.append(_refresh_one(ws_path, due_only, now, progress)), name=f"refresh {ws_path.name}", daemon=True)
+    started = time.perf_counter()
+    worker.start()
+    worker.join(budget_s)
+    if done:
+        return done[0]
+    _log.error("refresh --all: %s still running after %g s (%s); going on without it", ws_path.name, budget_s, doing[0])
+    return Outcome(
+        workspace=ws_path.name,
+        status="failed",
+        seconds=time.perf_counter() - started,
+        message=f"stopped waiting after {budget_s:g} s (DASHMEM_REFRESH_BUDGET_S) while {doing[0]}; kept the previous data, the next run tries again",
+    )
+
+
+def _refresh_one(ws_path: Path, due_only: bool, now: dt.datetime | None, progress=None) -> Outcome:
 
     outcome = Outcome(workspace=ws_path.name, status="failed")
     started = time.perf_counter()
@@ -228,7 +259,7 @@ def _refresh_one(ws_path: Path, due_only: bool, now: dt.datetime | None) -> Outc
             outcome.status, outcome.message = "not due", f"next refresh due at {_iso(before.next_due)}"
             outcome.next_due = _iso(before.next_due)
         else:
-            report = refresh(ws_path, wh, user=OPERATOR, now=now)
+            report = refresh(ws_path, wh, user=OPERATOR, now=now, progress=progress)
             outcome.status = "failed" if not report.ok else "refreshed" if report.swapped else "unchanged"
             outcome.message = _what_went_wrong(report) if not report.ok else f"serving snapshot {report.served}"
             after = Schedule(before.every, wh.last_checked(), now or utcnow())

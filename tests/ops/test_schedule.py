@@ -271,6 +271,30 @@ def test_a_second_all_run_while_one_is_going_exits_at_once_and_refreshes_nothing
     assert after.returncode == 1 and "is running" not in after.stderr and table_lines(after.stdout)["held-feed"][0] == "unchanged"
 
 
+@pytest.mark.slow
+def test_a_workspace_that_hangs_fails_after_its_budget_and_the_run_goes_on_and_ends(app_env, monkeypatch):
+    """As cron runs it: one workspace's source never answers; past DASHMEM_REFRESH_BUDGET_S that workspace
+    is reported failed with what it was doing, the others are refreshed, and the run ends, its lock released."""
+    server = HeldServer()
+    monkeypatch.setenv("DASHMEM_REFRESH_BUDGET_S", "3")
+    try:
+        repo = make_config_repo(app_env, held_url=server.url)
+        run = lib_cli("refresh", "--all", str(repo))
+        assert server.arrived.is_set()
+        after = lib_cli("refresh", "--all", str(repo), "--json")  # not "another run is going": the lock went with the run
+    finally:
+        server.release.set()
+        server.stop()
+    assert run.returncode == 1 and "Traceback" not in run.stdout + run.stderr
+    rows = table_lines(run.stdout)
+    assert rows["held-feed"][0] == "failed" and float(rows["held-feed"][2]) < TIMEOUT_S / 2
+    assert "stopped waiting after 3 s (DASHMEM_REFRESH_BUDGET_S) while loading items (rest)" in rows["held-feed"][3]
+    assert "kept the previous data" in rows["held-feed"][3]
+    assert rows["gdp-explorer"][0] == "refreshed" and rows["supply-chain-weekly"][0] == "refreshed"
+    assert "is running" not in after.stdout + after.stderr
+    assert {w["workspace"]: w["status"] for w in json.loads(after.stdout)["workspaces"]}["gdp-explorer"] == "unchanged"
+
+
 def test_the_lock_is_per_config_repo_and_released_when_its_holder_ends(app_env):
     repo = make_config_repo(app_env)
     with schedule.run_lock(repo):
