@@ -102,8 +102,14 @@ ALLOWED_UNTYPED = frozenset(
 # Functions in FROM that only make rows from their arguments: a date spine, an array's elements.
 ROW_MAKERS = ("GenerateSeries", "Unnest", "Explode", "ExplodeOuter", "Posexplode")
 
-# sqlglot's typed functions that reach outside the query's rows (DuckDB's file readers and writers).
-DENIED_TYPED = ("ReadCSV", "ReadParquet", "ToFile")
+# sqlglot's typed functions that reach outside the query's rows: DuckDB's file readers and writers, and the
+# server's facts about itself and the session (its version, users, roles, databases, schemas, address).
+TIME_NOW = frozenset({"CurrentDate", "CurrentDatetime", "CurrentTime", "CurrentTimestamp", "CurrentTimestampLTZ", "CurrentTimezone"})
+DENIED_TYPED = ("ReadCSV", "ReadParquet", "ToFile", "SessionUser")
+
+
+def _denied(kind: str) -> bool:
+    return kind in DENIED_TYPED or (kind.startswith("Current") and kind not in TIME_NOW)
 
 
 def check(tree: exp.Expr, source_name: str) -> None:
@@ -127,11 +133,15 @@ def check(tree: exp.Expr, source_name: str) -> None:
         if isinstance(func, exp.Anonymous):
             if str(func.name).lower() not in ALLOWED_UNTYPED:
                 raise QueryRefused(f"{_called(func)} is not allowed in a live query: only functions that compute over the query's own rows are")
-        elif kind in DENIED_TYPED:
-            raise QueryRefused(f"{_called(func)} is not allowed in a live query: it reads or writes files")
+        elif _denied(kind):
+            raise QueryRefused(f"{_called(func)} is not allowed in a live query: it reads files or the server's own settings")
+    for cast in tree.find_all(exp.Cast):
+        if cast.to.sql().lower().startswith("reg"):  # PostgreSQL's object-name types look names up in the catalogue
+            raise QueryRefused(f"a cast to {cast.to.sql()} is not allowed in a live query: it looks names up in the database's catalogue")
 
 
 def _called(func: exp.Func) -> str:
     from sqlglot import exp
 
-    return f"{(func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()}()"
+    name = func.name if isinstance(func, exp.Anonymous) else func.sql(dialect="duckdb").split("(")[0]  # as the query wrote it
+    return f"{name.strip().lower()}()"
