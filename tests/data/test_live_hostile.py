@@ -237,3 +237,18 @@ def test_a_dashboard_on_a_source_that_goes_silent_shows_a_message_per_component_
         error = by_id[f"q{n}"].error or ""
         assert "stopped answering" in error and "Traceback" not in error, error
     assert waited < 2 * (2 + 2) + 3, f"the page waited {waited:.1f} s for six components on a silent source"
+
+
+def test_only_dashmems_own_connections_are_bounded(tables):
+    """psycopg2's wait callback is the whole process's: another engine's connection (the app's own code, a
+    test's admin engine) waits for a long statement as it always did, even with a short connect_timeout."""
+    kind, _, table, _, urls = tables
+    if kind != "postgresql":
+        pytest.skip("the wait callback is psycopg2's; PyMySQL's bound is a per-connection read timeout")
+    live.run(_live(urls["superuser"], table, timeout_s=1), "SELECT count(*) AS n FROM gates")  # the callback is installed
+    other = sa.create_engine(SERVERS[kind][2], connect_args={"connect_timeout": 2})
+    try:
+        with other.connect() as c:
+            assert c.exec_driver_sql("SELECT pg_sleep(4.5) IS NOT NULL").scalar_one() is True
+    finally:
+        other.dispose()

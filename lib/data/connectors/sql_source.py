@@ -191,8 +191,6 @@ def _create_engine(name: str, url: URL, ctx: FetchContext, timeout_s: float) -> 
         connect_args: dict = {timeout_arg: math.ceil(timeout_s)} if timeout_arg else {}
         # Every wait for the server bounded, not only connecting (sql_wait: a stalled connection ends).
         connect_args.update(sql_wait.connect_args(driver, timeout_s))
-        if driver == "psycopg2":
-            sql_wait.install_psycopg2()
         engine = sa.create_engine(url, connect_args=connect_args)
         backend = url.get_backend_name()
         event.listen(engine, "checkin", lambda dbapi_connection, record: _clean_session(backend, dbapi_connection, record, timeout_s))

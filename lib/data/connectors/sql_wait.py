@@ -6,7 +6,7 @@ while the socket stays open. Neither driver bounds that wait by itself (psycopg2
 and PyMySQL's read timeout was lifted once connected), so one stalled source held a dashboard, a
 refresh or a cron run for as long as the silence lasted. Here every wait for the server is bounded:
 
-- by the source's `timeout_s` plus `MARGIN_S`, for connecting and for each answer of a snapshot read
+- by the source's `timeout_s` (in whole seconds, as libpq counts it) plus `MARGIN_S`, for connecting and for each answer of a snapshot read
   (a snapshot query whose first rows take longer needs a larger `timeout_s`; the error says so), and
 - by the statement's own time limit plus `MARGIN_S` where one is set (`allow`: a live query, a live
   profile, a change marker), since the server answers, with rows or with its time-limit error, by then.
@@ -20,7 +20,7 @@ silent server answers a second attempt no better and a query's whole retry budge
 
 from __future__ import annotations
 
-import re
+import math
 import select
 import weakref
 from typing import Any
@@ -31,7 +31,7 @@ PYMYSQL_STALL = "(timed out)"  # PyMySQL's words when its read timeout ends a wa
 
 # psycopg2 connections given a longer bound than their source's (`allow`), until they go back to the pool.
 _ALLOWED: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-_DEFAULTS: dict[str, float | None] = {}  # dsn -> its bound, from its connect_timeout
+_FACTORIES: dict[float, type] = {}  # bound -> the psycopg2 connection class that carries it
 _installed = False
 
 
@@ -46,28 +46,40 @@ def install_psycopg2() -> None:
 
 
 def connect_args(driver: str, timeout_s: float) -> dict[str, Any]:
-    """What the driver needs at connect time for the bound (psycopg2's comes from its connect_timeout)."""
+    """What the driver needs at connect time for the bound. psycopg2's connections are made of a class that
+    carries it (`connection_factory`), so that only dashmem's connections are bounded: the wait callback is
+    the whole process's, and other code's psycopg2 connections wait as before."""
     if driver == "pymysql":
         return {"read_timeout": timeout_s + MARGIN_S, "write_timeout": timeout_s + MARGIN_S}
+    if driver == "psycopg2":
+        install_psycopg2()
+        return {"connection_factory": _factory(math.ceil(timeout_s) + MARGIN_S)}  # libpq counts whole seconds
     return {}
+
+
+def _factory(bound: float) -> type:
+    if bound not in _FACTORIES:
+        import psycopg2.extensions
+
+        _FACTORIES[bound] = type("DashmemConnection", (psycopg2.extensions.connection,), {"dashmem_wait_s": bound})
+    return _FACTORIES[bound]
 
 
 def allow(dbapi_connection: Any, seconds: float, timeout_s: float) -> None:
     """Let this connection's waits last up to `seconds` (a statement's time limit) plus the margin, if longer than its source's."""
     bound = max(seconds, timeout_s) + MARGIN_S
-    if type(dbapi_connection).__module__.startswith("psycopg2"):
+    if hasattr(dbapi_connection, "_read_timeout"):  # PyMySQL applies it before each read
+        dbapi_connection._read_timeout = dbapi_connection._write_timeout = bound
+    elif hasattr(dbapi_connection, "dashmem_wait_s"):  # psycopg2, made by `_factory`
         _ALLOWED[dbapi_connection] = bound
-    elif hasattr(dbapi_connection, "_read_timeout"):  # PyMySQL
-        dbapi_connection._read_timeout = bound
-        dbapi_connection._write_timeout = bound
 
 
 def forget(dbapi_connection: Any, timeout_s: float) -> None:
     """Back to the source's own bound, as the connection returns to the pool."""
-    _ALLOWED.pop(dbapi_connection, None) if type(dbapi_connection).__module__.startswith("psycopg2") else None
     if hasattr(dbapi_connection, "_read_timeout"):
-        dbapi_connection._read_timeout = timeout_s + MARGIN_S
-        dbapi_connection._write_timeout = timeout_s + MARGIN_S
+        dbapi_connection._read_timeout = dbapi_connection._write_timeout = timeout_s + MARGIN_S
+    elif hasattr(dbapi_connection, "dashmem_wait_s"):
+        _ALLOWED.pop(dbapi_connection, None)
 
 
 def stalled(exc: BaseException) -> bool:
@@ -83,13 +95,7 @@ def message(waited_s: float, if_slow: str) -> str:
 
 def _bound(conn: Any) -> float | None:
     allowed = _ALLOWED.get(conn)
-    if allowed is not None:
-        return allowed
-    dsn = conn.dsn
-    if dsn not in _DEFAULTS:
-        found = re.search(r"\bconnect_timeout=(\d+)", dsn)
-        _DEFAULTS[dsn] = int(found.group(1)) + MARGIN_S if found else None
-    return _DEFAULTS[dsn]
+    return allowed if allowed is not None else getattr(conn, "dashmem_wait_s", None)
 
 
 def _wait(conn: Any) -> None:
