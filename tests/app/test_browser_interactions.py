@@ -55,7 +55,12 @@ def loads(tmp_path_factory):
 
 def choose(page, label: str, option: str, sql: str) -> None:
     """Pick an Explore option, then wait for the rerun's SQL to hold `sql`, so the next choice sees the new widgets."""
-    page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True)).click()
+    box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True))
+    for _ in range(300):  # a rerun may briefly show the old widget beside the new one: wait until it is one
+        if box.count() == 1:
+            break
+        page.wait_for_timeout(100)
+    box.click()
     page.get_by_role("option", name=option, exact=True).click()
     page.locator('[data-testid="stCode"]', has_text=sql).wait_for(timeout=30_000)
 
