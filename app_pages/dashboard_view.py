@@ -207,7 +207,9 @@ def preview(ws: workspace.Workspace, dashboard: dict[str, Any], tables: Mapping[
     candidate = workspace.Workspace(ws.path, {**copy.copy(ws.data), "dashboard": dashboard}, {})
     found = checks.run(candidate, tables, f"preview:{version}")
     ui.show_check_verdict(found, "dashboard")
-    if tables is not None:
+    if any(d.id == "check.schema" and d.level == ERROR for d in found):
+        st.info("The preview shows once the dashboard validates: fix the errors above and check again.")
+    elif tables is not None:  # only a spec that validated is rendered: the renderers assume its shape
         with st.expander("Preview", expanded=True):
             show(render(candidate.data, tables, f"preview:{version}", workspace_path=ws.path))
     return found

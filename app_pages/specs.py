@@ -18,8 +18,8 @@ ws, diagnostics = workspace.load(ctx.draft_path())
 ui.show_diagnostics(diagnostics)
 
 
-def save(files: dict, message: str, clear: str | None = None) -> None:
-    """Save to the draft; on success forget the pending edit `clear` names (kept when saving fails)."""
+def save(files: dict, message: str, clear: tuple[str, ...] = ()) -> None:
+    """Save to the draft; on success forget the pending edit the `clear` keys hold (kept when saving fails)."""
     sha = None  # stays None when saving failed (the message is shown) or there was nothing to save
     with ui.user_errors("Could not save to your draft", invalid="Not saved: the change does not validate.") as caught:
         sha = ctx.repo.save(ctx.user, ctx.slug, files, message)
@@ -27,8 +27,8 @@ def save(files: dict, message: str, clear: str | None = None) -> None:
         return
     if sha:
         st.session_state[state.SPECS_SAVED] = f"Saved to your draft as {sha[:10]}: {message}"
-        if clear:
-            st.session_state.pop(clear, None)
+        for key in clear:
+            st.session_state.pop(key, None)
         st.rerun()
     else:
         st.info("Nothing changed, so nothing was saved.")
@@ -84,10 +84,16 @@ with output_tab:
 with dashboard_tab:
     current = workspace.render("dashboard", ws.get("dashboard")) if ws.get("dashboard") else ""
     CANDIDATE = state.dashboard_candidate(ctx.slug)
+    # The typed text lives under its own key, never passed back as `value=`: a widget whose value argument
+    # changes between reruns is a new widget to Streamlit, which then drops what was typed into the old one
+    # (a corrected text checked after a failed Check came back as the old text).
+    TYPED = f"{CANDIDATE}:typed"
+    if TYPED not in st.session_state:
+        st.session_state[TYPED] = st.session_state.get(CANDIDATE, current)
     with st.form("dashboard_form"):
         text = st.text_area(
             "dashboard.yaml",
-            value=st.session_state.get(CANDIDATE, current),
+            key=TYPED,
             height=480,
             help="Every component names a SQL query; see docs/dashboards.md for the spec and its checks.",
         )
@@ -103,7 +109,8 @@ with dashboard_tab:
         if candidate is None:
             st.error("Nothing to save: the dashboard is empty or does not parse.")
             if st.button("Discard the edit"):
-                del st.session_state[CANDIDATE]
+                for key in (CANDIDATE, TYPED):
+                    st.session_state.pop(key, None)
                 st.rerun()
         elif candidate == ws.get("dashboard"):
             st.info("No change from the saved dashboard.")
@@ -119,9 +126,10 @@ with dashboard_tab:
             found = dashboard_view.preview(ws, candidate, wh.tables(served) if served else None, served.id if served else "")
             do_save, discard = dashboard_view.save_buttons(found, "specs_dashboard")
             if do_save:
-                save({"dashboard": candidate}, "Edit the dashboard", clear=CANDIDATE)
+                save({"dashboard": candidate}, "Edit the dashboard", clear=(CANDIDATE, TYPED))
             if discard:
-                del st.session_state[CANDIDATE]
+                for key in (CANDIDATE, TYPED):
+                    st.session_state.pop(key, None)
                 st.rerun()
 
 with yaml_tab:

@@ -461,6 +461,40 @@ def test_saving_a_dashboard_that_fails_its_checks_needs_an_explicit_choice(env):
 
 
 @JOURNEY
+def test_a_text_corrected_after_a_failed_check_is_the_text_checked_next(env):
+    """The editor checks what was typed: a corrected text after a failed Check is checked at once, not the old one."""
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    good = editor.value
+    assert good is not None
+    editor.input(good.replace("FROM gates", "FROM gatez", 1))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    assert any("gatez" in e.value for e in at.error)
+    at.run()  # any rerun in between (a click elsewhere on the page)
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    editor.input(good.replace("Gate attainment (actual / target)", "Attainment (actual over target)", 1))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    assert not any("gatez" in e.value for e in at.error), "the old text was checked again"
+    assert any("The checks pass" in s.value for s in at.success)
+    assert any("Attainment (actual over target)" in c.value for c in at.code), "the diff shows the corrected text"
+
+
+@JOURNEY
+def test_a_value_the_schema_refuses_gets_its_located_error_and_no_preview(env):
+    """`mark: bars` is named with its line and what is allowed; the page does not try to draw it."""
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    assert editor.value is not None and "mark: bar" in editor.value
+    editor.input(editor.value.replace("mark: bar", "mark: bars", 1))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    assert not at.exception
+    assert any("bars" in e.value and "dashboard.yaml:" in e.value for e in at.error)
+    assert not any("Something went wrong" in e.value for e in at.error)
+    assert any("preview shows once the dashboard validates" in i.value for i in at.info)
+    assert not any(e.label == "Preview" for e in at.expander)
+
+
+@JOURNEY
 def test_without_a_key_a_schema_change_leads_to_an_auto_draft_on_the_new_data(env):
     import pyarrow.csv as pacsv
 

@@ -436,6 +436,17 @@ def test_steward_journey(make_app, page, tmp_path):
     assert preview.locator('[data-testid="stMetric"]').count() >= 3
     assert page.get_by_text("this week; green gates met").count() >= 1  # the diff of the candidate
     assert_clean(page, "Specs preview", app)
+    # The editor checks what was typed: a broken text fails; corrected, the next Check passes (it used to
+    # check the old text again, as the text area was a new widget once its value argument changed).
+    editor.fill(yaml_text.replace(old_desc, new_desc).replace("FROM gates", "FROM gatez", 1))
+    page.get_by_role("button", name="Check and preview").click()
+    page.get_by_text(re.compile(r"^The checks found")).first.wait_for()
+    idle(page)
+    editor.fill(yaml_text.replace(old_desc, new_desc))
+    page.get_by_role("button", name="Check and preview").click()
+    page.get_by_text(re.compile(r"^The checks pass")).first.wait_for()
+    idle(page)
+    assert "gatez" not in page.locator("body").inner_text(), "the corrected text was not the one checked"
     page.get_by_role("button", name="Save to my draft").click()
     page.get_by_text("Saved to your draft as").wait_for()
     assert_clean(page, "Specs after saving the dashboard", app)
