@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint validate clean browser tokenizer
+.PHONY: run test lint validate clean browser tokenizer datasette
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,11 +45,19 @@ tokenizer:
 		&& mkdir -p $$(dirname $(TOKENIZER)) && mv $$tmp/package/claude.json $(TOKENIZER); \
 		rm -rf $$tmp; [ -s $(TOKENIZER) ] || echo "warning: could not fetch the tokenizer; the real-token tests will skip"; fi
 
+# datasette, a REST JSON API over SQLite nobody here wrote, for the REST connector's tests (tests/data/test_rest_datasette.py):
+# from PyPI into a venv of its own, being no dependency of the app. Without it those tests skip and say so.
+DATASETTE := .data/thirdparty/datasette
+datasette:
+	@if [ ! -x $(DATASETTE)/bin/datasette ]; then \
+		($(PYTHON) -m venv $(DATASETTE) && $(DATASETTE)/bin/pip install --quiet --disable-pip-version-check 'datasette>=0.65,<0.66') \
+		|| { rm -rf $(DATASETTE); echo "warning: could not install datasette; the REST tests against it will skip"; }; fi
+
 # Three workers (pytest-xdist) on the CI machine's two cores: much of the suite waits on subprocesses, servers and a
 # browser, so a third worker fills the waits (9.4 min with two workers here, quiet); each has its own databases on the local servers
 # (tests/helpers/databases.py). The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
 # table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
-test: $(STAMP) browser tokenizer
+test: $(STAMP) browser tokenizer datasette
 	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=25
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;

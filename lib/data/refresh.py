@@ -33,8 +33,8 @@ from ..roles import access
 from ..roles.access import User
 from . import change_marker, coltypes, connectors, standins
 from .connectors import REGISTRY, file_type
-from .connectors.base import FetchContext, SourceError, UploadLimits, fetch, size_text
-from .connectors.csv_source import NumberFormat, fetch_note, looks_like_date
+from .connectors.base import FetchContext, SourceError, UploadLimits, fetch, fetch_note, size_text
+from .connectors.csv_source import NumberFormat, looks_like_date
 from .live import catalogue_table, is_live
 from .queries import bind
 from .sandbox import QueryError, describe

@@ -1,16 +1,31 @@
 """What every connector shares (lib/data/connectors/base.py): secrets by reference and their redaction, files
-confined to allowed folders, JSON paths, and JSON records as one Arrow table."""
+confined to allowed folders, JSON paths, JSON rows (objects, or arrays with their column names) as one Arrow
+table with ISO dates as dates, what an answer says about being truncated, and the note a fetch leaves."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 
 import pyarrow as pa
 import pytest
 
-from lib.data.connectors import base
-from lib.data.connectors.base import FetchContext, SourceError, confined_path, dig, flatten, records_to_table, to_arrow_column
+from lib.data.connectors import base, csv_source
+from lib.data.connectors.base import (
+    FetchContext,
+    SourceError,
+    column_names,
+    confined_path,
+    dig,
+    fetch_note,
+    flatten,
+    parse_iso_dates,
+    records_to_table,
+    to_arrow_column,
+    truncation,
+    with_note,
+)
 
 
 @pytest.fixture
@@ -156,3 +171,108 @@ def test_to_arrow_column_keeps_arrows_type_when_it_can():
     assert to_arrow_column([1, None, 3]).type == pa.int64()
     assert to_arrow_column([1, 2**70]).type == pa.string()  # too big for any integer type: text, not a failure
     assert to_arrow_column([1, 2**70]).to_pylist() == ["1", str(2**70)]
+
+
+# --------------------------------------------------------------------------- rows that are arrays
+
+
+def test_array_rows_are_zipped_with_their_column_names_in_order():
+    table = records_to_table([[1, "Ada", {"city": "London"}], [2, "Grace", {"city": "Arlington"}]], columns=["id", "name", "address"])
+    assert table.column_names == ["id", "name", "address_city"]  # a nested object flattens as in an object row
+    assert table.to_pylist() == [{"id": 1, "name": "Ada", "address_city": "London"}, {"id": 2, "name": "Grace", "address_city": "Arlington"}]
+
+
+def test_array_rows_without_column_names_are_refused_never_stored_as_a_column_of_arrays():
+    with pytest.raises(SourceError, match=r"^source 'gdp': row 1 is an array of values and no column names came with it; set columns_path"):
+        records_to_table([[1, "a"], [2, "b"]], source="gdp")
+
+
+def test_an_array_row_of_the_wrong_length_is_refused_naming_the_row():
+    with pytest.raises(SourceError, match=r"row 2 has 1 values for 2 columns \(id, name\)"):
+        records_to_table([[1, "a"], [2]], source="gdp", columns=["id", "name"])
+
+
+def test_repeated_column_names_are_made_distinct_and_no_rows_keep_the_columns():
+    assert records_to_table([[1, 2]], columns=["n", "n"]).column_names == ["n", "n_2"]
+    assert records_to_table([], columns=["id", "name"]).column_names == ["id", "name"]
+    assert records_to_table([{"a": 1}], columns=["x", "y"]).column_names == ["a"]  # objects name their own columns
+
+
+@pytest.mark.parametrize(
+    ("listed", "names"),
+    [
+        (["age", "workclass"], ["age", "workclass"]),
+        ([{"name": "age", "type": "INTEGER"}, {"name": "workclass"}], ["age", "workclass"]),
+        ([], None),
+        ("age", None),
+        ([{"type": "INTEGER"}], None),
+        ([True], None),
+    ],
+)
+def test_column_names_are_strings_or_objects_with_a_name(listed, names):
+    assert column_names(listed) == names
+
+
+# --------------------------------------------------------------------------- ISO dates and timestamps in JSON text
+
+DATES_AS_TEXT = {
+    "day": ["2024-01-31", "2024-02-29", None],
+    "moment": ["2024-01-31 10:00:00", "2024-02-29T23:59:59", None],
+    "zoned": ["2024-01-31T10:00:00Z", "2024-02-29T23:59:59+02:00", None],
+}
+
+
+def test_iso_dates_and_timestamps_in_json_text_get_the_types_a_csv_gets(tmp_path):
+    table = records_to_table([dict(zip(DATES_AS_TEXT, values)) for values in zip(*DATES_AS_TEXT.values())])
+    lines = [",".join(DATES_AS_TEXT)] + [",".join(v or "" for v in values) for values in zip(*DATES_AS_TEXT.values())]
+    (tmp_path / "same.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from_csv = csv_source.fetch({"name": "same", "path": "same.csv"}, FetchContext(workspace_path=tmp_path))
+    assert table.schema.types == from_csv.schema.types == [pa.date32(), pa.timestamp("s"), pa.timestamp("s", "UTC")]
+    assert table.to_pylist() == from_csv.to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [
+        (["2024-01-31T10:00:00.25", "2024-01-31"], pa.timestamp("us")),  # fractions of a second, and a day among moments
+        (["2024-01-31", ""], pa.date32()),  # empty text in a date column is a missing date
+        (["2024-01-31", "soon"], pa.string()),
+        (["2024-13-45"], pa.string()),  # shaped like a date, but no date
+        (["2024-01-31T10:00:00Z", "2024-01-31T10:00:00"], pa.string()),  # zoned beside naive: no one type
+        (["20240131"], pa.string()),
+        (["", None], pa.string()),
+    ],
+)
+def test_a_text_column_becomes_dates_only_when_every_value_is_one(values, kind):
+    assert records_to_table([{"v": v} for v in values]).schema.field("v").type == kind
+
+
+def test_empty_text_becomes_a_missing_date_and_pinned_columns_stay_text():
+    assert records_to_table([{"d": "2024-01-31"}, {"d": ""}]).column("d").to_pylist() == [dt.date(2024, 1, 31), None]
+    table = parse_iso_dates(pa.table({"d": ["2024-01-31"], "e": ["2024-01-31"]}), keep_text={"e"})
+    assert table.schema.field("d").type == pa.date32() and table.schema.field("e").type == pa.string()
+
+
+# --------------------------------------------------------------------------- truncation and notes
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ({"truncated": True, "rows": []}, "truncated: true"),
+        ({"truncated": True, "warning": "Results limited to 922 rows.\n Use LIMIT"}, "truncated: true, 'Results limited to 922 rows. Use LIMIT'"),
+        ({"truncated": "true", "message": "cut"}, "truncated: true, 'cut'"),
+        ({"truncated": False, "warning": "slow query"}, None),
+        ({"rows": []}, None),
+        ([{"truncated": True}], None),  # a record's field, not the answer's
+    ],
+)
+def test_truncation_is_what_the_answer_says_about_being_cut_short(answer, said):
+    assert truncation(answer) == said
+
+
+def test_notes_add_up_in_the_tables_metadata():
+    table = pa.table({"a": [1]})
+    assert fetch_note(table) is None
+    noted = with_note(with_note(table, "first"), "second")
+    assert fetch_note(noted) == "first; second" and noted.equals(table)

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from lib.data.connectors.base import FetchContext, SourceError, fetch
+from lib.data.connectors.base import FetchContext, SourceError, fetch, fetch_note
 
 from ..conftest import FlakyProxy, LocalHTTPServer
 
@@ -60,6 +60,11 @@ class Server(LocalHTTPServer):
             "/secure": self.secure,
             "/search": lambda q, h, b: (200, {"results": [{"query": json.loads(b)}]}),
             "/not-found": lambda q, h, b: (404, "no such thing"),
+            "/table": lambda q, h, b: (200, {"columns": ["id", "name"], "rows": [[r["id"], r["name"]] for r in ITEMS[:3]], "truncated": False}),
+            "/fields": lambda q, h, b: (200, {"meta": {"fields": [{"name": "id"}, {"name": "name"}]}, "data": [[1, "item 1"], [2, "item 2"]]}),
+            "/nameless": lambda q, h, b: (200, {"data": [[1, "item 1"], [2, "item 2"]]}),
+            "/truncated": lambda q, h, b: (200, {"columns": ["id"], "rows": [[1], [2]], "truncated": True, "warning": "Results limited to 2 rows"}),
+            "/headed": self.by_link_header,
         }
         super().__init__(tls)
 
@@ -101,6 +106,12 @@ class Server(LocalHTTPServer):
         # Page 1 links relatively, page 2 absolutely; page 3 is the last and has no link.
         links = {1: {"next": "/linked?page=2"}, 2: {"next": f"{self.url}/linked?page=3"}, 3: {}}[page]
         return 200, {"items": ITEMS[(page - 1) * 3 : page * 3], "links": links}
+
+    def by_link_header(self, query, headers, body):
+        """Pages of 3 as a bare list, the next page only in an RFC 8288 Link header (as datasette's `_shape=array`)."""
+        page = int(query.get("page", 1))
+        link = [("Link", f'<{self.url}/headed?page={page + 1}>; rel="next"')] if page * 3 < len(ITEMS) else []
+        return 200, ITEMS[(page - 1) * 3 : page * 3], *link
 
     def flaky(self, query, headers, body):
         return (503, "try again") if self.hits["/flaky"] <= 2 else (200, ITEMS[:1])
@@ -154,8 +165,8 @@ def test_a_response_that_is_the_list_needs_no_records_path(server, ctx):
 
 def test_params_join_the_query_already_in_the_url(server, ctx):
     paging = {"style": "page", "param": "page", "max_pages": 1}
-    fetch(rest(f"{server.url}/pages?per_page=2&region=eu", records_path="items", params={"status": "open"}, pagination=paging), ctx)
-    assert server.requests[0]["query"] == {"per_page": "2", "region": "eu", "status": "open", "page": "1"}
+    fetch(rest(f"{server.url}/pages?per_page=10&region=eu", records_path="items", params={"status": "open"}, pagination=paging), ctx)
+    assert server.requests[0]["query"] == {"per_page": "10", "region": "eu", "status": "open", "page": "1"}
 
 
 def test_plain_headers_are_sent(server, ctx):
@@ -168,6 +179,38 @@ def test_post_sends_the_json_body(server, ctx):
     table = fetch(rest(f"{server.url}/search", method="POST", body=body, records_path="results"), ctx)
     assert server.requests[0]["method"] == "POST" and json.loads(server.requests[0]["body"]) == body
     assert table.to_pylist() == [{"query_filter_status": "open", "query_limit": 5}]
+
+
+def test_rows_that_are_arrays_are_zipped_with_the_columns_beside_them(server, ctx):
+    table = fetch(rest(f"{server.url}/table"), ctx)  # {"columns": [...], "rows": [[...]]}: found without records_path
+    assert table.to_pylist() == [{"id": r["id"], "name": r["name"]} for r in ITEMS[:3]]
+
+
+def test_columns_path_names_array_rows_whose_columns_are_elsewhere(server, ctx):
+    table = fetch(rest(f"{server.url}/fields", records_path="data", columns_path="meta.fields"), ctx)
+    assert table.to_pylist() == [{"id": 1, "name": "item 1"}, {"id": 2, "name": "item 2"}]
+    with pytest.raises(SourceError, match="columns_path 'meta.nothing' in the response from .* is not a list of column names"):
+        fetch(rest(f"{server.url}/fields", records_path="data", columns_path="meta.nothing"), ctx)
+
+
+def test_array_rows_without_column_names_fail_rather_than_become_a_column_of_arrays(server, ctx):
+    with pytest.raises(SourceError, match="row 1 is an array of values and no column names came with it; set columns_path"):
+        fetch(rest(f"{server.url}/nameless", records_path="data"), ctx)
+
+
+def test_an_answer_that_says_it_is_truncated_fails_the_source_with_what_it_said(server, ctx):
+    with pytest.raises(SourceError) as caught:
+        fetch(rest(f"{server.url}/truncated"), ctx)
+    message = str(caught.value)
+    assert f"the response from {server.url}/truncated says it is truncated (truncated: true, 'Results limited to 2 rows')" in message
+    assert "allow_truncated: true" in message
+
+
+def test_allow_truncated_loads_it_with_a_warning_for_the_refresh_report(server, ctx):
+    table = fetch(rest(f"{server.url}/truncated", allow_truncated=True), ctx)
+    assert table.column("id").to_pylist() == [1, 2]
+    note = fetch_note(table)
+    assert note is not None and note.startswith("warning: ") and "'Results limited to 2 rows'" in note and "loaded the 2 rows it gave" in note
 
 
 # --- pagination -------------------------------------------------------------------------------------
@@ -217,10 +260,46 @@ def test_next_links_relative_and_absolute_until_none(server, ctx):
     assert [r["query"].get("page") for r in server.requests] == [None, "2", "3"]
 
 
-def test_max_pages_stops_early(server, ctx):
-    paging = {"style": "page", "param": "page", "size_param": "per_page", "size": 3, "max_pages": 2}
-    table = fetch(rest(f"{server.url}/pages", records_path="items", pagination=paging), ctx)
-    assert fetched_ids(table) == list(range(1, 7)) and server.hits["/pages"] == 2
+def test_next_links_in_the_link_header(server, ctx):
+    table = fetch(rest(f"{server.url}/headed", pagination={"style": "next_link"}), ctx)
+    assert fetched_ids(table) == list(range(1, 8))
+    assert [r["query"].get("page") for r in server.requests] == [None, "2", "3"]
+
+
+def test_a_next_page_offered_to_a_source_without_pagination_fails_rather_than_load_the_first(server, ctx):
+    with pytest.raises(SourceError, match=r'links a next page \(Link header, rel="next"\) but the source has no pagination'):
+        fetch(rest(f"{server.url}/headed"), ctx)
+
+
+@pytest.mark.parametrize(
+    ("route", "paging"),
+    [
+        ("/pages", {"style": "page", "param": "page", "size_param": "per_page", "size": 3}),
+        ("/offsets", {"style": "offset", "param": "offset", "size_param": "limit", "size": 3}),
+        ("/cursor", {"style": "cursor", "param": "after", "cursor_path": "meta.next"}),
+        ("/linked", {"style": "next_link", "next_path": "links.next"}),
+        ("/headed", {"style": "next_link"}),
+    ],
+)
+def test_reaching_max_pages_while_the_server_offers_more_fails_naming_the_setting(server, ctx, route, paging):
+    with pytest.raises(
+        SourceError, match=r"stopped at pagination.max_pages \(2 pages, 6 rows\) while the server still offers a next page.*Raise pagination.max_pages"
+    ):
+        fetch(rest(f"{server.url}{route}", records_path="" if route == "/headed" else "items", pagination={**paging, "max_pages": 2}), ctx)
+    # The page and offset styles ask for one page more to know; the others know from the second page.
+    assert server.hits[route] == (3 if paging["style"] in ("page", "offset") else 2)
+
+
+@pytest.mark.parametrize(
+    ("route", "paging"),
+    [
+        ("/pages", {"style": "page", "param": "page", "size_param": "per_page", "size": 3, "max_pages": 3}),  # the probe finds page 4 empty
+        ("/linked", {"style": "next_link", "next_path": "links.next", "max_pages": 3}),
+        ("/headed", {"style": "next_link", "max_pages": 3}),
+    ],
+)
+def test_max_pages_that_are_just_enough_load_everything(server, ctx, route, paging):
+    assert fetched_ids(fetch(rest(f"{server.url}{route}", records_path="" if route == "/headed" else "items", pagination=paging), ctx)) == list(range(1, 8))
 
 
 def test_pagination_missing_its_settings_is_explained(server, ctx):

@@ -106,19 +106,25 @@ def test_the_workflow_gate_fails_a_failing_dashboard_and_ignores_the_apps_clone(
 
     validate = _workflow_step(clone, "Validate")
     env = _env(installed, tmp_path, runner_temp)
-    passing = subprocess.run(["bash", "-c", validate], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
+    # setup-python's `python`, which `pip install` installed the app for: here the interpreter the package was installed with.
+    (tmp_path / "setup-python").mkdir()
+    (tmp_path / "setup-python" / "python").symlink_to(sys.executable)
+    env["PATH"] = f"{tmp_path / 'setup-python'}:{env['PATH']}"
+    passing = subprocess.run(["bash", "-e", "-c", validate], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
     assert passing.returncode == 0, passing.stdout + passing.stderr
     report = json.loads((runner_temp / "validation.json").read_text(encoding="utf-8"))
     assert len(report["workspaces"]) == 2 and report["ok"]
+    assert passing.stdout.splitlines()[-1].startswith("2 workspace(s), 0 error(s)"), passing.stdout  # the report, printed on green too
 
     # A title stating a figure of the data: valid YAML and schema, but it fails a data check. The gate must catch it.
     dashboard = clone / "gdp-explorer" / "dashboard.yaml"
     dashboard.write_text(dashboard.read_text(encoding="utf-8").replace("title: GDP explorer\n", "title: GDP explorer through 2023\n", 1), encoding="utf-8")
-    failing = subprocess.run(["bash", "-c", validate], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
+    failing = subprocess.run(["bash", "-e", "-c", validate], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
     assert failing.returncode == 1
-    shown = json.loads(failing.stdout)  # the step prints the report when it fails
-    ids = [d["id"] for w in shown["workspaces"] for d in w["diagnostics"] if d["level"] == "error"]
+    report = json.loads((runner_temp / "validation.json").read_text(encoding="utf-8"))
+    ids = [d["id"] for w in report["workspaces"] for d in w["diagnostics"] if d["level"] == "error"]
     assert ids == ["check.literal_values"]
+    assert [line.split("::")[1] for line in failing.stdout.splitlines() if line.startswith("::error")] == ["error title=check.literal_values"], failing.stdout
 
 
 def test_the_workflow_installs_the_app_outside_the_checkout():

@@ -23,8 +23,7 @@ from pathlib import Path
 import pytest
 
 from lib.core.diagnostics import ValidationFailed, has_errors
-from lib.data.connectors.base import FetchContext, SourceError, fetch
-from lib.data.connectors.csv_source import fetch_note
+from lib.data.connectors.base import FetchContext, SourceError, fetch, fetch_note
 from lib.memory import workspace, yamlio
 
 from ..conftest import ROOT, WORKSPACES

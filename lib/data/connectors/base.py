@@ -1,14 +1,18 @@
-"""What every connector shares: the fetch context, the error type, and JSON records to Arrow; and `fetch`, which
-hands a source to the connector of its type (the registry in this package's `__init__`)."""
+"""What every connector shares: the fetch context, the error type, JSON rows to Arrow (records or arrays with their
+column names, ISO dates as dates), what an answer says about being cut short, the note a fetch leaves for the
+refresh report; and `fetch`, which hands a source to the connector of its type (the registry in this package's
+`__init__`)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Container, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...core import settings
 from ...core.errors import DashmemError
@@ -168,19 +172,119 @@ def flatten(record: dict, prefix: str = "", out: dict | None = None) -> dict:
     return out
 
 
-def records_to_table(records: Iterable[object]) -> pa.Table:
-    """JSON records (possibly nested, possibly with differing keys) as one Arrow table.
+def records_to_table(records: Iterable[object], *, source: str = "?", columns: list[str] | None = None, keep_text: Container[str] = ()) -> pa.Table:
+    """JSON rows as one Arrow table: objects (possibly nested, possibly with differing keys), or arrays
+    zipped with `columns` (`{"columns": [...], "rows": [[...], ...]}`, datasette's default shape).
 
-    Columns appear in first-seen order. A column whose values mix types that
-    Arrow cannot unify (say numbers and text) becomes text rather than failing.
+    Columns appear in first-seen order. A column whose values mix types that Arrow cannot unify (say
+    numbers and text) becomes text rather than failing. Rows that are arrays with no column names are
+    refused (SourceError of `source`): kept as they came, they were one text column of JSON arrays, on
+    which the profile, the auto-draft and the checks all passed. ISO 8601 dates and timestamps, which
+    JSON can only send as text, become date and timestamp columns as a CSV's do (`parse_iso_dates`),
+    except the columns in `keep_text` (a source's pinned types, applied afterwards).
     """
-    rows = [flatten(r) if isinstance(r, dict) else {"value": r} for r in records]
-    columns: dict[str, None] = {}
+    rows: list[dict] = []
+    names = _distinct(columns) if columns is not None else None
+    for number, record in enumerate(records, 1):
+        if isinstance(record, dict):
+            rows.append(flatten(record))
+        elif isinstance(record, list):
+            if names is None:
+                raise SourceError(
+                    source, f"row {number:,} is an array of values and no column names came with it; set columns_path to the list of column names"
+                )
+            if len(record) != len(names):
+                raise SourceError(source, f"row {number:,} has {len(record):,} values for {len(names):,} columns ({', '.join(names[:10])})")
+            rows.append(flatten(dict(zip(names, record))))
+        else:
+            rows.append({"value": record})
+    found: dict[str, None] = dict.fromkeys(names if names is not None and not rows else ())  # an answer of no rows keeps its columns
     for row in rows:
         for key in row:
-            columns.setdefault(key, None)
-    arrays = {name: to_arrow_column([row.get(name) for row in rows]) for name in columns}
-    return pa.table(arrays) if arrays else pa.table({})
+            found.setdefault(key, None)
+    arrays = {name: to_arrow_column([row.get(name) for row in rows]) for name in found}
+    return parse_iso_dates(pa.table(arrays), keep_text) if arrays else pa.table({})
+
+
+def column_names(value: object) -> list[str] | None:
+    """The column names an answer lists beside array rows: strings, or objects with a `name` (as
+    `[{"name": "age", "type": "INTEGER"}]`); None when `value` is no such list."""
+    if not isinstance(value, list) or not value:
+        return None
+    names = [c.get("name") if isinstance(c, dict) else c for c in value]
+    return [str(n) for n in names] if all(isinstance(n, (str, int)) and not isinstance(n, bool) for n in names) else None
+
+
+def _distinct(names: list[str]) -> list[str]:
+    taken: list[str] = []
+    for name in names:
+        taken.append(unique_name(name, taken))
+    return taken
+
+
+def truncation(answer: object) -> str | None:
+    """What an answer says about having been cut short, or None: `truncated: true` (datasette's `?sql=`,
+    MotherDuck's MCP server), with the `warning` or `message` beside it when there is one."""
+    if not isinstance(answer, dict) or answer.get("truncated") not in (True, "true", "True"):
+        return None
+    said = next((answer[k].strip() for k in ("warning", "message", "note") if isinstance(answer.get(k), str) and answer[k].strip()), "")
+    return "truncated: true" + (f", {' '.join(said.split())[:200]!r}" if said else "")
+
+
+# ISO 8601 as JSON carries it: a day, or a day and a time (`T` or a space), seconds and fractions optional, a zone
+# (`Z`, `+02:00`) optional. Only a column whose first value starts like one is tried; Arrow's parser then decides.
+_ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DAY_ONLY = r"^\d{4}-\d{2}-\d{2}$"
+# The types tried in turn, as Arrow's CSV reader infers them: whole seconds, then fractions; naive, then with a zone (in UTC).
+_MOMENTS = [pa.timestamp(unit, tz) for unit in ("s", "us", "ns") for tz in (None, "UTC")]
+
+
+def parse_iso_dates(table: pa.Table, keep_text: Container[str] = ()) -> pa.Table:
+    """Text columns whose every value is an ISO 8601 date as dates (date32), or timestamps where some hold a time.
+
+    JSON has no date type, so REST and MCP answers send dates as text; as text they had no time role and the
+    auto-draft drew no trend. Empty text in such a column is a missing date, as in a CSV; a column with
+    anything else (a value that is not a date, naive times beside zoned ones) stays text.
+    """
+    for i, column in enumerate(table.schema):
+        if column.name in keep_text or not pa.types.is_string(column.type):
+            continue
+        values = _iso_dates(table.column(i))
+        if values is not None:
+            table = table.set_column(i, pa.field(column.name, values.type), values)
+    return table
+
+
+def _iso_dates(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    text = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)  # pyright: ignore[reportAttributeAccessIssue]  # kernels made at import: no stubs
+    present = pc.drop_null(text)  # pyright: ignore[reportAttributeAccessIssue]
+    if len(present) == 0 or not _ISO_START.match(present[0].as_py()):
+        return None
+    kinds = [pa.date32()] if pc.all(pc.match_substring_regex(present, _DAY_ONLY)).as_py() else _MOMENTS  # pyright: ignore[reportAttributeAccessIssue]
+    for kind in kinds:
+        try:
+            return text.cast(kind)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+    return None
+
+
+# Schema metadata of a fetched table: a sentence for people about how it was read (a file in a fallback encoding,
+# a truncated answer the source allows), shown beside the source on the refresh report.
+NOTE_KEY = b"dashmem.note"
+
+
+def with_note(table: pa.Table, note: str) -> pa.Table:
+    """The table carrying `note` (after any note it has) for the refresh report."""
+    earlier = fetch_note(table)
+    text = f"{earlier}; {note}" if earlier else note
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), NOTE_KEY: text.encode()})
+
+
+def fetch_note(table: pa.Table) -> str | None:
+    """What a fetch has to tell about how it read the source (a fallback encoding, a truncated answer), if anything."""
+    note = (table.schema.metadata or {}).get(NOTE_KEY)
+    return note.decode("utf-8", "replace") if note else None
 
 
 def unique_name(name: str, taken: Container[str]) -> str:

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..coltypes import arrow_type
-from .base import FetchContext, SourceError, confined_path
+from .base import NOTE_KEY, FetchContext, SourceError, confined_path
 
 BLOCK_SIZE = 8 << 20  # most bytes per parsed block; types are inferred from the first block
 STREAM_ABOVE_BYTES = 128 << 20  # files larger than this are parsed block by block if memory is short
@@ -105,7 +105,7 @@ def _served_delimiter(header: str, served: pa.Schema | None) -> str | None:
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     """The file as a table. Without an `encoding` setting the file should be UTF-8; one that is
     not is read as Windows-1252 (a superset of Latin-1) when its bytes look like such text, and
-    the table's schema metadata says so (`fetch_note`); otherwise it is refused, naming the
+    the table's schema metadata says so (base.py's `fetch_note`); otherwise it is refused, naming the
     byte offset of the first byte that is not UTF-8. A value is never kept as bytes."""
     try:
         return _fetch(source, ctx, source.get("encoding") or "utf-8")
@@ -128,9 +128,8 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
     return table.replace_schema_metadata({**(table.schema.metadata or {}), ENCODING_KEY: fallback.encode(), NOTE_KEY: note.encode()})
 
 
-# Schema metadata of a table read in a fallback encoding: which one, and a sentence for people.
+# Schema metadata of a table read in a fallback encoding: which one (and a sentence for people, base.py's NOTE_KEY).
 ENCODING_KEY = b"dashmem.encoding"
-NOTE_KEY = b"dashmem.note"
 FALLBACK_NAMES = {"cp1252": "Windows-1252 (Latin-1)", "utf-16": "UTF-16"}
 DECLARED = {"cp1252": "latin-1", "utf-16": "utf-16"}  # the `encoding` setting (schema enum) closest to each
 
@@ -141,12 +140,6 @@ def _utf16_bom(path: Path) -> bool:
             return handle.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
     except OSError:
         return False
-
-
-def fetch_note(table: pa.Table) -> str | None:
-    """What a fetch has to tell about how it read the file (a fallback encoding), if anything."""
-    note = (table.schema.metadata or {}).get(NOTE_KEY)
-    return note.decode("utf-8", "replace") if note else None
 
 
 class _NotUtf8(Exception):
