@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint validate clean browser tokenizer datasette
+.PHONY: run test lint validate clean browser tokenizer datasette mcp-servers FORCE
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,11 +53,27 @@ datasette:
 		($(PYTHON) -m venv $(DATASETTE) && $(DATASETTE)/bin/pip install --quiet --disable-pip-version-check 'datasette>=0.65,<0.66') \
 		|| { rm -rf $(DATASETTE); echo "warning: could not install datasette; the REST tests against it will skip"; }; fi
 
+# Third-party MCP servers from PyPI, each in a venv of its own under .data/thirdparty/ (two need mcp 1.x; the project's
+# venv keeps its own), which tests/data/test_mcp_servers.py starts and reads a real table through. The stamp holds the pins
+# a venv was made with, so changing them makes it again; one that cannot be installed warns, and its tests skip saying so.
+THIRDPARTY := .data/thirdparty
+MCP_SERVERS := mcp-server-sqlite mcp-server-motherduck mcp-alchemy mcp-server-duckdb
+PINS_mcp-server-sqlite := 'mcp-server-sqlite>=2025.4.25,<2026' 'mcp>=1.2,<2'
+PINS_mcp-server-motherduck := 'mcp-server-motherduck>=1.1,<2'
+PINS_mcp-alchemy := 'mcp-alchemy>=2026.10,<2027' 'psycopg2-binary>=2.9,<3'
+PINS_mcp-server-duckdb := 'mcp-server-duckdb>=1.1,<2' 'mcp>=1.2,<2'
+mcp-servers: $(MCP_SERVERS:%=$(THIRDPARTY)/%/.installed)
+$(THIRDPARTY)/%/.installed: FORCE
+	@if [ "$$(cat $@ 2>/dev/null)" != "$(PINS_$*)" ]; then \
+		rm -rf $(THIRDPARTY)/$* && $(PYTHON) -m venv $(THIRDPARTY)/$* \
+		&& $(THIRDPARTY)/$*/bin/pip install --quiet --disable-pip-version-check $(PINS_$*) \
+		&& echo "$(PINS_$*)" > $@ || echo "warning: could not install $*; its tests will skip"; fi
+
 # Three workers (pytest-xdist) on the CI machine's two cores: much of the suite waits on subprocesses, servers and a
 # browser, so a third worker fills the waits (9.4 min with two workers here, quiet); each has its own databases on the local servers
 # (tests/helpers/databases.py). The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
 # table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
-test: $(STAMP) browser tokenizer datasette
+test: $(STAMP) browser tokenizer datasette mcp-servers
 	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=25
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;

@@ -122,12 +122,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def mcp_http_server(log_folder: Path, *options: str):
-    """tests/mcp_server.py over streamable HTTP on a free port of 127.0.0.1 (plus `options`); yields the port."""
+def mcp_http_server(log_folder: Path, *options: str, transport: str = "--http"):
+    """tests/mcp_server.py over streamable HTTP (or `transport="--sse"`, the legacy HTTP+SSE one) on a free port of
+    127.0.0.1 (plus `options`); yields the port."""
     port = free_port()
     log_path = log_folder / "server.log"
     with open(log_path, "wb") as log:
-        server = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port), *options], stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen([sys.executable, str(MCP_SERVER), transport, str(port), *options], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 20
         while True:

@@ -4,6 +4,7 @@
     python tests/mcp_server.py --http PORT  # streamable HTTP on 127.0.0.1:PORT, endpoint /mcp
     python tests/mcp_server.py --http PORT --tls DIR  # the same over HTTPS, requiring a client certificate
     python tests/mcp_server.py --crash-first-start    # stdio; the first start in a folder exits at once
+    python tests/mcp_server.py --sse PORT   # the legacy HTTP+SSE transport on 127.0.0.1:PORT, endpoint /sse
 
 Its data is fixed so tests can assert exact values; each tool exercises one
 path of the connector (rows, failures, slowness, an environment secret).
@@ -75,6 +76,27 @@ def stock_summary() -> str:
     return f"{len(STOCK)} warehouses, {sum(len(rows) for rows in STOCK.values())} stock lines"
 
 
+@server.tool()
+def many_rows(count: int) -> list[dict]:
+    """`count` rows of about 100 bytes each, for answers larger than a transport's message limit."""
+    return [{"line": i, "sku": f"SKU-{i:08d}", "note": "x" * 64} for i in range(count)]
+
+
+@server.tool()
+def deliveries() -> list[dict]:
+    """Rows with ISO 8601 dates and timestamps, which JSON can only send as strings."""
+    return [
+        {"sku": "BOLT-M6", "due": "2026-01-15", "shipped_at": "2026-01-12T08:30:00Z"},
+        {"sku": "NUT-M6", "due": "2026-02-01", "shipped_at": "2026-01-29T17:05:10+01:00"},
+    ]
+
+
+@server.tool()
+def limited_stock() -> dict:
+    """The first stock lines only, saying so the way database servers do (a flag and a warning beside the rows)."""
+    return {"rows": STOCK["north"][:2], "truncated": True, "warning": "Results limited to 2 rows by the server's row limit."}
+
+
 @server.resource("inventory://stock", mime_type="application/json")
 def all_stock() -> str:
     """Every stock line of every warehouse, as one JSON array."""
@@ -87,6 +109,7 @@ def main() -> None:
     parser.add_argument(
         "--tls", type=Path, metavar="DIR", help="with --http: serve HTTPS with DIR/server.pem, requiring a client certificate signed by DIR/client-ca.pem"
     )
+    parser.add_argument("--sse", type=int, metavar="PORT", help="serve the legacy HTTP+SSE transport on 127.0.0.1:PORT instead of stdio")
     parser.add_argument("--crash-first-start", action="store_true", help="exit at once the first time it starts in this working folder")
     parser.add_argument("--count-starts", action="store_true", help="append a line to starts.log in the working folder on each start")
     args = parser.parse_args()
@@ -96,7 +119,9 @@ def main() -> None:
     if args.crash_first_start and not os.path.exists("crashed-once"):
         Path("crashed-once").touch()
         sys.exit("inventory database not reachable yet")
-    if args.http is None:
+    if args.sse is not None:
+        server.run("sse", host="127.0.0.1", port=args.sse)
+    elif args.http is None:
         server.run()
     elif args.tls is None:
         server.run("streamable-http", host="127.0.0.1", port=args.http)

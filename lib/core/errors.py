@@ -50,9 +50,10 @@ User-facing (subclass DashmemError), by wing; a test keeps this table equal to t
 | `ScheduleError` | ops.schedule | ValueError |
 | `ModelError` | chat.model | Exception |
 
-Internal (not DashmemError): `data.connectors.csv_source._NotUtf8`, and
-`data.connectors.mcp_source.NotRows` / `NoHandshake`. They are raised and caught
-inside their module, which turns them into a `SourceError` with a message for
+Internal (not DashmemError): `data.connectors.csv_source._NotUtf8`,
+`data.connectors.mcp_source.NoHandshake` and `data.connectors.result_text.NotRows`
+(raised reading an MCP tool's answer, caught by mcp_source). They are caught inside
+their connector, which turns them into a `SourceError` with a message for
 the person; they never reach a page or the CLI. `data.connectors.policy.Transient`
 (a failure worth another attempt) is raised by the sql, rest and mcp connectors
 and caught by the retry policy they run under, which turns the last one into a

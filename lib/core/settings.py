@@ -475,6 +475,18 @@ register(
 )
 register(
     Setting(
+        "DASHMEM_MCP_MAX_MESSAGE_BYTES",
+        _memory_bytes,
+        256 << 20,
+        "the largest single message (a tool's whole answer) an `mcp` source takes from a server over streamable HTTP; "
+        "a larger answer fails the source, saying so, and the previous data stays served",
+        APP_AND_CLI,
+        "a size such as `64MB` or `1GB`, or a number of bytes",
+        "`256MB`",
+    )
+)
+register(
+    Setting(
         "DASHMEM_SECRET_ALLOW",
         _comma_list,
         (),

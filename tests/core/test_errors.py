@@ -66,7 +66,7 @@ FAMILIES = [
 # Raised and caught inside their own module, which turns them into a SourceError; never shown as they are.
 INTERNAL = {
     "lib.data.connectors.csv_source._NotUtf8",
-    "lib.data.connectors.mcp_source.NotRows",
+    "lib.data.connectors.result_text.NotRows",
     "lib.data.connectors.mcp_source.NoHandshake",
     "lib.data.connectors.policy.Transient",
 }

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import shutil
 import sys
 import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from mcp import types
 
 from lib.data.connectors import mcp_source
 from lib.data.connectors.base import FetchContext, SourceError, fetch
+from lib.data.connectors.csv_source import fetch_note
+from lib.data.connectors.result_text import Reading
 
 from ..conftest import MCP_SERVER as SERVER
 from ..conftest import FlakyProxy, free_port, mcp_http_server
@@ -155,7 +159,7 @@ def test_unknown_tool_lists_the_available_ones(ctx):
     with pytest.raises(SourceError, match="no tool 'list_stocks'") as caught:
         mcp_source.fetch(stdio_source(tool="list_stocks"), ctx)
 
-    assert "available tools: failing_tool, list_stock, needs_token, slow_tool, stock_summary" in str(caught.value)
+    assert "available tools: deliveries, failing_tool, limited_stock, list_stock, many_rows, needs_token, slow_tool, stock_summary" in str(caught.value)
 
 
 @SERVER_STARTS
@@ -166,7 +170,7 @@ def test_failing_tool_reports_the_servers_message(ctx):
 
 @SERVER_STARTS
 def test_tool_answering_prose_is_not_rows(ctx):
-    with pytest.raises(SourceError, match="did not return JSON rows: the result is not JSON: 2 warehouses"):
+    with pytest.raises(SourceError, match=r"did not return rows: the answer is none of the formats read \(json, python, .*\): 2 warehouses"):
         mcp_source.fetch(stdio_source(tool="stock_summary"), ctx)
 
 
@@ -254,6 +258,96 @@ def test_fetch_works_from_a_plain_thread_and_from_inside_an_event_loop(mcp_http_
     asyncio.run(from_async_code())
 
     assert results == [3, 3]
+
+
+# --- large answers, and the legacy HTTP+SSE transport -------------------------------------------------------
+
+BIG = {"tool": "many_rows", "arguments": {"count": 20_000}}  # about 2 MB of JSON: past the MCP client's default 1 MiB event
+
+
+@SERVER_STARTS
+def test_an_answer_over_a_mib_loads_over_streamable_http(mcp_http_url, ctx):
+    table = mcp_source.fetch({"name": "stock", "type": "mcp", "url": mcp_http_url, **BIG}, ctx)
+
+    assert table.num_rows == 20_000 and table.column("line").to_pylist()[-1] == 19_999
+
+
+@SERVER_STARTS
+def test_an_answer_over_our_limit_says_the_limit_is_ours_and_how_to_raise_it(mcp_http_url, ctx, monkeypatch):
+    monkeypatch.setenv("DASHMEM_MCP_MAX_MESSAGE_BYTES", "1MB")
+
+    with pytest.raises(SourceError) as caught:
+        mcp_source.fetch({"name": "stock", "type": "mcp", "url": mcp_http_url, **BIG}, ctx)
+
+    message = str(caught.value)
+    assert message == (
+        "source 'stock': the answer of MCP tool 'many_rows' is larger than the 1 MB this server takes in one MCP message "
+        "(DASHMEM_MCP_MAX_MESSAGE_BYTES); an operator may raise it, or have the tool return fewer rows"
+    )
+
+
+@pytest.fixture(scope="module")
+def mcp_sse_url(tmp_path_factory):
+    """tests/mcp_server.py over the legacy HTTP+SSE transport, one per test module."""
+    with mcp_http_server(tmp_path_factory.mktemp("mcp-sse"), transport="--sse") as port:
+        yield f"http://127.0.0.1:{port}/sse"
+
+
+@SERVER_STARTS
+def test_a_legacy_http_sse_server_answering_405_is_read_over_that_transport(mcp_sse_url, ctx):
+    table = mcp_source.fetch({"name": "stock", "type": "mcp", "url": mcp_sse_url, "tool": "list_stock", "arguments": {"warehouse": "south"}}, ctx)
+
+    assert table.column("sku").to_pylist() == ["BOLT-M8", "HINGE-40"]
+
+
+@SERVER_STARTS
+def test_an_answer_over_the_legacy_transports_limit_names_that_limit_and_is_not_retried(mcp_sse_url, ctx, caplog):
+    with pytest.raises(SourceError) as caught:
+        mcp_source.fetch({"name": "stock", "type": "mcp", "url": mcp_sse_url, "retry": QUICK, **BIG}, ctx)
+
+    message = str(caught.value)
+    assert "larger than the 1 MB the legacy HTTP+SSE transport takes here in one message" in message
+    assert "streamable HTTP" in message and "exceeded" not in message
+    assert "attempt" not in message  # a retried failure ends "after 3 attempts"
+    assert not [r for r in caplog.records if r.exc_info]  # the SDK's traceback of it is left out of the log: the message says it
+
+
+# --- truncation ---------------------------------------------------------------------------------------------
+
+
+@SERVER_STARTS
+def test_an_answer_the_server_says_is_cut_fails_with_the_servers_words(ctx):
+    with pytest.raises(SourceError) as caught:
+        mcp_source.fetch(stdio_source(tool="limited_stock"), ctx)
+
+    assert str(caught.value) == (
+        "source 'stock': MCP tool 'limited_stock' says its answer is incomplete (\"Results limited to 2 rows by the server's row limit.\"); "
+        "2 rows came. Raise the server's limit or ask for fewer rows, or set allow_truncated: true to load partial data with a warning"
+    )
+
+
+@SERVER_STARTS
+def test_allow_truncated_loads_the_cut_answer_with_a_note_for_the_refresh_report(ctx):
+    table = mcp_source.fetch(stdio_source(tool="limited_stock", allow_truncated=True), ctx)
+
+    assert table.column("sku").to_pylist() == ["BOLT-M6", "NUT-M6"]
+    note = fetch_note(table)
+    assert note is not None and note.startswith("partial data: MCP tool 'limited_stock' says its answer is incomplete")
+
+
+@SERVER_STARTS
+def test_iso_dates_and_timestamps_in_json_rows_load_as_dates_and_timestamps(ctx):
+    table = mcp_source.fetch(stdio_source(tool="deliveries"), ctx)
+
+    assert table.schema.field("due").type == pa.date32()
+    assert table.schema.field("shipped_at").type == pa.timestamp("us", "UTC")
+    assert table.column("due").to_pylist() == [dt.date(2026, 1, 15), dt.date(2026, 2, 1)]
+    assert table.column("shipped_at")[1].as_py() == dt.datetime(2026, 1, 29, 16, 5, 10, tzinfo=dt.timezone.utc)
+
+
+def test_an_unknown_result_format_is_named_with_the_known_ones(ctx):
+    with pytest.raises(SourceError, match="result_format 'xml' is not one of json, python, markdown, key_value, csv, tsv"):
+        fetch(stdio_source(tool="list_stock", result_format="xml"), ctx)
 
 
 # --- retries --------------------------------------------------------------------------------------
@@ -417,4 +511,4 @@ def text(value: str) -> types.TextContent:
     ids=["text-per-row", "text-array", "text-wrapped", "structured-wrapped", "structured-preferred"],
 )
 def test_rows_are_read_from_every_common_result_shape(result):
-    assert mcp_source._tool_rows(result) == [{"sku": "A", "qty": 1}, {"sku": "B", "qty": 2}]
+    assert mcp_source._rows(result, Reading()).table.to_pylist() == [{"sku": "A", "qty": 1}, {"sku": "B", "qty": 2}]

@@ -1,42 +1,66 @@
-"""MCP source: call one tool, or read one resource, on an MCP server and turn its JSON rows into a table.
+"""MCP source: call one tool, or read one resource, on an MCP server and turn the rows it answers into a table.
 
 The server is either started as a `command` speaking stdio (in the workspace
 folder, so relative script paths work, with `env` secrets in its environment)
 or reached at a streamable-HTTP `url` (with `secret_headers`, and over HTTPS
-with a client certificate and CAs from `tls`, see tls.py). `timeout_s` bounds
+with a client certificate and CAs from `tls`, see tls.py); a server that
+answers 405 there is tried over the legacy HTTP+SSE transport. `timeout_s` bounds
 each attempt at the whole fetch: start, handshake, call and shutdown of the
 server; `retry` says how often to attempt it (policy.py).
+
+The answer is read by result_text.py (JSON, Python literals, markdown, `key: value`
+blocks, CSV/TSV; `result_format` pins one). One that the server says is incomplete
+fails the source, unless `allow_truncated: true`, which loads it with a note on the
+refresh report.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import json
+import logging
 import os
 import ssl
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import IO, Any, TextIO
 
 import anyio
 import httpx2
 import pyarrow as pa
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from ...core import settings
 from .. import netguard
 from . import http, tls
-from .base import FetchContext, SourceError, records_to_table
+from .base import FetchContext, SourceError, size_text
+from .csv_source import NOTE_KEY
 from .policy import RetryPolicy, Transient
+from .result_text import FORMATS, NotRows, Reading, Rows, excerpt, from_texts, from_value, wraps_rows
 
 DEFAULT_TIMEOUT_S = 30
 
-# Keys under which a tool commonly wraps its rows in an object (MCPServer uses "result").
-ROW_KEYS = ("result", "rows", "data", "items", "records")
+# The legacy HTTP+SSE client of the mcp SDK buffers at most this much of one server-sent event, and takes no
+# other limit (mcp.shared._httpx_utils.sse_within_origin); streamable HTTP takes DASHMEM_MCP_MAX_MESSAGE_BYTES.
+LEGACY_SSE_EVENT_BYTES = 1 << 20
+
+Result = types.CallToolResult | types.ReadResourceResult
+
+
+class _ReportedHere(logging.Filter):
+    """Leaves out the SDK's traceback of an answer over the event limit: the source's error says it, in words."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(failure, httpx2.SSEError) and _over_event_limit(failure))
+
+
+logging.getLogger("mcp.client.sse").addFilter(_ReportedHere())
 
 # Answers of an HTTP server (or a gateway before it) that say "not now" rather than "not this".
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
@@ -46,8 +70,13 @@ RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 STDERR_TAIL_CHARS = 1500
 
 
-class NotRows(ValueError):
-    """The server answered, but not with JSON rows."""
+@dataclass
+class _Exchange:
+    """What an attempt saw of the HTTP exchange: the status of every answer (the SDK turns an HTTP error
+    into an anonymous one), and whether it went on over the legacy HTTP+SSE transport."""
+
+    statuses: list[int] = field(default_factory=list)
+    legacy: bool = False
 
 
 class NoHandshake(RuntimeError):
@@ -62,19 +91,38 @@ def fetch(source: dict, ctx: FetchContext) -> pa.Table:
         if source.get("command") or not str(source.get("url", "")).startswith("https://"):
             raise ctx.error(name, "tls needs an https:// url (a client certificate is for a server reached over HTTPS)")
         ssl_context = tls.client_context(name, source["tls"], ctx)
+    if source.get("result_format") and source["result_format"] not in FORMATS:
+        raise ctx.error(name, f"result_format {source['result_format']!r} is not one of {', '.join(FORMATS)}")
     # Each attempt is a whole session: start or connect, handshake, call, shutdown. A tool an MCP source
     # calls only reads (as a source should), so calling it again after a lost answer does no harm.
-    return records_to_table(policy.run(lambda: _attempt(source, ctx, policy.timeout_s, ssl_context), name, ctx))
+    result = policy.run(lambda: _attempt(source, ctx, policy.timeout_s, ssl_context), name, ctx)
+    return _table(result, source, ctx)
 
 
-def _attempt(source: dict, ctx: FetchContext, timeout_s: float, ssl_context: ssl.SSLContext | None) -> list:
+def _table(result: Result, source: dict, ctx: FetchContext) -> pa.Table:
+    """The answer as a table; one the server says is incomplete fails, or with `allow_truncated` carries a note."""
     name = source.get("name", "?")
-    statuses: list[int] = []  # HTTP status of every answer: the SDK turns an HTTP error into an anonymous one
+    try:
+        rows = _rows(result, Reading.of(source))
+    except NotRows as exc:
+        raise ctx.error(name, f"{_target(source)} did not return rows: {exc}") from None
+    if rows.truncated is None:
+        return rows.table
+    said = f'{_target(source)} says its answer is incomplete ("{excerpt(rows.truncated)}"); {rows.table.num_rows:,} rows came'
+    if not source.get("allow_truncated"):
+        raise ctx.error(name, f"{said}. Raise the server's limit or ask for fewer rows, or set allow_truncated: true to load partial data with a warning")
+    note = f"partial data: {said} (allow_truncated: true)"
+    return rows.table.replace_schema_metadata({**(rows.table.schema.metadata or {}), NOTE_KEY: ctx.redact(note).encode()})
+
+
+def _attempt(source: dict, ctx: FetchContext, timeout_s: float, ssl_context: ssl.SSLContext | None) -> Result:
+    name = source.get("name", "?")
+    exchange = _Exchange()
     # The server's stderr goes to a file, not the app's console, so a server
     # that dies can be explained with its own last words.
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as server_stderr:
         try:
-            return _run_blocking(_fetch_records, source, ctx, timeout_s, server_stderr, ssl_context, statuses)
+            return _run_blocking(_fetch_result, source, ctx, timeout_s, server_stderr, ssl_context, exchange)
         except SourceError:
             raise
         except BaseException as exc:  # anyio raises a BaseExceptionGroup when a cancellation is among the failures
@@ -89,7 +137,9 @@ def _attempt(source: dict, ctx: FetchContext, timeout_s: float, ssl_context: ssl
                 refused = tls.refusal(source["url"], ssl_context or httpx2.create_ssl_context(), min(timeout_s, 10))
                 if refused is not None:  # a TLS refusal that reached the HTTP client as a lost connection
                     raise ctx.error(name, tls.problem(refused, _where(source), ssl_context is not None and bool(source["tls"].get("client_cert")))) from None
-            transient = _transient(cause, source, timeout_s, server_stderr, statuses)
+            if isinstance(cause, httpx2.SSEError) and _over_event_limit(cause):
+                raise ctx.error(name, _too_large(source, exchange.legacy)) from None
+            transient = _transient(cause, source, timeout_s, server_stderr, exchange.statuses)
             if transient is not None:
                 raise transient from None
             raise ctx.error(name, _explain(cause, source, ctx)) from None
@@ -110,9 +160,9 @@ def _run_blocking(async_fn, *args) -> Any:
         return pool.submit(anyio.run, async_fn, *args).result()
 
 
-async def _fetch_records(
-    source: dict, ctx: FetchContext, timeout_s: float, server_stderr: TextIO, ssl_context: ssl.SSLContext | None, statuses: list[int]
-) -> list:
+async def _fetch_result(
+    source: dict, ctx: FetchContext, timeout_s: float, server_stderr: TextIO, ssl_context: ssl.SSLContext | None, exchange: _Exchange
+) -> Result:
     name = source.get("name", "?")
     with anyio.fail_after(timeout_s):
         if source.get("command"):
@@ -125,12 +175,29 @@ async def _fetch_records(
         transport = http.async_http_transport(ssl_context)
 
         async def note_status(response: httpx2.Response) -> None:
-            statuses.append(response.status_code)
+            exchange.statuses.append(response.status_code)
 
         hooks = {"response": [note_status]}
-        async with httpx2.AsyncClient(headers=headers, timeout=timeout_s, transport=transport, event_hooks=hooks) as http_client:
-            async with streamable_http_client(source["url"], http_client=http_client) as (read_stream, write_stream):
-                return await _query(ClientSession(read_stream, write_stream), source, ctx)
+        limit = settings.get("DASHMEM_MCP_MAX_MESSAGE_BYTES")
+        try:
+            async with httpx2.AsyncClient(headers=headers, timeout=timeout_s, transport=transport, event_hooks=hooks) as http_client:
+                async with streamable_http_client(source["url"], http_client=http_client, max_sse_event_size=limit) as (read_stream, write_stream):
+                    return await _query(ClientSession(read_stream, write_stream), source, ctx)
+        except Exception:
+            if exchange.statuses[:1] != [405]:
+                raise
+        # 405 to the first POST: a server of the legacy HTTP+SSE transport, whose url is its GET /sse stream.
+        exchange.statuses.clear()
+        exchange.legacy = True
+
+        def legacy_client(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+            return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=http.async_http_transport(ssl_context), event_hooks=hooks)
+
+        async with sse_client(source["url"], headers=headers, timeout=timeout_s, sse_read_timeout=timeout_s, httpx_client_factory=legacy_client) as (
+            read_stream,
+            write_stream,
+        ):
+            return await _query(ClientSession(read_stream, write_stream), source, ctx, exchange)
 
 
 def allowed_command(command: list[str]) -> bool:
@@ -170,7 +237,7 @@ def _server_path() -> str:
     return path
 
 
-async def _query(session: ClientSession, source: dict, ctx: FetchContext) -> list:
+async def _query(session: ClientSession, source: dict, ctx: FetchContext, exchange: _Exchange | None = None) -> Result:
     name = source.get("name", "?")
     async with session:
         try:
@@ -179,16 +246,43 @@ async def _query(session: ClientSession, source: dict, ctx: FetchContext) -> lis
             if exc.code == types.CONNECTION_CLOSED:  # a dying stdio server; explained with its stderr
                 raise
             raise NoHandshake(exc.message) from None
-        if source.get("resource"):
-            return _resource_rows(await session.read_resource(source["resource"]))
-        tool = source["tool"]
-        available = await _tool_names(session)
-        if tool not in available:
-            raise ctx.error(name, f"MCP server has no tool {tool!r}; available tools: {', '.join(sorted(available)) or '(none)'}")
-        result = await session.call_tool(tool, source.get("arguments") or {})
+        try:
+            if source.get("resource"):
+                return await session.read_resource(source["resource"])
+            tool = source["tool"]
+            available = await _tool_names(session)
+            if tool not in available:
+                raise ctx.error(name, f"MCP server has no tool {tool!r}; available tools: {', '.join(sorted(available)) or '(none)'}")
+            result = await session.call_tool(tool, source.get("arguments") or {})
+        except MCPError as exc:
+            if _over_event_limit(exc):
+                raise ctx.error(name, _too_large(source, bool(exchange and exchange.legacy))) from None
+            raise
         if result.is_error:
+            if _over_event_limit(result):
+                raise ctx.error(name, _too_large(source, bool(exchange and exchange.legacy)))
             raise ctx.error(name, f"MCP tool {tool!r} failed: {_texts(result.content) or '(no message)'}")
-        return _tool_rows(result)
+        return result
+
+
+def _over_event_limit(failure: Exception | types.CallToolResult) -> bool:
+    """Whether the MCP client dropped the answer for its size (the SDK reports it as the tool's failure, or a lost stream)."""
+    text = failure.message if isinstance(failure, MCPError) else _texts(failure.content) if isinstance(failure, types.CallToolResult) else str(failure)
+    return "Server-sent event exceeded the" in text
+
+
+def _too_large(source: dict, legacy: bool) -> str:
+    """Our limit on one MCP answer, worded as ours: the tool did answer."""
+    if legacy:
+        return (
+            f"the answer of {_target(source)} is larger than the {size_text(LEGACY_SSE_EVENT_BYTES)} the legacy HTTP+SSE transport "
+            "takes here in one message (a fixed limit of its MCP client); serve the tool over streamable HTTP, or have it return fewer rows"
+        )
+    limit = settings.get("DASHMEM_MCP_MAX_MESSAGE_BYTES")
+    return (
+        f"the answer of {_target(source)} is larger than the {size_text(limit)} this server takes in one MCP message "
+        "(DASHMEM_MCP_MAX_MESSAGE_BYTES); an operator may raise it, or have the tool return fewer rows"
+    )
 
 
 async def _tool_names(session: ClientSession) -> list[str]:
@@ -202,61 +296,34 @@ async def _tool_names(session: ClientSession) -> list[str]:
             return names
 
 
-def _tool_rows(result: types.CallToolResult) -> list:
-    """Rows from a tool result, preferring structured content over the text items that mirror it."""
+def _rows(result: Result, reading: Reading) -> Rows:
+    if isinstance(result, types.ReadResourceResult):
+        return from_texts([_resource_text(contents) for contents in result.contents], reading)
+    # Structured rows are preferred over the text items that mirror them.
     structured = result.structured_content
-    if isinstance(structured, list):
-        return structured
-    if isinstance(structured, dict):
-        for key in ROW_KEYS:
-            if isinstance(structured.get(key), list):
-                return structured[key]
-    # Without structured rows, servers send one JSON text item per row, or one holding them all.
-    rows: list = []
+    if isinstance(structured, list) or (isinstance(structured, dict) and wraps_rows(structured)):
+        return from_value(structured, reading)
+    texts = []
     for block in result.content:
         if not isinstance(block, types.TextContent):
-            raise NotRows(f"the tool returned {block.type} content, not JSON text")
-        rows.extend(_json_rows(block.text))
-    return rows
+            raise NotRows(f"the tool returned {block.type} content, not text")
+        texts.append(block.text)
+    if not texts and isinstance(structured, dict):
+        return from_value(structured, reading)  # one object, with no text beside it: one row
+    return from_texts(texts, reading)
 
 
-def _resource_rows(result: types.ReadResourceResult) -> list:
-    rows: list = []
-    for contents in result.contents:
-        if isinstance(contents, types.BlobResourceContents):
-            try:
-                text = base64.b64decode(contents.blob).decode("utf-8")
-            except ValueError:
-                raise NotRows(f"resource {contents.uri} is binary, not JSON text") from None
-        else:
-            text = contents.text
-        rows.extend(_json_rows(text))
-    return rows
-
-
-def _json_rows(text: str) -> list:
-    """One JSON text as rows: an array is many rows, an object one row unless it wraps an array of them."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise NotRows(f"the result is not JSON: {_excerpt(text)}") from None
-    if isinstance(value, list):
-        return value
-    if isinstance(value, dict):
-        for key in ROW_KEYS:
-            if isinstance(value.get(key), list):
-                return value[key]
-        return [value]
-    raise NotRows(f"the result is a JSON {type(value).__name__}, not rows: {_excerpt(text)}")
+def _resource_text(contents: types.TextResourceContents | types.BlobResourceContents) -> str:
+    if isinstance(contents, types.BlobResourceContents):
+        try:
+            return base64.b64decode(contents.blob).decode("utf-8")
+        except ValueError:
+            raise NotRows(f"resource {contents.uri} is binary, not text") from None
+    return contents.text
 
 
 def _texts(content: list) -> str:
     return " ".join(block.text for block in content if isinstance(block, types.TextContent)).strip()
-
-
-def _excerpt(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -297,12 +364,10 @@ def _explain(cause: BaseException, source: dict, ctx: FetchContext) -> str:
     tls_error = tls.ssl_error_in(cause)
     if tls_error is not None:
         return tls.problem(tls_error, where, bool((source.get("tls") or {}).get("client_cert")))
-    if isinstance(cause, NotRows):
-        return f"{_target(source)} did not return JSON rows: {cause}"
     if isinstance(cause, OSError) and command:
         return f"cannot start {where} (working folder {ctx.workspace_path}): {cause}"
     if isinstance(cause, NoHandshake):
-        hint = "" if command else " (check the URL's path; MCPServer serves /mcp)"
+        hint = "" if command else " (check the URL's path; MCPServer serves /mcp, and /sse over the legacy HTTP+SSE transport)"
         return f"{where} did not complete the MCP handshake: {cause}{hint}"
     if isinstance(cause, httpx2.HTTPError):
         return f"cannot reach {where}: {cause or type(cause).__name__}"
