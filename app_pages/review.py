@@ -22,6 +22,26 @@ def draft_checks(path: str, head: str) -> list:
     return checks.validate_workspace(Path(path))
 
 
+def publish_with_progress(branch: str) -> tuple[str, str]:
+    """Publish `branch` with a progress bar (the checks, each source it adds loaded for everyone): the new
+    version, and what the publish said last about the data it loaded ("" when it loaded none)."""
+    box = st.empty()  # the progress shows while it runs; the success message says how it went
+    said = publish.PUBLISHED
+    try:
+        with box.status("Publishing…", expanded=True):
+            bar = st.progress(0.0)
+
+            def step(fraction: float, message: str) -> None:
+                nonlocal said
+                bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+                said = message
+
+            sha = publish.publish_branch(ctx.repo, ctx.user, ctx.slug, branch, progress=step)
+    finally:
+        box.empty()
+    return sha, "" if said == publish.PUBLISHED else said
+
+
 st.title("Review")
 policy = ctx.meta.get("policy") or {}
 st.caption(
@@ -68,10 +88,12 @@ for d in drafts:
                 yes, no = st.columns(2)
                 if yes.button("Yes, publish", key=f"confirm_{branch}", type="primary"):
                     st.session_state.pop(state.CONFIRM_PUBLISH, None)
-                    with ui.user_errors("Could not publish"):  # a PublishConflict or failing checks say what to do
-                        sha = publish.publish_branch(ctx.repo, ctx.user, ctx.slug, branch)
+                    # A PublishConflict, failing checks or a source that cannot be loaded say what to do.
+                    with ui.user_errors("Could not publish", invalid="Not published: nothing changed for anyone."):
+                        sha, said = publish_with_progress(branch)
                         st.session_state[state.REVIEW_DONE] = (
                             f"Published {d['user']}'s draft ({', '.join(files)}) as version {sha[:10]}. Everyone now sees it; History lists it."
+                            + (f" {said}." if said else "")
                         )
                         st.rerun()
                 if no.button("Cancel", key=f"cancel_{branch}"):

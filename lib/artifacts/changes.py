@@ -258,7 +258,11 @@ def compare_tables(
             comp.note = str(exc)
             continue
         except QueryError as exc:
-            comp.note = f"not compared: the query does not run on the earlier data ({exc})"
+            comp.note = (
+                f"not compared: the earlier load ({loaded_at(previous)}) has no table {exc.table}, whose source was added since; the next load compares it"
+                if exc.table and exc.table.lower() not in {name.lower() for name in previous_tables}
+                else f"not compared: the query does not run on the earlier data ({exc})"
+            )
             continue
         try:
             if kind == KPI:

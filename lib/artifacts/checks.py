@@ -23,6 +23,7 @@ import difflib
 import logging
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import duckdb
@@ -368,9 +369,9 @@ def _threshold_places(ctx: CheckContext, comp: dict, at: tuple, target: str) -> 
 # --------------------------------------------------------------------------- checks on data
 
 
-REFERENCE_ERROR = re.compile(
-    r"(Catalog Error: Table with name (?P<table>\S+) does not exist|Binder Error: Referenced column \"?(?P<column>[^\"]+?)\"? not found)"
-)
+def _is_reference(error: QueryError) -> bool:
+    """A query that names a table or column the data does not have: check_references explains those."""
+    return bool(error.table or error.column)
 
 
 def check_queries(ctx: CheckContext) -> list[Diagnostic]:
@@ -379,7 +380,7 @@ def check_queries(ctx: CheckContext) -> list[Diagnostic]:
     out = []
     for path, where, sql in queries(ctx.dashboard):
         bound = ctx.bound(sql)
-        if isinstance(bound, QueryError) and not REFERENCE_ERROR.search(str(bound)):  # references: check_references explains those
+        if isinstance(bound, QueryError) and not _is_reference(bound):
             out.append(ctx.diag("queries", f"{where}: the query does not run: {bound}", path))
     return out
 
@@ -393,6 +394,10 @@ def _unbound_components(ctx: CheckContext) -> set[str]:
     return {cid for cid in out if isinstance(cid, str)}
 
 
+def _listed(names: list[str], most: int = 40) -> str:
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
 def _did_you_mean(name: str, choices: Iterable[str]) -> str:
     choices = list(choices)
     close = [c for c in choices if c.lower() == name.lower()] or difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
@@ -400,22 +405,16 @@ def _did_you_mean(name: str, choices: Iterable[str]) -> str:
 
 
 def check_references(ctx: CheckContext) -> list[Diagnostic]:
+    """Every table and column a query names exists: the located message, with what it may name instead
+    (the loaded tables; the columns of only the tables that query reads)."""
     out = []
-    tables = ctx.tables or {}
-    all_columns = sorted({f.name for t in tables.values() for f in t.schema})
     for path, where, sql in queries(ctx.dashboard):
         bound = ctx.bound(sql)
-        if not isinstance(bound, QueryError):
+        if not isinstance(bound, QueryError) or not _is_reference(bound):
             continue
-        match = REFERENCE_ERROR.search(str(bound))
-        if not match:
-            continue
-        if match.group("table"):
-            name = match.group("table")
-            out.append(ctx.diag("references", f"{where}: unknown table '{name}'{_did_you_mean(name, tables)}", path, allowed=", ".join(sorted(tables))))
-        else:
-            name = match.group("column")
-            out.append(ctx.diag("references", f"{where}: unknown column '{name}'{_did_you_mean(name, all_columns)}", path, allowed=", ".join(all_columns[:40])))
+        name, what = (bound.table, "table") if bound.table else (bound.column or "", "column")
+        allowed = list(bound.allowed)
+        out.append(ctx.diag("references", f"{where}: unknown {what} '{name}'{_did_you_mean(name, allowed)}", path, allowed=_listed(allowed)))
     for at, comp in ctx.components():
         out.extend(_component_fields(ctx, comp, at))
     return out
@@ -724,7 +723,9 @@ def run(
 DATA_NOT_RUN = "check.data_not_run"
 
 
-def validate_workspace(path, *, today=None, strict: bool = False) -> list[Diagnostic]:
+def validate_workspace(
+    path, *, today=None, strict: bool = False, fetch: Callable[[Path], tuple[Mapping[str, pa.Table], list]] = fetch_candidate
+) -> list[Diagnostic]:
     """The one definition of "valid": what CI, `validate`, `check`, Review and every publish route use.
 
     Schema validation of every file, then all dashboard and report checks, the data checks
@@ -739,7 +740,8 @@ def validate_workspace(path, *, today=None, strict: bool = False) -> list[Diagno
     workspace's review period (as of `today`) are warnings (lib/memory/rule_review.py).
 
     `strict` (`validate --strict`, a config repo's CI that asks for it) makes data checks that could not run
-    an error instead of that warning: a gate that must see the data fails where it cannot.
+    an error instead of that warning: a gate that must see the data fails where it cannot. `fetch` reads
+    the sources (`refresh.fetch_candidate`); publish passes one that keeps what it read, to serve it.
     """
     ws, diagnostics = load_workspace(path)
     if not has_errors(diagnostics):
@@ -747,7 +749,7 @@ def validate_workspace(path, *, today=None, strict: bool = False) -> list[Diagno
     artifacts = [kind for kind in ARTIFACTS if ws.get(kind)]
     if has_errors(diagnostics) or not artifacts:
         return diagnostics
-    tables, reports = fetch_candidate(path)
+    tables, reports = fetch(Path(path))
     failed = [r for r in reports if r.status != "ok"]
     if failed:
         reasons = "; ".join(r.message or f"source {r.name!r} failed" for r in failed)

@@ -331,8 +331,11 @@ def cmd_publish(args) -> int:
     cr = configrepo.ConfigRepo(work_tree(repo))
     user = User(args.as_user)
     branch = args.branch or cr.branch_name(user, Path(folder).name)
-    sha = publish.publish_branch(cr, user, Path(folder).name, branch)
+    said: list[str] = []  # the last step says which sources' data the publish loaded for everyone
+    sha = publish.publish_branch(cr, user, Path(folder).name, branch, progress=lambda fraction, message: said.append(message))
     print(f"published {branch} to {history.MAIN} as {sha[:10]}")
+    if said and said[-1] != publish.PUBLISHED:
+        print(said[-1])
     return 0
 
 

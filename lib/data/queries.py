@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from . import query_worker, standins
+from . import query_worker, sql_errors, standins
 from .coltypes import plain_numbers
 from .sandbox import BIND_TIMEOUT_S, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement
 
@@ -34,7 +34,7 @@ def run_query(
     try:
         result, truncated = query_worker.run(tables, sql, params, max_rows, timeout_s)
     except query_worker.WorkerError as exc:
-        raise QueryError(str(exc)) from None
+        raise failed(str(exc), tables, sql) from None
     result = plain_numbers(result)
     return QueryResult(result, truncated, time.perf_counter() - start, result.column_names)
 
@@ -66,4 +66,16 @@ def _bind(tables: Mapping[str, pa.Table], sql: str, params: Mapping[str, Any] | 
     try:
         return query_worker.bind(tables, sql, params, BIND_TIMEOUT_S)
     except query_worker.WorkerError as exc:
-        raise QueryError(str(exc)) from None
+        raise failed(str(exc), tables, sql) from None
+
+
+def failed(raw: str, tables: Mapping[str, pa.Table], sql: str) -> QueryError:
+    """The QueryError of `sql` over `tables` failing with the worker's `raw` text: where it is DuckDB's, in a
+    person's words, naming what the query reads that does not fit and the columns of only the tables it reads."""
+    read = None
+    if sql_errors.is_engine_text(raw):
+        try:
+            read = standins.tables_named(sql)
+        except QueryError:
+            pass  # sqlglot does not parse it: every loaded table counts
+    return QueryError.failed(raw, tables, read)

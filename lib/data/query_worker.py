@@ -50,6 +50,7 @@ from ..core.errors import DashmemError
 from .sandbox import connect, sandbox_cursor
 
 GRACE_S = 1.0  # past the query's time limit, the worker is killed
+ERROR_CHARS = 4000  # of DuckDB's message sent back: its candidate lists can be long, the sentence needs the start
 _WORKER_ENV = {"PATH", "PYTHONPATH", "LANG", "TZ", "HOME", "TMPDIR", "VIRTUAL_ENV", "DASHMEM_QUERY_MEMORY"}
 _FRAME = struct.Struct("<Q")
 
@@ -360,8 +361,9 @@ def _answer(con, request: dict[str, Any], table) -> tuple[dict[str, Any], bytes]
     except duckdb.Error as exc:
         if timer.finished.is_set() and "interrupt" in str(exc).lower():
             return {"error": f"query took longer than {request['timeout_s']:g} s and was stopped"}, b""
-        text = str(exc).strip()
-        return {"error": text.splitlines()[0] if text else type(exc).__name__}, b""
+        # All of it (the parent translates it for a person, lib.data.sql_errors, and logs it), within a bound.
+        text = str(exc).strip()[:ERROR_CHARS]
+        return {"error": text or type(exc).__name__}, b""
     except (OSError, pa.ArrowInvalid) as exc:
         return {"error": f"the data could not be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"}, b""
     finally:

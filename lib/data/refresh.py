@@ -21,7 +21,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Mapping
 
 import pyarrow as pa
 
@@ -38,7 +38,7 @@ from .connectors.csv_source import NumberFormat, looks_like_date
 from .live import catalogue_table, is_live
 from .queries import bind
 from .sandbox import QueryError, describe
-from .snapshots import Warehouse, compact_strings
+from .snapshots import Snapshot, Warehouse, compact_strings
 
 Progress = Callable[[float, str], object]  # what it returns is ignored (a page passes st.progress's bar.progress)
 
@@ -370,11 +370,31 @@ def _check_cursor(source: dict[str, Any], table: pa.Table) -> None:
         raise SourceError(source["name"], f"incremental.cursor {cursor!r} is not a column of the table (columns: {', '.join(table.column_names)})")
 
 
-def fetch_candidate(ws_path: Path) -> tuple[dict[str, pa.Table], list[SourceReport]]:
-    """The workspace's sources as they are now, without switching to them (previews, Regenerate)."""
+def fetch_candidate(ws_path: Path, names: Collection[str] | None = None, progress: Progress | None = None) -> tuple[dict[str, pa.Table], list[SourceReport]]:
+    """The workspace's sources (those in `names`, or all) as they are now, without switching to them
+    (previews, Regenerate, the checks, and publish, which serves the ones a version adds with `add_to_served`)."""
     ws, _ = workspace.load(ws_path, readonly=True)
     ctx = FetchContext(workspace_path=Path(ws_path), uploads_dir=settings.uploads_dir(Path(ws_path).resolve().name))
-    return fetch_all((ws.get("sources") or {}).get("sources") or [], ctx)
+    sources = (ws.get("sources") or {}).get("sources") or []
+    return fetch_all([s for s in sources if names is None or s.get("name") in names], ctx, progress=progress)
+
+
+def add_to_served(warehouse: Warehouse, sources: list[dict[str, Any]], fetched: Mapping[str, pa.Table]) -> Snapshot | None:
+    """Serve `fetched`, the tables of sources a published version adds or changes, beside the tables served
+    now of its other `sources`, as one new snapshot (removed sources' tables go, as in a refresh).
+
+    Nothing is written, and None returned, while no data is served yet: the first page that shows the
+    workspace loads all of it (`app_pages.ui.first_load`).
+    """
+    current = warehouse.current()
+    if current is None or not fetched:
+        return None
+    served = warehouse.tables(current)
+    names = [s["name"] for s in sources]
+    candidate = {n: fetched[n] if n in fetched else served[n] for n in names if n in fetched or n in served}
+    types = {n: current.tables[n]["columns"] for n in candidate if n not in fetched}
+    types.update(describe({n: fetched[n] for n in candidate if n in fetched}))
+    return warehouse.write_snapshot(candidate, {n: n for n in names}, types)
 
 
 def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
@@ -591,10 +611,6 @@ def likely_rename(column: str, kind: str, candidates: dict[str, str]) -> str | N
     return best if best_score >= 0.65 else None
 
 
-_MISSING_COLUMN = re.compile(r'Referenced column "?(?P<column>[^"]+?)"? not found|Column "(?P<aliased>[^"]+)" referenced that exists in the SELECT clause')
-_MISSING_TABLE = re.compile(r"Table with name (?P<table>\S+) does not exist")
-
-
 BOUND_RECORD = "BOUND"  # in a workspace's cache folder: dashboard queries known to bind, see `dashboard_query_errors`
 _BOUND_KEPT = 512  # bindings remembered per workspace; more only means binding some again
 
@@ -623,7 +639,7 @@ def dashboard_query_errors(dashboard: dict | None, tables: dict[str, pa.Table], 
             bind(tables, sql, params)
         except QueryError as exc:
             reasons = problems.setdefault(_where(dashboard or {}, path).split(".")[0], [])
-            reason = _plain_reason(str(exc))
+            reason = _plain_reason(exc)
             if reason not in reasons:
                 reasons.append(reason)
         else:
@@ -677,12 +693,12 @@ def _write_bound(record: Path, keys: list[str]) -> None:
         pass
 
 
-def _plain_reason(error: str) -> str:
-    if match := _MISSING_COLUMN.search(error):
-        return f'it reads column "{match["column"] or match["aliased"]}", which the new data does not have'
-    if match := _MISSING_TABLE.search(error):
-        return f"it reads table {match['table']}, which is no longer loaded"
-    return f"its query no longer runs ({error.split(chr(10))[0][:200]})"
+def _plain_reason(error: QueryError) -> str:
+    if error.column:
+        return f'it reads column "{error.column}", which the new data does not have'
+    if error.table:
+        return f"it reads table {error.table}, which is no longer loaded"
+    return f"its query no longer runs ({str(error).splitlines()[0][:200]})"
 
 
 _KINDS = {"filters": "filter", "parameters": "parameter"}

@@ -17,12 +17,13 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 import pyarrow as pa
 
 from ..core.errors import DashmemError
 from ..core.settings import sandbox_memory_limit
+from . import sql_errors
 from .coltypes import duckdb_name
 
 if TYPE_CHECKING:
@@ -30,7 +31,23 @@ if TYPE_CHECKING:
 
 
 class QueryError(DashmemError, ValueError):
-    """A query was refused or failed; the message says why in user terms."""
+    """A query was refused or failed; the message says why in user terms.
+
+    One DuckDB failed on (`failed`) also says, for the checks, what it is about: `table`, a table the
+    query names that is not loaded, or `column`, a column none of the tables it reads has, and
+    `allowed`, what it may name instead (`lib.data.sql_errors` wrote the message from DuckDB's).
+    """
+
+    def __init__(self, message: str = "", *, table: str | None = None, column: str | None = None, allowed: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.table, self.column, self.allowed = table, column, allowed
+
+    @classmethod
+    def failed(cls, raw: str, tables: Mapping[str, pa.Table] | None = None, read: Collection[str] | None = None) -> QueryError:
+        """The error of a query over `tables` (reading those of them in `read`, None if not known) that DuckDB
+        failed on with `raw`, in a person's words; DuckDB's text goes to the log."""
+        said = sql_errors.translate(raw, {name: t.schema.names for name, t in (tables or {}).items()}, read)
+        return cls(said.message, table=said.table, column=said.column, allowed=said.allowed)
 
 
 class QueryRefused(QueryError):
@@ -120,7 +137,7 @@ def check_statement(sql: str) -> None:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryError(f"SQL syntax error: {first_line(exc)}") from None
+        raise QueryError.failed(str(exc)) from None
     if len(statements) != 1:
         raise QueryRefused(f"exactly one statement is allowed, got {len(statements)}")
     kind = statements[0].type

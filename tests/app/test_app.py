@@ -8,8 +8,9 @@ import sys
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_pages import state
 from lib.ops import publish
-from tests.helpers.app import on_page, signed_in
+from tests.helpers.app import engine_text_in, on_page, page_text, signed_in
 from tests.helpers.disk import leave_free, make_room, small_disk
 
 from ..conftest import ROOT
@@ -951,3 +952,133 @@ def test_a_save_on_a_full_disk_shows_what_happened_and_what_to_do(env, monkeypat
         shown = [e.value for e in at.error]
         assert [m for m in shown if "No space left on device" in m and "nothing was saved" in m and "free some space" in m and "config-repo" not in m], shown
         assert not [m for m in shown if "Something went wrong" in m], shown
+
+
+# --------------------------------------------------------------------------- no engine text on any page (lib/data/sql_errors.py)
+
+SHOW_ROWS_FAILS = """  - id: brno_volume
+    type: kpi
+    title: Brno volume
+    query: SELECT site AS place, sum(actual) AS value FROM gates WHERE place = 'Brno' GROUP BY place
+    format: ',d'
+layout:
+"""  # renders (DuckDB reads the SELECT's alias in WHERE), but the rows behind it, SELECT * FROM gates WHERE place = ..., do not
+
+
+def broken_queries(dashboard_yaml: str) -> str:
+    """The demo dashboard with a query broken each way DuckDB refuses one, and a card whose Show rows fails."""
+    breaks = [
+        ("SELECT sum(actual) / sum(target) AS value FROM gates", "SELECT sum(actal) / sum(target) AS value FROM gates"),  # Binder: a column
+        ("SELECT sum(actual) AS value, sum(target) AS target FROM gates", "SELECT sum(actual) AS value, sum(target) AS target FROM gatez"),  # Catalog
+        ("SELECT count(*) AS value FROM (", "SELECT count(*) + CAST(min(site) AS INTEGER) AS value FROM ("),  # Conversion, when it runs
+        ("GROUP BY gate ORDER BY gate", "GROUP BY gate ORDER BY gate gate"),  # Parser
+        ("layout:\n", SHOW_ROWS_FAILS),
+        ("  - [site_gate]", "  - [site_gate]\n  - [brno_volume]"),
+    ]
+    for old, new in breaks:
+        assert old in dashboard_yaml, old
+        dashboard_yaml = dashboard_yaml.replace(old, new, 1)
+    return dashboard_yaml
+
+
+@JOURNEY
+def test_broken_queries_read_as_sentences_on_specs_dashboard_show_rows_and_review(env):
+    """Specs preview, the Dashboard (a steward's draft), Show rows and Review show each failing query as a sentence
+    naming the column or table and what to do, never DuckDB's text; the located check lists only gates' columns."""
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    editor = next(t for t in at.text_area if t.label == "dashboard.yaml")
+    assert editor.value is not None
+    editor.input(broken_queries(editor.value))
+    next(b for b in at.button if b.label == "Check and preview").click().run()
+    assert engine_text_in(at) == [], page_text(at)
+    errors = "\n".join(e.value for e in at.error)
+    assert "unknown column 'actal'; did you mean 'actual'?" in errors and "unknown table 'gatez'" in errors
+    assert "syntax error" in errors.lower()
+    next(c for c in at.checkbox if c.label.startswith("Save it with")).check().run()
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success)
+
+    at = on_page(at, "app_pages/dashboard.py")
+    at.toggle[0].set_value(True).run()  # my draft, on its data
+    assert engine_text_in(at) == [], page_text(at)
+    shown = "\n".join(e.value for e in at.error)
+    assert "'actal'" in shown and "'gatez'" in shown and "is not a number" in shown  # each card says what does not fit
+    at.session_state[state.rows_popover("supply-chain-weekly", "brno_volume")] = True
+    at.run()
+    assert not at.exception and engine_text_in(at) == [], page_text(at)
+    assert any("'place'" in e.value for e in at.error)  # the rows behind it cannot be read, and it says which column
+
+    at = on_page(signed_in("olivia"), "app_pages/review.py")
+    assert any("Checks: " in e.value for e in at.error)
+    assert engine_text_in(at) == [], page_text(at)
+    assert "did you mean 'actual'" in page_text(at)
+
+
+@JOURNEY
+def test_data_that_no_longer_fits_reads_as_sentences_on_dashboard_changes_report_and_explore(env):
+    """The published data loses a column the dashboard, the report and the profile name (a load the steward
+    has not caught up with): every page says which column and what to do, never DuckDB's text."""
+
+    from lib.data.snapshots import Warehouse
+
+    at = signed_in("vera")  # the first view loads the published data
+    repo = at.session_state["config_repo"]
+    wh = Warehouse.for_workspace(repo.published_path("supply-chain-weekly"))
+    gates = wh.tables()["gates"]
+    wh.write_snapshot({"gates": gates.rename_columns(["actual_units" if c == "actual" else c for c in gates.column_names])})
+    at.run()
+    assert not at.exception and engine_text_in(at) == [], page_text(at)
+    assert any("'actual'" in e.value and "actual_units" in e.value for e in at.error)
+    assert any(e.label.startswith("Changes since the load of") for e in at.expander)  # two loads: the Changes panel compares them
+    assert "not compared" in page_text(at)
+
+    at = on_page(at, "app_pages/report.py")
+    assert engine_text_in(at) == [], page_text(at)
+
+    at = on_page(at, "app_pages/explore.py")
+    next(s for s in at.selectbox if s.label == "Measure").set_value("actual").run()
+    assert not at.exception and engine_text_in(at) == [], page_text(at)
+    assert any("'actual'" in e.value for e in at.error)
+
+
+@JOURNEY
+def test_publishing_a_draft_that_adds_a_source_loads_it_from_review_or_says_why_it_cannot(env):
+    """sam's draft adds a CSV source and a card on it; olivia's publish is refused, with the reason, while its file
+    is missing, then publishes and loads it; vera's dashboard shows the card with its figure and no error."""
+    import copy
+
+    from lib.memory import workspace
+    from lib.roles.access import User
+
+    at = signed_in("vera")  # the published data is loaded, as after any first view
+    repo = at.session_state["config_repo"]
+    sam, slug = User("sam", app_role="steward"), "supply-chain-weekly"
+    draft = repo.draft(sam, slug)
+    files = workspace.load(draft.workspace_path)[0].data
+    sources, dashboard = copy.deepcopy(files["sources"]), copy.deepcopy(files["dashboard"])
+    sources["sources"].append({"name": "orders", "type": "csv", "path": "data/orders.csv"})
+    dashboard["components"].append({"id": "kpi_orders", "type": "kpi", "title": "Orders", "query": "SELECT sum(orders) AS value FROM orders", "format": ",d"})
+    dashboard["layout"].append(["kpi_orders"])
+    repo.save(sam, slug, {"sources": sources, "dashboard": dashboard}, "Orders, and a card on them")
+
+    def publish_on_review() -> AppTest:
+        review = on_page(signed_in("olivia"), "app_pages/review.py")
+        next(b for b in review.button if b.label == "Publish").click().run()
+        next(b for b in review.button if b.label == "Yes, publish").click().run()
+        assert not review.exception
+        return review
+
+    review = publish_on_review()
+    refused = "\n".join(e.value for e in review.error)
+    assert "Not published" in refused and "'orders'" in refused and "data/orders.csv" in refused, refused
+    assert not any(s.value.startswith("Published") for s in review.success)
+
+    (draft.workspace_path / "data" / "orders.csv").write_text("day,site,orders\n2026-11-16,Brno,1200\n2026-11-17,Porto,34\n", encoding="utf-8")
+    repo.save(sam, slug, {}, "The orders file")
+    review = publish_on_review()
+    [done] = [s.value for s in review.success if s.value.startswith("Published sam's draft")]
+    assert "loaded for everyone" in done and "orders (2 rows)" in done
+
+    viewer = signed_in("vera")
+    assert not viewer.error, [e.value for e in viewer.error]
+    assert {m.label: m.value for m in viewer.metric}["Orders"] == f"{1200 + 34:,}"  # the sum of the file's orders

@@ -27,7 +27,7 @@ from lib.artifacts.explain import explain
 from lib.artifacts.time_travel import ReadOnlyData, TimeTravelError, open_as_of
 from lib.core.formats import format_value
 from lib.data.engine import NO_EARLIER_DATA, NoEarlierData
-from lib.data.snapshots import Warehouse
+from lib.data.snapshots import Warehouse, loaded_at
 from lib.memory import workspace
 from lib.roles.access import PermissionDenied, User
 from tests.helpers.app import signed_in
@@ -405,6 +405,26 @@ def test_a_viewer_opens_an_earlier_load_sees_its_figures_and_the_banner_and_othe
     at.run()
     assert [s.value for s in at.selectbox if s.label == "Data as of"] == [first.id]
     assert any("not what everyone sees" in w.value for w in at.warning)
+
+
+def test_a_table_the_earlier_load_lacks_is_said_in_a_plain_sentence(tmp_path):
+    """A published version that adds a source is served with its table from then on; the load before has none.
+    The KPI beside its value and the Changes panel say so, naming the table, not with the engine's text."""
+    wh = Warehouse(tmp_path / "cache")
+    sales = pa.table({"region": ["north", "south"], "amount": [10, 5]})
+    earlier = wh.write_snapshot({"sales": sales})
+    wh.write_snapshot({"sales": sales, "orders": pa.table({"region": ["north"], "orders": [3]})})
+    components = [
+        {"id": "orders", "type": "kpi", "title": "Orders", "query": "SELECT sum(orders) AS value FROM orders"},
+        {"id": "total", "type": "kpi", "title": "Total", "query": "SELECT sum(amount) AS value FROM sales"},
+    ]
+    found = compare({"dashboard": {"components": components}}, wh)
+    note = found.was("orders")
+    assert note.startswith("not compared:") and "orders" in note and "earlier load" in note and "added" in note
+    assert "Catalog Error" not in note and "does not exist" not in note
+    assert loaded_at(earlier) in note  # it says which load: its time, as the page shows loads
+    assert found.was("total").startswith("unchanged")  # the rest is compared as before
+    assert "Catalog Error" not in found.text()
 
 
 def test_what_cannot_be_compared_says_why_and_the_rest_is_still_compared(tmp_path):

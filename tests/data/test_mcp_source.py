@@ -15,8 +15,7 @@ import pytest
 from mcp import types
 
 from lib.data.connectors import mcp_source
-from lib.data.connectors.base import FetchContext, SourceError, fetch
-from lib.data.connectors.csv_source import fetch_note
+from lib.data.connectors.base import FetchContext, SourceError, fetch, fetch_note
 from lib.data.connectors.result_text import Reading
 
 from ..conftest import MCP_SERVER as SERVER

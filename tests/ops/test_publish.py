@@ -6,18 +6,25 @@ Against a real git repository with a bare remote (the `config_repo` fixture).
 from __future__ import annotations
 
 import copy
+import json
 import multiprocessing
+import shutil
+import subprocess
+import sys
 import threading
 
 import git
 import pytest
 
 from lib.core.diagnostics import ValidationFailed, has_errors
+from lib.data.refresh import refresh
+from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.ops import publish
 from lib.repo.configrepo import ConfigRepo
 from lib.repo.drafts import PublishConflict
 from lib.repo.history import MAIN, read_file
+from lib.roles.access import OPERATOR
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
@@ -30,6 +37,8 @@ from tests.configrepo_helpers import (
     rule_text,
     sha,
 )
+
+from ..conftest import ROOT
 
 # --------------------------------------------------------------------------- 4. conflicting publishes
 
@@ -261,6 +270,146 @@ def test_a_workspace_whose_policy_does_not_require_validity_publishes_with_faili
 
     assert figure in (repo.path / SCW / "dashboard.yaml").read_text()
     assert_main_clean(repo)
+
+
+# --------------------------------------------------------------------------- the data a published version needs
+
+ORDERS_CSV = "day,site,orders\n2026-11-16,Brno,12\n2026-11-16,Porto,7\n2026-11-17,Brno,9\n"
+# A viewer's render of the published workspace, in a process of its own: the data it is served, as the app and the CLI read it.
+VIEWERS_RENDER = """
+import json, sys
+from pathlib import Path
+from lib.artifacts.render import render
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
+path = Path(sys.argv[1])
+ws, _ = workspace.load(path)
+wh = Warehouse.for_workspace(path)
+snapshot = wh.current()
+shown = render(ws.data, wh.tables(snapshot), snapshot.id, workspace_path=path)
+rows = {c.id: c.result.table.num_rows if c.result is not None else None for c in shown.components}
+print(json.dumps({"errors": shown.errors, "values": {c.id: c.value for c in shown.components}, "rows": rows}))
+"""
+
+
+def viewers_render(repo: ConfigRepo, slug: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", VIEWERS_RENDER, str(repo.published_path(slug))], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def serve_published(repo: ConfigRepo, slug: str) -> Warehouse:
+    """The published workspace's data loaded, as after its first view or a Refresh."""
+    wh = Warehouse.for_workspace(repo.published_path(slug))
+    assert refresh(repo.published_path(slug), wh, user=OPERATOR).ok
+    return wh
+
+
+def add_orders_source(repo: ConfigRepo, user, slug: str, *, with_file: bool = True) -> None:
+    """The user's draft adds a CSV source `orders` and two components on it, laid out below the others."""
+    d = repo.draft(user, slug)
+    if with_file:
+        (d.workspace_path / "data" / "orders.csv").write_text(ORDERS_CSV, encoding="utf-8")
+    files = workspace.load(d.workspace_path)[0].data
+    sources, dashboard = copy.deepcopy(files["sources"]), copy.deepcopy(files["dashboard"])
+    sources["sources"].append({"name": "orders", "type": "csv", "path": "data/orders.csv", "description": "Orders per day and site."})
+    dashboard["components"] += [
+        {"id": "kpi_orders", "type": "kpi", "title": "Orders", "query": "SELECT sum(orders) AS value FROM orders", "format": ",d"},
+        {
+            "id": "orders_by_site",
+            "type": "chart",
+            "title": "Orders by site",
+            "query": "SELECT site, sum(orders) AS orders FROM orders GROUP BY site ORDER BY site",
+            "mark": "bar",
+            "encoding": {"x": {"field": "site", "type": "nominal"}, "y": {"field": "orders", "type": "quantitative"}},
+        },
+    ]
+    dashboard["layout"].append(["kpi_orders", "orders_by_site"])
+    assert repo.save(user, slug, {"sources": sources, "dashboard": dashboard}, "Add orders and two components on it")
+
+
+def test_publishing_a_draft_that_adds_a_source_loads_its_data_so_every_viewer_sees_it(config_repo, tmp_path, monkeypatch):
+    """sam adds a CSV source and components on it; olivia publishes; a viewer's render in another process shows
+    the new components with their data and no error, and the tables already served were not fetched again."""
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    repo = config_repo
+    wh = serve_published(repo, SCW)
+    served_before = wh.current()
+    assert served_before is not None
+    add_orders_source(repo, SAM, SCW)
+    steps: list[str] = []
+
+    publish.publish_branch(repo, OLIVIA, SCW, repo.branch_name(SAM, SCW), progress=lambda fraction, message: steps.append(message))
+
+    seen = viewers_render(repo, SCW)
+    assert seen["errors"] == []
+    orders = [int(line.split(",")[2]) for line in ORDERS_CSV.splitlines()[1:]]
+    assert seen["values"]["kpi_orders"] == sum(orders)
+    assert seen["rows"]["orders_by_site"] == len({line.split(",")[1] for line in ORDERS_CSV.splitlines()[1:]})
+    assert seen["values"]["kpi_volume"] is not None  # the components already there still render
+    # The progress named the source loaded, and the last step says it is served to everyone.
+    assert any("orders" in m and m.startswith("Loading") for m in steps) and "orders" in steps[-1] and "everyone" in steps[-1]
+    served = wh.current()
+    assert served is not None and set(served.tables) == {"gates", "orders"} and served.id != served_before.id
+    assert served.tables["gates"]["rows"] == served_before.tables["gates"]["rows"]
+    assert_main_clean(repo)
+
+
+def test_a_source_that_cannot_be_loaded_refuses_the_publish_with_the_reason_and_changes_nothing(config_repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    repo = config_repo
+    wh = serve_published(repo, SCW)
+    served_before = wh.current()
+    add_orders_source(repo, SAM, SCW, with_file=False)  # its file was never added to the draft
+    main_before, published_files = sha(repo), files_on_disk(repo.path / SCW)
+
+    with pytest.raises(ValidationFailed) as refused:
+        publish.publish_branch(repo, OLIVIA, SCW, repo.branch_name(SAM, SCW))
+
+    [why] = [d for d in refused.value.diagnostics if d.id == publish.NOT_LOADED]
+    assert "'orders'" in why.message and "data/orders.csv" in why.message and "nothing was published" in why.message
+    assert why.file == f"{SCW}/sources.yaml" and why.line  # located where the source is declared
+    assert "dashmem-scratch" not in str(refused.value)
+    assert sha(repo) == main_before and files_on_disk(repo.path / SCW) == published_files
+    served = wh.current()
+    assert served is not None and served_before is not None and served.id == served_before.id
+    assert viewers_render(repo, SCW)["errors"] == []
+    assert_main_clean(repo)
+
+
+@pytest.mark.parametrize("how", ["path", "file"])
+def test_publishing_a_changed_source_serves_the_data_it_now_reads(config_repo, tmp_path, monkeypatch, how):
+    """A source that reads another file (`path`), or whose committed file the draft replaces (`file`), is loaded at publish."""
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    repo = config_repo
+    wh = serve_published(repo, SCW)
+    d = repo.draft(OLIVIA, SCW)
+    next_week = WORKSPACES / SCW / "data" / "next_week" / "gates.csv"
+    if how == "path":
+        sources = copy.deepcopy(workspace.load(d.workspace_path)[0].data["sources"])
+        sources["sources"][0]["path"] = "data/next_week/gates.csv"
+        repo.save(OLIVIA, SCW, {"sources": sources}, "Read next week's file")
+    else:
+        shutil.copyfile(next_week, d.workspace_path / "data" / "gates.csv")
+        repo.save(OLIVIA, SCW, {}, "Next week's file")
+
+    publish.publish(repo, OLIVIA, SCW)
+
+    first_day = min(line.split(",")[0] for line in next_week.read_text(encoding="utf-8").splitlines()[1:])
+    assert str(wh.query("SELECT min(day) FROM gates").rows[0][0]) == first_day
+    assert viewers_render(repo, SCW)["errors"] == []
+
+
+def test_a_publish_that_changes_no_source_loads_nothing(config_repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    repo = config_repo
+    wh = serve_published(repo, SCW)
+    before = [s.id for s in wh.snapshots()]
+    edit_rule(repo, OLIVIA, SCW, 0, "Olivia: gates use the corporate palette.")
+
+    publish.publish(repo, OLIVIA, SCW)
+
+    assert [s.id for s in wh.snapshots()] == before
 
 
 # --------------------------------------------------------------------------- 14. concurrent publishes

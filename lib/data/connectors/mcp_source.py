@@ -38,8 +38,7 @@ from mcp.shared.exceptions import MCPError
 from ...core import settings
 from .. import netguard
 from . import http, tls
-from .base import FetchContext, SourceError, size_text
-from .csv_source import NOTE_KEY
+from .base import FetchContext, SourceError, size_text, with_note
 from .policy import RetryPolicy, Transient
 from .result_text import FORMATS, NotRows, Reading, Rows, excerpt, from_texts, from_value, wraps_rows
 
@@ -112,7 +111,7 @@ def _table(result: Result, source: dict, ctx: FetchContext) -> pa.Table:
     if not source.get("allow_truncated"):
         raise ctx.error(name, f"{said}. Raise the server's limit or ask for fewer rows, or set allow_truncated: true to load partial data with a warning")
     note = f"partial data: {said} (allow_truncated: true)"
-    return rows.table.replace_schema_metadata({**(rows.table.schema.metadata or {}), NOTE_KEY: ctx.redact(note).encode()})
+    return with_note(rows.table, ctx.redact(note))
 
 
 def _attempt(source: dict, ctx: FetchContext, timeout_s: float, ssl_context: ssl.SSLContext | None) -> Result:
