@@ -163,6 +163,8 @@ class SourceSpec(TypedDict, total=False):
     timeout_s: float
     query_timeout_s: float
     retry: RetrySpec
+    allow_truncated: bool  # rest, mcp
+    columns_path: str  # rest, mcp
     # rest
     method: str
     params: dict[str, Any]
@@ -178,6 +180,8 @@ class SourceSpec(TypedDict, total=False):
     tool: str
     arguments: dict[str, Any]
     resource: str
+    result_format: str  # json | python | markdown | key_value | csv | tsv
+    column_names: list[str]
 
 
 # `from` is a Python keyword: the functional form names the field as the file does.

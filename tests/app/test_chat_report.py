@@ -116,5 +116,5 @@ def test_a_broken_section_of_a_proposed_report_shows_its_error_in_place_and_the_
     shown = [m.value for m in preview.markdown]
     assert shown[-1] == "**Units by region**" and f"The gates let **{gates_sum('actual'):,}** units through." in shown, shown
     [error] = [e.value for e in preview.error]  # under the broken section's title, in its place
-    assert "region" in error and "not found" in error and "Traceback" not in error, error
+    assert "unknown column 'region'" in error and "Binder Error" not in error and "Traceback" not in error, error
     assert any(e.value.startswith("The checks found 1 error(s)") for e in at.error)  # and the checks say so above

@@ -249,7 +249,8 @@ def test_iso_dates_and_timestamps_become_dates_and_timestamps():
 
     types = {field.name: field.type for field in rows.table.schema}
     assert types["day"] == pa.date32() and types["us"] == pa.date32()  # ISO, and the CSV source's other formats
-    assert types["at"] == pa.timestamp("us") and types["zoned"] == pa.timestamp("us", "UTC")
+    assert pa.types.is_timestamp(types["at"]) and types["at"].tz is None  # the unit is the CSV path's for the same text
+    assert pa.types.is_timestamp(types["zoned"]) and types["zoned"].tz == "UTC"
     assert types["mixed"] == pa.string()  # one value is no date: the column stays text
     assert rows.table.column("zoned")[1].as_py() == dt.datetime(2024, 5, 28, 10, tzinfo=dt.timezone.utc)
 

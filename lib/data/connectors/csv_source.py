@@ -274,9 +274,9 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
             table = numbers.convert(name, table, {col: arrow_type(t) for col, t in (source.get("columns") or {}).items()})
         return _text_columns(table, path, utf8)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError) as exc:  # UnicodeError: a UTF-16 file without its byte-order mark
-        if utf8 and (isinstance(exc, UnicodeDecodeError) or "invalid utf8" in str(exc).lower()):
-            raise _NotUtf8(path) from None
-        message = str(exc).replace("\n", " ")
+        if utf8 and (isinstance(exc, UnicodeDecodeError) or "invalid utf8" in str(exc).lower() or _has_invalid_utf8(path)):
+            raise _NotUtf8(path) from None  # a binary file's bytes may first break a row: say what the file is
+        message = _printable(str(exc).replace("\n", " "))
         if isinstance(exc, UnicodeError):
             message = f"not {encoding} text ({message})"
         if "column" in message.lower() and "expected" in message.lower():
@@ -284,6 +284,16 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
         if (bad := _CONVERSION_ERROR.search(message)) is not None:
             message = _conversion_hint(bad, _columns(header, delimiter, has_header), source) or message
         raise SourceError(name, f"cannot parse {source['path']}: {message}") from None
+
+
+def _has_invalid_utf8(path: Path) -> bool:
+    return _first_invalid_utf8(path)[0] < path.stat().st_size
+
+
+def _printable(text: str, longest: int = 300) -> str:
+    """A parser's message as a person reads it: control bytes shown as `?`, and not endless."""
+    shown = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return shown if len(shown) <= longest else shown[: longest - 1] + "…"
 
 
 _CONVERSION_ERROR = re.compile(r"In CSV column #(?P<index>\d+): (Row #\d+: )?CSV conversion error to (?P<kind>\w+): invalid value '(?P<value>.*)'$")
