@@ -14,7 +14,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 import types
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tests.helpers import ROOT, WORKSPACES
+from tests.helpers import ROOT, WORKSPACES, listening, stop
 from tests.helpers import browser as _browser
 from tests.helpers.databases import SERVERS, server_engine  # noqa: F401  (imported from here by the SQL tests)
 from tests.helpers.netguard import Network, is_loopback
@@ -130,25 +129,10 @@ def mcp_http_server(log_folder: Path, *options: str, transport: str = "--http"):
     with open(log_path, "wb") as log:
         server = subprocess.Popen([sys.executable, str(MCP_SERVER), transport, str(port), *options], stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"HTTP MCP server exited: {log_path.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"HTTP MCP server did not listen on port {port}: {log_path.read_text()}")
-                time.sleep(0.1)
+        listening(server, port, log_path, within_s=20)
         yield port
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
 
 
 @pytest.fixture(scope="module")

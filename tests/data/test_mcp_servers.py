@@ -9,7 +9,6 @@ in a JSON string. Whatever the shape, the table served must be the source table:
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.roles.access import OPERATOR
+from tests.helpers import listening, stop
 
 from ..conftest import ROOT, WORKSPACES, free_port, server_engine
 
@@ -255,35 +255,12 @@ def test_mcp_alchemys_cut_text_answer_fails_the_source_naming_its_words(workspac
 # --- over HTTP -----------------------------------------------------------------------------------------
 
 
-def listening(process: subprocess.Popen, port: int, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"server exited: {log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"server did not listen on {port}: {log.read_text()}")
-            time.sleep(0.1)
-
-
 def served_over_http(command: list[str], folder: Path, port: int, env: dict | None = None) -> subprocess.Popen:
     log = folder / f"server-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT, env=env)
     listening(process, port, log)
     return process
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def test_an_answer_over_a_mib_arrives_whole_over_streamable_http(workspace, gdp, tmp_path, monkeypatch):

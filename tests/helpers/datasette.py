@@ -8,14 +8,13 @@ import datetime as dt
 import socket
 import sqlite3
 import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from . import ROOT
+from . import ROOT, listening, stop
 
 DATASETTE = ROOT / ".data" / "thirdparty" / "datasette" / "bin" / "datasette"
 
@@ -71,22 +70,7 @@ def serve(db_path: Path, log_folder: Path) -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"datasette exited: {log_path.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"datasette did not listen on port {port} within 30 s: {log_path.read_text()}")
-                time.sleep(0.1)
+        listening(server, port, log_path)
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
