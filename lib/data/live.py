@@ -317,7 +317,7 @@ def run(
     except OperationalError as exc:
         message = first_line(exc.orig or exc)
         if sql_wait.stalled(exc):
-            waited = max(timeout_s, _source_timeout(source)) + sql_wait.MARGIN_S
+            waited = sql_wait.waited(exc, max(timeout_s, _source_timeout(source)) + sql_wait.MARGIN_S)
             raise OUTAGES.record(source, f"{source['name']}: {sql_wait.message(waited, 'check the database and the network to it')}") from None
         if _timed_out(message):
             raise QueryError(f"the query ran longer than {timeout_s:g} s in {source['name']}'s database and was stopped") from None

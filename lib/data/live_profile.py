@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from ..core.errors import DashmemError
 from . import coltypes, live
+from .connectors import sql_wait
 from .connectors.base import SourceError
 from .live import _plain as plain
 from .profile_rules import (
@@ -61,10 +62,13 @@ def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table,
 
     types = describe({name: stand_in})[name]
 
+    limit_s = float(source.get("query_timeout_s") or PROFILE_TIMEOUT_S)
+
     def attempt() -> dict[str, Any]:
         engine = live._engine(source, workspace_path)
         with engine.connect() as connection:
-            live._read_only(connection, engine.dialect.name, PROFILE_TIMEOUT_S, source)
+            # Each statement's limit, and so how long a stalled connection is waited for: the source's query_timeout_s when set.
+            live._read_only(connection, engine.dialect.name, limit_s, source)
             try:
                 return _profile(connection, name, source, types)
             finally:
@@ -76,6 +80,8 @@ def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table,
         raise LiveProfileError(str(exc)) from None
     except SQLAlchemyError as exc:
         reason = first_line(getattr(exc, "orig", None) or exc)
+        if sql_wait.stalled(exc):
+            reason = sql_wait.message(sql_wait.waited(exc, limit_s + sql_wait.MARGIN_S), "raise the source's query_timeout_s")
         raise LiveProfileError(f"{source['name']}: cannot profile the live table: {reason}{live._tried(exc)}") from None
 
 

@@ -252,3 +252,24 @@ def test_only_dashmems_own_connections_are_bounded(tables):
             assert c.exec_driver_sql("SELECT pg_sleep(4.5) IS NOT NULL").scalar_one() is True
     finally:
         other.dispose()
+
+
+def test_a_live_profile_on_a_silent_connection_ends_within_the_sources_query_timeout(tables, tmp_path):
+    from lib.data import profile
+
+    kind, _, table, _, urls = tables
+    proxy = FlakyProxy(("127.0.0.1", SERVERS[kind][1]))
+    try:
+        source = _live(_through(proxy, urls["superuser"]), table, timeout_s=2, query_timeout_s=3, retry={"attempts": 1})
+        stand_in = live.catalogue_table(source, FetchContext(workspace_path=tmp_path))
+        proxy.silence()
+        started = time.monotonic()
+        with pytest.raises(Exception) as stalled:
+            profile.build({"gates": stand_in}, [source], workspace_path=tmp_path)
+        waited = time.monotonic() - started
+    finally:
+        proxy.stop()
+        live.OUTAGES._down.clear()
+    assert waited < 3 + 2 + 3, f"the stalled profile took {waited:.1f} s"
+    assert "cannot profile the live table: the database stopped answering" in str(stalled.value), stalled.value
+    assert "2013" not in str(stalled.value) and "psycopg2" not in str(stalled.value)

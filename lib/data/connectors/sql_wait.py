@@ -21,6 +21,7 @@ silent server answers a second attempt no better and a query's whole retry budge
 from __future__ import annotations
 
 import math
+import re
 import select
 import weakref
 from typing import Any
@@ -86,6 +87,12 @@ def stalled(exc: BaseException) -> bool:
     """Whether a read failed because the server stopped answering (a bound above ran out)."""
     text = str(getattr(exc, "orig", None) or exc)
     return STALL_WORDS in text or PYMYSQL_STALL in text
+
+
+def waited(exc: BaseException, otherwise_s: float) -> float:
+    """How long the wait that ran out lasted: psycopg2's (through `_wait`) says so; PyMySQL's is `otherwise_s`."""
+    found = re.search(rf"{STALL_WORDS} ([0-9.]+) s", str(getattr(exc, "orig", None) or exc))
+    return float(found.group(1)) if found else otherwise_s
 
 
 def message(waited_s: float, if_slow: str) -> str:
