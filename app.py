@@ -173,6 +173,14 @@ with st.sidebar:
         st.query_params["ws"] = st.session_state[state.SLUG]
     else:
         st.session_state[state.SLUG] = None
+    # Drafts their stewards proposed, in the workspaces this person owns: they wait on Review (lib.repo.proposals).
+    proposed = {slug: len(branches) for slug, branches in repo.proposals_for(user).items() if slug in visible}
+    if proposed:
+        total = sum(proposed.values())
+        st.warning(
+            f"{total} proposed draft{'s wait' if total != 1 else ' waits'} for your review (open Review): "
+            + ", ".join(f"{ui.workspace_names(metas)[slug]} ({n})" for slug, n in sorted(proposed.items()))
+        )
     if st.button("Sign out", key="sign-out"):
         for key in (state.AUTH_STATUS, state.USERNAME, state.SIGN_IN_COOKIE):
             st.session_state.pop(key, None)

@@ -60,13 +60,23 @@ drafts = [d for d in ctx.repo.drafts(ctx.slug) if d["ahead"] > 0]
 mine = ctx.repo.branch_name(ctx.user, ctx.slug)
 if not drafts:
     st.info("No open drafts to review.")
+waiting = [d for d in drafts if d["proposed"] and d["branch"] != mine]
+if waiting and ctx.can("reject"):  # an owner: proposals wait for them
+    st.warning(
+        f"{len(waiting)} proposed draft{'s wait' if len(waiting) != 1 else ' waits'} for your review: "
+        + ", ".join(f"{d['user']}'s" for d in waiting)
+        + ". Publish or reject each below."
+    )
 
 for d in drafts:
     branch = d["branch"]
     own = branch == mine
     with st.container(border=True):
         st.subheader(f"{d['user']}'s draft" + (" (yours)" if own else ""))
-        st.caption(f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {ui.when(d['date'])}")
+        proposed = f" · proposed for review {ui.when(d['proposed']['at'])}" if d["proposed"] else ""
+        st.caption(
+            f"`{branch}` · {d['ahead']} change(s) not published · {d['behind']} published change(s) not in it · last saved {ui.when(d['date'])}{proposed}"
+        )
         st.markdown("**What it changes**")
         ui.show_changes(ctx.repo.draft_changes(ctx.slug, branch))
         st.markdown("**The YAML, line by line**")
@@ -108,14 +118,15 @@ for d in drafts:
                     )
                     st.rerun()
         if own:
-            if ctx.repo.has_remote("origin"):
-                if buttons[2].button("Propose (push for a pull request)", key="propose"):
-                    with ui.user_errors("Could not push the draft"):
-                        st.success(f"Pushed `{publish.propose(ctx.repo, ctx.user, ctx.slug)}` to origin; open a pull request there.")
-            else:
-                buttons[2].caption(
-                    "Proposals need a shared remote; " + ("set it below." if ctx.user.app_role == "owner" else "ask an app owner to set one on this page.")
-                )
+            pushes = ctx.repo.has_remote("origin")
+            label = ("Propose again" if d["proposed"] else "Propose for review") + (" (and push for a pull request)" if pushes else "")
+            if buttons[2].button(label, key="propose", help="The workspace's owners see it waiting on Review and in the sidebar"):
+                with ui.user_errors("Could not propose the draft"):
+                    pushed = publish.propose(ctx.repo, ctx.user, ctx.slug)
+                    st.session_state[state.REVIEW_DONE] = "Proposed: the workspace's owners see your draft waiting for their review." + (
+                        f" Pushed `{pushed}` to origin too; a pull request can be opened there." if pushes else ""
+                    )
+                    st.rerun()
             if d["behind"] and buttons[3].button("Update from published", key="sync"):
                 with ui.user_errors("Could not update your draft"):
                     try:

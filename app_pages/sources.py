@@ -22,6 +22,8 @@ from lib.memory.yamlio import declared_properties
 
 ctx = ui.context("edit")
 st.title("Sources")
+if ctx.is_published and (in_place := ctx.repo.data_files_notice(ctx.slug)):
+    st.info(in_place)
 path = ctx.draft_path()
 ws, diagnostics = workspace.load(path)
 ui.show_diagnostics(diagnostics)

@@ -95,6 +95,14 @@ def is_workspace(path: Path) -> bool:
     return (Path(path) / FILES["workspace"]).is_file()
 
 
+def is_data_file(path: str) -> bool:
+    """Whether `path` (relative to a config repo, `<slug>/...`) is a data file of a workspace: any file in its
+    folder but its memory files. A person may replace one in place (next week's CSV), so a repair that restores
+    the memory files leaves it alone."""
+    parts = path.split("/")
+    return len(parts) >= 2 and bool(SLUG_RE.match(parts[0])) and not (len(parts) == 2 and parts[1] in FILES.values())
+
+
 def find_workspaces(path: Path) -> list[Path]:
     """The workspace at PATH, or every workspace folder below it (sorted)."""
     path = Path(path)

@@ -1,4 +1,4 @@
-"""Publishing a draft into `main`, crash-safely, and proposing one for a pull request.
+"""Publishing a draft into `main`, crash-safely, and proposing one for an owner's review (and a pull request).
 
 A publish never touches the published checkout until `main` has moved: the
 merge is computed with git plumbing (`gitops.merge_tree`), checked on the
@@ -42,7 +42,7 @@ from ..data.refresh import Progress, SourceReport
 from ..data.snapshots import Warehouse
 from ..memory import workspace
 from ..memory.yamlio import parse
-from ..repo import branches, drafts, replica
+from ..repo import branches, drafts, proposals, replica
 from ..repo.branches import Draft
 from ..repo.configrepo import SCRATCH
 from ..repo.drafts import PublishConflict
@@ -114,7 +114,7 @@ def merge_into_main(cr: ConfigRepo, user: User, slug: str, branch: str, subject:
                 ) from None
             # Only now bring the published checkout to the new `main` (`repair` finishes this if killed here).
             try:
-                _git(cr.path, "reset", "--hard", "-q")
+                cr._follow_main()
             except git.GitCommandError as exc:  # published all the same: the next publish or opening finishes it
                 _log.error("published %s as %s, but the published checkout could not be updated: %s", slug, new, exc)
             serve(cr, slug, loaded, progress)
@@ -124,6 +124,7 @@ def merge_into_main(cr: ConfigRepo, user: User, slug: str, branch: str, subject:
                 f"cannot publish {slug}: other servers published {replica.PUBLISH_TRIES} times while this one tried; "
                 "nothing was published and your draft is kept; publish again"
             )
+    proposals.clear(cr, branch)  # published: it no longer waits for an owner
     # Bring the draft up to the published state so the next edit starts from it.
     owner = (branches.parse_draft(branch) or (None,))[0]
     if owner:
@@ -314,15 +315,21 @@ def set_remote(cr: ConfigRepo, user: User, url: str, remote: str = "origin") -> 
 
 
 def propose(cr: ConfigRepo, user: User, slug: str, remote: str = "origin") -> str:
-    """Push the user's draft branch to `remote` so a pull request can be opened."""
+    """Propose the user's draft for an owner's review: marked as proposed in the config repo, so the
+    workspace's owners see it waiting on Review and in the sidebar, in every process, until it is published
+    or rejected; with `remote`, it is pushed there first, so a pull request can be opened."""
     branch = drafts.branch_name(user, slug)
     access.require(user, "propose", cr._access_meta(slug, branch), slug)
     if branch not in cr.repo.heads:
         raise ConfigRepoError(f"{user.name} has no draft of {slug} to propose")
-    if not cr.has_remote(remote):
-        raise ConfigRepoError(f"the config repo has no remote {remote!r}; add one to propose changes for review")
-    try:
-        cr.repo.git.push(remote, f"refs/heads/{branch}:refs/heads/{branch}")
-    except git.GitCommandError as exc:
-        raise ConfigRepoError(f"could not push {branch} to {remote}: {exc.stderr.strip()}") from None
+    if cr.has_remote(remote):
+        try:
+            cr.repo.git.push(remote, f"refs/heads/{branch}:refs/heads/{branch}")
+        except git.GitCommandError as exc:
+            _log.warning("could not push %s to %s: %s", branch, remote, exc)
+            raise ConfigRepoError(
+                f"could not push {branch} to {remote} ({remote_url(cr, remote)}): git could not reach it or was refused there; "
+                "it was not proposed. Check the remote under 'Where proposals go' on Review (an app owner sets it), then propose again"
+            ) from None
+    proposals.mark(cr, branch, rev(cr.path, f"refs/heads/{branch}"), user.name)
     return branch

@@ -66,7 +66,7 @@ from ..memory.semantic_diff import Change
 from ..memory.yamlio import parse
 from ..roles import access
 from ..roles.access import User
-from . import branches, ci_workflow, drafts, gitops, replica
+from . import branches, ci_workflow, drafts, gitops, proposals, replica
 from .branches import Draft
 from .gitops import SYSTEM, Busy, ConfigRepoError, _locked, actor_env, rev
 from .history import MAIN, FileDiff, Version, diff, history, message, resolve, semantic_diff
@@ -432,6 +432,20 @@ class ConfigRepo:
         """Whether the branch exists: one ref file read (pages ask on every run; listing every branch grows with them)."""
         return gitops.branch_sha(self._git_dir, branch) is not None
 
+    def proposals_for(self, user: User) -> dict[str, list[str]]:
+        """slug -> the drafts proposed for review (lib.repo.proposals) in each workspace where `user` is an owner:
+        what waits for them on Review. Cheap enough for every page run (a folder listing, the cached metas)."""
+        found: dict[str, list[str]] = {}
+        for branch in proposals.waiting(self):
+            slug = (branches.parse_draft(branch) or ("", ""))[1]
+            try:
+                owner = access.role_of(user, self._access_meta(slug, branch)) == access.OWNER
+            except ConfigRepoError:
+                continue  # a workspace gone from every branch
+            if owner:
+                found.setdefault(slug, []).append(branch)
+        return found
+
     def has_remote(self, remote: str = "origin") -> bool:
         return remote in [r.name for r in self.repo.remotes]
 
@@ -568,14 +582,49 @@ class ConfigRepo:
     def _leftovers(self) -> list[Path]:
         """What looks left behind, checked without any lock (a live writer can make a false alarm)."""
         found = gitops.served_lock_files(self._git_dir, MAIN) + gitops.scratch_entries(self._git_dir, SCRATCH)
-        if (self._git_dir / "MERGE_HEAD").exists() or gitops.status(self.path, optional_locks=False, untracked=False):
+        differing = gitops.differing(self.path, optional_locks=False)
+        if (self._git_dir / "MERGE_HEAD").exists() or any(not self._placed_by_hand(name) for _code, name in differing):
             found.append(self.path)
         found += [draft.path for draft in drafts.draft_worktrees(self) if drafts.looks_left_behind(self, draft)]
         return found
 
     def _repair_served(self) -> list[str]:
-        """Make the published checkout's index and tracked files equal `main` (untracked files stay). Call under the main lock."""
-        return gitops.repair_checkout(self.path, self._git_dir, MAIN, SCRATCH)
+        """Make the published checkout's index and memory files equal `main` (untracked files stay, and so does a data
+        file a person put in place, `_placed_by_hand`). Call under the main lock."""
+        return gitops.repair_checkout(self.path, self._git_dir, MAIN, SCRATCH, keep=self._placed_by_hand)
+
+    def _follow_main(self) -> None:
+        """Bring the published checkout up to `main` once it moved (a publish, a pull), keeping the data files
+        a person put in place. Call under the main lock."""
+        kept = [name for _code, name in gitops.differing(self.path) if self._placed_by_hand(name)]
+        gitops.reset_to_head(self.path, kept)
+
+    def _placed_by_hand(self, path: str) -> bool:
+        """Whether the published checkout's file `path` (relative to it) is a data file a person put in place: a
+        workspace's file other than its memory files, with content no commit gave it. A repair keeps it; the
+        memory files, and a file a killed publish left behind `main`, are restored."""
+        return workspace.is_data_file(path) and gitops.placed_by_hand(self.path, path)
+
+    def data_files_notice(self, slug: str) -> str | None:
+        """What a steward is told when data files of the published workspace differ from the committed ones, or None."""
+        files = self.data_files_in_place(slug)
+        if not files:
+            return None
+        listed = ", ".join(f"`{name}`" for name in files)
+        return (
+            f"{listed} in the published folder {'differs' if len(files) == 1 else 'differ'} from the committed "
+            f"{'file' if len(files) == 1 else 'files'}: someone put a new one in place. Refresh serves it to everyone, and "
+            "a restart keeps it; History still holds the committed version."
+        )
+
+    def data_files_in_place(self, slug: str) -> list[str]:
+        """The data files of a published workspace that differ from the committed ones, because a person put
+        them in place (next week's CSV): paths relative to the workspace folder. A Refresh serves them, while
+        the published version's history still holds the committed ones, so stewards are told (Sources)."""
+        prefix = f"{workspace.check_slug(slug)}/"
+        return sorted(
+            name[len(prefix) :] for _code, name in gitops.differing(self.path, optional_locks=False) if name.startswith(prefix) and self._placed_by_hand(name)
+        )
 
     def _maybe_gc(self) -> None:
         """Pack the repo once loose objects piled up, under every lock (git's auto-gc is off under our locks)."""

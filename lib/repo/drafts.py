@@ -39,6 +39,7 @@ from ..memory import workspace
 from ..memory.semantic_diff import Change
 from ..roles import access
 from ..roles.access import User
+from . import proposals
 from .branches import ConfigRepo, Draft, marker, parse_draft, reject_here, worktree, writing
 from .gitops import (
     Busy,
@@ -154,6 +155,7 @@ def list_drafts(cr: ConfigRepo, slug: str | None = None) -> list[dict[str, Any]]
                 "head": head.commit.hexsha,
                 "date": head.commit.authored_datetime.isoformat(),
                 "workspace_path": worktree(cr, owner, of) / of,
+                "proposed": proposals.proposed(cr, head.name),  # when its steward asked an owner to review it, or None
             }
         )
     return sorted(out, key=lambda d: (d["slug"], d["user"]))
@@ -327,6 +329,7 @@ def reject(cr: ConfigRepo, user: User, slug: str, branch: str) -> str:
     owner = parsed[0]
     kept = f"rejected/{owner}/{slug}/{dt.datetime.now(dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}"
     reject_here(cr, owner, slug, branch, kept)
+    proposals.clear(cr, branch)
     return kept
 
 

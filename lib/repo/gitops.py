@@ -27,7 +27,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import git
 
@@ -249,6 +249,31 @@ def status(cwd: Path, *, optional_locks: bool = True, untracked: bool = True) ->
     ).stdout
 
 
+def differing(cwd: Path, *, optional_locks: bool = True) -> list[tuple[str, str]]:
+    """(status, path) of each tracked file of a checkout whose index or file differs from HEAD
+    (`git status --porcelain -z`, untracked files left out; a rename gives its new path)."""
+    out = _git(cwd, "status", "--porcelain", "-z", "--untracked-files=no", env=None if optional_locks else {"GIT_OPTIONAL_LOCKS": "0"}).stdout
+    entries, found = iter(out.split("\0")), []
+    for entry in entries:
+        if len(entry) > 3:
+            found.append((entry[:2], entry[3:]))
+            if "R" in entry[:2] or "C" in entry[:2]:
+                next(entries, None)  # the path it was renamed or copied from
+    return found
+
+
+def placed_by_hand(cwd: Path, path: str) -> bool:
+    """Whether the file `path` of the checkout `cwd` holds content no commit of HEAD's history gave it: a file
+    a person put there (next week's CSV), not one a checkout left behind its branch (a killed publish)."""
+    try:
+        blob = _git(cwd, "hash-object", "--", path).stdout.strip()
+    except git.GitCommandError:
+        return False  # gone or unreadable: nothing of theirs to keep
+    raw = _git(cwd, "log", "HEAD", "--format=", "--raw", "--no-abbrev", "--no-renames", "--", path).stdout
+    committed = {sha for line in raw.splitlines() if line.startswith(":") for sha in line.split("\t")[0].split()[2:4]}
+    return blob not in committed
+
+
 def conflicted(cwd: Path) -> list[str]:
     """Files with merge conflicts in the checkout `cwd` (none if git cannot say)."""
     try:
@@ -317,13 +342,15 @@ def scratch_entries(git_dir: Path, scratch: str) -> list[Path]:
         return []
 
 
-def repair_checkout(path: Path, git_dir: Path, main: str, scratch: str) -> list[str]:
-    """Make the checkout at `path` (which has `main` checked out) equal `main`; returns what was repaired.
+def repair_checkout(path: Path, git_dir: Path, main: str, scratch: str, keep: Callable[[str], bool] = lambda path: False) -> list[str]:
+    """Make the checkout at `path` (which has `main` checked out) equal `main`, but for the files `keep` names
+    (paths relative to the checkout: a data file a person put in place); returns what was repaired.
 
     Removes git lock files and the scratch copies only commands under the main
     lock make, aborts a half-done merge, and keeps what differed in tracked
-    files as a stash entry before resetting (untracked files stay). Call under
-    the main lock.
+    files as a stash entry before resetting (untracked files stay). A kept file
+    stays as it is in the checkout, and the index as in `main`. Call under the
+    main lock.
     """
     done = []
     for stale in served_lock_files(git_dir, main):  # we hold the lock, so the git that made it is dead
@@ -335,25 +362,50 @@ def repair_checkout(path: Path, git_dir: Path, main: str, scratch: str) -> list[
     for stale in scratch_entries(git_dir, scratch):  # only a publish, under this lock, writes there
         shutil.rmtree(stale, ignore_errors=True)
         done.append(f"removed {stale.name}, a killed publish's copy of a workspace")
-    if status(path, untracked=False):
-        keep_and_reset(path, f"the published checkout {path}", untracked=False)
-        done.append(f"reset the published checkout to {main} (what differed is kept in `git stash list`)")
+    found = differing(path)
+    kept = sorted({name for _code, name in found if keep(name)})
+    if any(name not in kept for _code, name in found):
+        keep_and_reset(path, f"the published checkout {path}", untracked=False, keep=kept)
+        done.append(
+            f"reset the published checkout to {main} (what differed is kept in `git stash list`)" + (f"; kept {', '.join(kept)} as it is" if kept else "")
+        )
+    elif kept and _git(path, "diff", "--cached", "--quiet", ok=(0, 1)).returncode:
+        _git(path, "reset", "-q")  # only the index differed (a staged copy): it equals `main` again, the files stay
     return done
 
 
-def keep_and_reset(where: Path, what: str, *, untracked: bool) -> None:
+def keep_and_reset(where: Path, what: str, *, untracked: bool, keep: list[str] | None = None) -> None:
     """Keep what differs from HEAD in the checkout `where` as a stash entry, then make it equal HEAD
-    (with `untracked`, untracked files are kept in the entry and removed too)."""
+    (with `untracked`, untracked files are kept in the entry and removed too; the files in `keep` stay as
+    they are, with the index as in HEAD)."""
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     message = f"dashmem repair {stamp}: what differed from the last commit in {what}"
     env = actor_env(SYSTEM)
-    if untracked and _git(where, "stash", "push", "--include-untracked", "-q", "-m", message, env=env, ok=(0, 1, 128)).returncode == 0 and not status(where):
+    if (
+        not keep
+        and untracked
+        and _git(where, "stash", "push", "--include-untracked", "-q", "-m", message, env=env, ok=(0, 1, 128)).returncode == 0
+        and not status(where)
+    ):
         return
     # Tracked files only, or a state `stash push` cannot take: keep what `stash create` can, then reset regardless.
     sha = _git(where, "stash", "create", message, env=env, ok=(0, 1, 128)).stdout.strip()
     if sha:
         _git(where, "stash", "store", "-q", "-m", message, sha, env=env)
-    _git(where, "reset", "--hard", "-q")
+    reset_to_head(where, keep or [])
+
+
+def reset_to_head(where: Path, keep: list[str]) -> None:
+    """Make the checkout `where` equal HEAD (`reset --hard`), but for the files in `keep`, which stay as they are
+    (with the index as in HEAD: the next `git status` shows them as changed)."""
+    if not keep:
+        _git(where, "reset", "--hard", "-q")
+        return
+    # The index to HEAD, then every file but the kept ones back to HEAD: `checkout` leaves a file it is not named alone.
+    _git(where, "reset", "-q")
+    restore = [name for _code, name in differing(where) if name not in keep]
+    if restore:
+        _git(where, "checkout", "HEAD", "--", *restore)
 
 
 def worktree_admin_dir(where: Path) -> Path | None:

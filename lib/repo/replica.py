@@ -196,7 +196,7 @@ def follow_main(cr: ConfigRepo) -> list[str]:
         done.append(f"{MAIN} here and on origin had diverged; kept this server's as {kept}")
     cr._repair_served()
     cas_update_ref(cr.path, f"refs/heads/{MAIN}", theirs, ours, f"dashmem: pull {MAIN} from {REMOTE}")
-    _git(cr.path, "reset", "--hard", "-q")
+    cr._follow_main()
     return done + [f"{MAIN} {ours[:10]} -> {theirs[:10]}"]
 
 

@@ -575,7 +575,6 @@ def test_an_owner_sets_the_remote_and_a_steward_then_proposes(env, tmp_path):
     next(t for t in at.text_area if t.label == "Goal").input("Show which gates missed target, and where.")
     next(b for b in at.button if b.label == "Save task rules").click().run()
     at = on_page(at, "app_pages/review.py")
-    assert any("ask an app owner" in c.value for c in at.caption)
     assert not [t for t in at.text_input if t.label == "Remote URL"]  # a steward cannot set it
     owner = on_page(signed_in("olivia"), "app_pages/review.py")
     next(t for t in owner.text_input if t.label == "Remote URL").input("https://bob:hunter2@git.example/x.git")
@@ -588,6 +587,40 @@ def test_an_owner_sets_the_remote_and_a_steward_then_proposes(env, tmp_path):
     next(b for b in at.button if b.label.startswith("Propose")).click().run()
     assert any("Pushed" in s.value for s in at.success), [e.value for e in at.error]
     assert "draft/sam/supply-chain-weekly" in [h.name for h in gitpython.Repo(bare).heads]
+
+
+@JOURNEY
+def test_an_owner_sees_how_many_proposed_drafts_wait_in_the_sidebar_and_on_review_without_a_remote(env):
+    """Issue #31, 8: the default install has no remote; a steward's proposal reaches the owner all the same."""
+    at = on_page(signed_in("sam"), "app_pages/specs.py")
+    next(t for t in at.text_area if t.label == "Goal").input("Show which gates missed target, and where.")
+    next(b for b in at.button if b.label == "Save task rules").click().run()
+    at = on_page(at, "app_pages/review.py")
+    assert not any("Proposals need a shared remote" in c.value for c in at.caption)
+    next(b for b in at.button if b.label == "Propose for review").click().run()
+    assert any("owners see your draft waiting" in s.value for s in at.success), [e.value for e in at.error]
+    assert not any("wait" in w.value for w in at.sidebar.warning)  # a steward: nothing waits for them
+
+    owner = signed_in("olivia")
+    assert any("1 proposed draft waits for your review" in w.value and "(1)" in w.value for w in owner.sidebar.warning), [
+        w.value for w in owner.sidebar.warning
+    ]
+    owner = on_page(owner, "app_pages/review.py")
+    assert any("1 proposed draft waits for your review: sam's" in w.value for w in owner.main.warning), [w.value for w in owner.main.warning]
+    assert any("proposed for review" in c.value for c in owner.caption)
+    next(b for b in owner.button if b.label == "Reject").click().run()
+    assert not any("wait" in w.value for w in owner.sidebar.warning)
+    assert not any("waits for your review" in w.value for w in owner.main.warning)
+
+
+def test_a_steward_is_told_on_sources_when_a_data_file_differs_from_the_committed_one(env):
+    """Issue #31, 5: next week's gates.csv copied into the published folder is named on Sources, plainly."""
+    at = on_page(signed_in("sam"), "app_pages/sources.py")
+    assert not any("differs from the committed" in i.value for i in at.info)
+    folder = env / "config-repo" / "supply-chain-weekly" / "data"
+    (folder / "gates.csv").write_bytes((folder / "next_week" / "gates.csv").read_bytes())
+    at.run()
+    assert any("`data/gates.csv` in the published folder differs from the committed file" in i.value for i in at.info), [i.value for i in at.info]
 
 
 @JOURNEY

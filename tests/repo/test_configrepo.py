@@ -7,6 +7,11 @@ Every test runs against a real git repository created from the shipped demo work
 
 from __future__ import annotations
 
+import csv
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import git
@@ -16,7 +21,7 @@ from lib.core.diagnostics import ValidationFailed, has_errors
 from lib.memory import workspace
 from lib.ops import publish
 from lib.repo.configrepo import ConfigRepo
-from lib.repo.gitops import ConfigRepoError
+from lib.repo.gitops import SYSTEM, ConfigRepoError, actor_env
 from lib.repo.history import MAIN, read_file
 from lib.roles.access import PermissionDenied, User
 from tests.configrepo_helpers import (
@@ -78,6 +83,87 @@ def test_open_or_create_refuses_a_non_empty_folder_that_is_not_a_repo(tmp_path):
     assert not (target / ".git").exists()
 
 
+# --------------------------------------------------------------------------- opening repairs memory files, keeps data files
+
+ROOT = WORKSPACES.parent
+TIMEOUT_S = 120  # a hung subprocess fails the test instead of hanging the run; not a timing assert
+
+
+def run(*args: str) -> str:
+    """A command in a new process, as a restarted app or a person at the shell runs it; its stdout."""
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def gates_totals(path: Path) -> tuple[int, str]:
+    """The sum of `actual` and the last day of a gates CSV, read here with the csv module."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return sum(int(r["actual"]) for r in rows), max(r["day"] for r in rows)
+
+
+def test_a_restart_keeps_next_weeks_data_file_in_place_and_the_next_refresh_serves_it(config_repo):
+    """Issue #31, 5: a new gates.csv copied into the published data/ folder survives a restart's repair (which
+    restores a stray edit of a memory file), and a Refresh in another process serves the new file's rows."""
+    repo = config_repo
+    folder = repo.published_path(SCW)
+    run("-m", "lib", "refresh", str(folder))  # last week's data served
+    new_file = folder / "data" / "next_week" / "gates.csv"
+    assert gates_totals(new_file) != gates_totals(folder / "data" / "gates.csv")
+    shutil.copyfile(new_file, folder / "data" / "gates.csv")
+    output_before = (folder / "output.yaml").read_bytes()
+    (folder / "output.yaml").write_text("# a stray edit a repair restores\n", encoding="utf-8")
+
+    code = "import json, sys; from pathlib import Path; from lib.repo.configrepo import ConfigRepo; "
+    code += "print(json.dumps(ConfigRepo.open_or_create(Path(sys.argv[1]), Path(sys.argv[2])).repaired))"
+    repaired = json.loads(run("-c", code, str(repo.path), str(WORKSPACES)).splitlines()[-1])
+
+    assert any("reset the published checkout" in what and f"kept {SCW}/data/gates.csv" in what for what in repaired), repaired
+    assert (folder / "output.yaml").read_bytes() == output_before  # the memory file is restored ...
+    assert (folder / "data" / "gates.csv").read_bytes() == new_file.read_bytes()  # ... the data file kept
+    assert repo.data_files_in_place(SCW) == ["data/gates.csv"]
+    assert ConfigRepo(repo.path).repaired == []  # a kept data file is nothing to repair on the next opening
+
+    run("-m", "lib", "refresh", str(folder))
+    served = json.loads(
+        run("-m", "lib", "query", str(folder), 'SELECT CAST(sum(actual) AS BIGINT) AS s, CAST(max("day") AS VARCHAR) AS d FROM gates', "--json")
+    )
+    assert (served["rows"][0]["s"], served["rows"][0]["d"]) == gates_totals(new_file)
+
+
+def test_publishing_keeps_a_data_file_put_in_place(config_repo):
+    """Publishing brings the published checkout up to `main` (there the repair ran too, with `reset --hard`)."""
+    repo = config_repo
+    folder = repo.published_path(SCW)
+    shutil.copyfile(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+    edit_rule(repo, OLIVIA, SCW, 5, "Published while next week's file is in place.")
+    publish.publish(repo, OLIVIA, SCW)
+    assert "Published while next week's file" in (folder / "task.yaml").read_text()
+    assert (folder / "data" / "gates.csv").read_bytes() == (folder / "data" / "next_week" / "gates.csv").read_bytes()
+    assert repo.data_files_in_place(SCW) == ["data/gates.csv"]
+
+
+def test_a_data_file_a_killed_publish_left_behind_main_is_brought_up_to_main(config_repo):
+    """What no person put there is not kept: a checkout left at the previous committed gates.csv (a publish killed
+    after moving `main`) gets `main`'s, as every memory file does."""
+    repo = config_repo
+    folder = repo.published_path(SCW)
+    old = sha(repo)
+    shutil.copyfile(folder / "data" / "next_week" / "gates.csv", folder / "data" / "gates.csv")
+    repo.repo.git.commit("-q", "-am", "next week's data", env=actor_env(SYSTEM))
+    new = sha(repo)
+    repo.repo.git.reset("-q", "--hard", old)
+    repo.repo.git.update_ref(f"refs/heads/{MAIN}", new, old)  # main moved, the checkout not yet
+
+    reopened = ConfigRepo(repo.path)
+
+    assert any("reset the published checkout" in what and "as it is" not in what for what in reopened.repaired), reopened.repaired
+    assert (folder / "data" / "gates.csv").read_bytes() == (folder / "data" / "next_week" / "gates.csv").read_bytes()
+    assert_main_clean(reopened)
+    assert reopened.data_files_in_place(SCW) == []
+
+
 # --------------------------------------------------------------------------- 10. propose
 
 
@@ -97,14 +183,67 @@ def test_propose_pushes_draft_branch_to_origin(config_repo):
     assert remote.commit(f"refs/heads/{branch}").hexsha == sha(repo, branch)
 
 
-def test_propose_without_remote_raises_clear_error(config_repo):
+def test_propose_without_a_remote_marks_the_draft_for_the_owners_and_pushes_nothing(config_repo):
+    """Issue #31, 8: the default install has no remote; a proposal still reaches the workspace's owners."""
     repo = config_repo
-    edit_rule(repo, SAM, SCW, 5, "Nowhere to push this.")
-    with pytest.raises(ConfigRepoError, match="no remote 'upstream'"):
-        publish.propose(repo, SAM, SCW, remote="upstream")
     repo.repo.delete_remote("origin")
-    with pytest.raises(ConfigRepoError, match="no remote 'origin'"):
+    edit_rule(repo, SAM, SCW, 5, "Nowhere to push this, and an owner sees it all the same.")
+    branch = repo.branch_name(SAM, SCW)
+    assert repo.proposals_for(OLIVIA) == {}
+
+    assert publish.propose(repo, SAM, SCW) == branch
+
+    assert repo.proposals_for(OLIVIA) == {SCW: [branch]}
+    assert repo.proposals_for(SAM) == {}  # a steward of it, not an owner: nothing waits for them
+    assert repo.proposals_for(VERA) == {}
+    listed = next(d for d in repo.drafts(SCW) if d["branch"] == branch)
+    assert listed["proposed"] is not None and listed["proposed"]["head"] == sha(repo, branch) and listed["proposed"]["by"] == "sam"
+    assert not repo.has_remote("origin")
+
+
+def test_publishing_a_proposed_draft_clears_it(config_repo):
+    repo = config_repo
+    edit_rule(repo, SAM, SCW, 5, "Proposed, then published.")
+    branch = publish.propose(repo, SAM, SCW)
+    publish.publish_branch(repo, OLIVIA, SCW, branch)
+    assert repo.proposals_for(OLIVIA) == {}
+    assert next(d for d in repo.drafts(SCW) if d["branch"] == branch)["proposed"] is None
+
+
+def test_rejecting_a_proposed_draft_clears_it_and_a_new_draft_is_not_proposed(config_repo):
+    repo = config_repo
+    edit_rule(repo, SAM, SCW, 5, "Proposed, then rejected.")
+    branch = publish.propose(repo, SAM, SCW)
+    repo.reject(OLIVIA, SCW, branch)
+    assert repo.proposals_for(OLIVIA) == {}
+    edit_rule(repo, SAM, SCW, 5, "A new draft after the reject.")  # the same branch name again
+    assert repo.has_branch(branch) and repo.proposals_for(OLIVIA) == {}
+
+
+def test_a_proposal_made_in_one_process_waits_in_another_until_a_third_publishes_it(config_repo):
+    repo = config_repo
+    edit_rule(repo, SAM, SCW, 5, "Proposed from another process.")
+    code = (
+        "import sys; from pathlib import Path; from lib.ops import publish; from lib.repo.configrepo import ConfigRepo; from lib.roles.access import User; "
+        "cr = ConfigRepo(Path(sys.argv[1])); "
+        "print(publish.propose(cr, User('sam', app_role='steward'), sys.argv[2], remote='none') if sys.argv[3] == 'propose' "
+        "else publish.publish_branch(cr, User('olivia', app_role='owner'), sys.argv[2], 'draft/sam/' + sys.argv[2]))"
+    )
+    run("-c", code, str(repo.path), SCW, "propose")
+    assert ConfigRepo(repo.path).proposals_for(OLIVIA) == {SCW: [repo.branch_name(SAM, SCW)]}
+    assert repo.proposals_for(OLIVIA) == {SCW: [repo.branch_name(SAM, SCW)]}  # the long-running one sees it too
+    run("-c", code, str(repo.path), SCW, "publish")
+    assert repo.proposals_for(OLIVIA) == {}
+
+
+def test_a_failed_push_proposes_nothing(config_repo, tmp_path):
+    repo = config_repo
+    edit_rule(repo, SAM, SCW, 5, "The remote is gone.")
+    repo.repo.git.remote("set-url", "origin", str(tmp_path / "no-such-remote.git"))
+    with pytest.raises(ConfigRepoError, match="could not push .* it was not proposed") as refused:
         publish.propose(repo, SAM, SCW)
+    assert "fatal" not in str(refused.value)  # git's words are for the log
+    assert repo.proposals_for(OLIVIA) == {}
 
 
 def test_propose_without_draft_raises(config_repo):
