@@ -12,6 +12,7 @@ from lib.memory import workspace
 from lib.ops import publish
 from lib.repo.drafts import PublishConflict
 from lib.repo.publish_rules import publish_button
+from lib.roles import access
 
 ctx = ui.context("propose")  # drafts are for the people who write them
 
@@ -147,6 +148,40 @@ for d in drafts:
                         ctx.repo.sync(ctx.user, ctx.slug, prefer=keep)
                         del st.session_state[state.sync_conflict(ctx.slug)]
                         st.rerun()
+
+if ctx.can("manage_access"):  # lib refuses anyone else too (ConfigRepo.change_access)
+    st.divider()
+    st.subheader("Who may do what")
+    st.caption(
+        "Add or remove people (their user name), groups (group:NAME) or everyone signed in (*) per role. "
+        "A change goes to your draft, shows above as an access change, and takes effect when it is published."
+    )
+    with ui.user_errors("Could not read who may do what"):
+        lists = ctx.repo.access_lists(ctx.user, ctx.slug)
+        for key in access.ROLE_LISTS.values():
+            st.markdown(f"**{key.capitalize()}**: " + (", ".join(f"`{p}`" for p in lists[key]) or "nobody"))
+        add_form, remove_form = st.columns(2)
+        with add_form.form("access_add", clear_on_submit=True):
+            role = st.selectbox("Role", list(access.ROLE_LISTS), key="access_add_role")
+            who = st.text_input("Person or group", placeholder="sam, group:analysts or *", key="access_add_who")
+            adding = st.form_submit_button("Add to my draft")
+        with remove_form.form("access_remove"):
+            held = [str(access.Grant(role, p)) for role, key in access.ROLE_LISTS.items() for p in lists[key]]
+            chosen = st.multiselect("Remove", held, key="access_remove_chosen", placeholder="role:name")
+            removing = st.form_submit_button("Remove from my draft")
+        if adding or removing:
+            with ui.user_errors("Could not change who may do what", invalid="Not saved: nothing changed."):
+                if adding:
+                    sha, done = ctx.repo.change_access(ctx.user, ctx.slug, add=[access.Grant.of(role, who)])
+                else:
+                    sha, done = ctx.repo.change_access(ctx.user, ctx.slug, remove=[access.Grant.parse(text) for text in chosen])
+                if not done:
+                    st.info("Nothing to change: " + ("they already have that role." if adding else "choose whom to remove."))
+                else:
+                    st.session_state[state.REVIEW_DONE] = (
+                        f"Saved to your draft: {'; '.join(done)}. It shows above as an access change; publish it to make it count."
+                    )
+                    st.rerun()
 
 if ctx.user.app_role == "owner":
     st.divider()

@@ -339,6 +339,48 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def cmd_access(args) -> int:
+    """Who holds each role, and with --add/--remove ROLE:NAME a change to it: on USER's draft with --as (an owner's,
+    published like any change), else in PATH's workspace.yaml as the operator, who holds the files already."""
+    from ..memory import workspace
+    from ..roles import access
+
+    add = [access.Grant.parse(text) for text in args.add or []]
+    remove = [access.Grant.parse(text) for text in args.remove or []]
+    path = Path(args.path)
+    commit, done, where = None, [], str(path / workspace.FILES["workspace"])
+    if args.as_user:
+        from ..repo import configrepo, history
+
+        repo, folder = history.find_repo(path)
+        try:
+            user = access.User(args.as_user)
+        except ValueError as exc:  # a name no sign-in could have: said as it is
+            return _fail(args, f"--as: {exc}")
+        cr, slug = configrepo.ConfigRepo(history.work_tree(repo)), Path(folder).name
+        if add or remove:
+            commit, done = cr.change_access(user, slug, add, remove)
+        lists, where = cr.access_lists(user, slug), f"{user.name}'s draft of {slug}" if cr.has_draft(user, slug) else f"{slug} as published"
+    else:
+        meta = dict(_valid_workspace(path).get("workspace") or {})
+        meta["access"], done = access.changed_access(meta.get("access"), add, remove)
+        if done:
+            workspace.save(path, {"workspace": meta})
+        lists = {key: list(meta["access"].get(key) or []) for key in access.ROLE_LISTS.values()}
+    if args.json:
+        _print_json({"ok": True, "access": lists, "changed": done, "commit": commit, "where": where})
+        return 0
+    for line in done:
+        print(line)
+    if done:
+        print(f"saved to {where}" + (f" as {commit[:10]}; publish it with `{PROG} publish {args.path} --as {args.as_user}`" if commit else ""))
+    elif add or remove:
+        print(f"nothing to change in {where}")
+    for role, key in access.ROLE_LISTS.items():
+        print(f"{role + 's:':<10} {', '.join(lists[key]) or '(nobody)'}")
+    return 0
+
+
 def cmd_sync(args) -> int:
     """Pull the app's config repo from the remote several app servers share (DASHMEM_CONFIG_REMOTE)."""
     from ..repo import configrepo, history, replica
@@ -665,6 +707,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as", dest="as_user", required=True, help="your user name; checked against the workspace's access list")
     p.add_argument("--branch", help="branch to publish (default: your own draft)")
     p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("access", help="who may own, steward and view a workspace; --add/--remove ROLE:NAME changes it (owners only)")
+    p.add_argument("path")
+    p.add_argument("--add", action="append", metavar="ROLE:NAME", help="give NAME (a user, group:NAME or *) the role owner, steward or viewer; repeatable")
+    p.add_argument("--remove", action="append", metavar="ROLE:NAME", help="take NAME out of that role's list; repeatable; the last owner stays")
+    p.add_argument("--as", dest="as_user", help="your user name: change (or list) your draft in the config repo, checked against its access lists")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_access)
 
     p = sub.add_parser("sync", help="pull the app's config repo from the remote app servers share (DASHMEM_CONFIG_REMOTE)")
     p.add_argument("--json", action="store_true")

@@ -23,6 +23,7 @@ User-facing (subclass DashmemError), by wing; a test keeps this table equal to t
 | `WorkspaceExists` | memory.workspace | FileExistsError |
 | `YamlSyntaxError` | memory.yamlio | ValueError |
 | `PermissionDenied` | roles.access | PermissionError |
+| `AccessChangeRefused` | roles.access | ValueError |
 | `AuthConfigError` | roles.auth | RuntimeError |
 | `DraftChanged` | repo.drafts | ConfigRepoError |
 | `PublishConflict` | repo.drafts | ConfigRepoError |

@@ -537,6 +537,35 @@ class ConfigRepo:
         task = rule_review.confirmed(ws.get("task") or {}, ids, today)
         return self.save(user, slug, {"task": task}, f"Confirm task rule{'s' if len(ids) > 1 else ''} still hold: {', '.join(ids)}")
 
+    def access_lists(self, user: User, slug: str) -> dict[str, list[str]]:
+        """Who holds each role as the user's draft has it (the published lists while they have no draft), for
+        anyone who may view the workspace: each role's list key (owners, stewards, viewers) -> its entries."""
+        access.require(user, "view", self.meta_for(user, slug), slug)
+        path = self.draft(user, slug).workspace_path if self.has_draft(user, slug) else self.view_path(user, slug)
+        lists = (workspace.load(path)[0].get("workspace") or {}).get("access") or {}
+        return {key: list(lists.get(key) or []) for key in access.ROLE_LISTS.values()}
+
+    def change_access(self, user: User, slug: str, add: Iterable[access.Grant] = (), remove: Iterable[access.Grant] = ()) -> tuple[str | None, list[str]]:
+        """Add and remove people and groups per role on the user's draft, as one commit that Review shows as an access
+        change and publishing publishes like any other: the commit's sha (None: nothing changed) and a sentence per change.
+
+        Only an owner may (`manage_access` under the published lists, checked before the draft is opened, and again
+        by `save`); the owners' list keeps at least one entry (`access.changed_access`); nothing is written when refused.
+        """
+        add, remove = list(add), list(remove)
+        access.require(user, "manage_access", self._access_meta(slug, self.branch_name(user, slug)), slug)
+        base = self.draft_head(user, slug)  # a save from another tab meanwhile refuses this one, rather than being undone
+        ws, found = workspace.load(self.draft(user, slug).workspace_path)
+        meta_problems = [d for d in found if d.file and d.file.endswith(workspace.FILES["workspace"])]
+        if has_errors(meta_problems):
+            raise ValidationFailed(meta_problems)
+        meta = copy.deepcopy(ws.get("workspace") or {})
+        meta["access"], done = access.changed_access(meta.get("access"), add, remove)
+        if not done:
+            return None, []
+        sha = self.save(user, slug, {"workspace": meta}, f"Access to {slug}: {'; '.join(done)}", base=base)
+        return sha, done
+
     # Publishing and proposing are lib.ops.publish: they run the checks, which sit above the config repo.
 
     # ---- repairing what a killed process left behind

@@ -366,9 +366,9 @@ def _write_new_workspace(cr: ConfigRepo, user: User, draft: Draft, name: str, te
     if template:
         workspace.copy_template(cr.path / workspace.check_slug(template), draft.workspace_path, name=name)
         meta = workspace.load(draft.workspace_path)[0].data["workspace"]
-        owners = meta["access"]["owners"]
-        if user.name not in owners:
-            meta["access"]["owners"] = [user.name] + owners
+        # Its creator's alone, as a blank one is: the template's people were given the template, not the copy,
+        # and its owners would otherwise decide who may see a workspace they never made. The owner adds people.
+        meta["access"] = workspace.blank(name, user.name, "")["workspace"]["access"]
         workspace.save(draft.workspace_path, {"workspace": meta})
     else:
         workspace.save(draft.workspace_path, workspace.blank(name, user.name, dt.date.today().isoformat()))

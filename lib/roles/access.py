@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from ..core.errors import DashmemError
 from ..memory import schemas
@@ -115,3 +115,76 @@ def require_governance_unchanged_or_owner(user: User, before: dict[str, Any], af
 def require_app_role(user: User, least: str, what: str) -> None:
     if _RANK[user.app_role] < _RANK[least]:
         raise PermissionDenied(f"{user.name} ({user.app_role}) may not {what}; it needs the {least} role")
+
+
+# --------------------------------------------------------------------------- changing the access lists
+
+ROLE_LISTS = {OWNER: "owners", STEWARD: "stewards", VIEWER: "viewers"}  # a role -> its list in workspace.yaml's access
+# Who a list may name: a user name, `group:NAME` or `*` (the schema's rule, not re-typed here).
+PRINCIPAL_RE = re.compile(schemas.pattern("workspace", "principals", schemas.ITEMS))
+
+
+class AccessChangeRefused(DashmemError, ValueError):
+    """An access change that cannot be made as asked (an unknown role, a malformed name, the last owner); nothing changed."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One entry of one role's list: `steward:sam`, `viewer:group:ops`, `owner:*`."""
+
+    role: str
+    principal: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Grant":
+        """`ROLE:NAME` as the command line and the form take it; a plain sentence saying what is allowed otherwise."""
+        role, sep, principal = text.strip().partition(":")
+        role = role.strip().lower()
+        role = {plural: singular for singular, plural in ROLE_LISTS.items()}.get(role, role)  # "stewards:sam" reads as meant
+        if not sep or role not in ROLE_LISTS:
+            raise AccessChangeRefused(f"{text.strip()!r}: give ROLE:NAME, where ROLE is {', '.join(ROLE_LISTS)} (e.g. steward:sam or viewer:group:ops)")
+        return cls.of(role, principal)
+
+    @classmethod
+    def of(cls, role: str, principal: str) -> "Grant":
+        principal = principal.strip()
+        if role not in ROLE_LISTS:
+            raise AccessChangeRefused(f"{role!r} is not a role: choose one of {', '.join(ROLE_LISTS)}")
+        if not PRINCIPAL_RE.match(principal):
+            raise AccessChangeRefused(
+                f"{principal!r} cannot be in an access list: give a user name (letters, digits and _ . @ -, up to 64), "
+                "group:NAME for everyone in a group, or * for everyone signed in"
+            )
+        return cls(role, principal)
+
+    def __str__(self) -> str:
+        return f"{self.role}:{self.principal}"
+
+
+def changed_access(lists: dict[str, Any] | None, add: Sequence[Grant] = (), remove: Sequence[Grant] = ()) -> tuple[dict[str, Any], list[str]]:
+    """workspace.yaml's `access` with `remove` taken out and `add` put in, and a sentence per change made.
+
+    Adding an entry a list holds already changes nothing; removing one it does not hold is refused (a typo
+    should not pass as done). The owners' list keeps at least one entry: a workspace nobody owns has nobody
+    who may change its access again. The lists are independent: adding sam as a steward leaves sam a viewer
+    too, which grants nothing more (the highest role wins).
+    """
+    out = {key: list(value) if isinstance(value, list) else value for key, value in (lists or {}).items()}
+    done: list[str] = []
+    for grant in remove:
+        key = ROLE_LISTS[grant.role]
+        held = out.get(key) or []
+        if grant.principal not in held:
+            listed = ", ".join(held) or "nobody"
+            raise AccessChangeRefused(f"{grant.principal} is not among the {key} (they are: {listed}); nothing was changed")
+        out[key] = [p for p in held if p != grant.principal]
+        done.append(f"removed {grant.principal} from the {key}")
+    for grant in add:
+        key = ROLE_LISTS[grant.role]
+        held = out.get(key) or []
+        if grant.principal not in held:
+            out[key] = [*held, grant.principal]
+            done.append(f"added {grant.principal} to the {key}")
+    if not out.get(ROLE_LISTS[OWNER]):
+        raise AccessChangeRefused("a workspace keeps at least one owner: add another owner before removing the last one; nothing was changed")
+    return out, done

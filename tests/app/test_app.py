@@ -1115,3 +1115,34 @@ def test_publishing_a_draft_that_adds_a_source_loads_it_from_review_or_says_why_
     viewer = signed_in("vera")
     assert not viewer.error, [e.value for e in viewer.error]
     assert {m.label: m.value for m in viewer.metric}["Orders"] == f"{1200 + 34:,}"  # the sum of the file's orders
+
+
+def test_an_owner_adds_and_removes_people_per_role_on_review_and_a_steward_gets_no_such_form(env):
+    from lib.roles.access import User
+
+    steward = on_page(signed_in("sam"), "app_pages/review.py")
+    assert "Who may do what" not in [h.value for h in steward.subheader]  # and lib refuses a steward anyway (tests/repo)
+
+    at = on_page(signed_in("olivia"), "app_pages/review.py")
+    repo = at.session_state["config_repo"]
+    at.selectbox(key="access_add_role").set_value("steward")
+    at.text_input(key="access_add_who").input("bob")
+    next(b for b in at.button if b.label == "Add to my draft").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("added bob to the stewards" in s.value for s in at.success), [s.value for s in at.success]
+    warning = next(w.value for w in at.warning if w.value.startswith("Check these before publishing"))
+    assert "bob" in warning and "added to stewards" in warning  # Review marks it as an access change
+    assert "bob" in repo.access_lists(User("olivia", app_role="owner"), "supply-chain-weekly")["stewards"]
+    assert "bob" not in (repo.meta("supply-chain-weekly")["access"].get("stewards") or [])  # the draft only, until published
+
+    at.multiselect(key="access_remove_chosen").set_value(["owner:olivia"])
+    next(b for b in at.button if b.label == "Remove from my draft").click().run()
+    assert not at.exception and any("at least one owner" in e.value for e in at.error), [e.value for e in at.error]
+    at.text_input(key="access_add_who").input("bob smith")
+    next(b for b in at.button if b.label == "Add to my draft").click().run()
+    assert not at.exception and any("user name" in e.value for e in at.error), [e.value for e in at.error]
+    assert repo.access_lists(User("olivia", app_role="owner"), "supply-chain-weekly")["owners"] == ["olivia"]
+
+    at.multiselect(key="access_remove_chosen").set_value(["steward:bob"])
+    next(b for b in at.button if b.label == "Remove from my draft").click().run()
+    assert any("removed bob from the stewards" in s.value for s in at.success), [s.value for s in at.success]

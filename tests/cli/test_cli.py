@@ -425,3 +425,45 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
     assert head.startswith(b"{")
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert proc.returncode != 0  # like any program whose reader went away: not a success either
+
+
+# --------------------------------------------------------------------------- access
+
+
+@PROCESSES
+def test_access_changes_an_owners_draft_which_publishes_like_any_change(config_repo):
+    path = config_repo.path / "supply-chain-weekly"
+    main = config_repo.repo.commit("main").hexsha
+    refused = run("access", path, "--as", "sam", "--add", "owner:sam", check_rc=1)
+    assert "sam (steward) may not manage_access" in refused.stderr and "Traceback" not in refused.stderr
+    last = run("access", path, "--as", "olivia", "--remove", "owner:olivia", check_rc=1)
+    assert "at least one owner" in last.stderr
+    assert {h.commit.hexsha for h in config_repo.repo.heads} == {main}  # no commit by either (a draft opened is main)
+
+    changed = json.loads(run("access", path, "--as", "olivia", "--add", "steward:bob", "--remove", "viewer:*", "--json", check_rc=0).stdout)
+    assert changed["ok"] and len(changed["changed"]) == 2 and changed["commit"]
+    assert config_repo.repo.commit("draft/olivia/supply-chain-weekly").hexsha == changed["commit"]
+    listed = run("access", path, "--as", "olivia", check_rc=0).stdout  # the draft's lists
+    assert re.search(r"^stewards:\s.*\bbob\b", listed, re.M) and re.search(r"^viewers:\s+\(nobody\)", listed, re.M), listed
+    assert "bob" not in run("access", path, check_rc=0).stdout  # the published file: not yet
+
+    run("publish", path, "--as", "olivia", check_rc=0)
+    published = json.loads(run("access", path, "--json", check_rc=0).stdout)["access"]
+    assert "bob" in published["stewards"] and published["viewers"] == []
+
+
+def test_access_on_a_plain_folder_edits_its_workspace_yaml_and_refuses_plainly(tmp_path):
+    shutil.copytree(WORKSPACES, tmp_path / "ws", symlinks=True)
+    folder = tmp_path / "ws" / "gdp-explorer"
+    before = (folder / "workspace.yaml").read_bytes()
+    for args, says in (
+        (["--remove", "owner:olivia"], "at least one owner"),
+        (["--add", "boss:ann"], "owner, steward, viewer"),
+        (["--remove", "steward:ann"], "ann is not among the stewards"),
+    ):
+        proc = run("access", folder, *args, check_rc=1)
+        assert says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert (folder / "workspace.yaml").read_bytes() == before
+    proc = run("access", folder, "--add", "viewer:group:ops", check_rc=0)
+    assert "added group:ops to the viewers" in proc.stdout
+    assert "group:ops" in (folder / "workspace.yaml").read_text(encoding="utf-8")

@@ -23,7 +23,11 @@ from lib.ops import publish
 from lib.repo.configrepo import ConfigRepo
 from lib.repo.gitops import SYSTEM, ConfigRepoError, actor_env
 from lib.repo.history import MAIN, read_file
-from lib.roles.access import PermissionDenied, User
+from lib.roles import access
+from lib.roles.access import OWNER as OWNER_ROLE
+from lib.roles.access import STEWARD as STEWARD_ROLE
+from lib.roles.access import VIEWER as VIEWER_ROLE
+from lib.roles.access import AccessChangeRefused, Grant, PermissionDenied, User
 from tests.configrepo_helpers import (
     GDP,
     OLIVIA,
@@ -394,14 +398,17 @@ def test_new_blank_workspace_is_valid_on_the_creators_draft(config_repo):
     assert not (repo.path / "team-kpis").exists()
 
 
-def test_new_workspace_from_template_copies_data_and_lists_creator_as_owner(config_repo):
+def test_new_workspace_from_template_copies_data_and_starts_with_its_creator_as_the_only_owner(config_repo):
     repo = config_repo
+    template_access = repo.meta(GDP)["access"]
     d = repo.new_workspace(SAM, "gdp-copy", "GDP copy", template=GDP)
 
     ws, diags = workspace.load(d.workspace_path)
     assert not has_errors(diags), [x.format() for x in diags]
     assert ws.data["workspace"]["name"] == "GDP copy"
-    assert ws.data["workspace"]["access"]["owners"] == ["sam", "olivia"]
+    # Not the template's lists: its owners, stewards and viewers were given the template, not this copy.
+    assert ws.data["workspace"]["access"] == {"owners": [SAM.name], "stewards": [], "viewers": []}
+    assert template_access["owners"] != [SAM.name] and template_access["viewers"]  # the template had other people in them
     assert (d.workspace_path / "data" / "gdp.csv").read_bytes() == (repo.path / GDP / "data" / "gdp.csv").read_bytes()
     committed = files_at(repo, d.branch, "gdp-copy")
     template = files_at(repo, MAIN, GDP)
@@ -616,3 +623,62 @@ def test_a_failed_new_workspace_leaves_the_name_free(config_repo):
         repo.new_workspace(sam, "team-kpis", "T" * 81)
     assert "draft/sam/team-kpis" not in repo.repo.heads
     assert repo.new_workspace(sam, "team-kpis", "Team KPIs").workspace_path.is_dir()
+
+
+# --------------------------------------------------------------------------- owners manage access
+
+
+def test_an_owners_access_change_is_saved_to_the_draft_shown_as_an_access_change_and_published(config_repo):
+    repo = config_repo
+    bob = User("bob")
+    assert access.role_of(bob, repo.meta(SCW)) == VIEWER_ROLE  # the demo's viewers list is '*'
+    published = sha(repo)
+
+    commit, done = repo.change_access(OLIVIA, SCW, add=[Grant(STEWARD_ROLE, "bob"), Grant(VIEWER_ROLE, "group:ops")], remove=[Grant(VIEWER_ROLE, "*")])
+
+    assert commit is not None and len(done) == 3
+    assert sha(repo) == published  # the draft, not main: nobody's role changed yet
+    assert repo.repo.commit(repo.branch_name(OLIVIA, SCW)).hexsha == commit
+    lists = repo.access_lists(OLIVIA, SCW)
+    assert "bob" in lists["stewards"] and lists["viewers"] == ["group:ops"]
+    changes = repo.draft_changes(SCW, repo.branch_name(OLIVIA, SCW))
+    assert {(c.category, c.kind, c.id) for c in changes} >= {
+        ("access", "granted", "stewards"),
+        ("access", "granted", "viewers"),
+        ("access", "revoked", "viewers"),
+    }
+    assert all(c.severity == "attention" for c in changes if c.category == "access")  # Review's "check these before publishing"
+    assert access.role_of(VERA, repo.meta(SCW)) == VIEWER_ROLE
+
+    publish.publish(repo, OLIVIA, SCW)
+
+    assert access.role_of(bob, repo.meta(SCW)) == STEWARD_ROLE
+    assert access.role_of(VERA, repo.meta(SCW)) is None  # '*' is gone from the published lists
+    assert_main_clean(repo)
+
+
+def test_a_steward_may_not_change_access_and_nothing_is_written(config_repo):
+    repo = config_repo
+    heads = {h.name: h.commit.hexsha for h in repo.repo.heads}
+    with pytest.raises(PermissionDenied, match=r"sam \(steward\) may not manage_access"):
+        repo.change_access(SAM, SCW, add=[Grant(OWNER_ROLE, "sam")])
+    assert {h.name: h.commit.hexsha for h in repo.repo.heads} == heads
+    assert repo.access_lists(SAM, SCW)["owners"] == ["olivia"]
+
+
+def test_the_last_owner_cannot_be_removed_and_the_draft_is_left_as_it_was(config_repo):
+    repo = config_repo
+    before = repo.draft_head(OLIVIA, SCW)
+    with pytest.raises(AccessChangeRefused, match="at least one owner"):
+        repo.change_access(OLIVIA, SCW, remove=[Grant(OWNER_ROLE, "olivia")])
+    assert repo.draft_head(OLIVIA, SCW) == before
+    # Handing over is allowed: another owner first, then the old one out, in one change.
+    commit, _ = repo.change_access(OLIVIA, SCW, add=[Grant(OWNER_ROLE, "sam")], remove=[Grant(OWNER_ROLE, "olivia")])
+    assert commit is not None and repo.access_lists(OLIVIA, SCW)["owners"] == ["sam"]
+
+
+def test_an_access_change_that_changes_nothing_commits_nothing(config_repo):
+    repo = config_repo
+    before = repo.draft_head(OLIVIA, SCW)
+    assert repo.change_access(OLIVIA, SCW, add=[Grant(OWNER_ROLE, "olivia")]) == (None, [])
+    assert repo.draft_head(OLIVIA, SCW) == before

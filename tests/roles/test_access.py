@@ -208,3 +208,61 @@ def test_the_user_name_rule_is_the_schemas_author_pattern():
 
     task = json.loads((ROOT / "schemas" / "task.schema.json").read_text())
     assert task["$defs"]["rule"]["properties"]["author"]["pattern"] == access.USER_NAME_RE.pattern
+
+
+# --------------------------------------------------------------------------- changing the access lists
+
+LISTS = {"owners": ["olivia"], "stewards": ["sam"], "viewers": ["*"]}
+
+
+def test_a_grant_reads_role_colon_name_for_people_groups_and_everyone():
+    assert access.Grant.parse("steward:bob") == access.Grant(STEWARD, "bob")
+    assert access.Grant.parse("viewer:group:ops") == access.Grant(VIEWER, "group:ops")
+    assert access.Grant.parse(" Owners:alice ") == access.Grant(OWNER, "alice")  # the list's name reads as meant
+    assert str(access.Grant.parse("viewer:*")) == "viewer:*"
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("bob", "ROLE:NAME"),
+        ("admin:bob", "owner, steward, viewer"),
+        ("steward:", "user name"),
+        ("steward:bob smith", "user name"),
+        ("viewer:group:", "group:NAME"),
+    ],
+)
+def test_a_malformed_grant_says_what_is_allowed(text, says):
+    with pytest.raises(access.AccessChangeRefused, match=says):
+        access.Grant.parse(text)
+
+
+def test_adding_and_removing_changes_only_the_named_lists_and_says_what_it_did():
+    before = {role: list(names) for role, names in LISTS.items()}
+    after, done = access.changed_access(LISTS, add=[access.Grant(STEWARD, "bob"), access.Grant(VIEWER, "group:ops")], remove=[access.Grant(VIEWER, "*")])
+    assert after == {"owners": ["olivia"], "stewards": ["sam", "bob"], "viewers": ["group:ops"]}
+    assert len(done) == 3 and any("bob" in line and "stewards" in line for line in done)
+    assert LISTS == before  # the lists given are not changed in place
+
+
+def test_adding_an_entry_already_there_changes_nothing_and_removing_one_not_there_is_refused():
+    assert access.changed_access(LISTS, add=[access.Grant(STEWARD, "sam")]) == (LISTS, [])
+    with pytest.raises(access.AccessChangeRefused, match=r"bob is not among the stewards \(they are: sam\)"):
+        access.changed_access(LISTS, remove=[access.Grant(STEWARD, "bob")])
+
+
+def test_the_last_owner_is_kept_but_an_owner_may_hand_over_to_another():
+    with pytest.raises(access.AccessChangeRefused, match="at least one owner"):
+        access.changed_access(LISTS, remove=[access.Grant(OWNER, "olivia")])
+    after, _ = access.changed_access(LISTS, add=[access.Grant(OWNER, "sam")], remove=[access.Grant(OWNER, "olivia")])
+    assert after["owners"] == ["sam"]
+
+
+def test_the_principal_rule_is_the_schemas():
+    import json
+
+    from ..conftest import ROOT
+
+    schema = json.loads((ROOT / "schemas" / "workspace.schema.json").read_text(encoding="utf-8"))
+    assert access.PRINCIPAL_RE.pattern == schema["$defs"]["principals"]["items"]["pattern"]
+    assert set(access.ROLE_LISTS.values()) == set(schema["properties"]["access"]["properties"])
