@@ -287,7 +287,8 @@ def _fetch(source: dict, ctx: FetchContext, encoding: str) -> pa.Table:
 
 
 def _has_invalid_utf8(path: Path) -> bool:
-    return _first_invalid_utf8(path)[0] < path.stat().st_size
+    """Whether the file holds bytes that are not UTF-8 (a UTF-16 file is told apart by its byte-order mark, by `fetch`)."""
+    return not _utf16_bom(path) and _first_invalid_utf8(path)[0] < path.stat().st_size
 
 
 def _printable(text: str, longest: int = 300) -> str:
