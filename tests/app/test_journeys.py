@@ -490,8 +490,8 @@ def test_steward_journey(make_app, page, tmp_path):
     page.get_by_role("heading", name="sam's draft (yours)").wait_for()
     page.get_by_text("Checks pass").first.wait_for()
     assert_clean(page, "Review", app)
-    page.get_by_role("button", name="Propose (push for a pull request)").click()
-    page.get_by_text(f"Pushed {BRANCH_SAM} to origin").wait_for()
+    page.get_by_role("button", name="Propose for review (and push for a pull request)").click()
+    page.get_by_text("Proposed: the workspace's owners see your draft waiting for their review.").wait_for()  # and pushed: below
     assert_clean(page, "Review after proposing", app)
     shot(page, "steward", "11-review-proposed")
     pushed = git_out(remote, "rev-parse", f"refs/heads/{BRANCH_SAM}").strip()
