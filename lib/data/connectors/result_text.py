@@ -36,11 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ...memory import schemas
-from .base import dig, records_to_table
+from .base import dig, parse_iso_dates, records_to_table
 from .csv_source import parse_dates
 
 # The values of `result_format`, in the order a guess tries them (the schema documents that order).
@@ -63,8 +62,6 @@ TRUNCATION_WORDS = re.compile(
 # Text read as missing in the text formats (mcp-alchemy writes NULL for None).
 TEXT_NULLS = ["", "NULL", "null"]
 
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?$")
-_ZONED = re.compile(r"(Z|[+-]\d{2}(:?\d{2})?)$")
 _ROW_HEADER = re.compile(r"^\s*(\d+\s*[.)]?\s*rows?|rows?\s*#?\s*\d+|record\s*#?\s*\d+|#\s*\d+|[-=*]{3,}.*)\s*:?\s*$", re.IGNORECASE)
 _KEY_VALUE = re.compile(r"^\s*(?P<key>[^\n]+?):(?:[ \t]+(?P<value>.*))?$")
 _MD_RULE = re.compile(r"^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?$")
@@ -559,29 +556,9 @@ _FORMAT_NAMES = {
 
 
 def _with_dates(table: pa.Table) -> pa.Table:
-    """Text columns whose every value is an ISO 8601 date or timestamp as dates and timestamps, as a CSV
-    source reads them (which then also tries its other date formats); any other value keeps the column text."""
-    for i, field in enumerate(table.schema):
-        if not pa.types.is_string(field.type):
-            continue
-        column = table.column(i)
-        present = pc.drop_null(column)  # pyright: ignore[reportAttributeAccessIssue]  # pyarrow.compute makes its kernels at import: no stubs
-        if not len(present) or not _ISO_DATE.match(present[0].as_py()):
-            continue
-        table = table.set_column(i, field.name, _iso(column, present))
-    return parse_dates(table)
-
-
-def _iso(column: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray:
-    first = present[0].as_py()
-    kinds = [pa.date32()] if len(first) == 10 else []
-    kinds.append(pa.timestamp("us", "UTC") if _ZONED.search(first) else pa.timestamp("us"))
-    for kind in kinds:
-        try:
-            return column.cast(kind)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            continue
-    return column
+    """ISO 8601 text as dates and timestamps (base.parse_iso_dates, as REST answers are read), then the CSV source's
+    other date formats; any other value keeps its column text."""
+    return parse_dates(parse_iso_dates(table))
 
 
 def excerpt(text: str, limit: int = 200) -> str:
