@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import schema_form, state, ui
-from lib.core import settings
+from lib.core import settings, tokens
 from lib.data import colroles, coltypes, profile
 from lib.data.connectors import FILE_TYPES, REGISTRY
 from lib.data.connectors.base import FetchContext, UploadLimits, fetch
@@ -19,6 +19,7 @@ from lib.data.sandbox import QueryError
 from lib.data.snapshots import Warehouse
 from lib.memory import relationships, schemas, workspace
 from lib.memory.yamlio import declared_properties
+from lib.ops import draft_data
 
 ctx = ui.context("edit")
 st.title("Sources")
@@ -90,10 +91,33 @@ for i, source in enumerate(sources):
         if remove and save(sources[:i] + sources[i + 1 :], f"Remove source {source['name']}"):
             st.rerun()
 
+
+def add_and_profile(new: dict) -> None:
+    """Save a new source to the draft, load and profile it (lib.ops.draft_data), showing each step; then show its profile."""
+    added = None
+    with st.status(f"Adding {new['name'] or 'the source'}…", expanded=True) as status:
+        bar = st.progress(0.0)
+        with ui.user_errors(
+            "Could not add the source", invalid="Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY."
+        ):
+            added = draft_data.add_source(ctx.repo, ctx.user, ctx.slug, new, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+        if added is None or not added.ok:
+            status.update(label="Not added" if added is None else f"Added {added.names[0]}, but not loaded and profiled", state="error")
+        else:
+            status.update(label=f"Added, loaded and profiled {added.names[0]}", state="complete")
+    if added is None:  # not saved: the reason is shown, and the form keeps what was typed
+        return
+    st.session_state[state.ADD_SOURCE_FORM] += 1
+    st.session_state[state.SOURCES_DONE if added.ok else state.SOURCES_PROBLEM] = added.headline()
+    st.rerun()
+
+
 st.subheader("Add a source")
 kind = st.selectbox("Type", list(REGISTRY), format_func=lambda t: REGISTRY[t].label)
 if st.session_state.get(state.SOURCES_DONE):
     st.success(st.session_state.pop(state.SOURCES_DONE))
+if st.session_state.get(state.SOURCES_PROBLEM):
+    st.error(st.session_state.pop(state.SOURCES_PROBLEM))
 # A fresh form after each addition, so the last upload and name do not linger in it.
 with st.form(f"add_source_{st.session_state.setdefault(state.ADD_SOURCE_FORM, 0)}"):
     name = st.text_input("Table name", placeholder="orders", help=root["$defs"]["source"]["properties"]["name"]["description"])
@@ -115,34 +139,26 @@ if test or add:
         st.error(f"Upload a file ({endings}).")
     elif test:
         preview(new)
-    elif any(s["name"] == new["name"] for s in sources):
-        st.error(f"A source named {new['name']!r} exists already.")
-    elif save(sources + [new], f"Add source {new['name']}"):
-        st.session_state[state.ADD_SOURCE_FORM] += 1
-        st.session_state[state.SOURCES_DONE] = (
-            f"Added **{new['name']}** to your draft. Refresh your draft's dashboard to load it, then update the profile below."
-        )
-        st.rerun()
+    else:
+        add_and_profile(new)
 
 st.divider()
 st.subheader("Data profile")
 prof = ws.get("profile")
 if st.button("Update the profile from the current data", help="Loads your draft's sources, profiles them and saves profile.yaml to your draft."):
-    from lib.data.refresh import fetch_candidate
-
-    with st.status("Loading and profiling…") as status:
-        # The sources as they are now, even where they no longer fit the recorded
-        # shape: describing the new shape is what a new profile is for.
-        tables, reports = fetch_candidate(path)
-        failed = [r for r in reports if r.status == "failed"]
-        if failed:
-            status.update(label="Could not load the data", state="error")
-            st.error("\n\n".join(r.message for r in failed))
+    with st.status("Loading and profiling…", expanded=True) as status:
+        bar = st.progress(0.0)
+        updated = None
+        with ui.user_errors("Could not update the profile"):
+            updated = draft_data.update_profile(ctx.repo, ctx.user, ctx.slug, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+        if updated is None or not updated.ok:
+            failed = updated is not None and any(r.status == "failed" for r in updated.reports)
+            status.update(label="Could not load the data" if failed else "Could not update the profile", state="error")
+            if updated is not None:
+                st.error(updated.problem)
         else:
-            with ui.user_errors("Could not save the profile"):
-                prof = profile.build_for(tables, sources_doc, path)  # a live source is profiled in its database, which may fail
-                ctx.repo.save(ctx.user, ctx.slug, {"profile": prof}, "Update the data profile")
-                status.update(label="Profile saved to your draft", state="complete")
+            status.update(label="Profile saved to your draft", state="complete")
+            prof = updated.profile
 if not prof:
     st.info("No profile yet.")
     st.stop()
@@ -238,7 +254,5 @@ for rel in sources_doc.get("rejected_relationships") or []:
         st.rerun()
 with st.expander("What the model sees"):
     text = profile.text({**prof, "relationships": rels})
-    from lib.core import tokens
-
     st.code(text)
     st.caption(f"about {tokens.estimate(text)} tokens")

@@ -51,7 +51,8 @@ def chat_regenerate_kind(slug: str) -> str:
 # --- one-shot success messages, shown after the rerun that follows a change -----------------------------
 HISTORY_DONE = "history_done"  # set by History (revert, undo); popped and shown by History
 REVIEW_DONE = "review_done"  # set by Review (publish, reject, remote saved); popped and shown by Review
-SOURCES_DONE = "sources_done"  # set by Sources (a source added); popped and shown by Sources
+SOURCES_DONE = "sources_done"  # set by Sources (a source added, loaded and profiled); popped and shown by Sources
+SOURCES_PROBLEM = "sources_problem"  # set by Sources (a source added whose data could not be loaded or profiled); popped and shown by Sources
 RELATIONSHIP_DONE = "relationship_done"  # set by Sources (a join confirmed, rejected or removed); popped and shown by Sources
 SPECS_SAVED = "specs_saved"  # set by Specs (a save); popped and shown by Specs
 PROFILE_UPDATED = "profile_updated"  # set by Dashboard (Update profile); popped and shown by Dashboard

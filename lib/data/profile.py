@@ -541,6 +541,13 @@ def build(
 
     `decided` is the sources.yaml document: the joins its stewards declared or rejected are not
     proposed as candidates (declared ones stay in sources.yaml, which this never writes)."""
+    return assemble(tables, profile_tables(tables, sorted(tables), sources, workspace_path), decided)
+
+
+def profile_tables(
+    tables: Mapping[str, pa.Table], names: Iterable[str], sources: Iterable[dict[str, Any]] = (), workspace_path: os.PathLike | None = None
+) -> list[dict[str, Any]]:
+    """The profiles of the tables `names` (of `tables`), in that order, each as its source says (a live one in its database)."""
     by_name = {s["name"]: s for s in sources}
 
     def one(name: str) -> dict[str, Any]:
@@ -549,7 +556,13 @@ def build(
             return profile_live_table(name, source, tables[name], workspace_path=Path(workspace_path) if workspace_path else None)
         return profile_table(name, tables[name], source=name if name in by_name else None, sample_values=source.get("sample_values", True))
 
-    profiles = [one(name) for name in sorted(tables)]
+    return [one(name) for name in names]
+
+
+def assemble(tables: Mapping[str, pa.Table], profiles: Iterable[dict[str, Any]], decided: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """profile.yaml content from the tables' `profiles` (sorted by table): the join candidates found in
+    `tables`, but for the pairs `decided` (the sources.yaml document) declares or rejects, and the data version."""
+    profiles = sorted(profiles, key=lambda p: p["name"])
     out: dict[str, Any] = {"tables": profiles}
     rels = relationships.candidates(tables, profiles, skip=_decided_pairs(decided)) if len(tables) > 1 else []
     if rels:

@@ -539,6 +539,9 @@ def read_own_file(content: bytes, file_name: str, name: str, recorded: dict[str,
 class OwnFiles:
     """The viewer's own files a session shows in place of tables, by (workspace, table); never stored.
 
+    A file offered for a table replaces the one shown for it, also when the new one is refused:
+    the table then shows the shared data again, beside the new file's error.
+
     A session keeps at most DASHMEM_UPLOAD_MAX_BYTES of them in all: a file replaces the one held
     for its table, and the oldest others go when a new one would take the session past the cap, so
     uploading file after file, table after table, never accumulates. A refused file is remembered
@@ -556,6 +559,9 @@ class OwnFiles:
         key, digest = (slug, name), hashlib.sha256(content).hexdigest()[:12]
         if self._held.get(key, ("",))[0] == digest:
             return [], None
+        # Another file for this table replaces the one held, read or refused: a refused file never leaves the
+        # earlier one shown beside its error, as if the page showed the file just chosen.
+        self._held.pop(key, None)
         if self._refused.get(key, ("",))[0] == digest:
             return self._refused[key][1], None
         table, problems = read_own_file(content, file_name, name, recorded)
@@ -568,7 +574,6 @@ class OwnFiles:
             self._refused[key] = (digest, problems)
             return problems, None
         self._refused.pop(key, None)
-        self._held.pop(key, None)
         cap, gone = settings.get("DASHMEM_UPLOAD_MAX_BYTES"), []
         while self._held and sum(t.nbytes for _, t in self._held.values()) + table.nbytes > cap:
             oldest = next(iter(self._held))

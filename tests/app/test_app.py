@@ -120,6 +120,18 @@ def test_a_viewers_own_file_past_the_upload_caps_is_refused_naming_the_setting(e
     assert not at.error and any(s.value.startswith("Showing your file instead of **gates** (50 rows)") for s in at.success)
 
 
+def test_a_viewers_file_that_cannot_stand_in_shows_only_its_error_not_an_earlier_file(env):
+    """Issue #31, 13: after a file that fits, one that does not leaves the shared data shown, not the earlier file."""
+    gates = (ROOT / "workspaces" / "supply-chain-weekly" / "data" / "gates.csv").read_bytes()
+    at = signed_in("vera")
+    at.file_uploader(key="swap_file").set_value(("my gates.csv", gates, "text/csv")).run()
+    assert any(s.value.startswith("Showing your file instead of **gates**") for s in at.success)
+    at.file_uploader(key="swap_file").set_value(("other.csv", b"site,actual\nBrno,3\n", "text/csv")).run()
+    assert not at.exception
+    assert [e.value for e in at.error] and all(e.value.startswith("This file does not fit the dashboard: ") for e in at.error)
+    assert not [s for s in at.success if s.value.startswith("Showing your file")]
+
+
 @JOURNEY
 def test_steward_edits_a_rule_saves_finds_it_in_history_and_reverts(env):
     at = on_page(signed_in("sam"), "app_pages/specs.py")
@@ -535,6 +547,39 @@ def test_a_viewer_without_a_key_is_told_what_they_can_do(env):
     at = on_page(signed_in("vera"), "app_pages/chat.py")
     [note] = [i.value for i in at.info if "Chat with Claude is not set up" in i.value]
     assert "Refresh" in note and "ANTHROPIC_API_KEY" not in note
+
+
+@JOURNEY
+def test_a_steward_adds_a_csv_source_and_sees_its_profile_and_join_candidates_at_once(env):
+    """Issue #31, 10: one click on Add loads and profiles the source in the draft, no Dashboard, Refresh or Update in between."""
+    from lib.memory import workspace
+
+    sites = b"code,country\nBrno,CZ\nLeipzig,DE\nLyon,FR\nPorto,PT\nPoznan,PL\nRotterdam,NL\nGdansk,PL\n"
+    at = on_page(signed_in("sam"), "app_pages/sources.py")
+    charts = len(at.get("vega_lite_chart"))
+    next(t for t in at.text_input if t.label == "Table name").input("sites")
+    at.file_uploader[0].set_value(("sites.csv", sites, "text/csv"))
+    next(b for b in at.button if b.label == "Add to my draft").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    [done] = [s.value for s in at.success if s.value.startswith("Added **sites** to your draft")]
+    assert "7 rows loaded and profiled" in done and "gates.site → sites.code" in done, done
+    shown = " ".join(m.value for m in at.markdown)
+    assert "#### sites · 7 rows" in shown and "`gates.site` → `sites.code` · candidate" in shown, shown
+    assert at.button(key="rel_confirm:gates.site:sites.code")  # the candidate can be confirmed at once
+    assert len(at.get("vega_lite_chart")) == charts + 2  # a chart for each of its two columns, read from the draft's data
+    path = at.session_state["config_repo"].draft(at.session_state["user"], "supply-chain-weekly").workspace_path
+    assert "sites" in [t["name"] for t in workspace.load(path)[0].data["profile"]["tables"]]
+
+
+def test_adding_a_source_whose_file_cannot_be_read_keeps_it_and_says_what_to_check(env):
+    at = on_page(signed_in("sam"), "app_pages/sources.py")
+    next(t for t in at.text_input if t.label == "Table name").input("orders")
+    at.file_uploader[0].set_value(("orders.csv", b"\x00\x01\x02 not text \xff\xfe", "text/csv"))
+    next(b for b in at.button if b.label == "Add to my draft").click().run()
+    assert not at.exception
+    [problem] = [e.value for e in at.error]
+    assert problem.startswith("Added **orders** to your draft, but could not load its data") and "Check the file" in problem, problem
+    assert "Traceback" not in problem and "orders ·" not in " ".join(m.value for m in at.markdown)
 
 
 def test_a_sources_form_shows_its_own_types_fields_and_saves_nothing_unchanged(env):

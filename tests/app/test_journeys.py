@@ -381,14 +381,20 @@ def test_steward_journey(make_app, page, tmp_path):
     form.get_by_role("textbox", name="Description", exact=True).fill("One row per site with its region and manager.")
     shot(page, "steward", "02-sources-filled")
     form.get_by_role("button", name="Add to my draft").click()
-    page.get_by_text("Added sites to your draft").wait_for()
+    # One click: the source is saved, loaded into the draft's data and profiled, and its profile shows at once.
+    page.get_by_text("Added sites to your draft: 6 rows loaded and profiled").wait_for()
+    page.get_by_role("heading", name="sites · 6 rows").wait_for()
+    assert page.get_by_text(re.compile(r"^gates\.site → sites\.site · candidate")).count() == 1, page.locator("body").inner_text()[-3000:]
     assert_clean(page, "Sources after adding", app)
     shot(page, "steward", "03-sources-added")
     found = re.search(r"path: (upload:\S+)", git_out(app.config, "show", f"{BRANCH_SAM}:{SLUG}/sources.yaml"))
     assert found, "the draft's sources.yaml names the uploaded file"
     stored = found.group(1)
+    profiled = draft_changes(app.config, BRANCH_SAM)["profile.yaml"]
+    assert "  - name: sites" in profiled[1] and all(line.startswith(("data_version:", "relationships:")) for line in profiled[0]), profiled
     added_source = {
-        "sources.yaml": ([], ["  - name: sites", "    type: csv", "    description: One row per site with its region and manager.", f"    path: {stored}"])
+        "sources.yaml": ([], ["  - name: sites", "    type: csv", "    description: One row per site with its region and manager.", f"    path: {stored}"]),
+        "profile.yaml": profiled,
     }
     assert draft_changes(app.config, BRANCH_SAM) == expect(added_source)
     assert (app.cache / "uploads" / SLUG / stored.split(":", 1)[1]).read_bytes() == csv_path.read_bytes()

@@ -276,3 +276,26 @@ def test_an_uploaded_workbook_is_read_by_its_reference(ctx):
 
 def test_file_types_are_found_by_their_ending():
     assert [file_type(n) for n in ("a.CSV", "b.xlsx", "c.parquet", "d.xls", "e")] == ["csv", "excel", "parquet", None, None]
+
+
+def test_a_date_column_stored_as_text_is_read_as_the_same_csv_reads_it(ctx):
+    """Issue #31, 13: dates typed (or exported) into a sheet as text ('2024-01-31') are dates, as in the CSV."""
+    rows = [
+        ["day", "moment", "us_day", "site", "orders", "note"],
+        ["2024-01-31", "2024-01-31 08:30:00", "01/31/2024", "Brno", 12, "2024-01-31 or so"],
+        ["2024-02-01", "2024-02-01 17:05:00", "02/01/2024", "Porto", 7, "later"],
+        ["", None, None, "Lyon", 3, None],
+    ]
+    workbook(ctx.workspace_path / "budget.xlsx", {"Orders": rows})
+    text = "\n".join(",".join("" if v is None else str(v) for v in row) for row in rows) + "\n"
+    (ctx.workspace_path / "budget.csv").write_text(text, encoding="utf-8")
+    sheet = read(ctx)
+    as_csv = fetch({"name": "budget", "type": "csv", "path": "budget.csv"}, ctx)
+    assert sheet.schema.types == as_csv.schema.types, (sheet.schema, as_csv.schema)
+    assert sheet.column("day").type == pa.date32() and sheet.column("moment").type == pa.timestamp("s")
+    assert sheet.column("day").to_pylist() == as_csv.column("day").to_pylist() == [dt.date(2024, 1, 31), dt.date(2024, 2, 1), None]
+    assert sheet.column("us_day").to_pylist() == as_csv.column("us_day").to_pylist()
+    assert sheet.column("note").type == pa.string()  # text that only starts like a date stays text
+    # A column pinned to text keeps the text as written.
+    pinned = read(ctx, columns={"day": "VARCHAR"})
+    assert pinned.column("day").to_pylist()[:2] == ["2024-01-31", "2024-02-01"]

@@ -777,3 +777,36 @@ def test_one_session_keeps_its_own_files_within_the_byte_cap(monkeypatch):
     assert own.offer("other", "returns", b"x\n1\n", "returns.csv", recorded)[0] == ["missing column 'n'"]
     own.drop("other", "returns")
     assert list(own.held("other")) == ["customers"]
+
+
+def test_an_xlsx_with_dates_as_text_stands_in_like_its_csv_and_a_refused_file_shows_no_earlier_one(tmp_path):
+    """Issue #31, 13: the viewer's .xlsx whose day column is text fits where its CSV does; a file that does not fit
+    leaves the table on the shared data, so its error never sits beside an earlier file's "Showing your file"."""
+    import io
+
+    import openpyxl
+
+    from lib.data.refresh import OwnFiles
+
+    recorded = {"day": "DATE", "site": "VARCHAR", "orders": "BIGINT"}
+    rows = [["day", "site", "orders"], ["2026-11-16", "Brno", 12], ["2026-11-17", "Porto", 7]]
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    for row in rows:
+        sheet.append(row)
+    xlsx = io.BytesIO()
+    book.save(xlsx)
+    csv = "".join(",".join(map(str, row)) + "\n" for row in rows).encode()
+
+    own = OwnFiles()
+    assert own.offer("ws", "orders", csv, "orders.csv", recorded) == ([], None)
+    assert own.offer("ws", "orders", xlsx.getvalue(), "orders.xlsx", recorded) == ([], None)
+    [(_, shown)] = own.held("ws").values()
+    assert shown.column("day").to_pylist() == [dt.date(2026, 11, 16), dt.date(2026, 11, 17)]
+
+    problems, _ = own.offer("ws", "orders", b"site,orders\nBrno,1\n", "fewer.csv", recorded)
+    assert problems == ["missing column 'day'"]
+    assert own.held("ws") == {}  # the shared data again, not the earlier file beside the error
+    assert own.offer("ws", "orders", b"site,orders\nBrno,1\n", "fewer.csv", recorded)[0] == problems  # remembered, at every rerun
+    assert own.held("ws") == {}

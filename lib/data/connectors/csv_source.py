@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..coltypes import arrow_type
-from .base import NOTE_KEY, FetchContext, SourceError, confined_path
+from .base import NOTE_KEY, FetchContext, SourceError, confined_path, parse_iso_dates
 
 BLOCK_SIZE = 8 << 20  # most bytes per parsed block; types are inferred from the first block
 STREAM_ABOVE_BYTES = 128 << 20  # files larger than this are parsed block by block if memory is short
@@ -489,6 +489,13 @@ def parse_dates(table: pa.Table, skip: frozenset[str] | set[str] = frozenset(), 
         if values is not None and fmt is not None:
             table = table.set_column(i, _date_field(field.name, values.type, fmt), values)
     return table
+
+
+def parse_text_dates(table: pa.Table, skip: frozenset[str] | set[str] = frozenset()) -> pa.Table:
+    """Text columns of dates as a CSV's are read: ISO 8601 text as dates and timestamps (`base.parse_iso_dates`),
+    then the other DATE_FORMATS (`parse_dates`); for sources whose values arrive as text, not parsed from a CSV
+    (an Excel sheet's text cells, an MCP tool's answer). Columns in `skip` (pinned types) are left as they are."""
+    return parse_dates(parse_iso_dates(table, skip), skip=skip)
 
 
 def _to_dates(column: pa.ChunkedArray, fmt: str) -> pa.ChunkedArray | None:

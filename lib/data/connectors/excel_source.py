@@ -4,7 +4,8 @@ Read-only mode streams the sheet's XML row by row, so a sheet over MAX_CELLS is
 refused before its values fill memory (pandas.read_excel, over the same openpyxl,
 loads the whole sheet first). Cells keep the types Excel stored: numbers, dates,
 booleans, text; a column that mixes numbers and text becomes text, as in a JSON
-source. Formulas give the value Excel last computed. Paths follow the CSV
+source. Text cells that are all dates ('2024-01-31', typed in or exported as text)
+become a date column, as the same sheet saved as CSV is read. Formulas give the value Excel last computed. Paths follow the CSV
 source's rules (workspace folder, `upload:NAME`, DASHMEM_DATA_DIRS).
 
 Parsing is pure Python and holds the interpreter against every other session: a sheet over
@@ -28,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from .base import FetchContext, SourceError, UploadLimits, to_arrow_column, unique_name
-from .csv_source import resolve_path
+from .csv_source import parse_text_dates, resolve_path
 
 # 5M cells held as Python values is about 1 GB at its peak; a bigger sheet is better exported as CSV.
 MAX_CELLS = 5_000_000
@@ -233,7 +234,8 @@ def _table(rows: list[tuple], source: dict) -> pa.Table:
             continue  # a formatted but unused column at the sheet's edge
         names.append(unique_name(title or f"column_{i + 1}", names))
         arrays.append(_column(values))
-    return pa.table(dict(zip(names, arrays)))
+    # Dates typed in as text ('2024-01-31') are dates, as the same sheet saved as CSV gives; pinned columns keep their type.
+    return parse_text_dates(pa.table(dict(zip(names, arrays))), skip=set(source.get("columns") or {}))
 
 
 def _cell(value: Any, nulls: set[str]) -> Any:

@@ -39,8 +39,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ...memory import schemas
-from .base import dig, parse_iso_dates, records_to_table
-from .csv_source import parse_dates
+from .base import dig, records_to_table
+from .csv_source import parse_dates, parse_text_dates
 
 # The values of `result_format`, in the order a guess tries them (the schema documents that order).
 FORMATS: tuple[str, ...] = schemas.enum("sources", "mcp", "result_format")
@@ -558,7 +558,7 @@ _FORMAT_NAMES = {
 def _with_dates(table: pa.Table) -> pa.Table:
     """ISO 8601 text as dates and timestamps (base.parse_iso_dates, as REST answers are read), then the CSV source's
     other date formats; any other value keeps its column text."""
-    return parse_dates(parse_iso_dates(table))
+    return parse_text_dates(table)
 
 
 def excerpt(text: str, limit: int = 200) -> str:
