@@ -56,10 +56,12 @@ def save_outcome(files: dict, message: str, base: str | None) -> None:
 
 
 DRAFT_CHOICES = {"dashboard": "A dashboard", "report": "A report", "both": "Both"}
+MODE_CHOICES = {autodraft.ADD: "Add to it", autodraft.NEW: "Start a new one in its place"}
 
 
 def offer_autodraft(new_data: bool = False) -> None:
-    """The auto-draft, on the data served, or (after a refresh that found data no longer fitting) on the new data."""
+    """The auto-draft, on the data served, or (after a refresh that found data no longer fitting) on the new data:
+    from the tables the steward chooses, added to the current dashboard or report or in their place."""
     st.subheader("Auto-draft a dashboard or a report" + (" on the new data" if new_data else ""))
     st.caption(
         "A first dashboard from the data profile and your output constraints, made without a model: "
@@ -72,12 +74,33 @@ def offer_autodraft(new_data: bool = False) -> None:
             else ""
         )
     )
-    kind_key = f"autodraft_kind:{ctx.slug}"
+    kind_key, tables_key, mode_key = f"autodraft_kind:{ctx.slug}", f"autodraft_tables:{ctx.slug}", f"autodraft_mode:{ctx.slug}"
     asked = st.session_state.pop(REGENERATE_KIND, None)  # once: the choice is the steward's after that
     if new_data and asked in DRAFT_CHOICES:
         st.session_state[kind_key] = asked  # what no longer fits is what to draft
+        st.session_state[mode_key] = autodraft.NEW  # and the current one no longer fits the data: drafted anew
     choice = st.radio("Draft", list(DRAFT_CHOICES), format_func=DRAFT_CHOICES.get, horizontal=True, key=kind_key)
     kinds = autodraft.DRAFTABLE if choice == "both" else (choice,)
+    sources = [str(s.get("name")) for s in (ws.get("sources") or {}).get("sources") or []]
+    offered = autodraft.offered_tables(ws.data, wh.tables(), sources if new_data else ())
+    # The tables nothing shows yet (a source just added), else all; a choice stays the steward's while it is offered.
+    st.session_state[tables_key] = [t for t in st.session_state.get(tables_key, autodraft.default_tables(ws.data, offered)) if t in offered]
+    names = st.multiselect(
+        "Draft from", offered, key=tables_key, help="Each table chosen gets KPI cards, charts and tables of its own; the one with the most measures leads."
+    )
+    current = [kind for kind in kinds if ws.get(kind)]
+    mode = autodraft.NEW
+    if current:
+        st.session_state.setdefault(mode_key, autodraft.ADD)
+        mode = st.radio(
+            f"The workspace has a {' and a '.join(current)}",
+            list(MODE_CHOICES),
+            format_func=MODE_CHOICES.get,
+            horizontal=True,
+            key=mode_key,
+            help="Adding keeps every component and section it has and appends the drafted ones; "
+            "a new one replaces it (you see what it removes before anything is saved).",
+        )
     if st.button("Auto-draft", type="primary", icon=":material/auto_awesome:"):
         with ui.user_errors("Could not draft a dashboard"):
             if new_data:
@@ -86,20 +109,34 @@ def offer_autodraft(new_data: bool = False) -> None:
             else:
                 tables = wh.tables()
             # On new data the old profile describes the old shape: profile the new data instead.
-            drafted = autodraft.draft_files({**ws.data, "profile": None} if new_data else ws.data, tables, kinds)
+            drafted = autodraft.draft_into({**ws.data, "profile": None} if new_data else ws.data, tables, kinds, names=names, mode=mode, workspace_path=path)
             diffs = []
             for kind in kinds:
                 old = workspace.render(kind, ws.get(kind)) if ws.get(kind) else ""
-                diffs.append(ui.text_diff(old, workspace.render(kind, drafted[kind]), workspace.FILES[kind]))
+                diffs.append(ui.text_diff(old, workspace.render(kind, drafted.files[kind]), workspace.FILES[kind]))
             st.session_state[OUTCOME] = {
                 "kind": "autodraft",
-                "files": drafted,
+                "files": drafted.files,
+                "changes": drafted.changes,
+                "tables": drafted.tables,
+                "mode": mode,
                 "new_data": new_data,
                 "diff": "\n".join(d for d in diffs if d),
                 "base": ctx.repo.draft_head(ctx.user, ctx.slug),
             }
             st.session_state.pop(PREFILL, None)
             st.session_state.pop(REGENERATE_KIND, None)
+
+
+def show_autodraft_change(pending: dict) -> None:
+    """What the auto-draft changes, before anything is saved: the summary, a warning naming what a new one removes,
+    and the YAML diff behind an expander."""
+    for change in pending.get("changes", {}).values():
+        st.markdown(f"**{workspace.FILES[change.file]}**\n" + "".join(f"\n- {ui._md(line)}" for line in change.summary()))
+        if warning := change.warning():
+            st.warning(ui._md(warning))
+    with st.expander("The YAML diff"):
+        st.code(pending["diff"] or "(no change)", language="diff")
 
 
 if not api_key_available():
@@ -200,9 +237,13 @@ if pending and can_edit:
     served_tables, served_version = (wh.tables(served), served.id) if served else (None, "")
     found = []
     if pending["kind"] == "autodraft":
-        st.code(pending["diff"] or "(no change)", language="diff")
+        show_autodraft_change(pending)
         to_save = pending["files"]
-        message_text = "Auto-draft the " + " and the ".join(kind for kind in autodraft.DRAFTABLE if kind in to_save)
+        drafted_kinds = " and the ".join(kind for kind in autodraft.DRAFTABLE if kind in to_save)
+        if pending.get("mode") == autodraft.ADD:
+            message_text = f"Auto-draft from {', '.join(pending.get('tables') or [])} added to the {drafted_kinds}"
+        else:
+            message_text = "Auto-draft the " + drafted_kinds
         accepted = []
         tables, version = served_tables, served_version
         if pending.get("new_data"):  # drafted on the new data, which is not served yet: check it there

@@ -9,20 +9,31 @@ picks: an overview paragraph, the key figures, the trend, the top movers
 between the latest two periods, and the detail table, with the same filters
 as its parameters. Colour and threshold rules from task.yaml are applied
 where their field appears, so both drafts pass every check in `lib/artifacts/checks.py`.
+
+`draft_into` drafts from the tables a steward chooses, one part per table, and either starts a new file or
+adds to the current one (ADD): everything there is kept, the drafted components follow under ids of their own,
+leaving out any that reads the same as one already there or finds no room under output.yaml's
+`max_components`. Its `Change` says what is added, kept, left out and (starting anew) removed.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 from ..core import settings
 from ..core.errors import DashmemError
 from ..core.formats import format_number
-from ..data import colroles, coltypes, profile
-from ..data.sandbox import quote_ident
+from ..data import colroles, coltypes, profile, standins
+from ..data.sandbox import QueryError, quote_ident
 from ..memory import relationships
+from ..memory.shapes import report_components
+from ..memory.spec import PARAM_RE, PLACEHOLDER_RE
+from ..memory.spec import queries as spec_queries
+from ..memory.workspace import FILES
 from .components import chart, kpi, table, text
 
 MAX_KPIS = 3
@@ -37,7 +48,7 @@ _TITLE_WORDS = {colroles.SUM: "Total", colroles.MEAN: "Average", colroles.MEDIAN
 
 
 class NothingToDraft(DashmemError, ValueError):
-    """There is no data and no profile to draft a dashboard from; the message says what to do first."""
+    """There is nothing to draft from (no data, no profile, no table chosen) or to add to; the message says what to do first."""
 
 
 def alias(name: str) -> str:
@@ -50,12 +61,15 @@ def _label(name: str) -> str:
     return re.sub(r"[_\s]+", " ", name).strip().capitalize()
 
 
+def ranked_tables(profile: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The profile's tables, the one a draft leads with first: the most measures, then the most rows."""
+    return sorted(profile.get("tables") or [], key=lambda t: (sum(c.get("role") == "measure" for c in t["columns"]), t["rows"], t["name"]), reverse=True)
+
+
 def main_table(profile: Mapping[str, Any]) -> dict[str, Any] | None:
     """The table with the most measures, then the most rows."""
-    tables = profile.get("tables") or []
-    if not tables:
-        return None
-    return max(tables, key=lambda t: (sum(c.get("role") == "measure" for c in t["columns"]), t["rows"], t["name"]))
+    ranked = ranked_tables(profile)
+    return ranked[0] if ranked else None
 
 
 def pick_measures(table: dict[str, Any]) -> list[dict[str, Any]]:
@@ -92,21 +106,95 @@ DRAFTABLE = ("dashboard", "report")  # the files the auto-draft writes
 
 
 def draft_files(files: Mapping[str, Any], tables: Mapping[str, Any] | None, kinds: tuple[str, ...] = ("dashboard",)) -> dict[str, Any]:
-    """profile.yaml (the workspace's, else built from `tables`) and a drafted dashboard.yaml, report.yaml or both (`kinds`).
+    """profile.yaml (the workspace's, else built from `tables`) and a drafted dashboard.yaml, report.yaml or both (`kinds`),
+    each a new one from the main table (`draft_into` drafts from chosen tables, or adds to the current ones).
 
     NothingToDraft (a ValueError) when there is neither a profile nor data to make one from.
     """
+    return draft_into(files, tables, kinds).files
 
+
+ADD, NEW = "add", "new"  # add to the current dashboard or report, or start a new one in its place
+MODES = (ADD, NEW)
+
+
+def draft_into(
+    files: Mapping[str, Any],
+    tables: Mapping[str, Any] | None,
+    kinds: tuple[str, ...] = ("dashboard",),
+    *,
+    names: Sequence[str] | None = None,
+    mode: str = NEW,
+    workspace_path: Any = None,
+) -> Drafted:
+    """The auto-draft of `kinds` from the tables `names` lists (the main table when None), and what it changes.
+
+    `mode` ADD keeps every filter, component and section the workspace's dashboard.yaml (report.yaml) has and
+    appends the drafted ones under ids of their own, leaving out those that read the same as one already there
+    and those past output.yaml's `max_components`; NEW drafts a file in place of the current one. The profile
+    is the workspace's, or built from `tables` when it has none or lacks a table `names` lists. NothingToDraft
+    (a ValueError) when there is nothing to draft from.
+    """
     unknown = [k for k in kinds if k not in DRAFTABLE]
     if unknown or not kinds:
         raise ValueError(f"the auto-draft writes {' and '.join(DRAFTABLE)}, not {', '.join(unknown) or 'nothing'}")
+    if mode not in MODES:
+        raise ValueError(f"the auto-draft adds ({ADD!r}) or starts a new one ({NEW!r}), not {mode!r}")
     data_profile = files.get("profile")
-    if not data_profile:
+    profiled = {t["name"] for t in (data_profile or {}).get("tables") or []}
+    if not data_profile or (tables and names and set(names) - profiled and set(names) <= set(tables)):
         if not tables:
             raise NothingToDraft(f"no data loaded: add a source on the Sources page (or `{settings.COMMAND} source add`) first")
-        data_profile = profile.build_for(tables, files.get("sources"))
-    drafters = {"dashboard": draft, "report": draft_report}
-    return {"profile": data_profile, **{kind: drafters[kind]({**files, "profile": data_profile}) for kind in DRAFTABLE if kind in kinds}}
+        data_profile = profile.build_for(tables, files.get("sources"), workspace_path)  # the chosen table's profile, with the others'
+    with_profile = {**files, "profile": data_profile}
+    drafters = {"dashboard": _draft_dashboard, "report": _draft_report}
+    out: dict[str, Any] = {"profile": data_profile}
+    changes: dict[str, Change] = {}
+    for kind in (k for k in DRAFTABLE if k in kinds):
+        current = files.get(kind) if isinstance(files.get(kind), Mapping) and files.get(kind) else None
+        if mode == ADD and current is not None and not _addable(current):
+            raise NothingToDraft(
+                f"{FILES[kind]} is not in a shape the auto-draft can add to: correct it on the Specs page "
+                "(its checks say where), or start a new one in its place"
+            )
+        spec, left = drafters[kind](with_profile, names, current if mode == ADD else None)
+        out[kind] = spec
+        changes[kind] = _change(kind, mode, current, spec, left, _max_components(files))
+    return Drafted(out, changes, [t["name"] for t in _chosen(with_profile, names)])
+
+
+def _addable(spec: Mapping[str, Any]) -> bool:
+    """Whether a dashboard's (report's) lists are lists of objects, so that drafted ones can follow what is there."""
+    lists = [spec.get(key, []) for key in ("filters", "components", "layout", "parameters", "sections")]
+    if not all(isinstance(items, list) for items in lists) or not isinstance(spec.get("queries", {}), Mapping):
+        return False
+    rows_ok = all(isinstance(row, list) for row in spec.get("layout", []))
+    items_ok = all(isinstance(item, Mapping) for key in ("filters", "components", "parameters", "sections") for item in spec.get(key, []))
+    cards_ok = items_ok and all(isinstance(s.get("components", []), list) for s in spec.get("sections", []))
+    return rows_ok and items_ok and cards_ok
+
+
+def offered_tables(files: Mapping[str, Any], tables: Mapping[str, Any] | None = None, more: Sequence[str] = ()) -> list[str]:
+    """The tables a steward may draft from: the profile's, the lead first, then loaded ones (`tables`) and `more` it lacks."""
+    ranked = [t["name"] for t in ranked_tables(files.get("profile") or {})]
+    return ranked + sorted({*(tables or {}), *more} - set(ranked))
+
+
+def unread_tables(files: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    """Those of `names` that no query of the workspace's dashboard or report reads: a newly added source's table."""
+    read: set[str] = set()
+    for kind in DRAFTABLE:
+        for _, _, sql in spec_queries(files.get(kind) or {}):
+            try:
+                read |= standins.tables_named(sql)
+            except QueryError:
+                continue  # a query that does not parse reads nothing here; the checks say what is wrong with it
+    return [n for n in names if n.lower() not in read]
+
+
+def default_tables(files: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    """What to draft from unless the steward chooses: the tables nothing shows yet (a new source's), else all of them."""
+    return unread_tables(files, names) or list(names)
 
 
 @dataclass
@@ -166,9 +254,14 @@ class _Plan:
         return formats.get("default", ",.0f" if additive else ",.1f")
 
 
-def draft(files: Mapping[str, Any]) -> dict[str, Any]:
-    """dashboard.yaml content for a workspace (its profile, output constraints and task rules)."""
-    plan = _plan(files)
+def draft(files: Mapping[str, Any], names: Sequence[str] | None = None) -> dict[str, Any]:
+    """dashboard.yaml content for a workspace (its profile, output constraints and task rules): drafted from the
+    main table, or from each table `names` lists (the lead first), their ids kept apart."""
+    return _draft_dashboard(files, names, None)[0]
+
+
+def _dashboard_part(plan: _Plan, files: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[list[Any]]]:
+    """The filters, components and layout rows drafted from one table."""
     filters, plan.where_sql = _filters(plan)
     kpis = _kpis(plan)
     trend = _trend(plan)
@@ -178,21 +271,32 @@ def draft(files: Mapping[str, Any]) -> dict[str, Any]:
     detail = _detail_table(plan)
     insight = _insight_text(plan)
     components = [*kpis, *([trend] if trend else []), *breakdowns, detail, insight]
-    layout = _layout(plan, kpis, trend, breakdowns, detail, insight)
-    if not filters:
-        return {"title": plan.title, "description": f"First draft from the data profile of `{plan.name}`.", "components": components, "layout": layout}
-    return {
-        "title": plan.title,
-        "description": f"First draft from the data profile of `{plan.name}`: key figures, {'a trend, ' if plan.time else ''}breakdowns and details.",
-        "filters": filters,
-        "components": components,
-        "layout": layout,
-    }
+    return filters, components, _layout(plan, kpis, trend, breakdowns, detail, insight)
 
 
-def _plan(files: Mapping[str, Any]) -> _Plan:
-    """The main table and what to show of it; ValueError without a profile."""
-    table = main_table(files.get("profile") or {})
+def _chosen(files: Mapping[str, Any], names: Sequence[str] | None) -> list[dict[str, Any]]:
+    """The profile's tables to draft from: `names` (the lead first), else the main table; NothingToDraft without them."""
+    data_profile = files.get("profile") or {}
+    if names is None:
+        table = main_table(data_profile)
+        if table is None:
+            raise NothingToDraft("no data profile yet: connect a source and refresh before drafting a dashboard")
+        return [table]
+    if not names:
+        raise NothingToDraft("choose at least one table to draft from")
+    ranked = ranked_tables(data_profile)
+    missing = sorted(set(names) - {t["name"] for t in ranked})
+    if missing:
+        raise NothingToDraft(
+            f"no data profile of {', '.join(missing)}: load the data and update the profile on the Sources page "
+            f"(or `{settings.COMMAND} profile`) before drafting from it"
+        )
+    return [t for t in ranked if t["name"] in names]
+
+
+def _plan(files: Mapping[str, Any], table: dict[str, Any] | None = None) -> _Plan:
+    """What to show of `table` (the main table by default); NothingToDraft without a profile."""
+    table = table or main_table(files.get("profile") or {})
     if table is None:
         raise NothingToDraft("no data profile yet: connect a source and refresh before drafting a dashboard")
     output = files.get("output") or {}
@@ -469,16 +573,20 @@ def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, 
 # --------------------------------------------------------------------------- the report
 
 
-def draft_report(files: Mapping[str, Any]) -> dict[str, Any]:
+def draft_report(files: Mapping[str, Any], names: Sequence[str] | None = None) -> dict[str, Any]:
     """report.yaml content for a workspace: the dashboard draft's picks, written as a document.
 
     Overview prose (every figure a placeholder), the key figures, the trend at
     the time column's grain, the top movers (the categories whose lead measure
     changed most between the latest two periods) when there is a time column
     and a category, the breakdowns by the main categories, then the detail
-    table after a page break.
+    table after a page break. From the main table, or one such part per table `names` lists.
     """
-    plan = _plan(files)
+    return _draft_report(files, names, None)[0]
+
+
+def _report_part(plan: _Plan) -> dict[str, Any]:
+    """report.yaml content drafted from one table: its title, description, parameters, queries and sections."""
     parameters, plan.where_sql = _filters(plan)
     queries, overview = _overview(plan)
     sections: list[dict[str, Any]] = [
@@ -620,3 +728,427 @@ def _movers_text(plan: _Plan, group: dict[str, Any]) -> str:
         f"{{{{movers.change|{_signed(plan.fmt_for(plan.lead))}}}}} (from {{{{movers.previous|{plan.fmt_for(plan.lead)}}}}} "
         f"to {{{{movers.{plan.lead_alias}|{plan.fmt_for(plan.lead)}}}}}).\n"
     )
+
+
+# --------------------------------------------------------------------------- adding to what is there
+
+COMPONENT_KINDS = (kpi.NAME, chart.NAME, table.NAME, text.NAME)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of a dashboard or report as a change summary names it: a component, a filter, a heading, a paragraph."""
+
+    kind: str  # a component kind (kpi, chart, table, text), "filter" (a report's parameter too), "heading" or "prose"
+    id: str  # the component's or filter's id; "" for a heading or a paragraph
+    title: str  # its title, a filter's label, a heading's text, a paragraph's first words
+
+    @property
+    def is_component(self) -> bool:
+        return self.kind in COMPONENT_KINDS
+
+    def __str__(self) -> str:
+        if self.kind == "heading":
+            return f"heading “{self.title}”"
+        if self.kind == "prose":
+            return f"paragraph “{self.title}”"
+        return f"{self.title} ({self.id})" if self.title and self.title != self.id else self.id
+
+
+@dataclass
+class Change:
+    """What an auto-draft does to dashboard.yaml or report.yaml (`file`), to read before anything is saved."""
+
+    file: str  # "dashboard" or "report"
+    mode: str  # ADD or NEW
+    added: list[Part]
+    removed: list[Part]
+    kept: list[Part]
+    already_there: list[Part] = field(default_factory=list)  # drafted, left out: one already there reads the same
+    no_room: list[Part] = field(default_factory=list)  # drafted, left out: past output.yaml's max_components
+    max_components: int | None = None
+
+    @property
+    def added_components(self) -> list[Part]:
+        return [p for p in self.added if p.is_component]
+
+    @property
+    def removed_components(self) -> list[Part]:
+        return [p for p in self.removed if p.is_component]
+
+    def summary(self) -> list[str]:
+        """The change in sentences: what is added (the components by name), kept and left out."""
+        added, others = self.added_components, [p for p in self.added if not p.is_component]
+        lines = [f"{_n(len(added), 'component')} added to the {self.file}: {_names(added)}." if added else f"No component added to the {self.file}."]
+        filters, sections = [p for p in others if p.kind == "filter"], [p for p in others if p.kind != "filter"]
+        if others:
+            lines.append("With them: " + "; ".join(t for t in (_names(filters), _tally(sections)) if t) + ".")
+        if self.kept:
+            lines.append(f"Kept as they are: {_tally(self.kept)}." if self.mode == ADD else f"Unchanged: {_names(self.kept)}.")
+        if self.already_there:
+            lines.append(f"Left out, as the {self.file} already has a component reading the same: {_names(self.already_there)}.")
+        if self.no_room:
+            lines.append(f"Left out for room (output.yaml allows at most {self.max_components} components): {_names(self.no_room)}.")
+        return lines
+
+    def warning(self) -> str | None:
+        """What starting a new one removes, named; None when nothing is."""
+        if not self.removed:
+            return None
+        return f"Starting a new {self.file} removes {_tally(self.removed)} it has now: {_names(self.removed)}."
+
+
+@dataclass
+class Drafted:
+    """An auto-draft: the files to save (the profile and each drafted file), what each changes, the tables drafted from."""
+
+    files: dict[str, Any]
+    changes: dict[str, Change]
+    tables: list[str]
+
+
+@dataclass
+class _Left:
+    """The drafted components left out of a file, and why."""
+
+    already_there: list[Part] = field(default_factory=list)
+    no_room: list[Part] = field(default_factory=list)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _names(parts: Sequence[Part]) -> str:
+    return ", ".join(str(p) for p in parts)
+
+
+def _tally(parts: Sequence[Part]) -> str:
+    """'8 components, 1 filter, 4 headings'."""
+    nouns = [("component", lambda p: p.is_component), ("filter", lambda p: p.kind == "filter")]
+    nouns += [("heading", lambda p: p.kind == "heading"), ("paragraph", lambda p: p.kind == "prose")]
+    return ", ".join(_n(n, noun) for noun, test in nouns if (n := sum(1 for p in parts if test(p))))
+
+
+def _part(component: Mapping[str, Any]) -> Part:
+    return Part(str(component.get("type") or ""), str(component.get("id") or ""), str(component.get("title") or ""))
+
+
+def _gist(markdown: Any, length: int = 60) -> str:
+    """A paragraph's first words, without its markup."""
+    words = " ".join(re.sub(r"[*`#>]|^\s*-\s+", "", PLACEHOLDER_RE.sub("…", str(markdown or "")), flags=re.MULTILINE).split())
+    return words if len(words) <= length else words[: length - 1].rstrip() + "…"
+
+
+def _pieces(kind: str, spec: Mapping[str, Any]) -> list[tuple[Part, Any]]:
+    """Each filter, component and (a report's) section as a Part, beside what it is in the file."""
+    out: list[tuple[Part, Any]] = []
+    for f in spec.get("filters" if kind == "dashboard" else "parameters") or []:
+        if isinstance(f, Mapping):
+            out.append((Part("filter", str(f.get("id") or ""), str(f.get("label") or "")), f))
+    if kind == "dashboard":
+        return out + [(_part(c), c) for c in spec.get("components") or [] if isinstance(c, Mapping)]
+    for section in spec.get("sections") or []:
+        if not isinstance(section, Mapping):
+            continue
+        what = section.get("type")
+        if what == "kpis":
+            out += [(_part(c), c) for c in section.get("components") or [] if isinstance(c, Mapping)]
+        elif what == "heading":
+            out.append((Part("heading", "", str(section.get("text") or "")), section))
+        elif what == "prose":
+            out.append((Part("prose", "", _gist(section.get("markdown"))), section))
+        elif what != "page_break":
+            out.append((_part(section), section))
+    return out
+
+
+def _change(kind: str, mode: str, current: Mapping[str, Any] | None, spec: Mapping[str, Any], left: _Left, limit: int | None) -> Change:
+    """Kept: what the new file has as it was; removed: what it no longer has; added: what it has anew."""
+    new = _pieces(kind, spec)
+    kept, removed = [], []
+    for part, body in _pieces(kind, current or {}):
+        same = next((i for i, (p, b) in enumerate(new) if p.kind == part.kind and b == body), None)
+        if same is None:
+            removed.append(part)
+        else:
+            kept.append(part)
+            new.pop(same)
+    return Change(kind, mode, [p for p, _ in new], removed, kept, left.already_there, left.no_room, limit)
+
+
+def _max_components(files: Mapping[str, Any]) -> int | None:
+    limit = ((files.get("output") or {}).get("layout") or {}).get("max_components")
+    return int(limit) if limit else None
+
+
+def _fresh(wanted: str, taken: set[str], table_name: str) -> str:
+    """`wanted`, else `wanted_<table>`, then `_2`, `_3`, ...: the first id not `taken`, which it then is."""
+    suffix = alias(table_name)[:15]
+    candidates = itertools.chain([wanted, f"{wanted[:45]}_{suffix}"], (f"{wanted[:40]}_{suffix}_{n}" for n in itertools.count(2)))
+    chosen = next(c for c in candidates if c not in taken)
+    taken.add(chosen)
+    return chosen
+
+
+def _renamed_params(sql: str, names: Mapping[str, str]) -> str:
+    """`sql` with each filter's `$id` (`$id_from`, `$id_to` of a range) named as `names` says."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in names:
+            return "$" + names[name]
+        for end in ("_from", "_to"):
+            if name.endswith(end) and name[: -len(end)] in names:
+                return "$" + names[name[: -len(end)]] + end
+        return match.group(0)
+
+    return PARAM_RE.sub(one, sql)
+
+
+def _with_params(component: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(component))
+    if isinstance(out.get("query"), str):
+        out["query"] = _renamed_params(out["query"], names)
+    if isinstance(out.get("queries"), Mapping):
+        out["queries"] = {k: _renamed_params(v, names) if isinstance(v, str) else v for k, v in out["queries"].items()}
+    return out
+
+
+def _sqls(component: Mapping[str, Any]) -> list[str]:
+    found = [component["query"]] if isinstance(component.get("query"), str) else []
+    return found + [v for v in (component.get("queries") or {}).values() if isinstance(v, str)]
+
+
+def _used(filter_id: str, params: set[str]) -> bool:
+    return bool({filter_id, f"{filter_id}_from", f"{filter_id}_to"} & params)
+
+
+def _normal(sql: str) -> str:
+    """A query's text compared loosely: case, quotes, spacing and which filter a parameter is aside."""
+    return " ".join(PARAM_RE.sub("$", sql.replace('"', "")).split()).lower()
+
+
+def _reading(sql: str, value_column: str | None = None) -> Any:
+    """What a query reads, its filters aside: its SELECT list (a KPI's value column alone) over its FROM, joins,
+    CTEs and GROUP BY; the loose text where it is no single SELECT."""
+    from sqlglot import exp
+
+    try:
+        tree = standins.parse(sql)
+    except QueryError:
+        return _normal(sql)
+    if not isinstance(tree, exp.Select):
+        return _normal(tree.sql(dialect="duckdb"))
+    chosen = [e for e in tree.expressions if value_column is None or e.alias_or_name.lower() == value_column] or tree.expressions[:1]
+    picked = sorted(_normal((e.this if isinstance(e, exp.Alias) else e).sql(dialect="duckdb")) for e in chosen)
+    rest = tree.copy()
+    for key in ("where", "order", "limit", "offset"):
+        rest.set(key, None)
+    rest.set("expressions", [exp.Star()])
+    return (tuple(picked), _normal(rest.sql(dialect="duckdb")))
+
+
+def _reads(component: Mapping[str, Any]) -> set[Any]:
+    """What makes another component a duplicate of this one: the same query, or the same measure read the same way."""
+    kind = component.get("type")
+    out: set[Any] = set()
+    query = component.get("query")
+    if isinstance(query, str):
+        value = str(component.get("value_column") or "value").lower() if kind == kpi.NAME else None
+        out |= {(kind, _reading(query, value)), (kind, "text", _normal(query))}
+    queries = [v for v in (component.get("queries") or {}).values() if isinstance(v, str)]
+    if queries:
+        out.add((kind, frozenset(_reading(q) for q in queries)))
+    return out
+
+
+def _priority(components: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The order drafted components get the room left: two KPI cards, the charts and tables, the other cards, the text."""
+    kpis = [i for i, c in enumerate(components) if c.get("type") == kpi.NAME]
+    texts = [i for i, c in enumerate(components) if c.get("type") == text.NAME]
+    others = [i for i in range(len(components)) if i not in kpis and i not in texts]
+    return kpis[:2] + others + kpis[2:] + texts
+
+
+def _same_filter(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Two filters of a kind offering the same: values of one column of one table (`site` of `gates`), or the same options."""
+    if a.get("type") != b.get("type") or a.get("options") != b.get("options"):
+        return False
+    return all((key in a) == (key in b) and (key not in a or _reading(str(a[key])) == _reading(str(b[key]))) for key in ("options_query", "bounds_query"))
+
+
+def _merge_filters(existing: Sequence[Mapping[str, Any]], drafted: Sequence[Mapping[str, Any]], table_name: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Each drafted filter's id in the file (an existing filter that asks the same, else an id of its own) and the new filters."""
+    taken = {str(f.get("id")) for f in existing}
+    names: dict[str, str] = {}
+    new: list[dict[str, Any]] = []
+    for f in drafted:
+        same = next((e for e in existing if _same_filter(e, f)), None)
+        if same is not None:
+            names[f["id"]] = str(same.get("id"))
+            continue
+        names[f["id"]] = _fresh(f["id"], taken, table_name)
+        new.append({**f, "id": names[f["id"]]})
+    return names, new
+
+
+def _pick(drafted: Sequence[Mapping[str, Any]], there: list[Mapping[str, Any]], room: int | None, left: _Left) -> tuple[set[int], int | None]:
+    """Which drafted components go in: none reading the same as one `there`, as many as `room` allows; the rest in `left`."""
+    reads: set[Any] = set().union(*(_reads(c) for c in there)) if there else set()
+    chosen: set[int] = set()
+    for i in _priority(drafted):
+        component = drafted[i]
+        mine = _reads(component)
+        if mine & reads:
+            left.already_there.append(_part(component))
+        elif room is not None and room <= 0:
+            left.no_room.append(_part(component))
+        else:
+            chosen.add(i)
+            reads |= mine
+            room = None if room is None else room - 1
+    return chosen, room
+
+
+def _room(files: Mapping[str, Any], count: int) -> int | None:
+    limit = _max_components(files)
+    return None if limit is None else max(limit - count, 0)
+
+
+def _draft_dashboard(files: Mapping[str, Any], names: Sequence[str] | None, base: Mapping[str, Any] | None) -> tuple[dict[str, Any], _Left]:
+    """dashboard.yaml drafted from the tables `names` lists: `base`'s content with the drafted components after it, or a new one."""
+    plans = [_plan(files, t) for t in _chosen(files, names)]
+    spec: dict[str, Any] = copy.deepcopy(dict(base)) if base is not None else {"title": plans[0].title, "description": ""}
+    had_filters = "filters" in spec
+    with_layout = "layout" in spec or not spec.get("components")  # else the layout places none and each component has a row
+    spec.setdefault("filters", [])
+    spec.setdefault("components", [])
+    if with_layout:
+        spec.setdefault("layout", [])
+    left = _Left()
+    room = _room(files, len(spec["components"]))
+    for plan in plans:
+        filters, components, layout = _dashboard_part(plan, files)
+        ids_of, new_filters = _merge_filters(spec["filters"], filters, plan.name)
+        drafted = [_with_params(c, ids_of) for c in components]
+        chosen, room = _pick(drafted, spec["components"], room, left)
+        taken = {str(c.get("id")) for c in spec["components"]}
+        ids: dict[str, str] = {}
+        for i in sorted(chosen):
+            ids[drafted[i]["id"]] = _fresh(drafted[i]["id"], taken, plan.name)
+            spec["components"].append({**drafted[i], "id": ids[drafted[i]["id"]]})
+        for row in layout if with_layout else []:
+            cells = [ids[c] if isinstance(c, str) else {**c, "id": ids[c["id"]]} for c in row if (c if isinstance(c, str) else c["id"]) in ids]
+            if cells:
+                spec["layout"].append(cells)
+        params = {p for i in chosen for sql in _sqls(drafted[i]) for p in PARAM_RE.findall(sql)}
+        spec["filters"] += [f for f in new_filters if _used(f["id"], params)]
+    if not spec["filters"] and not had_filters:
+        del spec["filters"]
+    if base is None:
+        shown = ", ".join(f"`{p.name}`" for p in plans)
+        spec["description"] = (
+            f"First draft from the data profile of {shown}: key figures, {'a trend, ' if any(p.time for p in plans) else ''}breakdowns and details."
+            if spec.get("filters")
+            else f"First draft from the data profile of {shown}."
+        )
+    return spec, left
+
+
+def _draft_report(files: Mapping[str, Any], names: Sequence[str] | None, base: Mapping[str, Any] | None) -> tuple[dict[str, Any], _Left]:
+    """report.yaml drafted from the tables `names` lists: `base`'s sections with the drafted ones after them, or a new one."""
+    plans = [_plan(files, t) for t in _chosen(files, names)]
+    parts = [_report_part(plan) for plan in plans]
+    spec: dict[str, Any] = copy.deepcopy(dict(base)) if base is not None else {"title": parts[0]["title"], "description": parts[0]["description"]}
+    had = {key: key in spec for key in ("parameters", "queries")}
+    spec.setdefault("parameters", [])
+    spec.setdefault("queries", {})
+    spec.setdefault("sections", [])
+    left = _Left()
+    room = _room(files, sum(1 for _ in report_components(spec)))
+    for plan, part in zip(plans, parts):
+        room = _add_report_part(spec, plan.name, part, room, left)
+    for key, was_there in had.items():
+        if not spec[key] and not was_there:
+            del spec[key]
+    if base is None and len(plans) > 1:
+        spec["description"] = (
+            f"First draft from the data profiles of {', '.join(f'`{p.name}`' for p in plans)}: for each, the overview, key figures and the detail."
+        )
+    return spec, left
+
+
+def _add_report_part(spec: dict[str, Any], table_name: str, part: Mapping[str, Any], room: int | None, left: _Left) -> int | None:
+    """Append to `spec` the sections drafted from one table that add something, under ids and query names of their own."""
+    ids_of, new_params = _merge_filters(spec["parameters"], part.get("parameters") or [], table_name)
+    sections = [dict(s) if s.get("type") not in ("kpis", chart.NAME, table.NAME) else s for s in part["sections"]]
+    places: list[tuple[int, int | None]] = []  # where each drafted component stands: (section, card) or (section, None)
+    drafted: list[dict[str, Any]] = []
+    for i, section in enumerate(sections):
+        if section.get("type") == "kpis":
+            for j, card in enumerate(section.get("components") or []):
+                places.append((i, j))
+                drafted.append(_with_params(card, ids_of))
+        elif section.get("type") in (chart.NAME, table.NAME):
+            places.append((i, None))
+            drafted.append(_with_params(section, ids_of))
+    chosen, room = _pick(drafted, [c for _, c in report_components(spec)], room, left)
+    if not chosen:
+        return room  # nothing new to say about this table
+    taken = {str(c.get("id")) for _, c in report_components(spec)}
+    going = {places[i]: drafted[i] for i in chosen}
+    out: list[dict[str, Any]] = []
+    for i, section in enumerate(sections):
+        if section.get("type") == "kpis":
+            cards = [{**c, "id": _fresh(c["id"], taken, table_name)} for j in range(len(section.get("components") or [])) if (c := going.get((i, j)))]
+            if cards:
+                out.append({**section, "components": cards})
+        elif section.get("type") in (chart.NAME, table.NAME):
+            if (c := going.get((i, None))) is not None:
+                out.append({**c, "id": _fresh(c["id"], taken, table_name)})
+        else:
+            out.append(section)
+    out = _tidy(out)
+    if spec["sections"]:  # the part follows what is there: it opens with the table's name, not a second "Overview"
+        first = next((s for s in out if s.get("type") == "heading"), None)
+        if first is not None:
+            first["text"] = _label(table_name)
+    taken_queries = set(spec["queries"])
+    query_names = {name: _fresh(name, taken_queries, table_name) for name in part.get("queries") or {}}
+    read: set[str] = set()
+    for section in out:
+        if section.get("type") == "prose":
+            section["markdown"] = PLACEHOLDER_RE.sub(lambda m: m.group(0).replace(m.group(1), query_names.get(m.group(1), m.group(1)), 1), section["markdown"])
+            read |= {m.group(1) for m in PLACEHOLDER_RE.finditer(section["markdown"])}
+    queries = {query_names[name]: _renamed_params(sql, ids_of) for name, sql in (part.get("queries") or {}).items() if query_names[name] in read}
+    spec["sections"] += out
+    spec["queries"].update(queries)
+    params = {p for sql in [*queries.values(), *(s for c in going.values() for s in _sqls(c))] for p in PARAM_RE.findall(sql)}
+    spec["parameters"] += [f for f in new_params if _used(f["id"], params)]
+    return room
+
+
+def _tidy(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """No heading with nothing under it, no page break first, last or after another."""
+    kept = []
+    for k, section in enumerate(sections):
+        if section.get("type") == "heading":
+            level, content = section.get("level", 1), False
+            for later in sections[k + 1 :]:
+                if later.get("type") == "heading" and later.get("level", 1) <= level:
+                    break
+                if later.get("type") not in ("heading", "page_break"):
+                    content = True
+                    break
+            if not content:
+                continue
+        kept.append(section)
+    out: list[dict[str, Any]] = []
+    for section in kept:
+        if section.get("type") == "page_break" and (not out or out[-1].get("type") == "page_break"):
+            continue
+        out.append(section)
+    while out and out[-1].get("type") == "page_break":
+        out.pop()
+    return out

@@ -141,13 +141,16 @@ def cmd_autodraft(args) -> int:
     path = Path(args.path)
     ws = _valid_workspace(path)
     kinds = autodraft.DRAFTABLE if args.draft == "both" else (args.draft,)
+    mode = autodraft.ADD if args.add else autodraft.NEW
     for kind in kinds:
-        if ws.get(kind) and not args.force:
-            return _fail(args, f"{path / workspace.FILES[kind]} exists; use --force to replace it (git keeps the old one)")
+        if ws.get(kind) and mode == autodraft.NEW and not args.force:
+            return _fail(args, f"{path / workspace.FILES[kind]} exists; use --force to replace it (git keeps the old one), or --add to add to it")
     wh = _warehouse_with_data(path)
-    drafted = autodraft.draft_files(ws.data, wh.tables(), kinds)
-    changed = workspace.save(path, drafted)
+    drafted = autodraft.draft_into(ws.data, wh.tables(), kinds, names=args.table or None, mode=mode, workspace_path=path)
+    changed = workspace.save(path, drafted.files)
     # stderr, so that `--json` leaves stdout to the check results
+    for change in drafted.changes.values():
+        print(f"{workspace.FILES[change.file]}: " + " ".join(change.summary()) + (f" {change.warning()}" if change.warning() else ""), file=sys.stderr)
     print(f"wrote {', '.join(changed) or 'nothing (unchanged)'} in {path}", file=sys.stderr)
     return _report_checks(args, checks.validate_workspace(path))
 
@@ -647,7 +650,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("autodraft", help="write a first dashboard (or report) from the data profile, without a model")
     p.add_argument("path")
     p.add_argument("--draft", choices=["dashboard", "report", "both"], default="dashboard", help="what to draft: dashboard.yaml (default), report.yaml or both")
-    p.add_argument("--force", action="store_true", help="replace an existing dashboard.yaml (report.yaml) it drafts")
+    p.add_argument("--table", action="append", metavar="NAME", help="draft from this table (repeat for several; default: the main table)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--add", action="store_true", help="add to the existing dashboard.yaml (report.yaml), keeping all it has")
+    how.add_argument("--force", action="store_true", help="replace an existing dashboard.yaml (report.yaml) it drafts")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_autodraft)
 

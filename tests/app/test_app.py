@@ -12,6 +12,7 @@ from app_pages import state
 from lib.ops import publish
 from tests.helpers.app import engine_text_in, on_page, page_text, signed_in
 from tests.helpers.disk import leave_free, make_room, small_disk
+from tests.helpers.tables import orders_csv_text
 
 from ..conftest import ROOT
 
@@ -213,6 +214,7 @@ def test_chat_auto_drafts_a_report_checks_it_and_saves_it_to_the_draft(env):
 
     at = on_page(signed_in("sam"), "app_pages/chat.py")
     next(r for r in at.radio if r.label == "Draft").set_value("report").run()
+    next(r for r in at.radio if r.label.startswith("The workspace has a report")).set_value("new").run()  # a first report, in place of the demo's
     next(b for b in at.button if b.label == "Auto-draft").click().run()
     assert not at.exception, [e.message for e in at.exception]
     [diff] = [c.value for c in at.code]
@@ -232,6 +234,67 @@ def test_chat_auto_drafts_a_report_checks_it_and_saves_it_to_the_draft(env):
     next(b for b in at.button if b.label == "Publish").click().run()
     next(b for b in at.button if b.label == "Yes, publish").click().run()
     assert any(s.value.startswith("Published sam's draft (report.yaml) as version") for s in at.success), [e.value for e in at.error]
+
+
+@JOURNEY
+def test_auto_draft_after_a_new_source_adds_to_the_curated_dashboard_and_report(env):
+    """Issue #31 item 6: with an orders source added to sam's draft (loaded and profiled), the auto-draft starts from the
+    new table and adds to the curated dashboard and report, keeping all they have; starting a new one says first what it removes."""
+    from lib.core import settings
+    from lib.data import profile
+    from lib.data.connectors.csv_source import store_upload
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.memory import workspace
+    from lib.roles.access import OPERATOR, User
+
+    sam, slug = User("sam", app_role="steward"), "supply-chain-weekly"
+    at = signed_in("sam")
+    repo = at.session_state["config_repo"]
+    draft = repo.draft(sam, slug).workspace_path
+    ws, _ = workspace.load(draft)
+    curated = {kind: ws.data[kind] for kind in ("dashboard", "report")}
+    stored = store_upload(settings.uploads_dir(slug), "orders.csv", orders_csv_text().encode())
+    sources = ws.data["sources"]
+    repo.save(sam, slug, {"sources": {**sources, "sources": [*sources["sources"], {"name": "orders", "type": "csv", "path": stored}]}}, "Add source orders")
+    wh = Warehouse.for_workspace(draft)  # as Refresh on the draft's dashboard, then Update the profile on Sources, do
+    assert refresh(draft, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(draft)
+    repo.save(sam, slug, {"profile": profile.build_for(wh.tables(), ws.data["sources"], draft)}, "Update the data profile")
+
+    at = on_page(at, "app_pages/chat.py")
+    [tables] = [m for m in at.multiselect if m.label == "Draft from"]
+    assert tables.value == ["orders"] and set(tables.options) == {"gates", "orders"}  # the new table, by default
+    next(r for r in at.radio if r.label == "Draft").set_value("both").run()
+    [mode] = [r for r in at.radio if r.label == "The workspace has a dashboard and a report"]
+    assert mode.value == "add"
+    next(b for b in at.button if b.label == "Auto-draft").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    summary = {m.value.split("**")[1]: m.value.replace("\\", "") for m in at.markdown if m.value.startswith(("**dashboard.yaml**", "**report.yaml**"))}
+    assert "components added to the dashboard: Records (kpi_records), Total amount (kpi_amount)" in summary["dashboard.yaml"], summary
+    assert "Kept as they are: 8 components, 1 filter." in summary["dashboard.yaml"]
+    assert "Kept as they are: 6 components, 1 filter, 4 headings, 2 paragraphs." in summary["report.yaml"]
+    assert not [w for w in at.warning if "removes" in w.value]
+    # The long YAML diff is behind an expander, below the summary.
+    assert any(e.label == "The YAML diff" for e in at.expander) and "orders" in at.code[0].value
+    next(b for b in at.button if b.label == "Save to my draft").click().run()
+    assert any("Saved to your draft" in s.value for s in at.success), [e.value for e in at.error]
+    assert repo.history(slug, ref=f"draft/sam/{slug}")[0].message == "Auto-draft from orders added to the dashboard and the report"
+    saved = workspace.load(draft)[0].data
+    old, new = curated["dashboard"]["components"], saved["dashboard"]["components"]
+    assert new[: len(old)] == old and len(new) > len(old) and all('"orders"' in c.get("query", "") for c in new[len(old) :] if c.get("query"))
+    sections = curated["report"]["sections"]
+    assert saved["report"]["sections"][: len(sections)] == sections and len(saved["report"]["sections"]) > len(sections)
+
+    # Starting a new one instead: what it would remove is named before anything is saved.
+    next(r for r in at.radio if r.label == "The workspace has a dashboard and a report").set_value("new").run()
+    next(b for b in at.button if b.label == "Auto-draft").click().run()
+    [warning] = [w.value.replace("\\", "") for w in at.warning if "Starting a new dashboard" in w.value]
+    assert all(f"({c['id']})" in warning for c in old), warning  # every curated component (the new one keeps what it drafts the same)
+    assert any("Starting a new report removes" in w.value for w in at.warning)
+    assert workspace.load(draft)[0].data["dashboard"]["components"] == new  # nothing saved yet
+    next(b for b in at.button if b.label == "Discard").click().run()
+    assert workspace.load(draft)[0].data["dashboard"]["components"] == new
 
 
 @pytest.fixture

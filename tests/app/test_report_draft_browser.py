@@ -26,6 +26,7 @@ def test_a_steward_drafts_a_report_without_a_key_saves_it_and_reads_its_top_move
     choose_workspace(page, "Supply chain weekly")
     page.get_by_role("link", name="Chat").click()
     page.get_by_text("A report", exact=True).click()
+    page.get_by_text("Start a new one in its place", exact=True).click()  # a first report, in place of the demo's
     page.get_by_role("button", name="Auto-draft").click()
     page.get_by_text("The report's checks pass.").wait_for(timeout=60_000)
     page.get_by_role("button", name="Save to my draft").click()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -17,12 +18,14 @@ from lib.artifacts import autodraft, checks
 from lib.artifacts.components import chart
 from lib.artifacts.render import QueryCache, render
 from lib.artifacts.report import render_report
-from lib.data import live, profile
+from lib.data import live, profile, standins
 from lib.data.refresh import refresh
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
+from lib.memory.shapes import report_components
 from lib.roles.access import OPERATOR
 from tests.helpers import current_id
+from tests.helpers.tables import orders_csv_text
 
 from ..conftest import WORKSPACES
 
@@ -548,3 +551,178 @@ def test_a_report_drafted_on_a_live_postgresql_table_renders_there_with_the_same
         with engine.begin() as connection:
             connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
         engine.dispose()
+
+
+# --------------------------------------------------------------------------- adding to a curated dashboard (issue #31, item 6)
+
+
+@pytest.fixture
+def with_orders(supply):
+    """The supply-chain demo with an orders source added, loaded and profiled: (folder, warehouse)."""
+    folder, wh = supply
+    (folder / "data" / "orders.csv").write_text(orders_csv_text())
+    ws, _ = workspace.load(folder)
+    sources = ws.data["sources"]
+    workspace.save(folder, {"sources": {**sources, "sources": [*sources["sources"], {"name": "orders", "type": "csv", "path": "data/orders.csv"}]}})
+    assert refresh(folder, wh, user=OPERATOR).ok
+    ws, _ = workspace.load(folder)
+    workspace.save(folder, {"profile": profile.build_for(wh.tables(), ws.data["sources"], folder)})
+    return folder, wh
+
+
+def saved_and_checked(folder: Path, wh, drafted: autodraft.Drafted, warnings: bool = False) -> dict:
+    """The drafted files saved into the workspace; every check of each passes (with `warnings`, warnings allowed)."""
+    workspace.save(folder, {kind: drafted.files[kind] for kind in drafted.changes})
+    ws, diags = workspace.load(folder)
+    assert diags == [], [d.format() for d in diags]
+    for kind in drafted.changes:
+        found = [d for d in checks.run(ws, wh.tables(), current_id(wh), kind=kind) if not warnings or d.level == "error"]
+        assert found == [], [d.format() for d in found]
+    return ws.data
+
+
+def component_ids(spec: dict) -> list[str]:
+    if "sections" in spec:
+        return [c["id"] for _, c in report_components(spec)]
+    return [c["id"] for c in spec["components"]]
+
+
+def test_a_new_sources_table_is_what_the_draft_starts_from(with_orders):
+    folder, wh = with_orders
+    ws, _ = workspace.load(folder)
+    offered = autodraft.offered_tables(ws.data, wh.tables())
+    assert set(offered) == {"gates", "orders"}
+    assert autodraft.unread_tables(ws.data, offered) == ["orders"]  # nothing on the dashboard or report reads it yet
+    assert autodraft.default_tables(ws.data, offered) == ["orders"]
+    # Without a new table: all of them.
+    assert autodraft.default_tables(ws.data, ["gates"]) == ["gates"]
+
+
+def test_auto_draft_adds_to_the_curated_dashboard_and_report_keeping_all_they_have(with_orders):
+    folder, wh = with_orders
+    ws, _ = workspace.load(folder)
+    before = {kind: copy.deepcopy(ws.data[kind]) for kind in ("dashboard", "report")}
+    drafted = autodraft.draft_into(ws.data, wh.tables(), ("dashboard", "report"), names=["orders"], mode=autodraft.ADD)
+    assert drafted.tables == ["orders"]
+    dashboard, report = drafted.files["dashboard"], drafted.files["report"]
+    old = before["dashboard"]
+    # Every filter, component and layout row kept as it was, in its place; the drafted ones after them.
+    assert dashboard["title"] == old["title"] and dashboard["description"] == old["description"]
+    assert dashboard["components"][: len(old["components"])] == old["components"]
+    assert dashboard["filters"][: len(old["filters"])] == old["filters"]
+    assert dashboard["layout"][: len(old["layout"])] == old["layout"]
+    added = dashboard["components"][len(old["components"]) :]
+    assert added and all(standins.tables_named(c.get("query") or next(iter(c["queries"].values()))) == {"orders"} for c in added)
+    ids = component_ids(dashboard)
+    assert len(ids) == len(set(ids)) and len(ids) <= ws.data["output"]["layout"]["max_components"]
+    placed = [cell if isinstance(cell, str) else cell["id"] for row in dashboard["layout"] for cell in row]
+    assert sorted(placed) == sorted(ids)
+    # The report: its sections kept as they were, the drafted part after them, opening with the table's name.
+    old_report = before["report"]
+    assert report["sections"][: len(old_report["sections"])] == old_report["sections"]
+    assert report["queries"] | old_report["queries"] == report["queries"] and all(report["queries"][k] == v for k, v in old_report["queries"].items())
+    new_sections = report["sections"][len(old_report["sections"]) :]
+    assert new_sections[0] == {"type": "heading", "text": "Orders", "level": 1}
+    ids = component_ids(report)
+    assert len(ids) == len(set(ids)) and len(ids) > len(list(report_components(old_report)))
+    # What the steward reads before saving: nothing removed, everything kept, the added components by name.
+    change = drafted.changes["dashboard"]
+    assert change.removed == [] and change.warning() is None
+    assert [p.id for p in change.added_components] == [c["id"] for c in added]
+    assert [p.id for p in change.kept if p.is_component] == [c["id"] for c in old["components"]]
+    assert change.summary()[0].startswith(f"{len(added)} components added to the dashboard: ")
+    assert drafted.changes["report"].removed == []
+    # Past output.yaml's max_components, the rest is named as left out, not added.
+    assert change.no_room and "allows at most 12 components" in " ".join(change.summary())
+    saved_and_checked(folder, wh, drafted)
+
+
+def test_drafting_the_same_table_again_adds_nothing_that_is_already_there(with_orders):
+    folder, wh = with_orders
+    ws, _ = workspace.load(folder)
+    workspace.save(folder, {"output": {**ws.data["output"], "layout": {**ws.data["output"]["layout"], "max_components": 40}}})
+    ws, _ = workspace.load(folder)
+    first = autodraft.draft_into(ws.data, wh.tables(), ("dashboard", "report"), names=["orders"], mode=autodraft.ADD)
+    files = saved_and_checked(folder, wh, first)
+    again = autodraft.draft_into(files, wh.tables(), ("dashboard", "report"), names=["orders"], mode=autodraft.ADD)
+    for kind in ("dashboard", "report"):
+        assert again.files[kind] == files[kind], kind
+        assert again.changes[kind].added == [] and again.changes[kind].no_room == []
+        # Named as drafted (before an id of their own was found for them): the same components, by title.
+        assert sorted(p.title for p in again.changes[kind].already_there) == sorted(p.title for p in first.changes[kind].added_components)
+    # A drafted card reading a measure the curated dashboard already shows is left out too ("Units through the gates").
+    gates = autodraft.draft_into(files, wh.tables(), ("dashboard",), names=["gates"], mode=autodraft.ADD).changes["dashboard"]
+    assert "kpi_actual" in [p.id for p in gates.already_there] and "kpi_actual" not in component_ids(files["dashboard"])
+
+
+def test_starting_a_new_dashboard_names_everything_it_would_remove(with_orders):
+    folder, wh = with_orders
+    ws, _ = workspace.load(folder)
+    old = ws.data["dashboard"]
+    drafted = autodraft.draft_into(ws.data, wh.tables(), ("dashboard", "report"), names=["orders"], mode=autodraft.NEW)
+    change = drafted.changes["dashboard"]
+    assert [p.id for p in change.removed_components] == [c["id"] for c in old["components"]]
+    assert [p.id for p in change.removed if p.kind == "filter"] == [f["id"] for f in old["filters"]]
+    assert change.kept == [] and [p.id for p in change.added_components] == component_ids(drafted.files["dashboard"])
+    warning = change.warning()
+    assert warning is not None and warning.startswith("Starting a new dashboard removes 8 components, 1 filter")
+    assert all(f"({c['id']})" in warning for c in old["components"])
+    # The report: every section it has that the new one does not is named.
+    report_change = drafted.changes["report"]
+    old_sections = ws.data["report"]["sections"]
+    removed = [str(p) for p in report_change.removed]
+    assert all(f"({c['id']})" in " ".join(removed) for _, c in report_components(ws.data["report"]))
+    assert "heading “Site-gates to look at”" in removed and any(p.kind == "prose" for p in report_change.removed)
+    assert {p.kind for p in report_change.kept} <= {"heading"}  # an "Overview" heading the new one has too, say
+    assert len([p for p in report_change.removed if p.kind == "prose"]) == len([s for s in old_sections if s["type"] == "prose"])
+    saved_and_checked(folder, wh, drafted, warnings=True)  # the gate rules apply to nothing on the orders: warnings
+
+
+def test_two_tables_drafted_at_once_keep_their_ids_apart(with_orders):
+    folder, wh = with_orders
+    ws, _ = workspace.load(folder)
+    workspace.save(folder, {"output": {**ws.data["output"], "layout": {**ws.data["output"]["layout"], "max_components": 40}}})
+    ws, _ = workspace.load(folder)
+    drafted = autodraft.draft_into(ws.data, wh.tables(), ("dashboard", "report"), names=["orders", "gates"], mode=autodraft.NEW)
+    lead, second = drafted.tables
+    assert lead == autodraft.ranked_tables(ws.data["profile"])[0]["name"]  # the lead first: the one with the most measures
+    for kind in ("dashboard", "report"):
+        ids = component_ids(drafted.files[kind])
+        assert len(ids) == len(set(ids)) and "trend" in ids and f"trend_{second}" in ids, ids
+    filters = [f["id"] for f in drafted.files["dashboard"]["filters"]]
+    assert len(filters) == len(set(filters)) and "f_site" in filters and f"f_site_{second}" in filters
+    saved_and_checked(folder, wh, drafted)
+
+
+def test_a_chosen_table_the_profile_lacks_is_profiled_for_the_draft(with_orders):
+    folder, wh = with_orders
+    ws, _ = workspace.load(folder)
+    files = {**ws.data, "profile": {**ws.data["profile"], "tables": [t for t in ws.data["profile"]["tables"] if t["name"] != "orders"]}}
+    drafted = autodraft.draft_into(files, wh.tables(), ("dashboard",), names=["orders"], mode=autodraft.ADD)
+    assert "orders" in [t["name"] for t in drafted.files["profile"]["tables"]]
+    with pytest.raises(autodraft.NothingToDraft, match="no data profile of nowhere"):
+        autodraft.draft_into(files, wh.tables(), ("dashboard",), names=["nowhere"], mode=autodraft.ADD)
+
+
+def test_the_cli_adds_to_the_curated_dashboard_from_a_chosen_table(with_orders, tmp_path):
+    folder, _ = with_orders
+    before = workspace.load(folder)[0].data["dashboard"]
+    env = {**os.environ, "PYTHONPATH": str(WORKSPACES.parent), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "lib", "autodraft", str(folder), "--table", "orders", "--add"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dashboard.yaml: 4 components added to the dashboard: Records (kpi_records)" in done.stderr
+    assert "Kept as they are: 8 components, 1 filter." in done.stderr and done.stdout.strip().endswith("all checks passed")
+    after = workspace.load(folder)[0].data["dashboard"]
+    assert after["components"][: len(before["components"])] == before["components"] and len(after["components"]) == 12
+
+
+def test_a_dashboard_not_in_shape_to_add_to_says_so_and_a_new_one_replaces_it(with_orders):
+    folder, wh = with_orders
+    ws, _ = workspace.load(folder)
+    files = {**ws.data, "dashboard": {**ws.data["dashboard"], "components": {"not": "a list"}}}
+    with pytest.raises(autodraft.NothingToDraft, match=r"dashboard\.yaml is not in a shape the auto-draft can add to: correct it on the Specs page"):
+        autodraft.draft_into(files, wh.tables(), ("dashboard",), names=["orders"], mode=autodraft.ADD)
+    drafted = autodraft.draft_into(files, wh.tables(), ("dashboard",), names=["orders"], mode=autodraft.NEW)
+    assert [p.kind for p in drafted.changes["dashboard"].removed] == ["filter"]  # the one piece in shape to name

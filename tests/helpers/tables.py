@@ -22,3 +22,15 @@ def big_table(seed: int = 1, rows: int = 300_000) -> pa.Table:
     )
     assert table.nbytes >= OWN_FILE_BYTES
     return table
+
+
+def orders_csv_text(days: int = 60) -> str:
+    """Daily orders per site and channel, amounts and quantities: a second source for the supply-chain demo."""
+    import datetime as dt
+
+    rows = ["day,site,channel,amount,quantity"]
+    for d in range(days):
+        for i, site in enumerate(["Brno", "Zagreb", "Lyon"]):
+            for j, channel in enumerate(["web", "store"]):
+                rows.append(f"{dt.date(2026, 9, 1) + dt.timedelta(days=d)},{site},{channel},{100 + d * 3 + i * 17 + j * 5}.5,{3 + (d + i + j) % 7}")
+    return "\n".join(rows) + "\n"
