@@ -10,6 +10,9 @@ this process to check that the draft holds only the lines the person changed.
   on Specs, edits the dashboard description in the YAML tab (check, preview,
   save), reverts and undoes on History, proposes on Review to a bare `origin`.
 - owner (olivia): rejects a second steward's draft and publishes sam's on Review.
+- all four steps in one server (issue #31): the steward adds a CSV source and auto-drafts beside the
+  curated dashboard, proposes without a remote; the owner is told, adds a viewer group, publishes; the
+  viewer sees the new components and no engine text; a restart with next week's file, then Refresh.
 - viewer (vera): KPIs, the Sites filter, Refresh, HTML export, Chat without a key,
   a steward page opened by link.
 
@@ -675,4 +678,133 @@ def test_viewer_journey(make_app, page, tmp_path):
     assert page.get_by_role("heading", name="Sources").count() == 0
     assert_clean(page, "Sources by link", app)
     shot(page, "viewer", "07-sources-refused")
+    assert "Traceback" not in app.log(), app.log()[-4000:]
+
+
+ENGINE_TEXT = re.compile(r"(Binder|Catalog|Parser|Conversion|Invalid Input|Out of Range) Error|psycopg2\.|pymysql\.|duckdb\.")
+
+
+def attainment_of(path: Path) -> str:
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    return f"{sum(int(r['actual']) for r in rows) / sum(int(r['target']) for r in rows):.1%}"
+
+
+def component_ids(text: str, file: str) -> list[str]:
+    doc = yaml.safe_load(text)
+    return [c["id"] for c in doc["components"]] if file == "dashboard.yaml" else [s["id"] for s in doc.get("sections") or []]
+
+
+def test_four_roles_hand_over_a_new_source(make_app, page, tmp_path):
+    """Issue #31's journey in one server: the steward adds a CSV source and auto-drafts beside the curated
+    dashboard, proposes (no remote); the owner sees the draft waiting, changes who may view, publishes both;
+    the viewer's dashboard renders the new components with no engine text; the server restarts with next
+    week's gates.csv put in the published workspace's data folder, and the viewer's next Refresh serves it."""
+    app = make_app()
+    app.start()
+    csv_path = sites_csv(tmp_path)
+    published_ids = component_ids((WORKSPACES / SLUG / "dashboard.yaml").read_text(), "dashboard.yaml")
+
+    # The steward: add the source (loaded and profiled at once), auto-draft from it, added to the dashboard.
+    sign_in(page, app.url, "sam", "sam-demo")
+    choose_workspace(page, NAME)
+    kpi_value(page, "Attainment this week")
+    open_page(page, app, "sources", "Sources")
+    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Add to my draft"))
+    form.get_by_role("textbox", name="Table name", exact=True).fill("sites")
+    form.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(csv_path))
+    form.get_by_text("sites.csv").first.wait_for()
+    form.get_by_role("button", name="Add to my draft").click()
+    page.get_by_text("Added sites to your draft: 6 rows loaded and profiled").wait_for()
+    assert_clean(page, "Sources after adding", app)
+    shot(page, "handover", "01-steward-source-added")
+
+    open_page(page, app, "chat", "Chat")
+    page.get_by_role("heading", name=re.compile("^Auto-draft a dashboard or a report")).wait_for()
+    page.locator('[data-testid="stRadio"]', has_text="Draft").get_by_text("A dashboard", exact=True).click()
+    idle(page)
+    drafted_from = page.locator('[data-testid="stMultiSelect"]', has_text="Draft from")
+    assert "sites" in drafted_from.inner_text() and "gates" not in drafted_from.inner_text(), drafted_from.inner_text()
+    assert page.get_by_role("radio", name="Add to it").is_checked()
+    page.get_by_role("button", name="Auto-draft").click()
+    page.get_by_text("Proposed change (not saved yet)").wait_for()
+    idle(page)
+    body = page.locator("body").inner_text()
+    assert "removes" not in body.lower() or "removes nothing" in body.lower(), body[-3000:]
+    assert_clean(page, "Chat, the auto-draft shown", app)
+    shot(page, "handover", "02-steward-autodraft")
+    page.get_by_role("button", name="Save to my draft").click()
+    page.get_by_text("Saved to your draft").first.wait_for()
+    drafted = component_ids(git_out(app.config, "show", f"{BRANCH_SAM}:{SLUG}/dashboard.yaml"), "dashboard.yaml")
+    assert drafted[: len(published_ids)] == published_ids, drafted  # every curated component kept, in order
+    new_ids = drafted[len(published_ids) :]
+    assert new_ids and len(set(drafted)) == len(drafted), drafted
+    new_dashboard = yaml.safe_load(git_out(app.config, "show", f"{BRANCH_SAM}:{SLUG}/dashboard.yaml"))
+    new_titles = [c["title"] for c in new_dashboard["components"] if c["id"] in new_ids and c.get("title")]
+    assert new_titles, new_dashboard["components"]
+
+    open_page(page, app, "review", "Review")
+    page.get_by_role("heading", name="sam's draft (yours)").wait_for()
+    page.get_by_role("button", name="Propose for review").click()
+    page.get_by_text("Proposed: the workspace's owners see your draft waiting for their review.").wait_for()
+    assert_clean(page, "Review after proposing", app)
+    shot(page, "handover", "03-steward-proposed")
+    page.context.clear_cookies()
+
+    # The owner: told a draft waits, adds a viewer group, publishes sam's draft and then her access change.
+    sign_in(page, app.url, "olivia", "olivia-demo")
+    page.locator('[data-testid="stSidebar"]').get_by_text("1 proposed draft waits for your review").wait_for()
+    open_page(page, app, "review", "Review")
+    page.get_by_text("1 proposed draft waits for your review: sam's").wait_for()
+    access_form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Add to my draft"))
+    pick(page, "Role", "viewer")
+    access_form.get_by_role("textbox", name="Person or group").fill("group:finance")
+    access_form.get_by_role("button", name="Add to my draft").click()
+    page.get_by_text("Saved to your draft:").first.wait_for()
+    assert_clean(page, "Review after the access change", app)
+    shot(page, "handover", "04-owner-access-changed")
+    draft_box(page, "sam").get_by_role("button", name="Publish", exact=True).click()
+    page.get_by_role("button", name="Yes, publish").click()
+    page.get_by_text("Published sam's draft").wait_for(timeout=90_000)  # it loads the sites source for everyone
+    assert_clean(page, "Review after publishing sam's draft", app)
+    own = (
+        page.locator('[data-testid="stVerticalBlock"]')
+        .filter(has=page.get_by_role("heading", name="olivia's draft (yours)"))
+        .filter(has=page.get_by_role("button", name="Publish", exact=True))
+        .last
+    )
+    own.get_by_role("button", name="Publish", exact=True).click()
+    page.get_by_role("button", name="Yes, publish").click()
+    page.get_by_text("Published olivia's draft").wait_for(timeout=90_000)
+    assert_clean(page, "Review after publishing the access change", app)
+    shot(page, "handover", "05-owner-published")
+    published = yaml.safe_load(git_out(app.config, "show", f"main:{SLUG}/workspace.yaml"))
+    assert "group:finance" in published["access"]["viewers"], published["access"]
+    assert component_ids(git_out(app.config, "show", f"main:{SLUG}/dashboard.yaml"), "dashboard.yaml") == drafted
+    page.context.clear_cookies()
+
+    # The viewer: the published dashboard with the new components, no engine text.
+    sign_in(page, app.url, "vera", "vera-demo")
+    choose_workspace(page, NAME)
+    assert kpi_value(page, "Attainment this week") == attainment_of(GATES)
+    idle(page)
+    shot(page, "handover", "06-viewer-dashboard")
+    for title in new_titles:
+        page.get_by_text(title, exact=True).filter(visible=True).first.wait_for()
+    assert_clean(page, "Viewer's dashboard", app)
+    body = page.locator("body").inner_text()
+    assert not ENGINE_TEXT.search(body), ENGINE_TEXT.search(body)
+
+    # Next week's file arrives in the published workspace's data folder; the server restarts; Refresh serves it.
+    next_week = WORKSPACES / SLUG / "data" / "next_week" / "gates.csv"
+    assert attainment_of(next_week) != attainment_of(GATES)
+    (app.config / SLUG / "data" / "gates.csv").write_bytes(next_week.read_bytes())
+    restart_and_reload(page, app, "vera", NAME)
+    page.get_by_role("button", name="Refresh").click()
+    wait_kpi(page, "Attainment this week", attainment_of(next_week), timeout_s=60)
+    assert (app.config / SLUG / "data" / "gates.csv").read_bytes() == next_week.read_bytes()  # the repair kept it
+    assert_clean(page, "Viewer's dashboard after the restart and Refresh", app)
+    body = page.locator("body").inner_text()
+    assert not ENGINE_TEXT.search(body), ENGINE_TEXT.search(body)
+    shot(page, "handover", "07-viewer-next-week")
     assert "Traceback" not in app.log(), app.log()[-4000:]
