@@ -28,6 +28,7 @@ curves read as ratios, not times (the machine is shared and noisy).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -42,6 +43,9 @@ from .common import ROOT, interleaved_medians, median_time, print_table, wide_ta
 
 TEMPLATE = ROOT / "workspaces" / "supply-chain-weekly"  # a small demo workspace (56 kB), copied n times
 WORKSPACES_GOAL = 1.5  # issue #14: per-page cost at 200 workspaces no more than 1.5x that at 2
+
+
+COLUMNS_EXPONENT_GOAL = 1.1
 
 
 def ratio(a: float, b: float) -> str:
@@ -124,17 +128,25 @@ def axis_columns(runs: int) -> None:
     from bench.profile import pandas_profile, synthetic_wide
     from lib.data import profile
 
-    rows, first = [], None
-    for cols in (4, 40, 200, 1000):
+    rows, first, took = [], None, {}
+    for cols in (4, 40, 200, 300, 1000):
         print(f"  columns: {cols}…", file=sys.stderr)
         table = synthetic_wide(20_000, cols)
         frame = table.to_pandas()
         ours_s = median_time(lambda table=table: profile.build({"t": table}), runs)
         pandas_s = median_time(lambda frame=frame: pandas_profile(frame), runs)
         first = first or ours_s
+        took[cols] = (ours_s, pandas_s)
         rows.append([f"20k x {cols:,}", ms(ours_s), ms(pandas_s), ratio(ours_s, pandas_s), ratio(ours_s, first)])
     print_table(["columns", "ours profile ms", "pandas stats ms", "ours / pandas", "ours / ours at 4"], rows)
     print("goal (issue #3): 1,000 columns x 20k rows succeeds")
+    ours_exp = math.log(took[1000][0] / took[300][0]) / math.log(1000 / 300)
+    pandas_exp = math.log(took[1000][1] / took[300][1]) / math.log(1000 / 300)
+    verdict = "met" if ours_exp <= COLUMNS_EXPONENT_GOAL else "NOT met"
+    print(
+        f"goal (issue #28): profile time linear in columns, exponent from 300 to 1,000 columns <= {COLUMNS_EXPONENT_GOAL} -> "
+        f"{ours_exp:.2f}: {verdict} (pandas: {pandas_exp:.2f}); the in-memory profile step on a table already loaded"
+    )
 
 
 # --------------------------------------------------------------------------- workspaces: workspaces_for per page run
