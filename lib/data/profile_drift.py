@@ -160,11 +160,13 @@ def drift(files: Mapping[str, Any], snapshot: Snapshot, tables: Mapping[str, pa.
     sources = {s["name"]: s for s in (files.get("sources") or {}).get("sources") or []}
     live = {name for name in tables if _is_live(sources.get(name, {}))}
     # A live table is not profiled here (that queries its database); its columns come from the snapshot.
+    # The others are profiled with their values, in memory only, so a frequent value the recorded profile does
+    # not list is seen; where a source keeps no values (sample_values: false) its profile lists none to compare.
     current = {
         "tables": [
             {"name": name, "rows": tables[name].num_rows, "columns": [{"name": c, "type": kind} for c, kind in describe({name: tables[name]})[name]]}
             if name in live
-            else profile.profile_table(name, tables[name], sample_values=False)
+            else profile.profile_table(name, tables[name], sample_values=sources.get(name, {}).get("sample_values", True))
             for name in sorted(tables)
         ]
     }

@@ -133,6 +133,36 @@ def test_a_compatible_refresh_in_one_process_marks_the_profile_out_of_date_in_an
     assert "shift" in [c["name"] for c in written["tables"][0]["columns"]]
 
 
+def test_a_new_frequent_value_after_a_refresh_is_drift_in_another_process(ws_copy, tmp_path):
+    """The served data is profiled with its values for the comparison (it used to be profiled without them,
+    so a frequent new value never showed); nothing is stored by it."""
+    folder = ws_copy("supply-chain-weekly")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+    run(["-m", "lib", "refresh", str(folder)], env, tmp_path)
+    recorded = (folder / "profile.yaml").read_bytes()
+    assert "Oslo" not in recorded.decode()
+    data = folder / "data" / "gates.csv"
+    rows = list(csv.reader(data.open(newline="")))
+    site = rows[0].index("site")
+    for i, row in enumerate(rows[1:]):
+        if i % 5 == 0:
+            row[site] = "Oslo"  # a fifth of the rows: a site the profile does not list
+    with data.open("w", newline="") as out:
+        csv.writer(out).writerows(rows)
+    assert "switched to snapshot" in run(["-m", "lib", "refresh", str(folder)], env, tmp_path).stdout
+    found = json.loads(run(["-c", DRIFT, str(folder)], env, tmp_path).stdout)
+    assert ["site", "top_values"] in found, found
+    assert (folder / "profile.yaml").read_bytes() == recorded  # the check stores nothing
+
+
+def test_a_source_that_keeps_no_values_gets_no_value_drift(tmp_path):
+    """sample_values: false keeps values out of profile.yaml, so there is nothing listed to compare with."""
+    table = pa.table({"site": ["A"] * 50 + ["B"] * 50})
+    recorded = {"tables": [profile.profile_table("t", table, sample_values=False)]}
+    now = {"tables": [profile.profile_table("t", pa.table({"site": ["A"] * 50 + ["Z"] * 50}))]}
+    assert [k for k in kinds(profile_drift.compare(recorded, now)) if k[1] == "top_values"] == []
+
+
 # --------------------------------------------------------------------------- updating on a draft
 
 
