@@ -91,7 +91,7 @@ def explanation(e: Explanation) -> None:
         width="stretch",
     )
     for q in e.queries:
-        st.markdown(f"Query `{q.name}`, as it runs (the values travel as parameters):")
+        st.markdown(f"{q.label}, as it runs (the values travel as parameters):")
         st.code(q.sql.strip(), language="sql", wrap_lines=True)
         st.caption("Parameters: " + (", ".join(f"${k} = {v!r}" for k, v in q.params.items()) or "none"))
         if q.params:
@@ -185,7 +185,7 @@ def _table(comp: Component) -> None:
 
     st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
     if comp.legend:
-        st.caption(" · ".join(f"{mark} {meaning}" for mark, meaning in comp.legend.items()))
+        st.caption(table.legend_text(comp))
 
 
 def _text(comp: Component) -> None:

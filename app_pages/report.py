@@ -50,6 +50,9 @@ if snapshot is None:
     st.stop()
 tables = wh.tables(snapshot)
 actions.caption(f"Data loaded {ui.when(snapshot.created)}")
+own = st.session_state.get(state.SWAPS)
+if own is not None and (elsewhere := own.elsewhere(ctx.slug)):  # the Dashboard shows this session's own file
+    st.info(elsewhere)
 
 states = filter_states({"filters": report.get("parameters") or []}, tables, snapshot.id, Engine.for_workspace(ws.data, workspace_path=ws.path))
 chosen = dashboard_view.filter_bar(states, lambda filter_id: f"p_{ctx.slug}_{filter_id}")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import altair as alt
-import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from app_pages import schema_form, state, ui
+from lib.artifacts import profile_charts
 from lib.core import settings, tokens
-from lib.data import colroles, coltypes, profile
+from lib.data import colroles, profile
 from lib.data.connectors import FILE_TYPES, REGISTRY
 from lib.data.connectors.base import FetchContext, UploadLimits, fetch
 from lib.data.connectors.csv_source import store_upload
@@ -169,50 +169,29 @@ served = wh.current()
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def histogram(folder: str, snapshot_id: str, table: str, column: str, kind: str) -> pd.DataFrame | None:
+def histogram(folder: str, snapshot_id: str, sql: str) -> pa.Table | None:
     """A column's histogram over one snapshot; snapshots never change, so it is computed once, not at every rerun."""
     try:
         wh = Warehouse(Path(folder))
-        return wh.query(profile.histogram_sql(table, column, kind), max_rows=50, snapshot=wh.snapshot(snapshot_id)).to_pandas()
+        return wh.query(sql, max_rows=50, snapshot=wh.snapshot(snapshot_id)).table
     except (QueryError, OSError, ValueError):
         return None
 
 
-def column_chart(table: str, c: dict) -> alt.Chart | None:
-    """A small chart a person can read: top values with counts for categories, a histogram for numbers and times."""
-    kind = coltypes.family(c["type"])
-    if c.get("top"):
-        frame = pd.DataFrame([{"value": str(t["value"])[:40], "rows": t["count"]} for t in c["top"][:8]])
-        bars = (
-            alt.Chart(frame)
-            .mark_bar(color="#4c78a8")
-            .encode(x=alt.X("rows:Q", title="rows"), y=alt.Y("value:N", sort="-x", title=None, axis=alt.Axis(labelLimit=160)), tooltip=["value", "rows"])
-        )
-        return bars.properties(height=max(60, 22 * len(frame)), description=f"Most frequent values of {c['name']}")
-    if kind in ("number", "time") and served and table in served.tables:
-        frame = histogram(str(wh.folder), served.id, table, c["name"], kind)
-        if frame is None or frame.empty:
-            return None
-        x = alt.X("bin_start:T" if kind == "time" else "bin_start:Q", title=None, bin="binned" if kind != "time" else None)
-        return (
-            alt.Chart(frame)
-            .mark_bar(color="#4c78a8")
-            .encode(x=x, y=alt.Y("rows:Q", title="rows"), tooltip=["bin_start", "rows"])
-            .properties(height=110, description=f"Distribution of {c['name']}")
-        )
-    return None
+def column_chart(table: str, c: dict):
+    """The column's chart (lib.artifacts.profile_charts): its frequent values, or its histogram over the data served."""
+    sql = profile_charts.histogram_query(table, c)
+    rows = histogram(str(wh.folder), served.id, sql) if sql and served and table in served.tables else None
+    return profile_charts.column_chart(c, rows)
 
 
 for table in prof.get("tables") or []:
     st.markdown(f"#### {table['name']} · {table['rows']:,} rows")
     for c in table["columns"]:
         label, chart_col = st.columns([1, 3], vertical_alignment="center")
-        null_share = c.get("null_share") or 0
         label.markdown(f"**{c['name']}**  \n`{c['type']}`" + (f" · {colroles.Meaning(c['role'], c.get('aggregate')).describe()}" if c.get("role") else ""))
-        label.progress(
-            min(max(1 - null_share, 0.0), 1.0),
-            text=f"{(1 - null_share):.0%} filled" + (f" · {c['distinct']:,} distinct" if c.get("distinct") is not None else ""),
-        )
+        share, filled = profile_charts.filled(c)
+        label.progress(share, text=filled)
         chart = column_chart(table["name"], c)
         if chart is not None:
             chart_col.altair_chart(chart, width="stretch")

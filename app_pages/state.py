@@ -21,7 +21,7 @@ WORKSPACE_PICKER = "workspace_picker"  # the sidebar's Workspace box, kept in st
 
 # --- Dashboard -------------------------------------------------------------------------------------------
 REFRESH_REPORT = "refresh_report"  # the last lib.data.refresh.RefreshReport: set by Dashboard (Refresh, first load)
-SWAPS = "swaps"  # lib.data.refresh.OwnFiles: a viewer's own files in place of tables, set by Dashboard; this session only
+SWAPS = "swaps"  # lib.data.refresh.OwnFiles: a viewer's own files in place of tables, set by Dashboard (Report says it does not use them); this session only
 EXPORT_HTML = "export_html"  # ((slug, data version, filters), html text): the prepared export, set by Dashboard
 
 # --- Report ----------------------------------------------------------------------------------------------

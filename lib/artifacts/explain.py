@@ -85,6 +85,11 @@ class QueryExplained:
     sample_note: str = ""  # why there is no sample
     error: str | None = None
 
+    @property
+    def label(self) -> str:
+        """How a person reads its name: "This component's query", or a text block's "The query `top`"."""
+        return "This component's query" if self.name == "query" else f"The query `{self.name}`"
+
 
 @dataclass
 class Explanation:

@@ -74,6 +74,8 @@ header p { margin: 0 0 20px; opacity: 0.8; }
 .component h2 { margin: 0 0 8px; font-size: 1rem; font-weight: 600; }
 .kpi-value { font-size: 2.2rem; font-weight: 600; line-height: 1.15; }
 .kpi-delta { margin-top: 4px; font-size: 0.95rem; opacity: 0.75; }
+.kpi-bar { height: 4px; margin-bottom: 6px; border-radius: 2px; }
+.kpi-status { margin-top: 4px; font-size: 0.85rem; opacity: 0.75; }
 .kpi-was { margin-top: 4px; font-size: 0.85rem; opacity: 0.7; }
 header p.as-of { font-weight: 600; opacity: 1; }
 .chart { width: 100%; }
@@ -86,7 +88,7 @@ th.number, td.number { text-align: right; font-variant-numeric: tabular-nums; }
          background: #fdecea; color: #7f1d1d; white-space: pre-wrap; overflow-wrap: anywhere; }
 a { color: var(--primary); }
 footer { margin-top: 24px; padding-top: 8px; border-top: 1px solid rgba(127, 127, 127, 0.25); font-size: 0.8rem; opacity: 0.7; }
-@media (max-width: 720px) { .row { grid-template-columns: minmax(0, 1fr) !important; } }
+@media screen and (max-width: 720px) { .row { grid-template-columns: minmax(0, 1fr) !important; } }
 @media print { .component { break-inside: avoid; } }
 """
 

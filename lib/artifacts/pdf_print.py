@@ -5,7 +5,8 @@ whole process group: Playwright's print has no time limit of its own, and Chromi
 must not outlive an export that failed, timed out or was interrupted. It also keeps
 Playwright's sync API (and its event loop) out of the server's threads, so several
 exports run at once. The job comes on stdin as JSON {"html", "chromium",
-"charts_drawn", "draw_timeout_s", "print_timeout_s"}; the PDF goes to stdout. A failure
+"charts_drawn", "before_print", "page": [width, height], "draw_timeout_s", "print_timeout_s"};
+the PDF goes to stdout. A failure
 is one plain line on stderr, led by "timeout:" when the charts were not drawn in time, exit 2.
 
 The process bounds itself: past "print_timeout_s", on SIGTERM, or when the process that
@@ -30,15 +31,19 @@ STOP_WAIT_S = 3.0  # how long stopping waits for what it killed to be gone
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 
-def print_pdf(html: str, chromium: str, charts_drawn: str, draw_timeout_s: float) -> bytes:
-    """The PDF of `html`, printed once `charts_drawn` holds, in an offline browser context."""
+def print_pdf(html: str, chromium: str, charts_drawn: str, draw_timeout_s: float, before_print: str = "", page_px: tuple[int, int] = (794, 1123)) -> bytes:
+    """The PDF of `html`, printed once `charts_drawn` holds, in an offline browser context.
+
+    The page is laid out `page_px` (width, height) large, the size printed on a page; `before_print`, a
+    function of that height, runs on the page after the charts are drawn and before it is printed.
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         try:
             # Offline, not only routed: a route sees no WebSocket, and the print must reach nothing beyond the HTML.
-            context = browser.new_context(viewport={"width": 794, "height": 1123}, offline=True, service_workers="block")  # A4 at 96 dpi
+            context = browser.new_context(viewport={"width": page_px[0], "height": page_px[1]}, offline=True, service_workers="block")
             context.set_default_timeout(draw_timeout_s * 1000)
             context.route("**/*", _offline)
             context.route_web_socket("**/*", lambda socket: socket.close())
@@ -46,6 +51,8 @@ def print_pdf(html: str, chromium: str, charts_drawn: str, draw_timeout_s: float
             page.emulate_media(media="print")
             page.set_content(html, wait_until="load")
             page.wait_for_function(charts_drawn, timeout=draw_timeout_s * 1000)
+            if before_print:
+                page.evaluate(before_print, page_px[1])
             return page.pdf(prefer_css_page_size=True, print_background=True, display_header_footer=False)
         finally:
             browser.close()
@@ -146,7 +153,10 @@ def main() -> int:
     deadline = time.monotonic() + float(job["print_timeout_s"])
     threading.Thread(target=_watch, args=(deadline, os.getppid()), daemon=True).start()
     try:
-        pdf = print_pdf(job["html"], job["chromium"], job["charts_drawn"], float(job["draw_timeout_s"]))
+        page_px = tuple(job.get("page") or (794, 1123))
+        pdf = print_pdf(
+            job["html"], job["chromium"], job["charts_drawn"], float(job["draw_timeout_s"]), job.get("before_print", ""), (int(page_px[0]), int(page_px[1]))
+        )
     except PlaywrightTimeout as exc:
         _unless_stopping()
         print(f"timeout: {str(exc).splitlines()[0]}", file=sys.stderr)

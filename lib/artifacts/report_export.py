@@ -7,7 +7,7 @@ What is the report's own is paged media: an A4 page with margins, a running
 header (the title) and footer (data version, page "n of m") in the page's
 margin boxes, no chart, table or KPI row split across a page break
 (`break-inside: avoid`), headings kept with what follows, and `page_break`
-sections starting a new page.
+sections starting a new page, unless that would end a page less than two thirds full (in the PDF).
 
 The PDF is that HTML printed by Chromium (DASHMEM_CHROMIUM) through
 Playwright, once every chart is drawn: a chart still drawing when the page is
@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = "A4"
 MARGINS = "18mm 16mm 20mm 16mm"  # top right bottom left: room for the running header and footer
+PX_PER_MM = 96 / 25.4
+# What is printed on a page, in CSS px (A4 is 210 x 297 mm): the page is laid out this wide before its charts are
+# drawn, so a chart takes the width it has on paper and Chromium does not shrink the whole page to fit a wider one.
+PRINT_WIDTH_PX = round((210 - 16 - 16) * PX_PER_MM)
+PRINT_HEIGHT_PX = round((297 - 18 - 20) * PX_PER_MM)
 STOP_GRACE_S = 5.0  # how long a printer past its time may take to end what it started
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding the package, for the printing process
 
@@ -59,6 +64,7 @@ PRINT_STYLE = """
 .component, .kpis, .chart, table, tr { break-inside: avoid; }
 h2, h3, h4 { break-after: avoid; }
 .page-break { break-before: page; }
+.page-break.not-taken { break-before: auto; }
 @media print {
   body { background: var(--background); }
   .report { max-width: none; padding: 0; }
@@ -164,11 +170,39 @@ CHARTS_DRAWN = """() => Array.from(document.querySelectorAll("[data-chart]")).ev
   (holder) => holder.querySelector("svg") !== null || holder.classList.contains("error"))"""
 
 
+# Run before printing, once the charts are drawn: follows the page's blocks down the pages as print lays them
+# out (a block kept whole moves to the next page when it does not fit, with the heading before it) and drops
+# each page break that would end a page less than two thirds full: the part after it follows on that page, so
+# a break after one chart pushed to a new page does not leave most of that page blank. Returns how many it dropped.
+SETTLE_PAGE_BREAKS = """(pageHeight) => {
+  const blocks = Array.from(document.querySelectorAll("main > *"));
+  const at = (el) => { const r = el.getBoundingClientRect(); return [r.top + window.scrollY, r.bottom + window.scrollY]; };
+  let pageTop = 0, dropped = 0;
+  blocks.forEach((el, i) => {
+    const [start, end] = at(el);
+    if (el.classList.contains("page-break")) {
+      if (start - pageTop < pageHeight * 2 / 3) { el.classList.add("not-taken"); dropped += 1; }
+      else { pageTop = start; }
+      return;
+    }
+    if (end - pageTop <= pageHeight) return;
+    if (getComputedStyle(el).breakInside === "avoid" && end - start <= pageHeight) {
+      const before = blocks[i - 1];
+      pageTop = before && /^H[1-6]$/.test(before.tagName) ? at(before)[0] : start;
+    } else {
+      while (end - pageTop > pageHeight) pageTop += pageHeight;
+    }
+  });
+  return dropped;
+}"""
+
+
 def to_pdf(html: str) -> bytes:
     """Print the report's HTML to PDF with headless Chromium, after every chart is drawn.
 
-    The page is laid out for print (A4 width, print media) before the charts are drawn, so
-    each chart takes the width it will have on paper. Printing runs in a process of its own
+    The page is laid out for print (the width A4 prints within its margins, print media) before
+    the charts are drawn, so each chart takes the width it will have on paper; a page break that
+    would end a page less than two thirds full is not taken (SETTLE_PAGE_BREAKS). Printing runs in a process of its own
     (`lib.artifacts.pdf_print`) that is ended, with the Chromium it started, after DASHMEM_PDF_SECONDS.
     Raises ReportExportError, saying what is missing or what went wrong, when Playwright or
     Chromium is not installed, the charts are not drawn in time, or the print fails.
@@ -179,7 +213,15 @@ def to_pdf(html: str) -> bytes:
     if importlib.util.find_spec("playwright") is None:
         raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt")
     print_timeout_s, draw_timeout_s = settings.get("DASHMEM_PDF_SECONDS"), settings.get("DASHMEM_PDF_DRAW_SECONDS")
-    job = {"html": html, "chromium": str(chromium), "charts_drawn": CHARTS_DRAWN, "draw_timeout_s": draw_timeout_s, "print_timeout_s": print_timeout_s}
+    job = {
+        "html": html,
+        "chromium": str(chromium),
+        "charts_drawn": CHARTS_DRAWN,
+        "before_print": SETTLE_PAGE_BREAKS,
+        "page": [PRINT_WIDTH_PX, PRINT_HEIGHT_PX],
+        "draw_timeout_s": draw_timeout_s,
+        "print_timeout_s": print_timeout_s,
+    }
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     # The printer bounds itself and ends what it started (lib/artifacts/pdf_print.py); its own session keeps a
     # Ctrl-C in a terminal from reaching it before this process has asked it to stop.

@@ -38,6 +38,42 @@ def format_value(value, spec: str | None = None) -> str:
     return str(value)
 
 
+# A noun after a placeholder's number ("{{wk.sites|d site}}", "{{wk.sites|site}}", "{{n.people|,d person/people}}").
+_NOUN = re.compile(r"^[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*)*(?:/[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*)*)?$")
+
+
+def format_counted(value, spec: str | None = None) -> str:
+    """A text placeholder's value: `spec` is a format (as `format_value` takes), or a format and then a noun, or
+    a noun alone; the noun follows the number, singular when the number reads "1" and plural otherwise
+    ("1 site", "6 sites"), `singular/plural` for a noun whose plural is not made by adding s ("person/people").
+    A date's strftime format (with %) and anything that is not a number keep `format_value`'s way."""
+    is_number = isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+    if not spec or not is_number or "%" in spec:
+        return format_value(value, spec)
+    head, _, rest = spec.strip().partition(" ")
+    if rest and _SPEC.match(head) and _NOUN.match(rest.strip()):
+        fmt, noun = head, rest.strip()
+    elif not _SPEC.match(spec.strip()) and _NOUN.match(spec.strip()):
+        fmt, noun = None, spec.strip()
+    else:
+        return format_value(value, spec)
+    number = format_value(value, fmt)
+    singular, _, plural = noun.partition("/")
+    return f"{number} {singular if number == '1' else plural or pluralise(singular)}"
+
+
+def pluralise(noun: str) -> str:
+    """An English noun's plural by the common rule, on its last word: site -> sites, box -> boxes, entry -> entries."""
+    head, _, last = noun.rpartition(" ")
+    if re.search(r"(s|x|z|ch|sh)$", last):
+        last += "es"
+    elif re.search(r"[^aeiou]y$", last):
+        last = last[:-1] + "ies"
+    else:
+        last += "s"
+    return f"{head} {last}" if head else last
+
+
 def _strftime(value: dt.date, spec: str) -> str:
     """strftime with d3-time-format's %q (the quarter, 1-4), so a chart axis and a text show a period alike."""
     quarter = str((value.month - 1) // 3 + 1)

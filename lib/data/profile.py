@@ -583,18 +583,31 @@ def _decided_pairs(sources: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     return relationships.rejected(sources) | {(r["from"], r["to"]) for r in relationships.declared(sources)}
 
 
-def histogram_sql(table: str, column: str, family: str, bins: int = 20) -> str:
-    """One SELECT giving (bin_start, rows) of a number or time column in `bins` equal-width bins, for charts.
+def histogram_sql(table: str, column: str, family: str, bins: int = 20, *, days: bool = False) -> str:
+    """One SELECT giving (bin_start, bin_end, rows) of a number or time column in `bins` equal-width bins, for charts.
 
-    Times are binned on their epoch seconds and come back as timestamps.
+    Each bin runs from its start to its end, so a chart draws it as wide as it is. Times are binned on their
+    epoch seconds and come back as timestamps; with `days` (a DATE column) the bins are whole days (as many
+    days each as `bins` bins over the span need) and come back as dates. A column of one value gets one bin
+    around it (a day wide for a time).
     """
     t, c = quote_ident(table), quote_ident(column)
-    value = f"epoch({c})" if family == "time" else f"CAST({c} AS DOUBLE)"
-    start = "to_timestamp(lo + (hi - lo) * bin / {n})" if family == "time" else "lo + (hi - lo) * bin / {n}"
+    if days:
+        epoch = "DATE '1970-01-01'"
+        return (
+            f"WITH v AS (SELECT date_diff('day', {epoch}, {c}) AS x FROM {t} WHERE {c} IS NOT NULL), "
+            f"b AS (SELECT min(x) AS lo, greatest(ceil((max(x) - min(x) + 1) / {bins}), 1) AS w FROM v) "
+            f"SELECT {epoch} + CAST(lo + bin * w AS INTEGER) AS bin_start, {epoch} + CAST(lo + (bin + 1) * w AS INTEGER) AS bin_end, rows FROM ("
+            f"SELECT lo, w, floor((x - lo) / w) AS bin, count(*) AS rows FROM v, b GROUP BY ALL) ORDER BY bin_start"
+        )
+    value, half = (f"epoch({c})", 43200) if family == "time" else (f"CAST({c} AS DOUBLE)", 0.5)
+    at = "to_timestamp({})" if family == "time" else "{}"
     return (
-        f"WITH v AS (SELECT {value} AS x FROM {t} WHERE {c} IS NOT NULL), b AS (SELECT min(x) AS lo, max(x) AS hi FROM v) "
-        f"SELECT {start.format(n=bins)} AS bin_start, rows FROM ("
-        f"SELECT lo, hi, least(floor((x - lo) / nullif(hi - lo, 0) * {bins}), {bins - 1}) AS bin, count(*) AS rows "
+        f"WITH v AS (SELECT {value} AS x FROM {t} WHERE {c} IS NOT NULL), "
+        f"b AS (SELECT CASE WHEN max(x) = min(x) THEN min(x) - {half} ELSE min(x) END AS lo, "
+        f"CASE WHEN max(x) = min(x) THEN max(x) + {half} ELSE max(x) END AS hi FROM v) "
+        f"SELECT {at.format(f'lo + (hi - lo) * bin / {bins}')} AS bin_start, {at.format(f'lo + (hi - lo) * (bin + 1) / {bins}')} AS bin_end, rows FROM ("
+        f"SELECT lo, hi, least(floor((x - lo) / (hi - lo) * {bins}), {bins - 1}) AS bin, count(*) AS rows "
         f"FROM v, b GROUP BY ALL) ORDER BY bin_start"
     )
 

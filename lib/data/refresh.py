@@ -593,6 +593,18 @@ class OwnFiles:
     def drop(self, slug: str, name: str) -> None:
         self._held.pop((slug, name), None)
 
+    def elsewhere(self, slug: str) -> str:
+        """For a page that reads the shared data (the Report): the sentence saying the Dashboard shows this
+        session's own files instead, or "" when it shows none."""
+        names = sorted(self.held(slug))
+        if not names:
+            return ""
+        listed = ", ".join(f"**{n}**" for n in names)
+        return (
+            f"This report shows the shared data. Your own file in place of {listed} is shown on the Dashboard only"
+            " (this session); the report and its exports read the data everyone sees."
+        )
+
     @property
     def nbytes(self) -> int:
         return sum(t.nbytes for _, t in self._held.values())

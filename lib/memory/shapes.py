@@ -61,6 +61,7 @@ class _KindFields(TypedDict, total=False):
     query: str
     value_column: str
     compare_column: str
+    compare_label: str
     delta: Any
     format: str
     thresholds: list[Threshold]

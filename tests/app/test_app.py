@@ -666,6 +666,29 @@ def test_the_profile_has_a_readable_chart_per_column(env):
     assert len([p for p in at.get("progress")]) == len(columns)
 
 
+def test_a_full_column_is_drawn_full_on_the_profile(env):
+    """Issue #31, 7: "100% filled" drew an empty bar: the share 1 went to st.progress as an int, read as 1 %."""
+    at = on_page(signed_in("sam"), "app_pages/sources.py")
+    bars = at.get("progress")
+    assert bars and all(p.proto.text.startswith("100% filled") for p in bars)  # every demo column is full
+    assert [p.proto.value for p in bars] == [100] * len(bars)
+
+
+def test_the_report_says_it_shows_the_shared_data_while_the_dashboard_shows_your_own_file(env):
+    at = on_page(signed_in("vera"), "app_pages/report.py")
+    assert not [i for i in at.info if "shared data" in i.value]
+    at = on_page(at, "app_pages/dashboard.py")
+    gates = (ROOT / "workspaces" / "supply-chain-weekly" / "data" / "next_week" / "gates.csv").read_bytes()
+    at.file_uploader(key="swap_file").set_value(("my gates.csv", gates, "text/csv")).run()
+    assert any(s.value.startswith("Showing your file instead of **gates**") for s in at.success)
+    at = on_page(at, "app_pages/report.py")
+    assert not at.exception
+    assert [i.value for i in at.info if "shared data" in i.value] == [
+        "This report shows the shared data. Your own file in place of **gates** is shown on the Dashboard only"
+        " (this session); the report and its exports read the data everyone sees."
+    ]
+
+
 def test_importing_a_category_never_defaults_to_copying_a_workspace_into_itself(env):
     at = on_page(signed_in("sam"), "app_pages/workspaces.py")
     into = next(b for b in at.selectbox if b.label == "Into")

@@ -117,7 +117,7 @@ def test_each_kind_renders_and_exports(rendered, name):
     body = KINDS[name].to_html(comp, chart_specs)
     if name == "kpi":
         assert comp.value == pytest.approx(242.75) and comp.color == "#2ca02c" and comp.delta_display and comp.status
-        assert html.escape(comp.display) in body and "color: #2ca02c" in body
+        assert html.escape(comp.display) in body and "background: #2ca02c" in body and html.escape(comp.status) in body
     elif name == "chart":
         assert comp.vega["mark"]["type"] == "bar" and comp.chart is not None
         assert body == '<div class="chart" data-chart="0"></div>' and len(chart_specs) == 1
@@ -294,3 +294,92 @@ def test_component_kinds_are_not_spelled_outside_components():
             if typed and literal:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {literal}")
     assert not found, found
+
+
+# --------------------------------------------------------------------------- status shapes: direction x threshold
+
+SUPPLY = [{"op": ">=", "value": 0.95, "color": "#2ca02c"}, {"op": "<", "value": 0.85, "color": "#d62728"}, {"op": ">=", "value": 0.85, "color": "#ff9f1c"}]
+GDP = [{"op": "<", "value": 0, "color": "#d62728"}, {"op": ">=", "value": 0, "color": "#2ca02c"}]
+
+
+def _t(*pairs: tuple[str, float]) -> list[dict]:
+    return [{"op": op, "value": value, "color": "#777777"} for op, value in pairs]
+
+
+@pytest.mark.parametrize(
+    "thresholds,value,fmt,status",
+    [
+        (SUPPLY, 0.97, ".1%", "▲ at or above 95.0%"),
+        (SUPPLY, 0.80, ".1%", "▼ below 85.0%"),
+        (SUPPLY, 0.90, ".1%", "■ at or above 85.0% and below 95.0%"),  # amber is the band between, not a second "at or above"
+        (GDP, -0.02, "+.1%", "▼ below 0.0%"),  # negative growth: down, not the first shape of the list (▲)
+        (GDP, 0.03, "+.1%", "▲ at or above 0.0%"),
+        (_t(("<=", 10), (">", 10)), 10, "d", "▼ at or below 10"),
+        (_t((">", 10), ("<=", 10)), 11, "d", "▲ above 10"),
+        (_t(("==", 0), (">", 0), ("<", 0)), 0, "d", "● equal to 0"),
+        (_t(("==", 0), (">", 0), ("<", 0)), 3, "d", "▲ above 0"),
+        (_t(("==", 0), (">", 0), ("<", 0)), -3, "d", "▼ below 0"),
+        (_t((">", 100), (">", 50), (">", 0), ("<=", 0)), 75, "d", "■ above 50 and at or below 100"),
+        (_t((">", 100), (">", 50), (">", 0), ("<=", 0)), 25, "d", "◆ above 0 and at or below 50"),  # a shape per band between
+        (_t(("<", 10), ("<", 20), (">=", 20)), 15, "d", "■ at or above 10 and below 20"),
+    ],
+)
+def test_the_status_shape_follows_the_thresholds_direction_and_the_words_its_band(thresholds, value, fmt, status):
+    from lib.artifacts.components.base import threshold_status
+
+    assert threshold_status(value, thresholds, fmt) == status
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        ((">=", 0.95), ("<", 0.85), (">=", 0.85)),
+        (("<", 0), (">=", 0)),
+        ((">", 5), ("<", -5), ("==", 0), (">=", -5)),
+        (("<=", 1), ("<=", 2), ("<=", 3), (">", 3)),
+        (("==", 2), (">=", 1), ("<", 1)),
+    ],
+)
+def test_an_up_shape_marks_the_values_that_run_up_without_end_and_a_down_shape_those_that_run_down(ops):
+    """Over a grid of values: a value marked ▲ has every larger value in its band (but for single values of
+    their own, ●), one marked ▼ every smaller one, and no two bands share a shape."""
+    from lib.artifacts.components.base import AT, DOWN, UP, threshold_marks, threshold_met
+
+    thresholds = _t(*ops)
+    grid = [x / 4 for x in range(-40, 41)]
+    marks = threshold_marks(thresholds)
+    # each value's (threshold met, its shape); every value of the grid meets one of these thresholds
+    band: dict[float, tuple[int, str]] = {}
+    for v in grid:
+        met = threshold_met(v, thresholds)
+        assert met is not None
+        band[v] = (thresholds.index(met), marks[thresholds.index(met)])
+    for v, (index, mark) in band.items():
+        if mark == UP:
+            assert all(band[w][0] == index or band[w][1] == AT for w in grid if w > v), (v, marks)
+        if mark == DOWN:
+            assert all(band[w][0] == index or band[w][1] == AT for w in grid if w < v), (v, marks)
+    shown = [mark for _, mark in set(band.values())]
+    assert len(shown) == len(set(shown)) and "" not in shown
+
+
+def test_a_table_legend_says_each_band_once_in_the_thresholds_order():
+    files = {
+        "dashboard": {
+            "title": "Sales",
+            "components": [
+                {
+                    "id": "t",
+                    "type": "table",
+                    "title": "Regions",
+                    "query": "SELECT region, amount / 100 AS share FROM sales ORDER BY amount",
+                    "columns": {"share": {"label": "Share", "format": ".0%", "thresholds": SUPPLY}},
+                }
+            ],
+        }
+    }
+    table = render(files, {"sales": SALES}, "v1", cache=QueryCache()).component("t")
+    assert table.error is None
+    # 42 %, 80 %, 120 %: below 85 %, below 85 %, at or above 95 %
+    assert list(table.frame["Share"]) == ["▼ 42%", "▼ 80%", "▲ 120%"]
+    assert table.legend == {"▲": "Share at or above 95%", "▼": "Share below 85%"}

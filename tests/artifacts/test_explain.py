@@ -123,6 +123,15 @@ def test_a_text_block_explains_each_of_its_queries(supply):
     assert e.queries[2].result_rows == [{"site": "Lyon", "attainment": pytest.approx(e.queries[0].result_rows[0]["attainment"])}]
 
 
+def test_each_query_is_named_as_a_person_reads_it(supply):
+    """Issue #31, 14: Explain said "Query `query`" of a KPI's one query."""
+    folder, ws, snapshot, tables = supply
+    (kpi_query,) = explain(ws.data, tables, snapshot, "kpi_attainment", {}, workspace_path=folder).queries
+    assert kpi_query.label == "This component's query"
+    text_queries = explain(ws.data, tables, snapshot, "insight", {}, workspace_path=folder).queries
+    assert [q.label for q in text_queries] == ["The query `wk`", "The query `worst`", "The query `best`", "The query `day`"]
+
+
 def test_a_range_filter_on_the_gdp_workspace(ws_copy, tmp_path):
     folder = ws_copy("gdp-explorer")
     ws, snapshot, tables = loaded(folder, tmp_path / "cache")

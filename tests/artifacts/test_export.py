@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from lib.artifacts import export
+from lib.artifacts.components.table import legend_text
 from lib.artifacts.components.text import markdown_to_html
 from lib.artifacts.render import Rendered, render
 from lib.core.diagnostics import ValidationFailed
+from lib.core.formats import contrast_ratio
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
 from lib.roles.access import OPERATOR
@@ -98,8 +100,8 @@ def test_html_is_standalone_and_carries_the_dashboard(slug, ws_copy, tmp_path):
     for comp in rendered.components:
         assert html.escape(comp.title) in text
     for kpi in (c for c in rendered.components if c.type == "kpi"):
-        coloured = f' style="color: {kpi.color}"' if kpi.color else ""
-        assert kpi.display and f'<div class="kpi-value"{coloured}>{html.escape(kpi.display)}</div>' in text
+        bar = f'<div class="kpi-bar" style="background: {kpi.color}"></div>' if kpi.color else ""
+        assert kpi.display and f'{bar}<div class="kpi-value">{html.escape(kpi.display)}</div>' in text
     charts = [c for c in rendered.components if c.type == "chart"]
     assert len(page.chart_specs) == len(charts) == text.count("data-chart=")
     for chart, spec in zip(charts, page.chart_specs):  # the query result itself is inlined
@@ -109,6 +111,72 @@ def test_html_is_standalone_and_carries_the_dashboard(slug, ws_copy, tmp_path):
         assert len(inlined) == len(queried)
         for inlined_row, queried_row in zip(inlined, queried):
             assert {k: as_json(v) for k, v in queried_row.items()} == {k: inlined_row[k] for k in queried_row}
+
+
+@pytest.mark.parametrize("slug", DEMOS)
+def test_the_export_marks_each_status_with_the_apps_shape_and_words(slug, ws_copy, tmp_path):
+    """Issue #31, 11: the export coloured the KPI without its status and left a table's legend out."""
+    html_path, _, rendered = export_demo(ws_copy(slug), tmp_path)
+    text = html_path.read_text(encoding="utf-8")
+    statuses = [c for c in rendered.components if c.type == "kpi" and c.status]
+    legends = [c for c in rendered.components if c.type == "table" and c.legend]
+    assert statuses or legends
+    for kpi in statuses:  # the Dashboard's caption under the card
+        assert f'<div class="kpi-status">{html.escape(kpi.status)}</div>' in text
+    for table in legends:  # the Dashboard's cells and the caption under the table
+        assert f'<p class="note legend">{html.escape(legend_text(table))}</p>' in text
+        marked = [v for column in table.frame.columns for v in table.frame[column] if str(v)[:1] in table.legend]
+        assert marked and all(f">{html.escape(v)}</td>" in text for v in marked)
+
+
+class Styled(HTMLParser):
+    """Each element with a style attribute, as (its style's properties, the text inside it)."""
+
+    VOID = {"br", "img", "meta", "hr", "input", "link"}
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.found: list[tuple[dict[str, str], str]] = []
+        self._open: list[tuple[str, dict[str, str] | None, list[str]]] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        style = dict(attrs).get("style")
+        props = {k.strip(): v.strip() for k, _, v in (p.partition(":") for p in (style or "").split(";")) if v.strip()} if style else None
+        self._open.append((tag, props, []))
+
+    def handle_data(self, data):
+        for _, _, texts in self._open:
+            texts.append(data)
+
+    def handle_endtag(self, tag):
+        while self._open:
+            open_tag, props, texts = self._open.pop()
+            if props is not None:
+                self.found.append((props, "".join(texts)))
+            if open_tag == tag:
+                break
+
+
+@pytest.mark.parametrize("slug", DEMOS)
+def test_text_on_every_coloured_place_of_the_export_has_a_contrast_of_at_least_4_5(slug, ws_copy, tmp_path):
+    """WCAG AA for text: a status colour is a cell's background under black or white text, or a bar with no
+    text on it; never the colour of the text itself (the KPI's green on white was 3:1, amber 2:1)."""
+    html_path, _, rendered = export_demo(ws_copy(slug), tmp_path)
+    text = html_path.read_text(encoding="utf-8").replace(export.vega_bundle(), "")
+    background = str(rendered.theme["background"])
+    coloured = 0
+    for props, inner in Styled(text).found:
+        if "color" in props:
+            coloured += 1
+            assert contrast_ratio(props["color"], props.get("background", background)) >= 4.5, (props, inner)
+        elif re.fullmatch(r"#[0-9a-fA-F]{6}", props.get("background", "")):
+            assert not inner.strip(), (props, inner)  # a coloured bar carries no text
+    assert coloured  # the table's marked cells
+    assert contrast_ratio(str(rendered.theme["text"]), background) >= 4.5
 
 
 def test_spec_text_is_escaped_not_injected(ws_copy, tmp_path):

@@ -50,7 +50,8 @@ def test_kpi_value_colour_and_delta(supply):
     assert kpi.color == ("#2ca02c" if expected >= 0.95 else "#ff9f1c" if expected >= 0.85 else "#d62728")
     volume = r.component("kpi_volume")
     assert volume.value == df.actual.sum() and volume.compare == df.target.sum()
-    assert volume.delta_display == f"{(df.actual.sum() - df.target.sum()) / df.target.sum() * 100:+.1f}%".replace("-", "−")
+    # The delta says what it is a difference from: the compare column's name, or the spec's compare_label.
+    assert volume.delta_display == f"{(df.actual.sum() - df.target.sum()) / df.target.sum() * 100:+.1f}%".replace("-", "−") + " vs target"
     missed = r.component("kpi_gates_missed")
     per = cast(pd.DataFrame, df.groupby(["site", "gate"]).sum(numeric_only=True))  # pandas' own types: any of its results
     assert missed.value == int(((per.actual / per.target) < 0.95).sum())
@@ -94,7 +95,8 @@ def test_table_formats_and_cell_colours(supply):
     # The status shows as a shape beside the number, explained in the legend: never by colour alone.
     mark, number = first.Attainment.split(" ")
     assert number == f"{worst.att * 100:.1f}%" and mark in STATUS_MARKS
-    assert table.legend[mark] == "Attainment " + ("below 85.0%" if worst.att < 0.85 else "at or above 85.0%")
+    # Amber is the band between 85 % and 95 %: its words say both ends, its shape neither up nor down.
+    assert (mark, table.legend[mark]) == (("▼", "Attainment below 85.0%") if worst.att < 0.85 else ("■", "Attainment at or above 85.0% and below 95.0%"))
     assert table.cell_colors[(0, "Attainment")] == ("#d62728" if worst.att < 0.85 else "#ff9f1c")
     assert len(table.frame) == 18
 
@@ -108,6 +110,38 @@ def test_text_placeholders_follow_the_data(supply):
     assert "Week **2026-W47**" in text
     assert f"**{worst_site} {worst_gate}**" in text
     assert "{{" not in text
+
+
+def test_a_kpi_delta_names_what_it_is_compared_with(supply):
+    folder, wh = supply
+    ws, _ = workspace.load(folder)
+    volume = next(c for c in ws.data["dashboard"]["components"] if c["id"] == "kpi_volume")
+    volume["compare_label"] = "this week's target"
+    workspace.save(folder, {"dashboard": ws.data["dashboard"]})
+    shown = draw(folder, wh).component("kpi_volume").delta_display
+    assert shown.endswith("% vs this week's target") and shown[0] in "+−"
+
+
+def test_text_says_1_site_and_6_sites(supply):
+    """Issue #31, 14: "across 1 sites" with one site chosen; a placeholder's noun agrees with its number."""
+    folder, wh = supply
+    df = frame(folder)
+    assert f"across {df.site.nunique()} sites." in draw(folder, wh).component("insight").markdown
+    assert "across 1 site." in draw(folder, wh, {"site": ["Lyon"]}).component("insight").markdown
+
+
+def test_each_chart_describes_its_data_range_in_its_own_format(supply):
+    """The text alternative (Vega-Embed's aria-label): the title, the measure's low and high as the chart shows
+    them (the tooltip's .1%, not 0.9453) with their category, and a time axis's first and last day."""
+    folder, wh = supply
+    df = frame(folder)
+    r = draw(folder, wh)
+    per_gate = cast(pd.DataFrame, df.groupby("gate").sum(numeric_only=True))
+    att = (per_gate.actual / per_gate.target).sort_values()
+    by_gate, daily = ((r.component(c).vega or {})["description"] for c in ("by_gate", "daily"))
+    assert by_gate.startswith("Attainment by gate: bar chart of 3 rows")
+    assert f"Attainment from {att.iloc[0] * 100:.1f}% ({att.index[0]}) to {att.iloc[-1] * 100:.1f}% ({att.index[-1]})" in by_gate
+    assert f"Day from {df.day.min()} to {df.day.max()}" in daily and "00:00" not in daily
 
 
 def test_next_week_changes_numbers_and_text_without_touching_the_spec(supply):

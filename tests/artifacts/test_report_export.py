@@ -37,7 +37,7 @@ def test_html_is_standalone_with_paged_media_rules(supply):
     assert '@top-left { content: "Supply chain weekly report";' in page_rule
     assert 'content: "Page " counter(page) " of " counter(pages);' in page_rule
     assert ".component, .kpis, .chart, table, tr { break-inside: avoid; }" in html
-    assert ".page-break { break-before: page; }" in html
+    assert ".page-break { break-before: page; }" in html and ".page-break.not-taken { break-before: auto; }" in html
     main = html[html.index("<main>") : html.index("</main>")]
     # reading order: the heading, the KPI row, the prose, ..., the page break before the last heading
     order = [
@@ -113,6 +113,58 @@ def test_every_page_has_the_running_header_and_footer(supply):
         assert f"Page {number} of {len(pages)}" in text, text
         assert f"Data version {wh.current().id}" in text
     assert "Site-gates to look at" in pages[-1] and "Site-gates to look at" not in pages[0]  # after the page break
+
+
+def _used(pdf: bytes) -> list[float]:
+    """How far down each page its content reaches, from 0 (empty) to 1 (the bottom margin): the lowest text
+    between the running header and footer, which sit in the margins."""
+    import io
+
+    reader = pypdf.PdfReader(io.BytesIO(pdf))
+    out = []
+    for page in reader.pages:
+        height_pt = float(page.mediabox.height)
+        top, bottom = height_pt - 18 * 72 / 25.4, 20 * 72 / 25.4  # the content box inside MARGINS
+        lows: list[float] = []
+
+        def seen(text, cm, tm, font, size, lows=lows, top=top, bottom=bottom):
+            y = cm[1] * tm[4] + cm[3] * tm[5] + cm[5]
+            if text.strip() and bottom < y < top:
+                lows.append(y)
+
+        page.extract_text(visitor_text=seen)
+        out.append((top - min(lows)) / (top - bottom) if lows else 0.0)
+    return out
+
+
+@needs_chromium
+def test_no_page_is_left_mostly_blank_by_a_page_break_after_a_chart_that_moved_on(supply):
+    """Issue #31, 14: the demo's second page held one chart, pushed there whole, then the page break: two thirds
+    of it blank. A page break that would end a page less than two thirds full is not taken."""
+    folder, wh = supply
+    pages = report_export.to_pdf(report_export.to_html(rendered_report(folder, wh)))
+    used = _used(pages)
+    assert len(used) >= 2 and all(u >= 2 / 3 for u in used[:-1]), used
+    texts = pages_text(pages)
+    assert "Site-gates to look at" in texts[-1] and "The ten lowest site-gates this week" in texts[-1]
+
+
+@needs_chromium
+@pytest.mark.parametrize("spacer_px,pages", [(0, 1), (700, 2)])
+def test_a_page_break_is_taken_when_the_page_it_ends_is_full_enough(supply, spacer_px, pages):
+    folder, wh = supply
+    short = [
+        {"type": "heading", "text": "First part", "level": 1},
+        {"type": "prose", "markdown": "Week **{{week.week}}**."},
+        {"type": "page_break"},
+        {"type": "heading", "text": "Second part", "level": 1},
+        {"type": "prose", "markdown": "Sites: {{week.sites}}."},
+    ]
+    html = report_export.to_html(rendered_report(folder, wh, lambda r: r.update(sections=short)))
+    html = html.replace("<main>", f'<main>\n<div style="height: {spacer_px}px"></div>', 1)
+    texts = pages_text(report_export.to_pdf(html))
+    assert len(texts) == pages and "Second part" in texts[-1] and "Sites: 6." in texts[-1]
+    assert ("First part" in texts[-1]) is (pages == 1)
 
 
 def _page_of(pages: list[str], needle: str) -> int:

@@ -177,3 +177,30 @@ def test_a_width_or_precision_past_what_any_display_needs_is_refused_before_it_f
 
 def test_the_largest_width_and_precision_still_format():
     assert format_number(1.5, ">100.20f") == " " * 78 + "1.50000000000000000000"
+
+
+@pytest.mark.parametrize(
+    "value,spec,shown",
+    [
+        (1, "d site", "1 site"),
+        (6, "d site", "6 sites"),
+        (1, "site", "1 site"),
+        (0, "site", "0 sites"),
+        (12345, ",d unit", "12,345 units"),
+        (1.0, ".1f site", "1.0 sites"),  # the number as read: "1.0" is not "1"
+        (3, "person/people", "3 people"),
+        (1, "person/people", "1 person"),
+        (2, "box", "2 boxes"),
+        (2, "entry", "2 entries"),
+        (2, "day", "2 days"),
+        (2, "site gate", "2 site gates"),
+        (0.953, ".1%", "95.3%"),  # a format alone: as format_value
+        (dt.date(2026, 11, 16), "%d %b %Y", "16 Nov 2026"),  # a date's format has spaces, and no noun
+        ("Lyon", "site", "Lyon"),  # a noun follows numbers only
+        (None, "d site", "—"),
+    ],
+)
+def test_a_placeholder_noun_agrees_with_its_number(value, spec, shown):
+    from lib.core.formats import format_counted
+
+    assert format_counted(value, spec) == shown

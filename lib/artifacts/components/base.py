@@ -20,6 +20,7 @@ by the kinds that draw with them, when they draw.
 from __future__ import annotations
 
 import html
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -172,15 +173,111 @@ def threshold_color(value: Any, thresholds: list[dict[str, Any]] | None) -> str 
 
 
 OP_WORDS = {">=": "at or above", ">": "above", "<=": "at or below", "<": "below", "==": "equal to"}
-STATUS_MARKS = ("▲", "■", "▼", "◆", "●")  # a shape per threshold, so status never rests on colour alone
+# A shape per threshold, so status never rests on colour alone, and one that says the threshold's direction: the
+# band that runs up without end points up, the one that runs down points down, a band between two thresholds is a
+# square (then the other shapes, one per band), a single value a circle.
+UP, DOWN, AT = "▲", "▼", "●"
+BETWEEN = ("■", "◆", "⬟", "⬢")
+STATUS_MARKS = (UP, DOWN, AT, *BETWEEN)
+
+_INF = math.inf
+
+
+@dataclass(frozen=True)
+class Band:
+    """The values one threshold catches, first match winning: what the thresholds before it leave it."""
+
+    low: float  # -inf: no lower end
+    low_closed: bool
+    high: float  # +inf: no upper end
+    high_closed: bool
+    empty: bool = False  # the thresholds before it catch every value it would
+
+    def shape(self) -> str:
+        if self.empty:
+            return ""
+        if self.high == _INF:
+            return UP
+        if self.low == -_INF:
+            return DOWN
+        return AT if self.low == self.high else BETWEEN[0]
+
+    def words(self, fmt: str | None) -> str:
+        """The band in words: "at or above 95.0%", "at or above 85.0% and below 95.0%", "below 85.0%"."""
+        fmt = fmt[1:] if fmt and fmt[0] == "+" else fmt  # "below 0.0%", not "below +0.0%"
+        if self.empty:
+            return "never (the thresholds before it catch every such value)"
+        if self.low == self.high:
+            return f"equal to {format_value(self.low, fmt)}"
+        lower = f"{'at or above' if self.low_closed else 'above'} {format_value(self.low, fmt)}" if self.low != -_INF else ""
+        upper = f"{'at or below' if self.high_closed else 'below'} {format_value(self.high, fmt)}" if self.high != _INF else ""
+        return " and ".join(w for w in (lower, upper) if w) or "any value"
+
+
+def _own(op: str, value: float) -> tuple[float, bool, float, bool]:
+    return {
+        ">=": (value, True, _INF, False),
+        ">": (value, False, _INF, False),
+        "<=": (-_INF, False, value, True),
+        "<": (-_INF, False, value, False),
+        "==": (value, True, value, True),
+    }[op]
+
+
+def _minus(pieces: list[tuple[float, bool, float, bool]], cut: tuple[float, bool, float, bool]) -> list[tuple[float, bool, float, bool]]:
+    """The intervals `pieces` without the interval `cut` (each (low, low closed, high, high closed))."""
+    out = []
+    c_lo, c_lo_in, c_hi, c_hi_in = cut
+    for lo, lo_in, hi, hi_in in pieces:
+        # the part below the cut: up to the cut's low end, which it keeps when the cut does not
+        if lo < c_lo or (lo == c_lo and lo_in and not c_lo_in):
+            top, top_in = (c_lo, not c_lo_in) if c_lo < hi or (c_lo == hi and hi_in) else (hi, hi_in)
+            out.append((lo, lo_in, top, top_in))
+        # the part above the cut
+        if hi > c_hi or (hi == c_hi and hi_in and not c_hi_in):
+            bottom, bottom_in = (c_hi, not c_hi_in) if c_hi > lo or (c_hi == lo and lo_in) else (lo, lo_in)
+            out.append((bottom, bottom_in, hi, hi_in))
+    return [p for p in out if p[0] < p[2] or (p[0] == p[2] and p[1] and p[3])]
+
+
+def threshold_bands(thresholds: list[dict[str, Any]] | None) -> list[Band]:
+    """Each threshold's band (in the thresholds' order): its own values less those an earlier threshold catches.
+
+    `>= 95 %`, `< 85 %`, `>= 85 %` (first match wins) are the bands "at or above 95 %", "below 85 %" and
+    "at or above 85 % and below 95 %": the third is a band between two thresholds, not a second upward one.
+    """
+    bands, taken = [], []
+    for t in thresholds or []:
+        pieces = [_own(t["op"], float(t["value"]))]
+        for earlier in taken:
+            pieces = _minus(pieces, earlier)
+        taken.append(_own(t["op"], float(t["value"])))
+        if not pieces:
+            bands.append(Band(0.0, False, 0.0, False, empty=True))
+            continue
+        pieces.sort()
+        bands.append(Band(pieces[0][0], pieces[0][1], pieces[-1][2], pieces[-1][3]))
+    return bands
+
+
+def threshold_marks(thresholds: list[dict[str, Any]] | None) -> list[str]:
+    """The shape of each threshold's band, as `threshold_status` and a table's cells show it: ▲ for the band that
+    runs up without end, ▼ for the one that runs down, ● for a single value, and a shape of its own for each band
+    between two thresholds ("" for a threshold that never matches)."""
+    marks, between = [], iter(BETWEEN * (1 + len(thresholds or []) // len(BETWEEN)))
+    for band in threshold_bands(thresholds):
+        shape = band.shape()
+        marks.append(next(between) if shape == BETWEEN[0] else shape)
+    return marks
 
 
 def threshold_status(value: Any, thresholds: list[dict[str, Any]] | None, fmt: str | None) -> str:
-    """The met threshold in words ("▲ at or above 95.0%"), so the status does not rest on colour alone."""
+    """The met threshold in words and its shape ("▲ at or above 95.0%"), so the status does not rest on colour alone."""
     met = threshold_met(value, thresholds)
     if met is None:
         return ""
-    return f"{STATUS_MARKS[(thresholds or []).index(met) % len(STATUS_MARKS)]} {OP_WORDS[met['op']]} {format_value(met['value'], fmt)}"
+    i = (thresholds or []).index(met)
+    return f"{threshold_marks(thresholds)[i]} {threshold_bands(thresholds)[i].words(fmt)}"
 
 
 # --------------------------------------------------------------------------- HTML

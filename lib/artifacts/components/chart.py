@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
+from ...core.formats import format_value
 from ...memory.spec import selection_values, selections
 from .base import Component, ComponentKind, FieldRef, RenderContext, Spec, result_column, threshold_color
 
@@ -240,18 +241,51 @@ def _selected_value(result: QueryResult, name: str, value: Any) -> Any:
 
 
 def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
-    """A chart's text alternative: its title, its kind, and a one-line summary of what it shows.
+    """A chart's text alternative: its title, its kind, and the range of its data.
 
+    "Daily attainment by gate: line chart of 21 rows; Attainment from 92% (2026-11-22) to 98% (2026-11-17);
+    Day from 2026-11-16 to 2026-11-22": the measure's lowest and highest (with the mark's category), then the
+    other axis's range when it runs over numbers or times, each named by its title and shown in its format
+    (its tooltip's, where that shows the field).
     Vega renders it as the chart's ARIA label, so screen readers and the HTML export say it.
     """
     title = spec.get("title") or spec.get("id", "chart")
     words = f"{title}: {spec['mark']} chart of {len(frame):,} row{'s' if len(frame) != 1 else ''}"
+    encoding = spec.get("encoding") or {}
     x, y = (getattr(channels.get(c), "shorthand", None) for c in ("x", "y"))
-    measure, category = (y, x) if y in frame and frame[y].dtype.kind in "if" else (x, y) if x in frame and frame[x].dtype.kind in "if" else (None, None)
+    axis = {x: "x", y: "y"}
+
+    def numeric(column: Any) -> bool:
+        return column in frame and frame[column].dtype.kind in "iuf"
+
+    def continuous(column: Any) -> bool:
+        return column in frame and frame[column].dtype.kind in "iufM"
+
+    def named(column: str) -> str:
+        return (encoding.get(axis[column]) or {}).get("title") or column
+
+    def shown(column: str, value: Any) -> str:
+        value = value.item() if hasattr(value, "item") and not hasattr(value, "to_pydatetime") else value
+        # the tooltip's format where it shows the field (often finer than the axis's), else the axis's
+        tip = next((t.get("format") for t in encoding.get("tooltip") or [] if str(t.get("field", "")).lower() == column.lower() and t.get("format")), None)
+        fmt = tip or (encoding.get(axis[column]) or {}).get("format")
+        try:
+            if fmt is None and isinstance(value, float):
+                return f"{value:,.4g}"
+            return format_value(value, fmt)
+        except ValueError:  # a format the d3 subset here does not know: the value as it is
+            return str(value)
+
+    measure, category = (y, x) if numeric(y) else (x, y) if numeric(x) else (None, None)
     if measure and len(frame) and frame[measure].notna().any():
         top, low = frame[measure].idxmax(), frame[measure].idxmin()
-        name = lambda row: f" ({frame[category][row]})" if category in frame else ""  # noqa: E731
-        words += f"; {measure} from {frame[measure][low]:,.4g}{name(low)} to {frame[measure][top]:,.4g}{name(top)}"
+
+        def name(row: Any) -> str:
+            return f" ({shown(category, frame[category][row])})" if category and category in frame else ""
+
+        words += f"; {named(measure)} from {shown(measure, frame[measure][low])}{name(low)} to {shown(measure, frame[measure][top])}{name(top)}"
+    if category and continuous(category) and frame[category].notna().any():
+        words += f"; {named(category)} from {shown(category, frame[category].min())} to {shown(category, frame[category].max())}"
     return words
 
 

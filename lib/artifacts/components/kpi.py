@@ -1,8 +1,9 @@
 """KPI card: one value from the first row of its query, formatted, coloured by its thresholds, with a delta.
 
 Spec: `query` (one row), `value_column` (else the column named `value`, else
-the first), `compare_column` with `delta: absolute | relative | none`,
-`format` and `thresholds: [{op, value, color}]`.
+the first), `compare_column` with `delta: absolute | relative | none` and
+`compare_label` (the delta reads "+3.1% vs last week"; without it, the compare
+column's name), `format` and `thresholds: [{op, value, color}]`.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def render(comp: Component, ctx: RenderContext) -> None:
                 comp.delta_display = format_value((comp.value - comp.compare) / comp.compare, "+.1%") if comp.compare else ""
             else:
                 comp.delta_display = format_value(comp.value - comp.compare, ("+" + fmt) if fmt and fmt[0] not in "+-( " else fmt)
+            if comp.delta_display:  # a difference says what it is a difference from
+                comp.delta_display += f" vs {compared_with(spec)}"
+
+
+def compared_with(spec: Spec) -> str:
+    """What a KPI's delta compares the value with: its `compare_label`, else its compare column's name in words."""
+    return spec.get("compare_label") or " ".join(str(spec.get("compare_column") or "").replace("_", " ").split())
 
 
 # --------------------------------------------------------------------------- what the checks read
@@ -64,6 +72,11 @@ def fields(spec: Spec, columns: list[str]) -> list[FieldRef]:
         FieldRef(value_column(spec, columns), ("value_column" if spec.get("value_column") else "query",), "kpi", "value column"),
         FieldRef(spec.get("compare_column"), ("compare_column",), "kpi", "compare column"),
     ]
+
+
+def prose(spec: Spec) -> list[tuple[tuple, str]]:
+    """What the delta says it compares with."""
+    return [(("compare_label",), spec["compare_label"])] if spec.get("compare_label") else []
 
 
 def rule_values(spec: Spec) -> list[float]:
@@ -80,9 +93,12 @@ def threshold_places(spec: Spec, target: str, columns_of) -> list[tuple[tuple, A
 
 
 def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
-    style = f' style="color: {comp.color}"' if comp.color and COLOR_RE.match(comp.color) else ""
+    """The card as the Dashboard draws it: the threshold's colour as a bar (a colour as text would fail its
+    contrast: amber on white is 2:1), the value, the delta and what it is compared with, the status in words."""
+    bar = f'<div class="kpi-bar" style="background: {comp.color}"></div>' if comp.color and COLOR_RE.match(comp.color) else ""
     delta = f'<div class="kpi-delta">{escape(comp.delta_display)}</div>' if comp.delta_display else ""
-    return f'<div class="kpi-value"{style}>{escape(comp.display)}</div>{delta}'
+    status = f'<div class="kpi-status">{escape(comp.status)}</div>' if comp.status else ""
+    return f'{bar}<div class="kpi-value">{escape(comp.display)}</div>{delta}{status}'
 
 
-KIND = ComponentKind(NAME, render, to_html, fields=fields, rule_values=rule_values, threshold_places=threshold_places)
+KIND = ComponentKind(NAME, render, to_html, fields=fields, prose=prose, rule_values=rule_values, threshold_places=threshold_places)

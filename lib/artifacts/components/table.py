@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from ...core.formats import format_value, readable_text_on
-from .base import COLOR_RE, STATUS_MARKS, Component, ComponentKind, FieldRef, RenderContext, Spec, escape, threshold_met, threshold_status
+from .base import COLOR_RE, Component, ComponentKind, FieldRef, RenderContext, Spec, escape, threshold_bands, threshold_marks, threshold_met
 
 NAME = "table"
 
@@ -37,24 +37,43 @@ def render(comp: Component, ctx: RenderContext) -> None:
     columns_spec = {k.lower(): v for k, v in (spec.get("columns") or {}).items()}
     raw = result.table.to_pylist()
     display_rows = []
+    marked: dict[str, set[int]] = {}  # column -> the thresholds its cells met
     for i, row in enumerate(raw):
         shown = {}
         for col in result.columns:
             conf = columns_spec.get(col.lower(), {})
+            label = conf.get("label", col)
             value = row[col]
             fmt = conf.get("format") or (ctx.formats.get("default") if isinstance(value, float) else None)
-            shown[conf.get("label", col)] = format_value(value, fmt)
+            shown[label] = format_value(value, fmt)
             met = threshold_met(value, conf.get("thresholds")) if isinstance(value, (int, float)) else None
             if met:
-                comp.cell_colors[(i, conf.get("label", col))] = met["color"]
+                comp.cell_colors[(i, label)] = met["color"]
                 # The threshold's shape beside the number: the status must not rest on colour alone.
-                mark = STATUS_MARKS[conf["thresholds"].index(met) % len(STATUS_MARKS)]
-                shown[conf.get("label", col)] = f"{mark} {shown[conf.get('label', col)]}"
-                comp.legend.setdefault(mark, f"{conf.get('label', col)} {threshold_status(value, conf['thresholds'], fmt).split(' ', 1)[1]}")
+                index = conf["thresholds"].index(met)
+                shown[label] = f"{threshold_marks(conf['thresholds'])[index]} {shown[label]}"
+                marked.setdefault(col, set()).add(index)
         display_rows.append(shown)
+    comp.legend = legend(spec, result.columns, marked, ctx.formats)
     import pandas as pd
 
     comp.frame = pd.DataFrame(display_rows, columns=[columns_spec.get(c.lower(), {}).get("label", c) for c in result.columns])
+
+
+def legend(spec: Spec, columns: list[str], marked: dict[str, set[int]], formats: Any) -> dict[str, str]:
+    """What each shape in the table means ("▲" -> "Attainment at or above 95.0%"), for the shapes its cells show,
+    column by column in the thresholds' order; a shape two columns use says both meanings."""
+    columns_spec = {k.lower(): v for k, v in (spec.get("columns") or {}).items()}
+    out: dict[str, str] = {}
+    for col in columns:
+        conf = columns_spec.get(col.lower(), {})
+        thresholds = conf.get("thresholds") or []
+        bands, marks = threshold_bands(thresholds), threshold_marks(thresholds)
+        fmt = conf.get("format") or (formats.get("default") if any(isinstance(t["value"], float) for t in thresholds) else None)
+        for index in sorted(marked.get(col, ())):
+            meaning = f"{conf.get('label', col)} {bands[index].words(fmt)}"
+            out[marks[index]] = f"{out[marks[index]]}; {meaning}" if marks[index] in out else meaning
+    return out
 
 
 # --------------------------------------------------------------------------- what the checks read
@@ -95,12 +114,17 @@ def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
             style = f' style="background: {background}; color: {readable_text_on(background)}"' if background and COLOR_RE.match(background) else ""
             cells.append(f"<td{_number_class(label, numeric)}{style}>{escape(value)}</td>")
         body_rows.append("<tr>" + "".join(cells) + "</tr>")
-    notes = ""
+    notes = f'<p class="note legend">{escape(legend_text(comp))}</p>' if comp.legend and body_rows else ""
     if not body_rows:
         notes = '<p class="note">No rows.</p>'
     elif comp.result is not None and comp.result.truncated:
-        notes = f'<p class="note">Showing the first {len(body_rows):,} rows.</p>'
+        notes += f'<p class="note">Showing the first {len(body_rows):,} rows.</p>'
     return f'<div class="table-scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body_rows)}</tbody></table></div>{notes}'
+
+
+def legend_text(comp: Component) -> str:
+    """The legend in one line, as the Dashboard and the exports show it under the table."""
+    return " · ".join(f"{mark} {meaning}" for mark, meaning in comp.legend.items())
 
 
 def _numeric_labels(comp: Component) -> set[str]:

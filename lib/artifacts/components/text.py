@@ -1,7 +1,8 @@
 """Text block: markdown whose figures are placeholders filled from the first row of its named queries.
 
-Spec: `markdown` with `{{query.column}}` or `{{query.column|format}}`, and
-`queries: {name: SQL}`. In the HTML export the markdown goes through a small,
+Spec: `markdown` with `{{query.column}}` or `{{query.column|format}}` (a format
+may end in a noun that agrees with the number: `{{wk.sites|d site}}` reads
+"1 site", "6 sites"), and `queries: {name: SQL}`. In the HTML export the markdown goes through a small,
 deliberately limited converter (paragraphs, headings, lists, emphasis, links);
 everything else is escaped text.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...core.formats import format_value
+from ...core.formats import format_counted
 from ...memory.spec import PLACEHOLDER_RE
 from .base import Component, ComponentKind, RenderContext, Spec, escape
 
@@ -42,7 +43,7 @@ def render(comp: Component, ctx: RenderContext) -> None:
             if not firsts[query]:
                 return "—"
             raise KeyError(f"placeholder {match.group(0)}: query {query!r} has no column {match.group(2)!r}")
-        return format_value(firsts[query][column], fmt)
+        return format_counted(firsts[query][column], fmt)
 
     comp.markdown = PLACEHOLDER_RE.sub(fill, spec["markdown"])
 
