@@ -78,5 +78,8 @@ if user.app_role in (STEWARD, "owner"):
         kind = st.selectbox("Category", IMPORTABLE, format_func=lambda k: CATEGORY_TITLES.get(k) or k)
         if st.form_submit_button("Import into my draft"):
             with ui.user_errors("Could not import"):
-                sha = repo.import_category(user, source, target, kind)
-                st.success(f"Imported into your draft of {metas[target].get('name', target)}" + (f" as {sha[:10]}." if sha else " (already identical)."))
+                sha, notes = repo.import_category(user, source, target, kind)
+                done = "; ".join(notes)
+                st.success(
+                    f"Imported into your draft of {metas[target].get('name', target)}" + (f" as {sha[:10]}: {done}." if sha else f": nothing changed ({done}).")
+                )

@@ -517,9 +517,11 @@ class ConfigRepo:
         self._share(user, slug, draft.branch)
         return draft
 
-    def import_category(self, user: User, source: str, target: str, kind: str) -> str | None:
-        """Copy one memory category (task, sources or output) of a published workspace into the user's draft of another."""
-        return self._share(user, target, drafts.import_category(self, user, source, target, kind))
+    def import_category(self, user: User, source: str, target: str, kind: str) -> tuple[str | None, list[str]]:
+        """Bring one memory category (task, sources or output) of a published workspace into the user's draft of
+        another, merged where it can be (lib.repo.drafts.import_category): the commit and what was done."""
+        sha, notes = drafts.import_category(self, user, source, target, kind)
+        return self._share(user, target, sha), notes
 
     def confirm_rules(self, user: User, slug: str, rule_ids: Iterable[str], today: dt.date | str | None = None) -> str | None:
         """Mark task rules as still holding on the user's draft, as one commit; returns its sha (None: nothing changed).

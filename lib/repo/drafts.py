@@ -36,6 +36,7 @@ import git
 
 from ..core.errors import DashmemError
 from ..memory import workspace
+from ..memory.kinds import KINDS
 from ..memory.semantic_diff import Change
 from ..roles import access
 from ..roles.access import User
@@ -375,8 +376,10 @@ def _write_new_workspace(cr: ConfigRepo, user: User, draft: Draft, name: str, te
     commit_folder(git.Repo(draft.path), slug, actor(user), f"Create {slug}", "save")
 
 
-def import_category(cr: ConfigRepo, user: User, source: str, target: str, kind: str) -> str | None:
-    """Copy one memory category (task, sources or output) of a published workspace into the user's draft of another."""
+def import_category(cr: ConfigRepo, user: User, source: str, target: str, kind: str) -> tuple[str | None, list[str]]:
+    """Bring one memory category (task, sources or output) of a published workspace into the user's draft of
+    another: merged where the kind knows how (task rules added beside this workspace's, sources whose names are
+    free), else replaced, and said so. Returns the commit (None: nothing changed) and what was done, in sentences."""
     if kind not in ("task", "sources", "output"):
         raise ConfigRepoError(f"only task rules, sources or output constraints can be imported, not {kind!r}")
     if source == target:
@@ -385,7 +388,15 @@ def import_category(cr: ConfigRepo, user: User, source: str, target: str, kind: 
     content = workspace.load(cr.published_path(source))[0].get(kind)
     if content is None:
         raise ConfigRepoError(f"{source} has no {workspace.FILES[kind]}")
-    return save(cr, user, target, {kind: content}, f"Import {workspace.FILES[kind]} from {source}")
+    merge = KINDS[kind].merge
+    base = None
+    if merge is None:
+        notes = [f"replaced {workspace.FILES[kind]} with that of {source}: its settings are one whole, so they are not merged"]
+    else:
+        draft, _ = open_draft(cr, user, target, "save")
+        base = git.Repo(draft.path).head.commit.hexsha  # merged with this version: a save in between refuses it
+        content, notes = merge(workspace.load(draft.workspace_path)[0].get(kind), content, source)
+    return save(cr, user, target, {kind: content}, f"Import {workspace.FILES[kind]} from {source}", base=base), notes
 
 
 # --------------------------------------------------------------------------- repairing a draft a killed process left

@@ -696,6 +696,21 @@ def test_importing_a_category_never_defaults_to_copying_a_workspace_into_itself(
     assert into.value != source.value
 
 
+def test_importing_task_rules_on_the_page_says_what_it_added_and_keeps_the_goal(env):
+    at = on_page(signed_in("olivia", "gdp-explorer"), "app_pages/workspaces.py")
+    into = next(b for b in at.selectbox if b.label == "Into")
+    into.select_index(next(i for i, o in enumerate(into.options) if "gdp" in o.lower())).run()
+    source = next(b for b in at.selectbox if b.label == "From")
+    source.select_index(next(i for i, o in enumerate(source.options) if "supply" in o.lower())).run()
+    category = next(b for b in at.selectbox if b.label == "Category")
+    category.select_index(next(i for i, o in enumerate(category.options) if "task" in o.lower())).run()
+    next(b for b in at.button if b.label == "Import into my draft").click().run()
+    assert not at.exception
+    done = " ".join(m.value for m in at.success)
+    assert "Imported into your draft" in done and "added " in done and "task rules" in done, done
+    assert "kept this workspace's goal" in done, done
+
+
 @JOURNEY
 def test_an_owner_sets_the_remote_and_a_steward_then_proposes(env, tmp_path):
     import git as gitpython

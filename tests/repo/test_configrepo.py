@@ -607,13 +607,65 @@ def test_creating_a_workspace_never_overwrites_your_unpublished_one(config_repo)
     assert workspace.load(d.workspace_path)[0].data["task"]["goal"] == "Keep me"
 
 
-def test_import_one_category(config_repo):
+def test_importing_task_rules_adds_them_beside_this_workspaces_and_keeps_its_goal(config_repo):
     repo = config_repo
     olivia = User("olivia", app_role="owner")
-    sha = repo.import_category(olivia, "supply-chain-weekly", "gdp-explorer", "task")
+    gdp_path = repo.published_path("gdp-explorer")
+    own = workspace.load(gdp_path)[0].data["task"]
+    theirs = workspace.load(repo.published_path("supply-chain-weekly"))[0].data["task"]
+    sha, notes = repo.import_category(olivia, "supply-chain-weekly", "gdp-explorer", "task")
     assert sha
-    draft_task = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["task"]
-    assert draft_task == workspace.load(repo.published_path("supply-chain-weekly"))[0].data["task"]
+    merged = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["task"]
+    assert merged["goal"] == own["goal"]  # the goal was not replaced
+    assert merged["rules"][: len(own["rules"])] == own["rules"]  # every rule of its own kept, first
+    assert [r["text"] for r in merged["rules"][len(own["rules"]) :]] == [r["text"] for r in theirs["rules"]]
+    assert len({r["id"] for r in merged["rules"]}) == len(merged["rules"])
+    assert notes[0] == f"added {len(theirs['rules'])} task rules ({', '.join(r['id'] for r in theirs['rules'])})"
+    assert "kept this workspace's goal" in notes
+
+    again, notes = repo.import_category(olivia, "supply-chain-weekly", "gdp-explorer", "task")
+    assert again is None and notes[0] == "added 0 task rules"  # nothing added twice
+    assert f"{len(theirs['rules'])} rules already here" in notes[1]
+
+
+def test_an_imported_rule_whose_id_is_taken_is_kept_apart(config_repo):
+    repo = config_repo
+    olivia = User("olivia", app_role="owner")
+    theirs = workspace.load(repo.published_path("supply-chain-weekly"))[0].data["task"]
+    taken = theirs["rules"][0]["id"]
+    task = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["task"]
+    task["rules"].append({**theirs["rules"][0], "text": "Another rule with that id."})
+    repo.save(olivia, "gdp-explorer", {"task": task}, "a rule with a taken id")
+    _, notes = repo.import_category(olivia, "supply-chain-weekly", "gdp-explorer", "task")
+    merged = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["task"]
+    by_id = {r["id"]: r["text"] for r in merged["rules"]}
+    assert by_id[taken] == "Another rule with that id." and by_id[f"{taken}-supply-chain-weekly"] == theirs["rules"][0]["text"]
+    assert f"{taken} -> {taken}-supply-chain-weekly" in notes[1]
+
+
+def test_importing_sources_adds_free_names_and_refuses_a_taken_one_by_name(config_repo):
+    repo = config_repo
+    olivia = User("olivia", app_role="owner")
+    own = workspace.load(repo.published_path("gdp-explorer"))[0].data["sources"]["sources"]
+    theirs = workspace.load(repo.published_path("supply-chain-weekly"))[0].data["sources"]["sources"]
+    clash = {**theirs[0], "description": "Not the same source."}
+    sources = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["sources"]
+    sources["sources"] = [*own, clash]
+    repo.save(olivia, "gdp-explorer", {"sources": sources}, "a source with a taken name")
+    _, notes = repo.import_category(olivia, "supply-chain-weekly", "gdp-explorer", "sources")
+    merged = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["sources"]["sources"]
+    assert merged[: len(own) + 1] == [*own, clash]  # this workspace's sources kept, the clashing one untouched
+    assert [s["name"] for s in merged[len(own) + 1 :]] == [s["name"] for s in theirs[1:]]
+    assert any(n.startswith(f"not imported: {theirs[0]['name']}") for n in notes), notes
+
+
+def test_importing_output_constraints_replaces_them_and_says_so(config_repo):
+    repo = config_repo
+    olivia = User("olivia", app_role="owner")
+    sha, notes = repo.import_category(olivia, "supply-chain-weekly", "gdp-explorer", "output")
+    assert sha and notes == ["replaced output.yaml with that of supply-chain-weekly: its settings are one whole, so they are not merged"]
+    draft_output = workspace.load(repo.draft(olivia, "gdp-explorer").workspace_path)[0].data["output"]
+    assert draft_output == workspace.load(repo.published_path("supply-chain-weekly"))[0].data["output"]
 
 
 def test_a_failed_new_workspace_leaves_the_name_free(config_repo):

@@ -13,6 +13,9 @@ from ..yamlio import Document
 Check = Callable[[Document, str], list[Diagnostic]]
 # A semantic diff: (old content, new content; None for an absent file) -> what the change means.
 Diff = Callable[[Any, Any], list[Change]]
+# Importing a kind from another workspace: (this workspace's content or None, the imported content, the other
+# workspace's slug) -> (the merged content, sentences saying what was added, kept apart, skipped or replaced).
+Merge = Callable[[Any, Any, str], tuple[Any, list[str]]]
 
 
 def as_is(content: Any) -> Any:
@@ -40,6 +43,11 @@ class Kind:
     model_empty: str  # the section's text when the kind has no content ("No task rules yet."); "" for none
     model_view: Callable[[Any], Any] = as_is  # the content as the model may see it (secrets out, access lists out)
     model_empty_heading: str | None = None  # the heading over `model_empty`, when not `model_heading`
+    merge: Merge | None = None  # how an import from another workspace merges; None: it replaces the file
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def unique(list_key: str, item_key: str, what: str) -> Check:

@@ -14,7 +14,7 @@ from ...core.diagnostics import ERROR, Diagnostic, format_path
 from .. import credentials, relationships, schemas, secrets
 from ..changes import ATTENTION, INFO, Category, Change, by_key, keyed_diff, leaf_changes, mapping
 from ..yamlio import Document
-from .base import Kind, unique
+from .base import Kind, plural, unique
 
 # --------------------------------------------------------------------------- checks
 
@@ -145,6 +145,40 @@ def _hide_literals(node: Any, path: tuple[str, ...], is_reference: Callable[[Any
             node[key] = "<hidden>"
 
 
+def merge_sources(current: Any, incoming: Any, source: str) -> tuple[dict[str, Any], list[str]]:
+    """Importing sources adds the ones whose table name is free here; one defined the same way here already is
+    skipped; one whose name a different source here holds is not imported (renaming a table would break what
+    reads it), and the sentence says so. Relationships follow only between tables both imported or present."""
+    current, incoming = dict(mapping(current)), mapping(incoming)
+    listed = list(current.get("sources") or [])
+    by_name = {s.get("name"): s for s in listed}
+    added, same, clashing = [], [], []
+    for src in incoming.get("sources") or []:
+        name = src.get("name")
+        if name not in by_name:
+            listed.append(src)
+            by_name[name] = src
+            added.append(name)
+        elif by_name[name] == src:
+            same.append(name)
+        else:
+            clashing.append(name)
+    notes = [f"added {plural(len(added), 'source')}" + (f" ({', '.join(added)})" if added else "")]
+    if same:
+        notes.append(f"{plural(len(same), 'source')} already here, defined the same way ({', '.join(same)})")
+    if clashing:
+        notes.append(f"not imported: {', '.join(clashing)}, as a different source here has that table name; rename one of them first")
+    current["sources"] = listed
+    rels = list(current.get("relationships") or [])
+    for rel in incoming.get("relationships") or []:
+        tables = {str(rel.get(side, "")).split(".", 1)[0] for side in ("from", "to")}
+        if rel not in rels and tables <= set(by_name):
+            rels.append(rel)
+    if rels:
+        current["relationships"] = rels
+    return current, notes
+
+
 KIND = Kind(
     name="sources",
     file="sources.yaml",
@@ -156,4 +190,5 @@ KIND = Kind(
     model_heading="Tool configurations (sources.yaml)",
     model_empty="No sources are connected yet.",
     model_view=without_secrets,
+    merge=merge_sources,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..changes import Category, Change, by_key, keyed_diff, mapping
-from .base import Kind, unique
+from .base import Kind, plural, unique
 
 RULES = Category(
     "task",
@@ -49,6 +49,45 @@ def task_changes(old: Any, new: Any) -> list[Change]:
     return out
 
 
+def merge_rules(current: Any, incoming: Any, source: str) -> tuple[dict[str, Any], list[str]]:
+    """Importing task rules adds them to this workspace's: its goal stays (taken from the other only when this
+    one has none); a rule already here (same id, same text) is skipped; one whose id is taken by another rule
+    is added under `<id>-<source>`, so both are kept apart."""
+    current, incoming = dict(mapping(current)), mapping(incoming)
+    rules = list(current.get("rules") or [])
+    ids = {r.get("id") for r in rules}
+    texts = {(r.get("id"), r.get("text")) for r in rules}
+    added, skipped, renamed = [], [], []
+    for rule in incoming.get("rules") or []:
+        rid = rule.get("id")
+        if (rid, rule.get("text")) in texts:
+            skipped.append(rid)
+            continue
+        new_id, n = rid, 1
+        while new_id in ids:
+            new_id = f"{rid}-{source}" if n == 1 else f"{rid}-{source}-{n}"
+            n += 1
+        if new_id != rid:
+            renamed.append(f"{rid} -> {new_id}")
+        rules.append({**rule, "id": new_id})
+        ids.add(new_id)
+        added.append(new_id)
+    notes = [f"added {plural(len(added), 'task rule')}" + (f" ({', '.join(added)})" if added else "")]
+    if renamed:
+        notes.append(f"kept apart from rules with the same id here: {', '.join(renamed)}")
+    if skipped:
+        notes.append(f"{plural(len(skipped), 'rule')} already here, not added again ({', '.join(skipped)})")
+    if current.get("goal"):
+        if incoming.get("goal") and incoming.get("goal") != current.get("goal"):
+            notes.append("kept this workspace's goal")
+    elif incoming.get("goal"):
+        current["goal"] = incoming["goal"]
+        notes.append(f"took the goal of {source}, as this workspace had none")
+    current.setdefault("goal", "")
+    current["rules"] = rules
+    return current, notes
+
+
 KIND = Kind(
     name="task",
     file="task.yaml",
@@ -59,4 +98,5 @@ KIND = Kind(
     review=RULES,
     model_heading="Task specifications (task.yaml)",
     model_empty="No task rules yet.",
+    merge=merge_rules,
 )
