@@ -181,20 +181,25 @@ def refresh(
     report.previous = current.id if current else None
     old_tables = warehouse.tables(current) if current else {}
     recorded = _recorded_schema(current, ws.get("profile"))
+    by_name = {s["name"]: s for s in sources}
+    # A source whose settings the steward changed since its data was read is read afresh (the served types
+    # would carry the old reading over), and a column's new type is then the steward's doing: the dashboard's
+    # queries, checked below on the new data, decide whether it fits.
+    resettled = {name for name, table in old_tables.items() if name in by_name and settings_changed(table.schema, by_name[name])}
     ctx = FetchContext(
         workspace_path=Path(ws_path),
         uploads_dir=uploads_dir or settings.uploads_dir(Path(ws_path).resolve().name),
-        served={name: table.schema for name, table in old_tables.items()},
+        served={name: table.schema for name, table in old_tables.items() if name not in resettled},
     )
 
-    fetched, report.sources = fetch_all(sources, ctx, current, progress, previous=old_tables, full=full)
+    fetched, report.sources = fetch_all(sources, ctx, current, progress, previous={n: t for n, t in old_tables.items() if n not in resettled}, full=full)
 
     progress(0.9, "Checking compatibility…")
     new_types = describe(fetched) if fetched else {}
-    by_name = {s["name"]: s for s in sources}
     for entry in report.sources:
         if entry.status == "ok" and entry.name in recorded:
-            _compare(entry, recorded[entry.name], dict((c, t) for c, t in new_types[entry.name]))
+            served_types = current.columns(entry.name) if current and entry.name in current.tables else {}
+            _compare(entry, recorded[entry.name], dict((c, t) for c, t in new_types[entry.name]), served_types, resettled=entry.name in resettled)
             _suggest_null_values(entry, by_name[entry.name], fetched[entry.name])
     configured = [s["name"] for s in sources]
     # Tables of sources that failed keep their last data; tables of removed sources go.
@@ -281,7 +286,7 @@ def fetch_all(
         try:
             grown = None if full else _fetch_incremental(source, ctx, (previous or {}).get(name), entry)
             if grown is not None:
-                table = grown
+                table = _with_settings(grown, source)
             else:
                 raw = catalogue_table(source, ctx) if is_live(source) else fetch(source, ctx)  # a live source's rows stay put
                 entry.message = fetch_note(raw) or ""  # how the source was read, e.g. a fallback encoding
@@ -397,8 +402,35 @@ def add_to_served(warehouse: Warehouse, sources: list[dict[str, Any]], fetched: 
     return warehouse.write_snapshot(candidate, {n: n for n in names}, types)
 
 
+# The settings a table was read with, in its schema's metadata (kept in the snapshot): a change to them means
+# the next refresh reads the source afresh (`settings_changed`).
+READ_SETTINGS_KEY = b"dashmem.read_settings"
+_NOT_READING = ("name", "description", "sample_values", "query_timeout_s", "timeout_s", "schedule")
+
+
+def read_settings(source: Mapping[str, Any]) -> bytes:
+    """What of a source decides how its data is read and typed: every setting but its name and description."""
+    return json.dumps({k: v for k, v in source.items() if k not in _NOT_READING}, sort_keys=True, default=str).encode()
+
+
+def settings_changed(schema: pa.Schema, source: Mapping[str, Any]) -> bool:
+    """Whether the served table (its `schema`) was read with other settings than `source` has now; a table
+    stored before the settings were recorded counts as unchanged."""
+    stored = (schema.metadata or {}).get(READ_SETTINGS_KEY)
+    return stored is not None and stored != read_settings(source)
+
+
+def _with_settings(table: pa.Table, source: Mapping[str, Any]) -> pa.Table:
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), READ_SETTINGS_KEY: read_settings(source)})
+
+
 def _normalise(table: pa.Table, source: dict[str, Any]) -> pa.Table:
-    """Apply pinned column types, and give all-empty columns a text type instead of NULL."""
+    """Apply pinned column types, give all-empty columns a text type instead of NULL, and record the settings
+    the table was read with."""
+    return _with_settings(_pinned(table, source), source)
+
+
+def _pinned(table: pa.Table, source: dict[str, Any]) -> pa.Table:
     pinned = source.get("columns") or {}
     if not pinned and not any(pa.types.is_null(t) for t in table.schema.types):
         return table
@@ -436,16 +468,27 @@ def _recorded_schema(current, profile: dict | None) -> dict[str, dict[str, str]]
     return out
 
 
-def _compare(entry: SourceReport, old: dict[str, str], new: dict[str, str]) -> None:
+def _compare(entry: SourceReport, old: dict[str, str], new: dict[str, str], served: Mapping[str, str] | None = None, *, resettled: bool = False) -> None:
+    """Mark the entry incompatible where the new data lacks a column of `old` (the recorded shape) or changed its
+    type. A type the served data already has was accepted by an earlier refresh; after the source's settings
+    changed (`resettled`), a new type is what the steward asked for, and is said rather than refused."""
     added = [c for c in new if c not in old]
+    resettled_types = []
     for col, was in old.items():
         if col not in new:
             entry.missing.append(col)
             guess = likely_rename(col, was, {c: new[c] for c in added})
             if guess:
                 entry.renames[col] = guess
-        elif not coltypes.compatible(was, new[col]):
+        elif coltypes.compatible(was, new[col]) or (served and col in served and coltypes.compatible(served[col], new[col])):
+            continue
+        elif resettled:
+            resettled_types.append(f"{col} is now {new[col]} (was {was})")
+        else:
             entry.changed.append({"column": col, "was": was, "now": new[col]})
+    if resettled_types and not (entry.missing or entry.changed):
+        note = "read with its new settings: " + ", ".join(resettled_types)
+        entry.message = f"{entry.message}; {note}" if entry.message else note
     if entry.missing or entry.changed:
         entry.status = "incompatible"
         parts = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -83,10 +84,14 @@ def test_changed_type_is_incompatible_but_new_columns_are_fine(supply):
     sources = workspace.load(folder)[0].data["sources"]
     del sources["sources"][0]["columns"]["target"]  # unpinned, so the text arrives as text
     workspace.save(folder, {"sources": sources})
+    served = wh.current()
     report = refresh(folder, wh, user=OPERATOR)
+    # The steward changed the source's settings, so the new type is theirs to ask for: what decides is whether
+    # the dashboard still runs on it, and sum(target) over text does not.
     [source] = report.sources
-    assert source.status == "incompatible"
-    assert source.changed == [{"column": "target", "was": "BIGINT", "now": "VARCHAR"}]
+    assert source.status == "ok" and "target is now VARCHAR (was BIGINT)" in source.message
+    assert not report.ok and any(e.startswith("component kpi_attainment no longer fits") for e in report.dashboard_errors), report.dashboard_errors
+    assert wh.current().id == served.id  # kept the previous data
 
 
 def test_csv_with_a_bad_row_fails_clearly_and_keeps_old_data(supply):
@@ -810,3 +815,63 @@ def test_an_xlsx_with_dates_as_text_stands_in_like_its_csv_and_a_refused_file_sh
     assert own.held("ws") == {}  # the shared data again, not the earlier file beside the error
     assert own.offer("ws", "orders", b"site,orders\nBrno,1\n", "fewer.csv", recorded)[0] == problems  # remembered, at every rerun
     assert own.held("ws") == {}
+
+
+def _cars_workspace(tmp_path, source_extra: dict) -> tuple:
+    folder = tmp_path / "cars-ws"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "cars.csv").write_text(
+        "name,mpg,cylinders\n" + "".join(f"car {i},{'-' if i % 7 == 0 else f'{20 + i % 9}.5'},{4 + i % 3 * 2}\n" for i in range(60))
+    )
+    files = workspace.blank("Cars", "olivia", "2026-12-02")
+    files["sources"] = {"sources": [{"name": "cars", "type": "csv", "path": "data/cars.csv", **source_extra}]}
+    files["dashboard"] = {
+        "title": "Cars",
+        "components": [{"id": "n", "type": "kpi", "title": "Cars", "query": "SELECT count(*) AS value FROM cars"}],
+    }
+    workspace.save(folder, files)
+    return folder, {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def _cli(env, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lib", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _served_type(tmp_path, folder, column: str) -> str:
+    """The type the CLI's refresh stored (this process reads the same cache folder: the tests set it)."""
+    served = Warehouse.for_workspace(folder).current()
+    assert served is not None
+    return served.columns("cars")[column]
+
+
+@pytest.mark.parametrize("change", [{"null_values": ["-"]}, {"null_values": ["-"], "columns": {"mpg": "DOUBLE"}}, {"columns": {"cylinders": "VARCHAR"}}])
+def test_a_change_to_a_sources_settings_takes_effect_at_the_next_refresh_across_processes(tmp_path, monkeypatch, change):
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    folder, env = _cars_workspace(tmp_path, {})
+    assert _cli(env, "refresh", str(folder)).returncode == 0
+    assert _served_type(tmp_path, folder, "mpg") == "VARCHAR" and _served_type(tmp_path, folder, "cylinders") == "BIGINT"
+
+    ws, _ = workspace.load(folder)
+    sources = ws.get("sources")
+    sources["sources"][0].update(change)
+    workspace.save(folder, {"sources": sources})
+    done = _cli(env, "refresh", str(folder))
+    assert done.returncode == 0 and "switched to snapshot" in done.stdout, done.stdout + done.stderr
+    expected = {"mpg": "DOUBLE" if "null_values" in change else "VARCHAR", "cylinders": "VARCHAR" if "cylinders" in str(change) else "BIGINT"}
+    assert {c: _served_type(tmp_path, folder, c) for c in expected} == expected
+    again = _cli(env, "refresh", str(folder))  # and it stays accepted: the next refresh is not a type change
+    assert again.returncode == 0 and "kept the previous data" not in again.stdout, again.stdout
+    full = _cli(env, "refresh", "--full", str(folder))
+    assert full.returncode == 0 and "kept the previous data" not in full.stdout, full.stdout
+
+
+def test_a_type_change_with_the_same_settings_still_keeps_the_previous_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    folder, env = _cars_workspace(tmp_path, {"null_values": ["-"]})
+    assert _cli(env, "refresh", str(folder)).returncode == 0
+    assert _served_type(tmp_path, folder, "mpg") == "DOUBLE"
+    csv_path = folder / "data" / "cars.csv"
+    csv_path.write_text(csv_path.read_text().replace("car 3,23.5", "car 3,unknown"))  # the upstream file broke a number
+    done = _cli(env, "refresh", str(folder))
+    assert "kept the previous data" in done.stdout and "changed type 'mpg'" in done.stdout, done.stdout
+    assert _served_type(tmp_path, folder, "mpg") == "DOUBLE"
