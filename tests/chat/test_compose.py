@@ -80,7 +80,7 @@ def test_edit_mode_shows_the_current_dashboard_for_refinement():
     content = compose.compose(files, "edit", "Make the KPIs bigger").request["messages"][0]["content"]
     shown = content[1]["text"]
     canonical = workspace.render("dashboard", files["dashboard"]).split("\n", 1)[1]
-    assert "Refine this spec" in shown and canonical in shown
+    assert "Refine it with edit_dashboard" in shown and canonical in shown
     without = {k: v for k, v in files.items() if k not in ("dashboard", "report")}
     composed = compose.compose(without, "edit", "Build a dashboard")
     assert len(composed.request["messages"][0]["content"]) == 2
