@@ -172,7 +172,7 @@ class Composed:
     """The first request of a session and where its tokens go."""
 
     mode: str
-    request: dict[str, Any]  # exactly the Messages API request: model, max_tokens, system, tools, messages
+    request: dict[str, Any]  # exactly the Messages API request: model, max_tokens, cache_control, system, tools, messages
     breakdown: dict[str, int]  # estimated tokens per part (lib.core.tokens.estimate)
     profile_budget: int | None = None  # the budget the profile block was held to
     diagnostics: tuple[Diagnostic, ...] = ()  # warnings about what the model gets (a budget too small for the names)
