@@ -145,7 +145,9 @@ class SessionClient:
         if self.history:
             outgoing["messages"] = copy.deepcopy(list(self.history)) + outgoing["messages"]
         self.sent.append(outgoing)
-        response = self.model.create(outgoing, on_text=on_text)
+        # Always streamed: a reply near the output cap takes minutes, which a plain request's read timeout would
+        # cut, and the SDK's retry would bill it again; streamed, bytes keep arriving until the reply is whole.
+        response = self.model.create(outgoing, on_text=on_text or _ignore_text)
         self.received.append(response)
         return response
 
@@ -169,3 +171,7 @@ class SessionClient:
                 for block in turn["content"]:
                     block.pop("cache_control", None)
         return messages
+
+
+def _ignore_text(text: str) -> None:
+    """The text a streamed reply sends as it arrives: the bench reads the whole reply at the end instead."""

@@ -31,7 +31,7 @@ from ..memory import workspace
 from ..roles import access
 from ..roles.access import User
 from .agent_tools import ARTIFACT_TOOLS
-from .compose import EPHEMERAL, compose
+from .compose import compose
 from .model import ModelClient, ModelError
 from .toolbox import Toolbox
 
@@ -157,7 +157,6 @@ def run_session(
                 "input its tools cannot use); nothing was saved — try again or rephrase the request"
             )
             break
-        _move_cache_breakpoint(conversation, results)
         conversation.append({"role": "user", "content": results})
 
     _finish(outcome, files, toolbox)
@@ -189,22 +188,6 @@ def _as_param(block: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "tool_use":
         return {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": block.get("input")}
     return {k: v for k, v in block.items() if v is not None}  # thinking and others go back unchanged
-
-
-def _move_cache_breakpoint(conversation: list[dict[str, Any]], newest: list[dict[str, Any]]) -> None:
-    """Keep the fourth breakpoint on the newest tool results, so each step reads the previous one from the cache.
-
-    The API allows four; compose uses them all in edit mode (the fourth on the
-    last of the dashboard and report blocks). Only the profile's stays in the user turns: the cache
-    finds the earlier prefixes by looking back from the newest breakpoint.
-    """
-    profile_block = conversation[0]["content"][0]
-    for turn in conversation:
-        if turn["role"] == "user" and isinstance(turn["content"], list):
-            for block in turn["content"]:
-                if block is not profile_block:
-                    block.pop("cache_control", None)
-    newest[-1]["cache_control"] = dict(EPHEMERAL)
 
 
 def _finish(outcome: Outcome, files: Mapping[str, Any], toolbox: Toolbox) -> None:

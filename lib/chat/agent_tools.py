@@ -6,8 +6,10 @@ version, and the prompt cache survives a data change. What the data looks
 like reaches the model through the profile, and through `run_sql`.
 
     run_sql          one sandboxed SELECT, rows capped, a compact text table back
-    write_dashboard  edit mode: the complete dashboard.yaml, validated at once
+    write_dashboard  edit mode: the complete dashboard.yaml, validated at once (a new file, or most of it changed)
     write_report     edit mode: the complete report.yaml, validated at once
+    edit_dashboard   edit mode: one component replaced by id, or one exact text replacement, validated the same way
+    edit_report      edit mode: the same for report.yaml
     propose_rule     edit mode: a task rule proposal; collected, never written
 
 `lib.chat.compose` puts them into the request; `lib.chat.toolbox` executes the calls a
@@ -46,7 +48,8 @@ WRITE_DASHBOARD = {
         "schemas/dashboard.schema.json; the whole spec, not a fragment). It is checked at once: schema, no inline "
         "data, queries run, columns exist, no data values written as literals, output constraints and task rules, "
         "rendering. You get back the diff against the previous draft and every problem found. Nothing is saved: a "
-        "person reviews the draft."
+        "person reviews the draft. Use it for a new dashboard; to change one that exists, edit_dashboard sends only "
+        "the part that changes."
     ),
     "input_schema": {
         "type": "object",
@@ -65,7 +68,8 @@ WRITE_REPORT = {
         "write_dashboard is for the dashboard. It is checked at once: schema, no inline data, queries run, columns "
         "exist, no data values written as literals in prose, every placeholder shows a value, output constraints and "
         "task rules, rendering. You get back the diff against the previous draft and every problem found. Nothing "
-        "is saved: a person reviews the draft."
+        "is saved: a person reviews the draft. Use it for a new report; to change one that exists, edit_report sends "
+        "only the part that changes."
     ),
     "input_schema": {
         "type": "object",
@@ -74,6 +78,36 @@ WRITE_REPORT = {
         "additionalProperties": False,
     },
 }
+
+
+def _edit_tool(kind: str, file: str, where: str) -> dict[str, Any]:
+    """edit_dashboard or edit_report: a part of the file replaced, then checked as a whole write is."""
+    return {
+        "name": f"edit_{kind}",
+        "description": (
+            f"Change part of the session's draft {file} (or the current {file} when there is no draft yet) without "
+            f"resending the whole file. Either give `component`, the YAML of one complete component whose id names "
+            f"the component it replaces ({where}), or give `old_string` and `new_string`: old_string is replaced by "
+            f"new_string, and it must occur exactly once in the YAML (copy it exactly, whitespace included, from the "
+            f"YAML you wrote or were shown, or from a diff's lines; add lines around it until it is unique). To add a "
+            f"component, replace a neighbouring piece with itself plus the new one (and the layout line). The whole "
+            f"new {file} is checked as write_{kind} checks it, and you get back the diff and every problem found. "
+            f"Nothing is saved: a person reviews the draft."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "component": {"type": "string", "description": "YAML of one complete component (a mapping with its id)."},
+                "old_string": {"type": "string", "description": "The exact text to replace; it must occur exactly once."},
+                "new_string": {"type": "string", "description": "The text to put in its place (may be empty to delete)."},
+            },
+            "additionalProperties": False,
+        },
+    }
+
+
+EDIT_DASHBOARD = _edit_tool("dashboard", "dashboard.yaml", "an entry of components")
+EDIT_REPORT = _edit_tool("report", "report.yaml", "a chart or table section, or a KPI in a kpis section")
 
 # The fields of task.yaml's rule that the model writes, each with a description addressed to it; their
 # constraints come from schemas/task.schema.json. The person's name and the dates are added on acceptance.
@@ -97,9 +131,11 @@ PROPOSE_RULE = {
     },
 }
 
-TOOLS_BY_MODE = {"edit": (RUN_SQL, WRITE_DASHBOARD, WRITE_REPORT, PROPOSE_RULE), "query": (RUN_SQL,)}
-# The tools that write a workspace file, and the file kind (lib.memory.kinds) each writes.
-ARTIFACT_TOOLS = {"write_dashboard": "dashboard", "write_report": "report"}
+TOOLS_BY_MODE = {"edit": (RUN_SQL, WRITE_DASHBOARD, EDIT_DASHBOARD, WRITE_REPORT, EDIT_REPORT, PROPOSE_RULE), "query": (RUN_SQL,)}
+# The tools that write a workspace file (whole, or a part of it), and the file kind (lib.memory.kinds) each writes.
+WRITE_TOOLS = {"write_dashboard": "dashboard", "write_report": "report"}
+EDIT_TOOLS = {"edit_dashboard": "dashboard", "edit_report": "report"}
+ARTIFACT_TOOLS = {**WRITE_TOOLS, **EDIT_TOOLS}
 
 
 def tool_schemas(mode: str) -> list[dict[str, Any]]:

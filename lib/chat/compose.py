@@ -9,24 +9,28 @@ Layout, most stable first (the API caches prefixes in the order tools, system,
 messages):
 
     tools     fixed schemas per mode (lib/chat/agent_tools.py); no dataset columns
-    system    1. base instructions for the mode        <- cache breakpoint
+    system    1. base instructions for the mode        <- breakpoint (A)
               2. task specifications   (task.yaml)
               3. tool configurations   (sources.yaml; secrets only as references)
-              4. output constraints    (output.yaml)   <- cache breakpoint
-    user      1. data profile (profile.yaml, compact)  <- cache breakpoint
+              4. output constraints    (output.yaml)   <- breakpoint (B)
+    user      1. data profile (profile.yaml, compact)  <- breakpoint (C)
               2. current dashboard.yaml (edit mode, when there is one)
               3. current report.yaml (edit mode, when there is one)
-                 <- cache breakpoint on the last of 2 and 3 shown
+                 <- breakpoint (D) on the last of 2 and 3 shown
               4. the person's message
 
-The base breakpoint lets every workspace share the cached tools and base
-instructions of a mode; the last system block caches the workspace's memory;
-the profile block caches the data description, which outlives dashboard
-edits; the artifact breakpoint lets the next session on an unchanged dashboard
-and report pay full price for its question only. That is the API's limit of
-four, so the dashboard and the report share one: the cache finds the prefix
-that ends at the dashboard by looking back from the report's. The agent loop
-moves that breakpoint to the newest tool results the same way.
+Caching uses the API's automatic breakpoint (a top-level `cache_control`): the
+API puts it on the last block of each request, so every step of a session reads
+the previous step's prefix from the cache without the loop moving a marker by
+hand. It takes one of the API's four breakpoints, which leaves three explicit
+ones for what outlives a session: (D) lets the next session on an unchanged
+dashboard and report pay full price for its question only, (C) the profile,
+which outlives dashboard edits, (B) the workspace's memory, (A) the tools and
+base instructions every workspace of a mode shares. A breakpoint caches only a
+prefix of at least the model's minimum cacheable length (`cache_minimum`: 1,024
+tokens for most models, 4,096 for Haiku 4.5 and Opus 4.5/4.6), so only the
+candidates whose prefix is over it are marked, and when all four are, (A) is
+the one left out (`place_breakpoints`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any, Mapping
 
 from ..core import tokens
 from ..core.diagnostics import WARNING, Diagnostic, ValidationFailed, has_errors
-from ..core.settings import model_id
+from ..core.settings import chat_max_tokens, model_id
 from ..data import profile as profile_text
 from ..memory import relationships, rule_review, schemas, workspace
 from ..memory.kinds import KINDS
@@ -49,6 +53,21 @@ from .agent_tools import tool_schemas
 
 MODES = ("edit", "query")
 EPHEMERAL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4  # the API's limit per request, the automatic breakpoint included
+EXPLICIT_BREAKPOINTS = MAX_BREAKPOINTS - 1
+
+# The shortest prefix the API caches, in tokens, by model id prefix (Anthropic's prompt caching documentation,
+# December 2026; where sources differ the larger figure is kept). A breakpoint on a shorter prefix caches nothing.
+CACHE_MINIMUM_TOKENS = {
+    "claude-haiku-4-5": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-opus-4-7": 4096,
+    "claude-sonnet-4-6": 2048,
+    "claude-haiku-3": 2048,
+    "claude-opus-5": 512,
+}
+CACHE_MINIMUM_FALLBACK = 1024  # Sonnet 4, 4.5, 5, 5.5, Opus 4, 4.1, 4.8 and models not listed
 
 _WORKSPACE_CONTEXT = """\
 How this prompt is laid out
@@ -112,11 +131,13 @@ are, and ends with the person's request.
 How to work
 1. Explore only as far as needed with run_sql (read-only, one SELECT, few rows back). Take table and column names \
 from the profile.
-2. Write the complete dashboard with write_dashboard, or the complete report with write_report when the request is \
-about a report: the whole YAML every time, never a fragment. When a current one is shown, start from it and change \
-only what the request asks; keep its ids, rule colours and theme.
-3. Read the diff and the check results that come back. If any check fails, fix the spec and write it again; stop \
-when the checks pass.
+2. To change a dashboard or report that exists (the current one shown, or your draft), use edit_dashboard or \
+edit_report: replace one component by its id, or replace an exact piece of the YAML (old_string must occur exactly \
+once; copy it from the YAML you have seen, with enough lines around it to be unique). Change only what the request \
+asks; keep ids, rule colours and theme. Write the complete YAML with write_dashboard or write_report only for a new \
+file, or when most of it changes.
+3. Read the diff and the check results that come back. If any check fails, fix it with another edit; stop when the \
+checks pass.
 4. When the person states a lasting rule or preference that task.yaml lacks, you may suggest it with propose_rule; \
 a person decides whether to keep it.
 5. End with a short plain-language summary of what you built or changed. Do not repeat the YAML.
@@ -151,7 +172,7 @@ class Composed:
     """The first request of a session and where its tokens go."""
 
     mode: str
-    request: dict[str, Any]  # exactly the Messages API request: model, max_tokens, system, tools, messages
+    request: dict[str, Any]  # exactly the Messages API request: model, max_tokens, cache_control, system, tools, messages
     breakdown: dict[str, int]  # estimated tokens per part (lib.core.tokens.estimate)
     profile_budget: int | None = None  # the budget the profile block was held to
     diagnostics: tuple[Diagnostic, ...] = ()  # warnings about what the model gets (a budget too small for the names)
@@ -168,14 +189,15 @@ def compose(
     *,
     model: str | None = None,
     profile_budget: int | None = None,
-    max_tokens: int = 4096,
+    max_tokens: int | None = None,
     today: dt.date | str | None = None,
 ) -> Composed:
     """The Messages API request for a session's first turn. Pure: same input (and day), same bytes.
 
     The profile is held to `profile_budget`, by default the workspace policy's
     (`profile_budget_of`). `today` (default: the current day) decides which
-    task rules are marked unconfirmed (lib/memory/rule_review.py).
+    task rules are marked unconfirmed (lib/memory/rule_review.py). `max_tokens`,
+    the output cap of each reply, defaults to DASHMEM_CHAT_MAX_TOKENS.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -191,32 +213,39 @@ def compose(
         "profile": _profile_block(_with_decided_joins(files), [dashboard, report], budget),
     }
     system = [_text(parts[name]) for name in ("base", *SYSTEM_KINDS)]
-    system[0]["cache_control"] = dict(EPHEMERAL)
-    system[-1]["cache_control"] = dict(EPHEMERAL)
-
-    user = [_text(parts["profile"], cache=True)]
+    user = [_text(parts["profile"])]
     if mode == "edit":
         for kind in ARTIFACTS:
             if files.get(kind):
                 parts[kind] = _kind_section(kind, files)
                 user.append(_text(parts[kind]))
-        if len(user) > 1:  # one breakpoint for both (see the module docstring)
-            user[-1]["cache_control"] = dict(EPHEMERAL)
     parts["message"] = message
     user.append(_text(message))
 
     tools = tool_schemas(mode)
-    request = {
-        "model": model or model_id(),
-        "max_tokens": max_tokens,
-        "system": system,
-        "tools": tools,
-        "messages": [{"role": "user", "content": user}],
-    }
+    model = model or model_id()
     breakdown = {name: tokens.estimate(text) for name, text in parts.items()}
     breakdown.setdefault("dashboard", 0)
     breakdown.setdefault("report", 0)
     breakdown["tools"] = tokens.estimate(json.dumps(tools, ensure_ascii=False))
+    # The candidate breakpoints (see the module docstring) and the estimated prefix each ends.
+    prefix = breakdown["tools"] + breakdown["base"]
+    candidates = [(system[0], prefix), (system[-1], prefix + sum(breakdown[k] for k in SYSTEM_KINDS))]
+    prefix = candidates[-1][1] + breakdown["profile"]
+    candidates.append((user[0], prefix))
+    if len(user) > 2:  # the dashboard and the report share one (the cache looks back from the report's to the dashboard's)
+        candidates.append((user[-2], prefix + breakdown["dashboard"] + breakdown["report"]))
+    for block in place_breakpoints([tokens_before for _, tokens_before in candidates], model):
+        candidates[block][0]["cache_control"] = dict(EPHEMERAL)
+
+    request = {
+        "model": model,
+        "max_tokens": max_tokens if max_tokens is not None else chat_max_tokens(),
+        "cache_control": dict(EPHEMERAL),  # the automatic breakpoint: the last block of every request
+        "system": system,
+        "tools": tools,
+        "messages": [{"role": "user", "content": user}],
+    }
     order = ("base", "task", "sources", "output", "profile", "dashboard", "report", "message", "tools")
     found = tuple(_budget_warnings(files.get("profile"), budget))
     return Composed(mode, request, {name: breakdown[name] for name in order}, budget, found)
@@ -264,15 +293,37 @@ def compose_cli(path: str | Path, message: str, mode: str = "edit") -> str:
 # --------------------------------------------------------------------------- blocks
 
 
-def _text(text: str, cache: bool = False) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "text", "text": text}
-    if cache:
-        block["cache_control"] = dict(EPHEMERAL)
-    return block
+def cache_minimum(model: str) -> int:
+    """The model's minimum cacheable prefix in tokens, by its longest known id prefix (dated ids included)."""
+    matches = [name for name in CACHE_MINIMUM_TOKENS if model == name or model.startswith(name + "-")]
+    return CACHE_MINIMUM_TOKENS[max(matches, key=len)] if matches else CACHE_MINIMUM_FALLBACK
 
 
-def _yaml(kind: str, content: Any) -> str:
-    """Canonical YAML without the editor's `$schema` header line, which tells the model nothing."""
+def place_breakpoints(prefixes: list[int], model: str) -> list[int]:
+    """Which candidate breakpoints to mark, given the estimated tokens of the prefix each ends (in order).
+
+    Only a prefix the API would cache is marked: its typical size (the estimate
+    without its safety margin, which only ever counts high) at least the model's
+    minimum. At most EXPLICIT_BREAKPOINTS, the latest kept: the first, (A), pays
+    only when another workspace runs in the same mode within the cache's five
+    minutes, the later ones on every next session in this workspace.
+    """
+    floor = cache_minimum(model)
+    over = [i for i, estimated in enumerate(prefixes) if estimated / tokens.SAFETY >= floor]
+    return over[-EXPLICIT_BREAKPOINTS:]
+
+
+def breakpoints_of(request: Mapping[str, Any]) -> int:
+    """The cache breakpoints a request uses: its blocks' `cache_control` markers plus the automatic one."""
+    return json.dumps(request, ensure_ascii=False).count('"cache_control"')
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def shown_yaml(kind: str, content: Any) -> str:
+    """A file as the model is shown it: canonical YAML without the editor's `$schema` header line."""
     text = workspace.render(kind, content)
     first, _, rest = text.partition("\n")
     return rest if first.startswith("# yaml-language-server:") else text
@@ -281,7 +332,7 @@ def _yaml(kind: str, content: Any) -> str:
 def _section(heading: str, kind: str, content: Any, empty: str) -> str:
     if not content:
         return f"# {heading}\n{empty}\n"
-    return f"# {heading}\n```yaml\n{_yaml(kind, content)}```\n"
+    return f"# {heading}\n```yaml\n{shown_yaml(kind, content)}```\n"
 
 
 def _kind_section(kind: str, files: Mapping[str, Any]) -> str:

@@ -7,21 +7,27 @@ The schemas the model sees are in `lib.chat.agent_tools`; this module runs them.
     write_dashboard  edit mode: parse, validate (schema + lib.artifacts.checks on the current data), keep as the
                      session's draft even when invalid, and return the diff plus every problem found
     write_report     edit mode: the same for report.yaml (lib.artifacts.checks with kind="report")
+    edit_dashboard   edit mode: one component replaced by id, or one exact text replacement (old_string must occur
+    edit_report      exactly once), on the draft or else the current file; the result then goes the way of a
+                     whole write (parsed, kept as the draft, checked, the diff and the problems back)
     propose_rule     edit mode: a task rule proposal, validated against task.yaml's rule shape; collected,
                      never written
 
 A call that does not fit its tool (missing or mistyped input, YAML that does
-not parse, a tool the mode does not offer) comes back as an `is_error` result
+not parse, an old_string that occurs no time or more than once, a tool the mode
+does not offer) comes back as an `is_error` result
 that says what was wrong, marked `malformed`, so the agent can bound retries.
 Failed checks and failed SQL are ordinary feedback, not malformed calls.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import yaml
 from jsonschema import Draft202012Validator
@@ -32,7 +38,8 @@ from ..data.engine import Engine, QueryCache
 from ..data.sandbox import QueryError
 from ..memory import schemas, workspace
 from ..memory.yamlio import YamlSyntaxError, parse
-from .agent_tools import ARTIFACT_TOOLS, SQL_MAX_ROWS, TOOLS_BY_MODE
+from .agent_tools import ARTIFACT_TOOLS, EDIT_TOOLS, SQL_MAX_ROWS, TOOLS_BY_MODE, WRITE_TOOLS
+from .compose import shown_yaml
 
 SQL_TIMEOUT_S = 10.0
 CELL_CHARS = 80
@@ -63,7 +70,11 @@ class Toolbox:
     proposals: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self):
-        self._draft_texts = {kind: workspace.render(kind, self.files[kind]) if self.files.get(kind) else "" for kind in ARTIFACT_TOOLS.values()}
+        kinds = set(ARTIFACT_TOOLS.values())
+        # Canonical text of each draft, for the diffs; and the text the model last saw or wrote whole, which an
+        # old_string is looked for in first (the model's own YAML may differ from the canonical form in layout).
+        self._draft_texts = {kind: workspace.render(kind, self.files[kind]) if self.files.get(kind) else "" for kind in kinds}
+        self._known_texts = {kind: shown_yaml(kind, self.files[kind]) if self.files.get(kind) else "" for kind in kinds}
         self._validators = {t["name"]: Draft202012Validator(t["input_schema"]) for t in TOOLS_BY_MODE["edit"]}
 
     @property
@@ -87,8 +98,10 @@ class Toolbox:
             return ToolResult(problem, True, True)
         if name == "run_sql":
             return self._run_sql(tool_input["sql"])
-        if name in ARTIFACT_TOOLS:
-            return self._write(name, ARTIFACT_TOOLS[name], tool_input["yaml"])
+        if name in WRITE_TOOLS:
+            return self._write(name, WRITE_TOOLS[name], tool_input["yaml"])
+        if name in EDIT_TOOLS:
+            return self._edit(name, EDIT_TOOLS[name], tool_input)
         return self._propose_rule(tool_input)
 
     def _input_problem(self, name: str, tool_input: Any) -> str | None:
@@ -122,18 +135,81 @@ class Toolbox:
 
     def _write(self, tool: str, kind: str, text: str) -> ToolResult:
         """Parse, keep as the draft of `kind` (even when invalid), check, and answer with the diff and the problems."""
+        spec, problem = _read_spec(kind, text)
+        if problem or spec is None:
+            return ToolResult(f"{tool}: {problem}. Nothing changed; send the complete {workspace.FILES[kind]} again.", True, True)
+        return self._accept(kind, spec, text)
+
+    # ---- edit_dashboard, edit_report
+
+    def _edit(self, tool: str, kind: str, tool_input: dict[str, Any]) -> ToolResult:
+        """One component replaced by id, or one exact text replacement; the result is then accepted as a whole write is."""
         file = workspace.FILES[kind]
-        spec, problem = _read_yaml(text)
+        current = self.drafts.get(kind) if kind in self.drafts else self.files.get(kind)
+        if not current:
+            return ToolResult(f"{tool}: there is no {file} yet to edit; write the complete file with write_{kind} first.", True, True)
+        by_component, by_text = "component" in tool_input, "old_string" in tool_input or "new_string" in tool_input
+        if by_component == by_text:
+            return ToolResult(f"{tool}: give either component, or old_string and new_string (not both, not neither). Nothing changed.", True, True)
+        if by_text and not ("old_string" in tool_input and "new_string" in tool_input):
+            return ToolResult(f"{tool}: old_string and new_string go together; give both. Nothing changed.", True, True)
+        if by_component:
+            spec, text, problem = self._replace_component(kind, current, tool_input["component"])
+        else:
+            spec, text, problem = self._replace_text(kind, current, tool_input["old_string"], tool_input["new_string"])
+        if problem or spec is None:
+            return ToolResult(f"{tool}: {problem}. Nothing changed.", True, True)
+        return self._accept(kind, spec, text)
+
+    def _replace_text(self, kind: str, current: dict[str, Any], old: str, new: str) -> tuple[dict[str, Any] | None, str, str | None]:
+        file = workspace.FILES[kind]
+        if not old:
+            return None, "", "old_string is empty; give the exact text to replace"
+        if old == new:
+            return None, "", "old_string and new_string are the same, so the edit changes nothing"
+        # The text the model last saw or wrote whole first, then the canonical form the diffs show.
+        for text in dict.fromkeys([self._known_texts[kind], shown_yaml(kind, current)]):
+            count = occurrences(text, old)
+            if count > 1:
+                return None, "", f"old_string occurs {count} times in {file}; include more of the lines around it so that it occurs exactly once"
+            if count == 1:
+                at = text.find(old)
+                edited = text[:at] + new + text[at + len(old) :]
+                break
+        else:
+            hint = ""
+            if occurrences(_spaced(self._known_texts[kind]), _spaced(old)) or occurrences(_spaced(shown_yaml(kind, current)), _spaced(old)):
+                hint = " (it occurs with other whitespace: copy indentation, spaces and line breaks exactly)"
+            return None, "", f"old_string does not occur in {file}{hint}; copy it exactly from the YAML you wrote or were shown"
+        spec, problem = _read_spec(kind, edited)
         if problem:
-            return ToolResult(f"{tool}: {problem}. Nothing changed; send the complete {file} again.", True, True)
-        if not isinstance(spec, dict):
-            return ToolResult(
-                f"{tool}: the YAML is not a mapping (expected {_TOP_LEVEL[kind]}, ...). Nothing changed; send the complete {file} again.",
-                True,
-                True,
-            )
+            return None, "", f"after the replacement, {problem}"
+        return spec, edited, None
+
+    def _replace_component(self, kind: str, current: dict[str, Any], text: str) -> tuple[dict[str, Any] | None, str, str | None]:
+        file = workspace.FILES[kind]
+        component, problem = _read_yaml(text)
+        if problem:
+            return None, "", f"the component's {problem}"
+        if not isinstance(component, dict) or not isinstance(component.get("id"), str):
+            return None, "", "the component is not a mapping with an id (id, type, title, query, ...)"
+        spec = copy.deepcopy(current)
+        places = [(items, i) for items, i, found in _components(spec) if found.get("id") == component["id"]]
+        if len(places) != 1:
+            ids = ", ".join(str(found.get("id")) for _, _, found in _components(spec)) or "none"
+            if places:
+                return None, "", f"{len(places)} components of {file} have the id {component['id']!r}; use old_string and new_string"
+            return None, "", f"no component of {file} has the id {component['id']!r} (its ids: {ids}); to add one, use old_string and new_string"
+        items, i = places[0]
+        items[i] = component
+        return spec, shown_yaml(kind, spec), None
+
+    def _accept(self, kind: str, spec: dict[str, Any], text: str) -> ToolResult:
+        """Keep `spec` as the draft of `kind` (even when invalid), check it, and answer with the diff and the problems."""
+        file = workspace.FILES[kind]
         new_text = workspace.render(kind, spec)
         before, self._draft_texts[kind] = self._draft_texts[kind], new_text
+        self._known_texts[kind] = text
         self.drafts[kind] = spec
         ws = workspace.Workspace(path=self.workspace_path or Path("session"), data={**self.files, kind: spec})
         found = self.found[kind] = checks.run(ws, self.tables, self.version, file=file, kind=kind)
@@ -168,6 +244,46 @@ class Toolbox:
 
 # What a spec's top level holds, for the message when the YAML is not a mapping.
 _TOP_LEVEL = {"dashboard": "title, components", "report": "title, queries, sections"}
+
+
+def _read_spec(kind: str, text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The model's YAML of a whole file, parsed, or None and what is wrong with it."""
+    spec, problem = _read_yaml(text)
+    if problem:
+        return None, problem
+    if not isinstance(spec, dict):
+        return None, f"the YAML is not a mapping (expected {_TOP_LEVEL[kind]}, ...)"
+    return spec, None
+
+
+def _components(spec: dict[str, Any]) -> Iterator[tuple[list[Any], int, dict[str, Any]]]:
+    """(list, index, component) for every component with an id: a dashboard's components, a report's chart and table
+    sections and the KPIs of its kpis sections."""
+    for key in ("components", "sections"):
+        items = spec.get(key)
+        if not isinstance(items, list):
+            continue
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                continue
+            if "id" in item:
+                yield items, i, item
+            inner = item.get("components")
+            if isinstance(inner, list):
+                yield from ((inner, j, c) for j, c in enumerate(inner) if isinstance(c, dict) and "id" in c)
+
+
+def occurrences(text: str, piece: str) -> int:
+    """How many times `piece` occurs in `text`, overlapping occurrences counted ("aa" occurs twice in "aaa")."""
+    count, at = 0, text.find(piece)
+    while at != -1:
+        count += 1
+        at = text.find(piece, at + 1)
+    return count
+
+
+def _spaced(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def _read_yaml(text: str) -> tuple[Any, str | None]:

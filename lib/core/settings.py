@@ -229,6 +229,22 @@ def _positive_int(text: str) -> int:
     return number
 
 
+# The output cap of one chat reply: big enough for a whole dashboard.yaml written at once, small enough that a
+# streamed reply ends within the session's time limit; the SDK asks for streaming above about 21,000.
+CHAT_MAX_TOKENS_DEFAULT = 16_000
+OUTPUT_TOKENS_MIN, OUTPUT_TOKENS_MAX = 1_024, 128_000
+
+
+def _output_tokens(text: str) -> int:
+    try:
+        number = int(text.strip().replace(",", "").replace("_", ""))
+    except ValueError:
+        number = 0
+    if not OUTPUT_TOKENS_MIN <= number <= OUTPUT_TOKENS_MAX:
+        raise ValueError(f"is {text!r}, which is not a whole number of tokens from {OUTPUT_TOKENS_MIN:,} to {OUTPUT_TOKENS_MAX:,}")
+    return number
+
+
 def _seconds(text: str) -> int:
     try:
         number = int(text.strip())
@@ -451,6 +467,18 @@ register(
     )
 )
 register(Setting("DASHMEM_MODEL", _text, DEFAULT_MODEL, "the Claude model chat sessions and token counts use", APP_AND_CLI, "a model id"))
+register(
+    Setting(
+        "DASHMEM_CHAT_MAX_TOKENS",
+        _output_tokens,
+        CHAT_MAX_TOKENS_DEFAULT,
+        "the most output tokens one model reply in a chat session may use (the request's max_tokens); replies are streamed, "
+        "and a reply that reaches it is cut off",
+        APP_AND_CLI,
+        f"a whole number of tokens from {OUTPUT_TOKENS_MIN:,} to {OUTPUT_TOKENS_MAX:,}",
+        f"{CHAT_MAX_TOKENS_DEFAULT:,}",
+    )
+)
 register(
     Setting(
         "DASHMEM_DATA_DIRS",
@@ -719,6 +747,11 @@ def templates_dir() -> Path:
 def model_id() -> str:
     """The Claude model sessions use (DASHMEM_MODEL), defaulting to a current Sonnet."""
     return get("DASHMEM_MODEL")
+
+
+def chat_max_tokens() -> int:
+    """The output cap of one model reply in a chat session (DASHMEM_CHAT_MAX_TOKENS)."""
+    return get("DASHMEM_CHAT_MAX_TOKENS")
 
 
 def sandbox_memory_limit() -> str:

@@ -25,6 +25,7 @@ from lib.artifacts.report import render_report
 from lib.chat import agent
 from lib.chat.agent import Limits, Outcome, apply_outcome, estimate_cost, files_to_save, regenerate_message, run_session
 from lib.chat.model import ScriptedModel, message, text_block, tool_use_block
+from lib.core import tokens
 from lib.data import profile
 from lib.data.refresh import RefreshReport, SourceReport, refresh
 from lib.data.snapshots import Warehouse
@@ -169,14 +170,15 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
     assert "+title: Superstore sales" in outcome.dashboard_diff
     assert outcome.usage == {"input_tokens": 1250, "output_tokens": 800, "cache_read_input_tokens": 6600, "cache_creation_input_tokens": 3500, "calls": 3}
     first, second, third = api.bodies
-    assert [t["name"] for t in first["tools"]] == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
+    assert [t["name"] for t in first["tools"]] == ["run_sql", "write_dashboard", "edit_dashboard", "write_report", "edit_report", "propose_rule"]
     [sql_result] = tool_results(second)
     assert sql_result["tool_use_id"] == "t1" and "Furniture" in sql_result["content"] and "is_error" not in sql_result
-    assert sql_result["cache_control"] == {"type": "ephemeral"}  # the loop's moving breakpoint ...
     [write_result] = tool_results(third)
     assert "Created the draft dashboard.yaml" in write_result["content"] and "All checks passed." in write_result["content"]
-    assert "cache_control" not in sql_result_of(third) and write_result["cache_control"] == {"type": "ephemeral"}
-    assert all(json.dumps(b).count('"cache_control"') <= 4 for b in api.bodies)  # ... keeps the API's limit
+    # The API's automatic breakpoint moves to the newest block by itself: the loop marks no tool result ...
+    assert all(b["cache_control"] == {"type": "ephemeral"} for b in api.bodies)
+    assert "cache_control" not in sql_result_of(third) and "cache_control" not in write_result
+    assert all(json.dumps(b).count('"cache_control"') <= 4 for b in api.bodies)  # ... and keeps the API's limit
 
     to_save = apply_outcome(files, outcome, [])
     assert list(to_save) == ["dashboard"]
@@ -201,10 +203,10 @@ def test_an_edit_session_creates_a_dashboard_and_a_second_refines_the_saved_one(
     assert outcome.passes and "+  - id: trend" in outcome.dashboard_diff
     assert not [line for line in outcome.dashboard_diff.splitlines() if line.startswith("-  - id:")]
     assert "Updated the draft dashboard.yaml" in tool_results(api.bodies[1])[0]["content"]
-    # The dashboard block's breakpoint moves to the newest tool results: never more than the API's four.
+    # The composed breakpoints stay where compose put them; the automatic one follows the conversation.
     opening = api.bodies[1]["messages"][0]["content"]
-    assert "cache_control" in opening[0] and "cache_control" not in opening[1]
-    assert tool_results(api.bodies[1])[0]["cache_control"] == {"type": "ephemeral"}
+    assert opening == api.bodies[0]["messages"][0]["content"] and "cache_control" in opening[-2]
+    assert "cache_control" not in tool_results(api.bodies[1])[0]
     assert [json.dumps(b).count('"cache_control"') for b in api.bodies] == [4, 4]
 
     repo.save(ALICE, SLUG, apply_outcome(files, outcome, []), "Add a trend")
@@ -217,6 +219,82 @@ def sql_result_of(body: dict) -> dict:
     return next(
         b for turn in body["messages"] if turn["role"] == "user" for b in turn["content"] if b.get("type") == "tool_result" and b["tool_use_id"] == "t1"
     )
+
+
+# --------------------------------------------------------------------------- a big dashboard, edited by patch
+
+DIMENSIONS = ("Category", "Sub-Category", "Market", "Region", "Segment", "Ship Mode", "Order Priority", "Country", "State", "City")
+MEASURES = ("Sales", "Profit", "Quantity", "Shipping Cost", "Discount")
+
+
+def big_dashboard(lines: int = 400) -> dict:
+    """A valid dashboard over the Superstore sample of at least `lines` lines: a bar chart per dimension and measure."""
+    spec: dict = {"title": "Superstore in detail", "components": [], "layout": []}
+    for dimension in DIMENSIONS:
+        for measure in MEASURES:
+            x, y = dimension.lower().replace("-", "_").replace(" ", "_"), measure.lower().replace(" ", "_")
+            spec["components"].append(
+                {
+                    "id": f"{y}_by_{x}",
+                    "type": "chart",
+                    "title": f"{measure} by {dimension.lower()}",
+                    "query": f'SELECT "{dimension}" AS {x}, sum("{measure}") AS {y} FROM data GROUP BY 1 ORDER BY 2 DESC LIMIT 10',
+                    "mark": "bar",
+                    "encoding": {
+                        "x": {"field": x, "type": "nominal", "title": dimension},
+                        "y": {"field": y, "type": "quantitative", "title": measure, "format": ",.0f"},
+                    },
+                }
+            )
+            spec["layout"] = [[c["id"] for c in spec["components"][i : i + 2]] for i in range(0, len(spec["components"]), 2)]
+            if as_yaml(spec).count("\n") >= lines:
+                return spec
+    raise AssertionError("not enough charts for the lines asked")
+
+
+def test_a_patch_edit_of_a_400_line_dashboard_goes_through_the_sdk_well_under_the_output_cap(superstore, monkeypatch):
+    """Issue #32, item 1: the model changes two things of a 400-line dashboard by sending a few dozen tokens, not the file."""
+    monkeypatch.delenv("DASHMEM_CHAT_MAX_TOKENS", raising=False)
+    repo, folder, wh = superstore
+    big = big_dashboard()
+    whole = as_yaml(big)
+    assert whole.count("\n") >= 400
+    repo.save(ALICE, SLUG, {"dashboard": big}, "A big dashboard")
+    files = load(folder)
+    renamed, remarked = big["components"][9], {**big["components"][20], "mark": "point"}
+    patch = {"old_string": f"    title: {renamed['title']}\n", "new_string": f"    title: {renamed['title']} (largest first)\n"}
+    replace = {"component": as_yaml(remarked).split("\n", 1)[1]}
+    api = FakeAPI(
+        [
+            reply(text_block("Renaming the chart."), tool_use_block("t1", "edit_dashboard", patch), u=usage(900, tokens.estimate(json.dumps(patch)))),
+            reply(tool_use_block("t2", "edit_dashboard", replace), u=usage(200, tokens.estimate(json.dumps(replace)), read=900)),
+            reply(text_block("Renamed one chart and drew another with points.")),
+        ]
+    )
+    events: list[tuple[str, dict]] = []
+    outcome = session(files, wh, "edit", "Rename one chart, draw another with points", api.client(), on_event=lambda k, p: events.append((k, p)))
+
+    assert outcome.error is None and outcome.stopped_reason == "end_turn" and outcome.passes, outcome.check_diagnostics
+    cap = api.bodies[0]["max_tokens"]
+    assert cap == 16_000 and all(b["stream"] is True for b in api.bodies)  # the setting's default, streamed
+    # What the model sent, as it went back to the API: each edit is a tiny share of the cap, where the whole
+    # file as write_dashboard's argument would not even have fitted the old cap of 4,096 tokens.
+    sent = [b["input"] for turn in api.bodies[-1]["messages"] if turn["role"] == "assistant" for b in turn["content"] if b["type"] == "tool_use"]
+    assert sent == [patch, replace]
+    assert [tokens.estimate(json.dumps(tool_input)) for tool_input in sent] == [tokens.estimate(json.dumps(patch)), tokens.estimate(json.dumps(replace))]
+    assert all(tokens.estimate(json.dumps(tool_input)) < cap / 50 for tool_input in sent)
+    assert tokens.estimate(json.dumps({"yaml": whole})) > 4096
+    first, second = (tool_results(b)[0] for b in api.bodies[1:])
+    assert "Updated the draft dashboard.yaml" in first["content"] and "All checks passed." in first["content"]
+    assert f"+    title: {renamed['title']} (largest first)" in first["content"] and "+    mark: point" in second["content"]
+    assert ("draft", {"passes": True, "kind": "dashboard"}) in events
+
+    changed = [line for line in outcome.dashboard_diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert changed == [f"-    title: {renamed['title']}", f"+    title: {renamed['title']} (largest first)", "-    mark: bar", "+    mark: point"]
+    repo.save(ALICE, SLUG, apply_outcome(files, outcome, []), "Two small changes")
+    saved = workspace.load(folder)[0]
+    assert saved.data["dashboard"]["components"][20] == remarked and len(saved.data["dashboard"]["components"]) == len(big["components"])
+    assert checks.run(saved, wh.tables(), current_id(wh)) == []
 
 
 def test_a_draft_that_fails_the_checks_is_kept_and_the_errors_go_back_to_the_model(superstore):

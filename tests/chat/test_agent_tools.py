@@ -39,9 +39,16 @@ def box(files, mode="edit", tables=None) -> Toolbox:
 # --------------------------------------------------------------------------- the schemas
 
 
-def test_query_mode_offers_only_run_sql_and_edit_mode_all_four():
+def test_query_mode_offers_only_run_sql_and_edit_mode_all_six():
     assert [t["name"] for t in agent_tools.tool_schemas("query")] == ["run_sql"]
-    assert [t["name"] for t in agent_tools.tool_schemas("edit")] == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
+    assert [t["name"] for t in agent_tools.tool_schemas("edit")] == [
+        "run_sql",
+        "write_dashboard",
+        "edit_dashboard",
+        "write_report",
+        "edit_report",
+        "propose_rule",
+    ]
     assert set(agent_tools.ARTIFACT_TOOLS.values()) <= set(workspace.FILES)  # each writes a workspace file kind
 
 
@@ -273,3 +280,137 @@ def test_run_sql_answers_with_at_most_the_row_cap(files):
     assert "more rows exist" in lines[-1]
     failed = box(files, tables=tables).execute("run_sql", {"sql": "DELETE FROM t"})
     assert failed.is_error and not failed.malformed and failed.content.startswith("the query failed:")
+
+
+# --------------------------------------------------------------------------- edit_dashboard, edit_report
+
+
+def edit(tools: Toolbox, kind: str = "dashboard", **tool_input):
+    return tools.execute(f"edit_{kind}", tool_input)
+
+
+def added(content: str) -> list[str]:
+    """The lines a diff in a tool's answer adds."""
+    return [line for line in content.splitlines() if line.startswith("+") and not line.startswith("+++")]
+
+
+def test_a_text_edit_of_the_current_dashboard_is_checked_and_answered_exactly_as_the_whole_write_would_be(supply):
+    """The same validation, checks and diagnostics path: the edit's answer is the whole write's, byte for byte."""
+    files = supply[0]
+    tools = supply_box(supply)
+    title = files["dashboard"]["title"]
+    result = edit(tools, old_string=f"title: {title}\n", new_string="title: Gates this week\n")
+    assert not result.is_error, result.content
+    assert "Updated the draft dashboard.yaml" in result.content and "+title: Gates this week" in result.content
+    assert f"-title: {title}" in result.content and added(result.content) == ["+title: Gates this week"]  # one line changed
+    assert tools.draft == {**files["dashboard"], "title": "Gates this week"}
+
+    whole = supply_box(supply).execute("write_dashboard", {"yaml": workspace.render("dashboard", tools.draft)})
+    assert result.content == whole.content
+
+    # An edit that breaks a query gets the checks' errors back, as the whole write of that spec does.
+    [query_line] = [line for line in toolbox.shown_yaml("dashboard", tools.draft).splitlines() if "FROM gates" in line][:1]
+    broken = edit(tools, old_string=query_line, new_string=query_line.replace("FROM gates", "FROM gatez"))
+    assert broken.is_error and not broken.malformed and "check(s) failed" in broken.content
+    again = supply_box(supply)
+    again.execute("write_dashboard", {"yaml": workspace.render("dashboard", {**files["dashboard"], "title": "Gates this week"})})
+    assert again.execute("write_dashboard", {"yaml": workspace.render("dashboard", tools.draft)}).content == broken.content
+    assert tools.diagnostics == again.diagnostics and any(d.level == "error" for d in tools.diagnostics)
+
+
+@pytest.mark.parametrize(
+    "old, says",
+    [
+        ("type: kpi\n", "old_string occurs 3 times in dashboard.yaml; include more of the lines around it"),
+        ("title: No such title\n", "old_string does not occur in dashboard.yaml; copy it exactly"),
+        ("-   id: kpi_world", "old_string does not occur in dashboard.yaml (it occurs with other whitespace"),
+        ("", "old_string is empty"),
+    ],
+)
+def test_an_old_string_that_occurs_no_time_or_more_than_once_changes_nothing(files, old, says):
+    tools = box(files)
+    result = edit(tools, old_string=old, new_string="title: x\n")
+    assert result.is_error and result.malformed and says in result.content and "Nothing changed." in result.content
+    assert tools.draft is None and tools.drafts == {}
+
+
+def test_occurrences_count_overlapping_matches():
+    assert toolbox.occurrences("aaa", "aa") == 2 and toolbox.occurrences("abc", "x") == 0 and toolbox.occurrences("a-b-a", "a") == 2
+
+
+def test_a_text_edit_matches_the_yaml_the_model_wrote_and_the_canonical_text_the_diffs_show(files):
+    """The model's own YAML may differ from the canonical form (quoting, key order); both are found."""
+    tools = box(files)
+    own = "title: 'My GDP'\ncomponents:\n  - {id: k, type: kpi, title: 'World', query: 'SELECT 1 AS value FROM gdp'}\n"
+    tools.execute("write_dashboard", {"yaml": own})
+    assert added(edit(tools, old_string="title: 'World'", new_string="title: 'World GDP'").content) == ["+    title: World GDP"]
+    assert tools.draft is not None and tools.draft["components"][0]["title"] == "World GDP"
+    # Now the text last written is the model's edited one; a line copied from the diff (canonical) is found too.
+    canonical = toolbox.shown_yaml("dashboard", tools.draft)
+    assert "title: My GDP\n" in canonical and "title: My GDP\n" not in own
+    assert not edit(tools, old_string="title: My GDP\n", new_string="title: Our GDP\n").malformed
+    assert tools.draft["title"] == "Our GDP"
+
+
+def test_a_replacement_that_leaves_yaml_that_does_not_parse_changes_nothing(files):
+    tools = box(files)
+    result = edit(tools, old_string="title: GDP explorer\n", new_string="title: [unclosed\n")
+    assert result.malformed and "after the replacement, the YAML does not parse" in result.content and tools.drafts == {}
+    result = edit(tools, old_string="x" * 10, new_string="y")
+    assert result.malformed
+
+
+def test_a_component_replaced_by_id_and_an_unknown_id_names_the_ids(files):
+    tools = box(files)
+    component = {**files["dashboard"]["components"][1], "title": "World GDP (US$ bn)"}
+    result = edit(tools, component=workspace.render("dashboard", component).split("\n", 1)[1])
+    assert not result.malformed and "+    title: World GDP (US$ bn)" in result.content
+    assert tools.draft is not None and tools.draft["components"][1] == component
+    assert [c["id"] for c in tools.draft["components"]] == [c["id"] for c in files["dashboard"]["components"]]
+
+    unknown = edit(tools, component="id: nowhere\ntype: kpi\ntitle: x\nquery: SELECT 1 AS value FROM gdp\n")
+    assert unknown.malformed and "no component of dashboard.yaml has the id 'nowhere' (its ids: kpi_latest_year, kpi_world" in unknown.content
+    assert "to add one, use old_string and new_string" in unknown.content and tools.draft["components"][1] == component
+    for bad, says in [("- a list\n", "not a mapping with an id"), ("id: [x\n", "the component's the YAML does not parse")]:
+        assert says in edit(tools, component=bad).content
+
+
+@pytest.mark.parametrize(
+    "tool_input, says",
+    [
+        ({}, "give either component, or old_string and new_string"),
+        ({"component": "id: k", "old_string": "a", "new_string": "b"}, "give either component, or old_string and new_string"),
+        ({"old_string": "a"}, "old_string and new_string go together"),
+        ({"old_string": "a", "new_string": "a"}, "the edit changes nothing"),
+        ({"old_string": 1, "new_string": "b"}, "old_string: 1 is not of type 'string'"),
+    ],
+)
+def test_an_edit_call_that_does_not_fit_is_malformed(files, tool_input, says):
+    result = box(files).execute("edit_dashboard", tool_input)
+    assert result.is_error and result.malformed and says in result.content
+
+
+def test_an_edit_needs_a_file_to_edit_and_is_refused_in_query_mode(files):
+    without = {k: v for k, v in files.items() if k not in ("dashboard", "report")}
+    result = edit(box(without), old_string="a", new_string="b")
+    assert result.malformed and "there is no dashboard.yaml yet to edit; write the complete file with write_dashboard" in result.content
+    assert (
+        box(files, mode="query")
+        .execute("edit_dashboard", {"old_string": "a", "new_string": "b"})
+        .content.startswith("edit_dashboard is not available in query mode")
+    )
+
+
+def test_edit_report_replaces_a_kpi_of_a_kpis_section_and_a_chart_section_by_id(supply):
+    files = supply[0]
+    tools = supply_box(supply)
+    kpi = {**files["report"]["sections"][1]["components"][1], "title": "Units shipped"}
+    result = edit(tools, "report", component=json.dumps(kpi))  # JSON is YAML too
+    assert not result.is_error, result.content
+    assert "Updated the draft report.yaml" in result.content and "Units shipped" in result.content
+    report = tools.drafts["report"]
+    assert report["sections"][1]["components"][1] == kpi and tools.draft is None
+    chart = {**files["report"]["sections"][4], "title": "Attainment by day"}
+    assert not edit(tools, "report", component=json.dumps(chart)).is_error
+    assert tools.drafts["report"]["sections"][4] == chart and tools.drafts["report"]["sections"][1]["components"][1] == kpi
+    assert not [d for d in tools.found["report"] if d.level == "error"]

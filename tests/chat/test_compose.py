@@ -12,6 +12,7 @@ import pytest
 
 from lib.chat import agent_tools, compose
 from lib.core import tokens
+from lib.core.settings import SettingError
 from lib.data import profile
 from lib.memory import schemas, workspace
 
@@ -30,7 +31,7 @@ def breakpoints(request: dict) -> int:
     return json.dumps(request).count('"cache_control"')
 
 
-def test_system_blocks_are_base_task_sources_output_with_breakpoints_after_base_and_last():
+def test_system_blocks_are_base_task_sources_output_with_a_breakpoint_after_the_workspace_memory():
     files = files_of("supply-chain-weekly")
     system = compose.compose(files, "edit", "Add a trend chart").request["system"]
     assert [b["type"] for b in system] == ["text"] * 4
@@ -40,7 +41,9 @@ def test_system_blocks_are_base_task_sources_output_with_breakpoints_after_base_
     assert sources.startswith("# Tool configurations (sources.yaml)") and "path: data/gates.csv" in sources
     assert output.startswith("# Output constraints (output.yaml)") and "queries_at_render" in output
     assert "yaml-language-server" not in task + sources + output  # the editor's header line is noise for the model
-    assert [b.get("cache_control") for b in system] == [EPHEMERAL, None, None, EPHEMERAL]
+    # The base instructions with the tools are over the model's minimum too, but with the profile and the artifacts
+    # there are four candidates for three explicit breakpoints (the automatic one takes the fourth): the base's goes.
+    assert [b.get("cache_control") for b in system] == [None, None, None, EPHEMERAL]
 
 
 def test_base_instructions_explain_the_contract_the_spec_and_the_tools():
@@ -54,7 +57,8 @@ def test_base_instructions_explain_the_contract_the_spec_and_the_tools():
 def test_profile_opens_the_user_turn_with_its_own_breakpoint_and_the_message_comes_last():
     files = files_of("supply-chain-weekly")
     request = compose.compose(files, "edit", "Add a trend chart", profile_budget=400).request
-    assert list(request) == ["model", "max_tokens", "system", "tools", "messages"]
+    assert list(request) == ["model", "max_tokens", "cache_control", "system", "tools", "messages"]
+    assert request["cache_control"] == EPHEMERAL  # the automatic breakpoint, on the last block
     [turn] = request["messages"]
     assert turn["role"] == "user"
     first, dashboard_block, report_block, last = turn["content"]
@@ -62,12 +66,13 @@ def test_profile_opens_the_user_turn_with_its_own_breakpoint_and_the_message_com
     assert "gates.attainment" in keep and "gates.site" in keep
     assert first["text"].endswith(profile.text(files["profile"], 400 - tokens.estimate(first["text"].split("\n")[0] + "\n"), keep))
     assert first["cache_control"] == EPHEMERAL
-    # The dashboard and the report share the last breakpoint: the API allows four.
+    # The dashboard and the report share one breakpoint: the API allows four, the automatic one included.
     assert "cache_control" not in dashboard_block and report_block["cache_control"] == EPHEMERAL and "cache_control" not in last
     assert last == {"type": "text", "text": "Add a trend chart"}
-    assert breakpoints(request) == 4  # the API's limit
+    assert breakpoints(request) == 4 == compose.breakpoints_of(request)  # the API's limit
     query = compose.compose(files, "query", "Which site missed most?").request
-    assert breakpoints(query) == 3 and "cache_control" not in query["messages"][0]["content"][-1]
+    assert "cache_control" not in query["messages"][0]["content"][-1] and query["cache_control"] == EPHEMERAL
+    assert breakpoints(query) <= 4
 
 
 def test_edit_mode_shows_the_current_dashboard_for_refinement():
@@ -75,7 +80,7 @@ def test_edit_mode_shows_the_current_dashboard_for_refinement():
     content = compose.compose(files, "edit", "Make the KPIs bigger").request["messages"][0]["content"]
     shown = content[1]["text"]
     canonical = workspace.render("dashboard", files["dashboard"]).split("\n", 1)[1]
-    assert "Refine this spec" in shown and canonical in shown
+    assert "Refine it with edit_dashboard" in shown and canonical in shown
     without = {k: v for k, v in files.items() if k not in ("dashboard", "report")}
     composed = compose.compose(without, "edit", "Build a dashboard")
     assert len(composed.request["messages"][0]["content"]) == 2
@@ -134,7 +139,7 @@ def test_query_mode_offers_only_run_sql_and_no_dashboard():
     assert [b["text"].split("\n")[0] for b in request["messages"][0]["content"]][-1] == "Which site missed most?"
     assert len(request["messages"][0]["content"]) == 2
     edit_tools = [t["name"] for t in compose.compose(files, "edit", "x").request["tools"]]
-    assert edit_tools == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
+    assert edit_tools == ["run_sql", "write_dashboard", "edit_dashboard", "write_report", "edit_report", "propose_rule"]
 
 
 def test_same_input_gives_the_same_bytes_and_a_new_question_changes_only_the_end():
@@ -313,3 +318,75 @@ def test_the_profile_budget_is_schema_validated(ws_copy):
     (folder / "workspace.yaml").write_text(text.replace("  require_valid_to_publish: true\n", "  require_valid_to_publish: true\n  profile_budget: 10\n"))
     found = workspace.validate(folder)
     assert [(d.level, d.field, d.line) for d in found] == [("error", "policy.profile_budget", 12)] and "50" in found[0].message
+
+
+# --------------------------------------------------------------------------- the output cap and the cache breakpoints
+
+
+def test_the_output_cap_is_the_setting_with_a_default_for_streaming(monkeypatch):
+    files = files_of("gdp-explorer")
+    monkeypatch.delenv("DASHMEM_CHAT_MAX_TOKENS", raising=False)
+    assert compose.compose(files, "edit", "x").request["max_tokens"] == 16_000
+    monkeypatch.setenv("DASHMEM_CHAT_MAX_TOKENS", "32000")
+    assert compose.compose(files, "edit", "x").request["max_tokens"] == 32_000
+    assert compose.compose(files, "edit", "x", max_tokens=2048).request["max_tokens"] == 2048  # a caller's own cap wins
+    for bad in ("lots", "100", "500000"):
+        monkeypatch.setenv("DASHMEM_CHAT_MAX_TOKENS", bad)
+        with pytest.raises(SettingError) as caught:
+            compose.compose(files, "edit", "x")
+        assert str(caught.value).startswith("DASHMEM_CHAT_MAX_TOKENS ") and "from 1,024 to 128,000" in str(caught.value)
+
+
+def test_the_minimum_cacheable_length_is_the_models():
+    assert compose.cache_minimum("claude-sonnet-5-5") == 1024 == compose.cache_minimum("claude-opus-4-1-20250805")
+    assert compose.cache_minimum("claude-haiku-4-5-20251001") == 4096 == compose.cache_minimum("claude-opus-4-5")
+    assert compose.cache_minimum("claude-sonnet-4-6") == 2048 and compose.cache_minimum("claude-sonnet-4-5") == 1024
+    assert compose.cache_minimum("some-new-model") == compose.CACHE_MINIMUM_FALLBACK
+
+
+def prefixes(request: dict) -> list[tuple[bool, int]]:
+    """(marked, estimated tokens up to and including the block) for every system and user block, in cache order."""
+    total = tokens.estimate(json.dumps(request["tools"], ensure_ascii=False))
+    out = []
+    for block in request["system"] + request["messages"][0]["content"]:
+        total += tokens.estimate(block["text"])
+        out.append(("cache_control" in block, total))
+    return out
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-4-5"])
+@pytest.mark.parametrize("mode", compose.MODES)
+@pytest.mark.parametrize("slug", ["supply-chain-weekly", "gdp-explorer"])
+def test_explicit_breakpoints_go_only_where_the_prefix_is_over_the_models_minimum(slug, mode, model):
+    request = compose.compose(files_of(slug), mode, "Which site missed most?", model=model).request
+    floor = compose.cache_minimum(model)
+    blocks = prefixes(request)
+    marked = [size for is_marked, size in blocks if is_marked]
+    assert all(size / tokens.SAFETY >= floor for size in marked)  # none wasted on a prefix the API will not cache
+    assert len(marked) <= compose.EXPLICIT_BREAKPOINTS and request["cache_control"] == EPHEMERAL
+    assert breakpoints(request) == len(marked) + 1 <= compose.MAX_BREAKPOINTS
+    assert not blocks[-1][0]  # the message is the automatic breakpoint's
+    # The latest candidate over the minimum (the artifacts in edit mode, else the profile) is always marked.
+    candidates = [len(request["system"]) - 1, len(request["system"])] + (
+        [len(blocks) - 2] if mode == "edit" and len(blocks) > len(request["system"]) + 2 else []
+    )
+    over = [i for i in candidates if blocks[i][1] / tokens.SAFETY >= floor]
+    if over:
+        assert blocks[over[-1]][0]
+
+
+def test_a_short_query_prompt_gets_no_breakpoint_the_model_cannot_cache():
+    """Query mode's base instructions and tool come to a few hundred tokens: under every model's minimum."""
+    request = compose.compose(files_of("supply-chain-weekly"), "query", "Which site missed most?", model="claude-sonnet-5-5").request
+    base = tokens.estimate(json.dumps(request["tools"])) + tokens.estimate(request["system"][0]["text"])
+    assert base / tokens.SAFETY < 1024 and "cache_control" not in request["system"][0]
+    haiku = compose.compose(files_of("gdp-explorer"), "query", "Which country grew fastest?", model="claude-haiku-4-5").request
+    assert breakpoints(haiku) == 1 and haiku["cache_control"] == EPHEMERAL  # the whole prompt is under 4,096: automatic only
+
+
+def test_place_breakpoints_keeps_the_latest_three_over_the_minimum():
+    safe = tokens.SAFETY
+    assert compose.place_breakpoints([int(500 * safe), int(2000 * safe), int(3000 * safe), int(5000 * safe)], "claude-sonnet-5-5") == [1, 2, 3]
+    assert compose.place_breakpoints([int(1100 * safe), int(2000 * safe), int(3000 * safe), int(5000 * safe)], "claude-sonnet-5-5") == [1, 2, 3]
+    assert compose.place_breakpoints([int(1100 * safe), int(2000 * safe), int(3000 * safe), int(5000 * safe)], "claude-haiku-4-5") == [3]
+    assert compose.place_breakpoints([100, 200], "claude-sonnet-5-5") == []

@@ -39,11 +39,12 @@ def test_the_composed_request_goes_over_the_wire_unchanged():
     assert sent.headers["content-type"] == "application/json"
     body = api.bodies[0]
     assert body == request  # model, max_tokens, system, tools, messages exactly as composed
-    assert [b.get("cache_control") for b in body["system"]] == [{"type": "ephemeral"}, None, None, {"type": "ephemeral"}]
+    assert body["cache_control"] == {"type": "ephemeral"}  # the automatic breakpoint, a top-level field this SDK sends
+    assert [b.get("cache_control") for b in body["system"]] == [None, None, None, {"type": "ephemeral"}]
     assert body["system"][1]["text"].startswith("Workspace: Supply chain weekly")
     assert body["messages"][0]["content"][0]["text"].startswith("# Data profile")
     assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
-    assert [t["name"] for t in body["tools"]] == ["run_sql", "write_dashboard", "write_report", "propose_rule"]
+    assert [t["name"] for t in body["tools"]] == ["run_sql", "write_dashboard", "edit_dashboard", "write_report", "edit_report", "propose_rule"]
     assert response["content"] == [{"type": "text", "text": "Lyon."}]
     assert response["usage"] == USAGE and response["stop_reason"] == "end_turn"
 

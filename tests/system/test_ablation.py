@@ -30,6 +30,7 @@ from bench.ablation_conditions import (
     SUMMARY,
     TASK,
     TRANSCRIPT,
+    SessionClient,
     instructions_file,
     summary_of,
 )
@@ -38,10 +39,10 @@ from bench.data_versions import SPREAD, measure_columns, updated_version
 from bench.mcnemar import discordant, mcnemar_exact
 from bench.scripted_analyst import EXPLORE_SQL, ScriptedAnalyst, apply_specification
 from lib.artifacts import autodraft
-from lib.chat.model import AnthropicClient, ScriptedModel
+from lib.chat.model import AnthropicClient, ScriptedModel, message, text_block
 from lib.data import profile
 from lib.data.connectors.base import FetchContext, fetch
-from tests.helpers.model import MODEL
+from tests.helpers.model import MODEL, FakeAPI, sse_response
 
 GDP = "gdp.csv"
 
@@ -290,7 +291,9 @@ def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path, data
         analyst = ScriptedAnalyst(spec, prof)
 
         def answer(request: httpx2.Request) -> httpx2.Response:
-            return httpx2.Response(200, json=analyst.create(json.loads(request.content)))
+            body = json.loads(request.content)
+            assert body.get("stream") is True  # every model call of the study streams (issue #32, item 8)
+            return sse_response(analyst.create(body))
 
         transport = httpx2.MockTransport(answer)
         return AnthropicClient(api_key="test", max_retries=0, http_client=httpx2.Client(transport=transport))
@@ -298,6 +301,18 @@ def test_the_study_runs_the_same_through_the_anthropic_sdk(study, tmp_path, data
     again = ablation.run_study([dataset(GDP)], 1, tmp_path, over_http, model=MODEL, scripted=False)
     assert [(c.condition, c.completed) for c in again.cells] == [(c.condition, c.completed) for c in study.cells]
     assert [c.usage for c in again.cells] == [c.usage for c in study.cells]
+
+
+def test_the_studys_model_calls_stream_so_a_long_reply_is_not_cut_by_a_read_timeout_and_billed_again():
+    """SessionClient streams every call through the SDK, even when the loop asks for no streamed text."""
+    reply = message(text_block("A long reply."), usage={"input_tokens": 10, "output_tokens": 5}, model=MODEL)
+    api = FakeAPI([reply, reply])
+    client = SessionClient(api.client())
+    request = {"model": MODEL, "max_tokens": 16_000, "messages": [{"role": "user", "content": "hi"}]}
+    assert client.create(request)["content"] == reply["content"]
+    chunks: list[str] = []
+    client.create(request, on_text=chunks.append)
+    assert [body.get("stream") for body in api.bodies] == [True, True] and "".join(chunks) == "A long reply."
 
 
 # --------------------------------------------------------------------------- zero-token refresh

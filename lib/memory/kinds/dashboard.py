@@ -64,6 +64,6 @@ KIND = Kind(
     checks=(unique("components", "id", "component id"), unique("filters", "id", "filter id"), layout_references),
     diff=dashboard_changes,
     review=DASHBOARD,
-    model_heading="Current dashboard (dashboard.yaml). Refine this spec: write it back whole, changed only where the request asks.",
+    model_heading="Current dashboard (dashboard.yaml). Refine it with edit_dashboard, changing only what the request asks.",
     model_empty="",  # an empty dashboard is not shown
 )

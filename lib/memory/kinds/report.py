@@ -152,6 +152,6 @@ KIND = Kind(
     checks=(unique_report_ids, unique("parameters", "id", "filter id")),
     diff=report_changes,
     review=REPORT,
-    model_heading="Current report (report.yaml). Refine it with write_report: write it back whole, changed only where the request asks.",
+    model_heading="Current report (report.yaml). Refine it with edit_report, changing only what the request asks.",
     model_empty="",  # an empty report is not shown
 )
