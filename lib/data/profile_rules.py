@@ -12,15 +12,13 @@ import os
 from typing import Any, Mapping
 
 from . import colroles
+from .colroles import EXACT_DISTINCT_MAX_ROWS
 
 TOP_K = 5
 RARE_K = 3
 SAMPLES_K = 3
 CATEGORICAL_MAX_DISTINCT = 10_000  # above this, value counts are not worth a scan
-# Up to this many rows, distinct counts are exact; beyond, HyperLogLog estimates them. Exact counts
-# (DuckDB's count(DISTINCT) or Arrow's count_distinct) measured ~20x HyperLogLog's time at 1M rows,
-# which made the 1M x 44 profile step 2x slower (bench.profile): cheap only on smaller tables.
-EXACT_DISTINCT_MAX_ROWS = 100_000
+# EXACT_DISTINCT_MAX_ROWS (colroles.py, which reads the counts too): beyond it HyperLogLog estimates them.
 EXACT_QUANTILE_MAX_ROWS = 200_000  # beyond this, quantiles come from an evenly spaced sample
 QUANTILE_SAMPLE_ROWS = 100_000  # of about this many rows
 QUANTILES = {"p05": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}

@@ -253,6 +253,11 @@ def _plausible(many: _Column, one: _Column, named: bool) -> bool:
     """What the profiles' figures already decide, before any value is looked up."""
     if many.kind is None or many.kind != one.kind or not one.unique or many.distinct == 0:
         return False
+    if one.role == "measure":
+        # The side a key points to identifies its rows; an amount does not, whatever its name (Iowa's
+        # net_generation -> net_generation). The many side may well be called a measure: a renamed key of
+        # whole numbers (orders.buyer) reads as one to the classifier.
+        return False
     if many.distinct > 1.05 * one.distinct:  # more values than the one side has (with the estimate's slack)
         return False
     if many.unique and one.distinct <= 1.05 * many.distinct and (many.table, many.name) > (one.table, one.name):

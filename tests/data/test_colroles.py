@@ -110,3 +110,16 @@ def test_a_profile_with_a_wrong_aggregate_is_refused_naming_the_field(tmp_path):
     _, diags = workspace.load(folder)
     problems = [d for d in diags if (d.file or "").endswith("profile.yaml")]
     assert [(d.level, d.field, d.line, d.allowed) for d in problems] == [("error", "tables[0].columns[0].aggregate", 3, "one of sum, mean, median")]
+
+
+def test_a_row_number_past_the_exact_distinct_limit_is_still_an_identifier():
+    """Above 100,000 rows the distinct count is a HyperLogLog estimate (195,166 for 200,000 ids 1..200,000):
+    the column was averaged as a measure, and so proposed as neither a key nor ignored by the auto-draft."""
+    import pyarrow as pa
+
+    from lib.data import profile
+
+    table = pa.table({"cid": pa.array(range(1, 200_001)), "score": pa.array([i % 997 * 1.5 for i in range(200_000)])})
+    columns = {c["name"]: c for c in profile.profile_table("customers", table)["columns"]}
+    assert columns["cid"]["distinct"] != 200_000  # estimated
+    assert columns["cid"]["role"] == "identifier" and columns["score"]["role"] == "measure"

@@ -222,3 +222,22 @@ def test_declared_and_rejected_joins_survive_a_profile_regenerated_in_another_pr
     assert "relationships" not in shown["profile"]  # neither proposed again: one is declared, one rejected
     assert "orders.buyer -> clients.client (declared)" in shown["user"]
     assert "products.sku" not in shown["user"].split("joins")[-1]
+
+
+def test_a_measure_is_never_a_key_even_under_the_same_name():
+    """Iowa's electricity tables: `net_generation` in both, an amount, unique in the yearly table; it was
+    proposed as a join `net_generation -> net_generation`. The plant ids still join."""
+    plants = pa.table({"plant_id": list(range(1000, 1400)), "net_generation": [17_000 + 37 * i for i in range(400)]})
+    monthly = pa.table(
+        {
+            "plant_id": [1000 + i % 400 for i in range(4000)],
+            "month": [1 + i % 12 for i in range(4000)],
+            "net_generation": [17_000 + 37 * (i % 400) for i in range(4000)],
+        }
+    )
+    profiles = [profile.profile_table("plants", plants), profile.profile_table("monthly", monthly)]
+    roles = {(p["name"], c["name"]): c.get("role") for p in profiles for c in p["columns"]}
+    assert roles[("plants", "net_generation")] == "measure" and roles[("monthly", "net_generation")] == "measure"
+    pairs = {(r["left"], r["right"]) for r in relationships.candidates({"plants": plants, "monthly": monthly}, profiles)}
+    assert ("monthly.plant_id", "plants.plant_id") in pairs
+    assert not [p for p in pairs if "net_generation" in p[0] or "net_generation" in p[1]], pairs
