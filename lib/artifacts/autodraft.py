@@ -234,6 +234,11 @@ class _Plan:
         return f"{_TITLE_WORDS[_aggregate(self.table, measure, self.live)]} {_label(measure['name']).lower()}"
 
     @property
+    def lead_adds_up(self) -> bool:
+        """Whether the lead figure of a group is part of a whole (a sum, a count), so a share of it means something."""
+        return self.lead is None or _aggregate(self.table, self.lead, self.live) == colroles.SUM
+
+    @property
     def lead_alias(self) -> str:
         return alias(self.lead["name"]) if self.lead else "records"
 
@@ -472,7 +477,7 @@ def _detail_table(plan: _Plan) -> dict[str, Any]:
 def _insight_text(plan: _Plan) -> dict[str, Any]:
     group = plan.categories[0] if plan.categories else None
     markdown, queries = _insight(
-        plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, plan.time, _period(plan.time), plan.where_sql, plan.fmt_for(plan.lead)
+        plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, plan.time, _period(plan.time), plan.where_sql, plan.fmt_for(plan.lead), plan.lead_adds_up
     )
     return text.new("insight", "What stands out", markdown, queries)
 
@@ -535,21 +540,24 @@ def _category_colors(rules: list[dict[str, Any]], field_name: str) -> tuple[list
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, fmt) -> tuple[str, dict[str, str]]:
+def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, fmt, adds_up: bool = True) -> tuple[str, dict[str, str]]:
+    """The insight text and its named queries. A share of the whole only for a lead that adds up: a group's
+    average or median is no part of a whole."""
     lines, queries = [], {}
     lead_alias = alias(lead["name"]) if lead else "records"
     if group:
         g = alias(group["name"])
+        share = f", {lead_expr} / sum({lead_expr}) OVER () AS share" if adds_up else ""
         queries["top"] = (
-            f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias}, "
-            f"{lead_expr} / sum({lead_expr}) OVER () AS share FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 1"
+            f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias}{share} "
+            f"FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 DESC LIMIT 1"
         )
         queries["bottom"] = (
             f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 ASC LIMIT 1"
         )
         lines.append(
             f"- **{{{{top.{g}}}}}** leads {_label(group['name']).lower()} by {lead_title.lower()} "
-            f"with {{{{top.{lead_alias}|{fmt}}}}} ({{{{top.share|.0%}}}} of the whole)."
+            f"with {{{{top.{lead_alias}|{fmt}}}}}" + (" ({{top.share|.0%}} of the whole)." if adds_up else ".")
         )
         lines.append(f"- Lowest: **{{{{bottom.{g}}}}}** with {{{{bottom.{lead_alias}|{fmt}}}}}.")
     if time:
@@ -654,13 +662,14 @@ def _overview(plan: _Plan) -> tuple[dict[str, str], str]:
     else:
         lines = [f"The data holds **{{{{overview.records|,d}}}}** records{span}."]
     group = plan.categories[0] if plan.categories else None
-    _, insight_queries = _insight(plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, time, _period(time), where_sql, fmt)
+    _, insight_queries = _insight(plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, time, _period(time), where_sql, fmt, plan.lead_adds_up)
     lead = plan.lead_title.lower()
     if group:  # the dashboard insight's queries: the leading category, and the latest period against the one before
         queries["top"] = insight_queries["top"]
         g = alias(group["name"])
         lines.append(
-            f"By {_label(group['name']).lower()}, **{{{{top.{g}}}}}** leads with {{{{top.{plan.lead_alias}|{fmt}}}}}, {{{{top.share|.0%}}}} of the whole."
+            f"By {_label(group['name']).lower()}, **{{{{top.{g}}}}}** leads with {{{{top.{plan.lead_alias}|{fmt}}}}}"
+            + (", {{top.share|.0%}} of the whole." if plan.lead_adds_up else ".")
         )
     if time:
         queries["latest"] = insight_queries["latest"]

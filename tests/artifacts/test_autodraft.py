@@ -726,3 +726,23 @@ def test_a_dashboard_not_in_shape_to_add_to_says_so_and_a_new_one_replaces_it(wi
         autodraft.draft_into(files, wh.tables(), ("dashboard",), names=["orders"], mode=autodraft.ADD)
     drafted = autodraft.draft_into(files, wh.tables(), ("dashboard",), names=["orders"], mode=autodraft.NEW)
     assert [p.kind for p in drafted.changes["dashboard"].removed] == ["filter"]  # the one piece in shape to name
+
+
+def test_a_lead_measure_that_does_not_add_up_is_never_given_a_share_of_the_whole(tmp_path):
+    """Cars by cylinders: the average miles per gallon of one group is no share of a whole ("4 leads with 29.4,
+    26 % of the whole"). A summed lead keeps its share."""
+    rows = [f"car {i},{[4, 6, 8][i % 3]},{[29.4, 19.8, 14.9][i % 3] + i % 5 * 0.1:.1f},{1990 + i % 10}-01-01" for i in range(300)]
+    csv = tmp_path / "cars.csv"
+    csv.write_text("name,cylinders,miles_per_gallon,model_year\n" + "\n".join(rows) + "\n")
+    folder, wh = workspace_over(tmp_path, csv)
+    ws, _ = workspace.load(folder)
+    columns = {c["name"]: c for c in ws.data["profile"]["tables"][0]["columns"]}
+    assert columns["miles_per_gallon"].get("aggregate") in ("mean", "median")
+    files = autodraft.draft_files(ws.data, wh.tables(), ("dashboard", "report"))
+    texts = [c.get("markdown", "") for c in files["dashboard"]["components"]]
+    texts += [s.get("markdown", "") for s in files["report"].get("sections") or []]
+    assert any("miles per gallon" in t.lower() for t in texts), texts
+    assert not [t for t in texts if "of the whole" in t], texts
+    workspace.save(folder, files)
+    ws, diags = workspace.load(folder)
+    assert checks.run(ws, wh.tables(), current_id(wh)) == []
