@@ -477,7 +477,17 @@ def _detail_table(plan: _Plan) -> dict[str, Any]:
 def _insight_text(plan: _Plan) -> dict[str, Any]:
     group = plan.categories[0] if plan.categories else None
     markdown, queries = _insight(
-        plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, plan.time, _period(plan.time), plan.where_sql, plan.fmt_for(plan.lead), plan.lead_adds_up
+        plan.name,
+        plan.lead,
+        plan.lead_expr,
+        plan.lead_title,
+        group,
+        plan.time,
+        _period(plan.time),
+        plan.where_sql,
+        plan.fmt_for(plan.lead),
+        plan.lead_adds_up,
+        plan.live,
     )
     return text.new("insight", "What stands out", markdown, queries)
 
@@ -540,7 +550,7 @@ def _category_colors(rules: list[dict[str, Any]], field_name: str) -> tuple[list
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, fmt, adds_up: bool = True) -> tuple[str, dict[str, str]]:
+def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, fmt, adds_up: bool = True, live: bool = False) -> tuple[str, dict[str, str]]:
     """The insight text and its named queries. A share of the whole only for a lead that adds up: a group's
     average or median is no part of a whole."""
     lines, queries = [], {}
@@ -562,20 +572,41 @@ def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, 
         lines.append(f"- Lowest: **{{{{bottom.{g}}}}}** with {{{{bottom.{lead_alias}|{fmt}}}}}.")
     if time:
         numeric = coltypes.family(time["type"]) != "time"
-        queries["latest"] = (
-            f"WITH p AS (SELECT {period} AS period, {lead_expr} AS v FROM {quote_ident(name)}{where_sql} GROUP BY 1) "
-            f"SELECT period, v AS {lead_alias}, (v - lag(v) OVER (ORDER BY period)) / nullif(abs(lag(v) OVER (ORDER BY period)), 0) AS change "
-            f"FROM p ORDER BY period DESC LIMIT 1"
-        )
         grain = _grain(time)
+        queries["latest"] = _latest_query(name, time, grain, period, lead_expr, lead_alias, where_sql, live)
         shown_period = f"{{{{latest.period|{PERIOD_FORMATS[grain]}}}}}" if grain and not numeric else "{{latest.period|d}}"
         lines.append(
-            f"- Latest {_label(time['name']).lower()} ({shown_period}): {{{{latest.{lead_alias}|{fmt}}}}}, {{{{latest.change|+.1%}}}} on the one before."
+            f"- Latest {_label(time['name']).lower()} ({shown_period}): {{{{latest.{lead_alias}|{fmt}}}}}, {{{{latest.change|+.1%}}}} on the one before"
+            + (", like for like." if grain and not live else ".")
         )
     if not lines:
         queries["size"] = f"SELECT count(*) AS records FROM {quote_ident(name)}{where_sql}"
         lines.append("- {{size.records|,d}} records.")
     return "\n".join(lines) + "\n", queries
+
+
+_GRAIN_STEP = {"hour": "1 hour", "day": "1 day", "week": "7 days", "month": "1 month", "quarter": "3 months", "year": "1 year"}
+
+
+def _latest_query(name: str, time: dict[str, Any], grain: str | None, period: str | None, lead_expr: str, lead_alias: str, where_sql: str, live: bool) -> str:
+    """The latest period's lead figure and its change on the period before. For a date column the latest
+    period may be partial (data ending on 19 January): it is compared with the same span of the period before
+    (1-19 December), not with all of it, which read as a fall in every group. A numeric period (a year column)
+    is whole; a live table keeps the plain comparison, in SQL every database takes."""
+    if grain is None or live:
+        return (
+            f"WITH p AS (SELECT {period} AS period, {lead_expr} AS v FROM {quote_ident(name)}{where_sql} GROUP BY 1) "
+            f"SELECT period, v AS {lead_alias}, (v - lag(v) OVER (ORDER BY period)) / nullif(abs(lag(v) OVER (ORDER BY period)), 0) AS change "
+            f"FROM p ORDER BY period DESC LIMIT 1"
+        )
+    t, step = quote_ident(time["name"]), _GRAIN_STEP[grain]
+    return (
+        f"WITH f AS (SELECT *, CAST({t} AS TIMESTAMP) AS at__ FROM {quote_ident(name)}{where_sql}), "
+        f"b AS (SELECT date_trunc('{grain}', max(at__)) AS period, max(at__) AS last__ FROM f), "
+        f"s AS (SELECT b.period, (SELECT {lead_expr} FROM f WHERE at__ >= b.period AND at__ <= b.last__) AS v, "
+        f"(SELECT {lead_expr} FROM f WHERE at__ >= b.period - INTERVAL '{step}' AND at__ <= b.last__ - INTERVAL '{step}') AS before__ FROM b) "
+        f"SELECT period, v AS {lead_alias}, (v - before__) / nullif(abs(before__), 0) AS change FROM s"
+    )
 
 
 # --------------------------------------------------------------------------- the report
@@ -662,7 +693,9 @@ def _overview(plan: _Plan) -> tuple[dict[str, str], str]:
     else:
         lines = [f"The data holds **{{{{overview.records|,d}}}}** records{span}."]
     group = plan.categories[0] if plan.categories else None
-    _, insight_queries = _insight(plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, time, _period(time), where_sql, fmt, plan.lead_adds_up)
+    _, insight_queries = _insight(
+        plan.name, plan.lead, plan.lead_expr, plan.lead_title, group, time, _period(time), where_sql, fmt, plan.lead_adds_up, plan.live
+    )
     lead = plan.lead_title.lower()
     if group:  # the dashboard insight's queries: the leading category, and the latest period against the one before
         queries["top"] = insight_queries["top"]
@@ -677,7 +710,8 @@ def _overview(plan: _Plan) -> tuple[dict[str, str], str]:
         shown = f"{{{{latest.period|{PERIOD_FORMATS[grain]}}}}}" if grain and not numeric_time else "{{latest.period|d}}"
         period = _period_word(time)
         lines.append(
-            f"In the latest {period} ({shown}) {lead} came to {{{{latest.{plan.lead_alias}|{fmt}}}}}, {{{{latest.change|+.1%}}}} on the {period} before."
+            f"In the latest {period} ({shown}) {lead} came to {{{{latest.{plan.lead_alias}|{fmt}}}}}, {{{{latest.change|+.1%}}}} on the {period} before"
+            + (", like for like (the same span of it)." if grain and not plan.live else ".")
         )
     return queries, " ".join(lines) + "\n"
 

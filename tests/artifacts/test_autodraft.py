@@ -746,3 +746,25 @@ def test_a_lead_measure_that_does_not_add_up_is_never_given_a_share_of_the_whole
     workspace.save(folder, files)
     ws, diags = workspace.load(folder)
     assert checks.run(ws, wh.tables(), current_id(wh)) == []
+
+
+def test_a_partial_last_period_is_compared_with_the_same_span_of_the_one_before(tmp_path):
+    """Data ending on 19 January: January's 19 days against all of December read as a 39 % fall in every
+    region; against 1-19 December the same daily rate is no change."""
+    import datetime as dt
+
+    start = dt.date(2025, 1, 1)
+    days = [start + dt.timedelta(days=i) for i in range((dt.date(2026, 1, 19) - start).days + 1)]
+    csv = tmp_path / "daily.csv"
+    csv.write_text("day,region,units\n" + "".join(f"{d.isoformat()},{r},10\n" for d in days for r in ("North", "South")))
+    folder, wh = workspace_over(tmp_path, csv)
+    ws, _ = workspace.load(folder)
+    files = autodraft.draft_files(ws.data, wh.tables(), ("dashboard", "report"))
+    workspace.save(folder, files)
+    ws, _ = workspace.load(folder)
+    rendered = render(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
+    insight = rendered.component("insight").markdown
+    report = render_report(ws.data, wh.tables(), current_id(wh), cache=QueryCache())
+    prose = " ".join(c.markdown for s in report.sections for c in s.components if getattr(c, "markdown", None))
+    for text in (insight, prose):
+        assert "January 2026" in text and "+0.0%" in text and "−38" not in text and "-38" not in text, text
