@@ -106,3 +106,19 @@ def test_a_query_follow_up_carries_this_chats_previous_question_and_answer(claud
     assert [t["role"] for t in turns] == ["user", "assistant", "user"]
     assert turns[0]["content"][-1]["text"] == "Which site missed its target?" and turns[1]["content"][0]["text"] == "Lyon missed its target."
     assert turns[2]["content"][0]["text"] == "By how much?"
+
+
+def test_a_proposal_with_nothing_to_save_yet_offers_no_save_until_a_rule_is_ticked(claude: FakeAPI):
+    claude.replies.extend(
+        [
+            reply(tool_use_block("r1", "propose_rule", {"id": "weekly-attainment", "text": "Attainment is actual over target, by week."})),
+            reply(text_block("Proposed a rule.")),
+        ]
+    )
+    at = ask(on_page(signed_in("sam"), CHAT), "Propose a rule for attainment")
+    assert not [b for b in at.button if b.label == SAVE] and any("Nothing to save yet" in i.value for i in at.info)
+    next(c for c in at.checkbox if "weekly-attainment" in c.label).check().run()
+    save(at)
+    repo = at.session_state["config_repo"]
+    task = workspace.load(repo.draft(User("sam", app_role="steward"), SLUG).workspace_path)[0].data["task"]
+    assert task["rules"][-1]["id"] == "weekly-attainment"
