@@ -14,10 +14,11 @@ client is made, so the refresh path never loads it.
 Retries are the client's own, not the SDK's (whose `retry-after` has no cap):
 a failure before the reply starts (429, 5xx, 529, a timeout, no connection)
 is tried again up to `max_retries` times, after the wait the API asks for or
-a short backoff. No wait is longer than DASHMEM_CHAT_MAX_WAIT_S, none runs
-past the session's `deadline` (the call gives up at once with a plain message
-instead), and `on_wait(reason, seconds_left)` hears each second of it, so a
-page can say "waiting for the API (rate limited), 7 s". A reply that fails once
+a short backoff. No wait is longer than DASHMEM_CHAT_MAX_WAIT_S, no wait and
+no attempt runs past the session's `deadline` (the call gives up at once with
+a plain message instead, or holds the attempt's time-out to it), and
+`on_wait(reason, seconds_left)` hears each second of a wait, so a page can say
+"waiting for the API (rate limited), 7 s". A reply that fails once
 it has started streaming is not sent again: its text has been shown, and it
 may have been billed.
 
@@ -141,10 +142,10 @@ class AnthropicClient:
         if self.model:
             params["model"] = self.model
 
-        def send(started: list[bool]) -> Any:
+        def send(client: Any, started: list[bool]) -> Any:
             if on_text is None:
-                return self._client.messages.create(**params)
-            with self._client.messages.stream(**params) as stream:
+                return client.messages.create(**params)
+            with client.messages.stream(**params) as stream:
                 started.append(True)  # the reply has begun: from here on, a failure is not sent again
                 for text in stream.text_stream:
                     on_text(text)
@@ -156,20 +157,22 @@ class AnthropicClient:
     def count_tokens(self, text: str) -> int:
         """Input tokens of `text` as one user message, by the count_tokens API (no model call, nothing generated)."""
         model = self.model or model_id()
-        result = self._with_retries(lambda started: self._client.messages.count_tokens(model=model, messages=[{"role": "user", "content": text}]))
+        result = self._with_retries(lambda client, started: client.messages.count_tokens(model=model, messages=[{"role": "user", "content": text}]))
         return result.input_tokens
 
     # ---- retries
 
-    def _with_retries(self, send: Callable[[list[bool]], Any], on_wait: WaitCallback | None = None, deadline: float | None = None) -> Any:
-        attempts = 0
+    def _with_retries(self, send: Callable[[Any, list[bool]], Any], on_wait: WaitCallback | None = None, deadline: float | None = None) -> Any:
+        limits: list[float] = []  # each attempt's time-out: `timeout`, or less so as to end by the deadline
         while True:
-            attempts += 1
+            limit = self.timeout if deadline is None else max(1.0, min(self.timeout, deadline - time.monotonic()))
+            limits.append(limit)
+            attempts = len(limits)
             started: list[bool] = []
             try:
-                return send(started)
+                return send(self._client if limit == self.timeout else self._client.with_options(timeout=limit), started)
             except Exception as exc:  # the SDK's errors, httpx2's from a broken stream, and anything else: never raw to a page
-                error = self._explain(exc, attempts, mid_reply=bool(started))
+                error = self._explain(exc, attempts, mid_reply=bool(started), limits=limits)
                 wait = None if started or attempts > self.max_retries else self._retry_wait(exc, attempts)
             if wait is None:
                 raise error
@@ -207,15 +210,19 @@ class AnthropicClient:
         asked = _retry_after(headers)
         return reason, asked if asked is not None and asked > 0 else backoff
 
-    def _explain(self, exc: Any, attempts: int = 1, mid_reply: bool = False) -> ModelError:
+    def _explain(self, exc: Any, attempts: int = 1, mid_reply: bool = False, limits: list[float] | None = None) -> ModelError:
         a, h = self._anthropic, self._httpx
         tries = f" after {attempts} attempts" if attempts > 1 else ""
+        limits = limits or [self.timeout]
         if isinstance(exc, (a.APITimeoutError, h.TimeoutException)):
             if mid_reply:
                 return ModelError(
-                    "timeout", f"the Anthropic API stopped sending in the middle of its reply (nothing for {self.timeout:g} s) — try again", attempts
+                    "timeout", f"the Anthropic API stopped sending in the middle of its reply (nothing for {limits[-1]:g} s) — try again", attempts
                 )
-            waited = f"{attempts} attempts of {self.timeout:g} s" if attempts > 1 else f"{self.timeout:g} s"
+            if len(set(limits)) == 1:
+                waited = f"{attempts} attempts of {limits[0]:g} s" if attempts > 1 else f"{limits[0]:g} s"
+            else:  # attempts held to end within the session's time limit
+                waited = f"{attempts} attempts ({', '.join(f'{t:.0f} s' for t in limits)}: each held to end within the session's time limit)"
             return ModelError("timeout", f"timed out after {waited} waiting for the Anthropic API — try again, or ask for a smaller change", attempts)
         if isinstance(exc, (a.APIConnectionError, h.TransportError)):
             if mid_reply:

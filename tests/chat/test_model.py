@@ -179,6 +179,22 @@ def test_the_time_out_message_counts_the_attempts():
     assert caught.value.kind == "timeout" and "timed out after 3 attempts of 5 s" in caught.value.message, caught.value.message
 
 
+def test_no_attempt_outlives_the_sessions_time_limit():
+    """Each attempt's read time-out is held to what the session has left, and the message says so."""
+    read_limits: list[float] = []
+
+    def times_out(request):
+        read_limits.append(request.extensions["timeout"]["read"])
+        raise httpx2.ReadTimeout("simulated", request=request)
+
+    api = FakeAPI([times_out] * 3)
+    with pytest.raises(ModelError) as caught:
+        api.client(max_retries=2, timeout=60).create(composed_request(), deadline=time.monotonic() + 3)
+    assert read_limits[0] <= 3 and all(limit <= 3 for limit in read_limits), read_limits
+    assert caught.value.kind == "timeout" and "timed out after" in caught.value.message
+    assert "time limit" in caught.value.message, caught.value.message
+
+
 def test_no_api_key_means_no_client_and_a_clear_message(monkeypatch, tmp_path):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)  # no .streamlit/secrets.toml here
