@@ -267,7 +267,7 @@ if message:
         usage_total[key] += outcome.usage.get(key, 0)
     if mode == "edit" and outcome.has_changes:
         st.session_state[OUTCOME] = {"kind": "session", "outcome": outcome, "files": files, "regenerated": regenerate, "base": base}
-    elif mode == "edit":
+    elif before:
         st.session_state.pop(OUTCOME, None)  # a follow-up that undid the pending change leaves nothing to save
 
 pending = st.session_state.get(OUTCOME)
