@@ -3,6 +3,8 @@
 A session starts from the workspace's memory, never from an old transcript.
 The conversation shown here lives in this browser session only and is never
 saved; what an edit session produces is a draft change you save or discard.
+A follow-up sent before saving builds on that change (lib.chat.agent.Carried),
+and one in query mode on this chat's previous question and answer.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import streamlit as st
 
 from app_pages import dashboard_view, report_view, state, ui
 from lib.artifacts import autodraft
-from lib.chat.agent import estimate_cost, files_to_save, run_session
+from lib.chat.agent import Carried, estimate_cost, files_to_save, run_session
 from lib.chat.compose import budget_warnings
 from lib.chat.model import AnthropicClient, api_key_available
 from lib.core import settings
@@ -160,11 +162,29 @@ elif can_edit and mode == "edit" and not (ws.get("dashboard") and ws.get("report
     with st.expander("Fast start without the model"):
         offer_autodraft()
 
+
+def show_turn(turn: dict) -> None:
+    """One turn of the chat: the text, and for a reply what stopped it, each shown once."""
+    if turn["text"]:
+        st.markdown(turn["text"])
+    if turn.get("error"):
+        st.error(turn["error"])
+    if turn.get("notice"):
+        st.warning(turn["notice"])
+
+
+def carried_from(pending: dict) -> Carried:
+    """What a follow-up builds on while a proposal is pending: its files (and a session's proposed rules)."""
+    if pending["kind"] == "autodraft":
+        return Carried(files=pending["files"])
+    return pending["outcome"].carried()
+
+
 # The transcript of this browser session: shown, never written anywhere.
 transcript = st.session_state.setdefault(state.CHAT_TRANSCRIPT, {}).setdefault((ctx.slug, mode), [])
 for turn in transcript:
     with st.chat_message(turn["role"]):
-        st.markdown(turn["text"])
+        show_turn(turn)
 
 usage_total = st.session_state.setdefault(
     state.CHAT_USAGE, {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "calls": 0}
@@ -181,6 +201,13 @@ if api_key_available():
             st.session_state.pop(REGENERATE_KIND, None)
     typed = st.chat_input("Ask Claude to build or change the dashboard or the report" if mode == "edit" else "Ask about this dashboard's data")
     message = message or typed
+    st.caption(
+        "Each message starts a session from the workspace's memory and, while a proposed change is not saved, from that "
+        "change: a follow-up builds on it. Claude does not see this conversation, and it is not kept: it lives in this "
+        "browser tab only."
+        if mode == "edit"
+        else "Claude sees this chat's previous question and its answer, nothing older. The conversation is not kept: it lives in this browser tab only."
+    )
 
 if message:
     transcript.append({"role": "user", "text": message})
@@ -189,6 +216,14 @@ if message:
     served = wh.current()
     files, tables, version = dict(ws.data), wh.tables(served) if served else {}, served.id if served else ""
     base = ctx.repo.draft_head(ctx.user, ctx.slug) if mode == "edit" else None  # the draft Claude reads
+    before = st.session_state.get(OUTCOME) if mode == "edit" and can_edit and not regenerate else None
+    if before:  # a follow-up builds on the pending change, which is saved over the draft it was made on
+        carried = carried_from(before)
+        base = before.get("base")
+        regenerate = bool(before.get("regenerated") or before.get("new_data"))  # made on the new data: so is the follow-up
+    else:
+        asked = next((t for t in reversed(transcript[:-1]) if t["role"] == "assistant" and t.get("answer")), None)
+        carried = Carried(question=asked["question"], answer=asked["answer"]) if mode == "query" and asked else None
     if regenerate:
         # Regenerate works on the new data, which the refresh did not switch to.
         with st.status("Fetching the new data…"):
@@ -198,12 +233,16 @@ if message:
     with st.chat_message("assistant"):
         stream = st.empty()
         steps = st.empty()
-        streamed: list[str] = []
+        streamed: list[list[str]] = [[]]  # each step's text, shown a paragraph apart
 
         def on_event(kind: str, payload: dict) -> None:
-            if kind == "text":
-                streamed.append(payload["text"])
-                stream.markdown("".join(streamed))
+            if kind == "step" and streamed[-1]:
+                streamed.append([])
+            elif kind == "text":
+                streamed[-1].append(payload["text"])
+                stream.markdown("\n\n".join("".join(step) for step in streamed if step))
+            elif kind == "wait":
+                steps.caption(payload["text"])
             elif kind == "tool_call":
                 steps.caption(f"using {payload['name']}…")
             elif kind == "draft":
@@ -213,21 +252,23 @@ if message:
         outcome = None  # stays None only when the session failed (the message is shown)
         with ui.user_errors("Could not ask Claude") as caught:  # a ModelError says what failed: the key, a limit, the network
             client = AnthropicClient()
-            outcome = run_session(files, tables, version, mode, message, client, user=ctx.user, slug=ctx.slug, on_event=on_event, workspace_path=path)
+            outcome = run_session(
+                files, tables, version, mode, message, client, user=ctx.user, slug=ctx.slug, on_event=on_event, workspace_path=path, carried=carried
+            )
         if caught.failed or outcome is None:
             st.stop()
         steps.empty()
-        reply = outcome.error or outcome.answer or outcome.notice or "(no answer)"
-        stream.markdown(reply)
-        transcript.append({"role": "assistant", "text": reply})
+        stream.empty()
+        said = outcome.reply or ("" if outcome.error or outcome.notice else "(no answer)")
+        turn = {"role": "assistant", "text": said, "error": outcome.error, "notice": outcome.notice, "question": message, "answer": outcome.answer}
+        show_turn(turn)
+        transcript.append(turn)
     for key in usage_total:
         usage_total[key] += outcome.usage.get(key, 0)
-    if outcome.error:
-        st.error(outcome.error)
-    if outcome.notice:
-        st.warning(outcome.notice)
     if mode == "edit" and outcome.has_changes:
         st.session_state[OUTCOME] = {"kind": "session", "outcome": outcome, "files": files, "regenerated": regenerate, "base": base}
+    elif before:
+        st.session_state.pop(OUTCOME, None)  # a follow-up that undid the pending change leaves nothing to save
 
 pending = st.session_state.get(OUTCOME)
 if pending and can_edit:
@@ -257,6 +298,10 @@ if pending and can_edit:
     else:
         outcome = pending["outcome"]
         accepted = []
+        if outcome.error:
+            st.warning(
+                "The session stopped before Claude finished (the reason is above). What it wrote until then is below, checked: save it, discard it, or ask again."
+            )
         if outcome.proposed_rules:
             st.markdown("**Rules Claude proposes** (tick those to keep in the workspace's task rules)")
             for rule in outcome.proposed_rules:
@@ -280,8 +325,12 @@ if pending and can_edit:
                 ui.show_diagnostics(outcome.report_diagnostics)
             elif to_save.get("report"):
                 found = found + report_view.preview(ws, to_save["report"], served_tables, served_version)
-    do_save, discard = dashboard_view.save_buttons(found, f"chat:{ctx.slug}")
-    if do_save and to_save:
+    if to_save:
+        do_save, discard = dashboard_view.save_buttons(found, f"chat:{ctx.slug}")
+    else:  # a Save that saves nothing is never offered
+        st.info("Nothing to save yet: tick a rule above to keep it, or discard the proposal.")
+        do_save, discard = False, st.button("Discard", key=f"chat:{ctx.slug}:discard")
+    if do_save:
         save_outcome(to_save, message_text + (f" (+{len(accepted)} rule(s))" if accepted else ""), pending.get("base"))
     if discard:
         st.session_state.pop(OUTCOME, None)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from lib.chat.agent import Outcome
-from lib.chat.model import ModelClient, TextCallback
+from lib.chat.model import ModelClient, TextCallback, WaitCallback
 
 from .ablation_task import FormattingSpec
 
@@ -137,7 +137,9 @@ class SessionClient:
     sent: list[dict[str, Any]] = field(default_factory=list)
     received: list[dict[str, Any]] = field(default_factory=list)
 
-    def create(self, request: dict[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+    def create(
+        self, request: dict[str, Any], on_text: TextCallback | None = None, on_wait: WaitCallback | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
         outgoing = copy.deepcopy(request)
         if self.extra_system:
             base, *rest = outgoing["system"]
@@ -147,7 +149,7 @@ class SessionClient:
         self.sent.append(outgoing)
         # Always streamed: a reply near the output cap takes minutes, which a plain request's read timeout would
         # cut, and the SDK's retry would bill it again; streamed, bytes keep arriving until the reply is whole.
-        response = self.model.create(outgoing, on_text=on_text or _ignore_text)
+        response = self.model.create(outgoing, on_text=on_text or _ignore_text, on_wait=on_wait, deadline=deadline)
         self.received.append(response)
         return response
 

@@ -30,7 +30,7 @@ import re
 from typing import Any, Mapping
 
 from lib.artifacts import autodraft
-from lib.chat.model import TextCallback, message, text_block, tool_use_block
+from lib.chat.model import TextCallback, WaitCallback, message, text_block, tool_use_block
 from lib.core import tokens
 from lib.memory import workspace
 from lib.memory.yamlio import parse
@@ -50,7 +50,9 @@ class ScriptedAnalyst:
         self.spec = spec
         self.profile = profile
 
-    def create(self, request: dict[str, Any], on_text: TextCallback | None = None) -> dict[str, Any]:
+    def create(
+        self, request: dict[str, Any], on_text: TextCallback | None = None, on_wait: WaitCallback | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
         messages = request["messages"]
         answered = _answered_tool(messages)
         next_id = f"toolu_scripted_{_count_tool_uses(messages) + 1}"

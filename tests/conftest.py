@@ -24,9 +24,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from lib.chat import model as chat_model
 from tests.helpers import ROOT, WORKSPACES, listening, stop
 from tests.helpers import browser as _browser
 from tests.helpers.databases import SERVERS, server_engine  # noqa: F401  (imported from here by the SQL tests)
+from tests.helpers.model import FakeAPI
 from tests.helpers.netguard import Network, is_loopback
 
 # The real public CSVs, outside this repository; DASHMEM_DATASETS points elsewhere (as for bench/).
@@ -396,6 +398,16 @@ def env(tmp_path, monkeypatch):
     st.cache_resource.clear()
     st.cache_data.clear()
     return tmp_path
+
+
+@pytest.fixture
+def claude(env, monkeypatch):
+    """A key is set and every client the Chat page makes talks to a scripted Anthropic API (tests/helpers/model.py's
+    FakeAPI) through the real SDK over a fake HTTP transport; append replies to `claude.replies`."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    api = FakeAPI([])
+    monkeypatch.setattr(chat_model, "AnthropicClient", lambda *a, **k: api.client())
+    return api
 
 
 # --------------------------------------------------------------------------- the app in Chromium (tests/helpers/browser.py)

@@ -5,7 +5,10 @@ workspace (lib.chat.compose), and loops: call the model, run the tool_use blocks
 it returns (lib.chat.toolbox), send the tool results back, until the model
 ends its turn or a limit (steps, tokens, wall time, malformed tool calls)
 stops it. The result is an `Outcome`: the answer, the draft dashboard and
-report with their diffs and checks, rule proposals, token usage. Nothing is saved here:
+report with their diffs and checks, rule proposals, token usage. A failed model
+call (an API error, a stream broken mid-reply, a wait past the time limit) ends
+the session with `outcome.error` and keeps what it made until then, with the
+tokens of the steps that completed. Nothing is saved here:
 `apply_outcome` turns an accepted outcome into the files a caller saves with
 `ConfigRepo.save` (`files_to_save` adds the Regenerate rule: a regenerated
 dashboard is saved with the new data's profile).
@@ -15,6 +18,11 @@ streamed text) lives only in local variables of `run_session`. It is not
 written to disk, the config repo, a cache or a log, and it is gone when the
 function returns; the Outcome carries the draft and the final answer, not the
 conversation. `on_event` hands progress to the caller's UI, in memory.
+
+A chat's next message is a new session, which a `Carried` links to the last
+one, and only so: in edit mode it composes from the pending (unsaved) change's
+files, so a follow-up builds on it and the new outcome holds both; in query
+mode it carries the chat's previous question and answer as one earlier turn.
 """
 
 from __future__ import annotations
@@ -26,13 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..artifacts import checks
 from ..core.diagnostics import ERROR, Diagnostic
 from ..memory import workspace
 from ..roles import access
 from ..roles.access import User
 from .agent_tools import ARTIFACT_TOOLS
-from .compose import compose
-from .model import ModelClient, ModelError
+from .compose import ARTIFACTS, compose
+from .model import ModelClient, ModelError, waiting_text
 from .toolbox import Toolbox
 
 EventCallback = Callable[[str, dict[str, Any]], None]
@@ -42,6 +51,12 @@ STOP_NOTICES = {
     "max_tokens": "the model's reply reached max_tokens and was cut off; ask for a smaller change",
     "refusal": "the model declined to continue with this request",
     "model_context_window_exceeded": "the conversation outgrew the model's context window; start a new session",
+}
+# How a reply cut short is marked, by why it stopped.
+PARTIAL_NOTES = {
+    "max_tokens": "cut off at the output limit",
+    "refusal": "the model declined to go on",
+    "model_error": "broken off by the failure below",
 }
 
 
@@ -68,7 +83,24 @@ class Outcome:
     steps: int = 0
     stopped_reason: str = ""  # end_turn, max_tokens (reply cut), refusal, step_limit, token_limit, time_limit, invalid_tool_calls, model_error
     notice: str | None = None  # why a limit stopped the session, for the person
-    error: str | None = None  # what went wrong when the session failed; nothing is saved then
+    error: str | None = None  # what went wrong when the session failed; the drafts made until then are kept
+    texts: list[str] = field(default_factory=list)  # each step's text, in order (a step broken mid-reply: what arrived)
+    partial: bool = False  # the last text was cut short (max_tokens, a refusal, a failure mid-reply)
+    also_saves: dict[str, Any] = field(default_factory=dict)  # files a carried change saves besides its drafts (an auto-draft's new profile)
+
+    @property
+    def reply(self) -> str:
+        """What the model said, one paragraph per step, a reply cut short marked as partial ("" when it said nothing)."""
+        shown = "\n\n".join(t for t in self.texts if t)
+        if shown and self.partial:
+            shown += f" …\n\n*(partial reply: {PARTIAL_NOTES.get(self.stopped_reason, 'cut short')})*"
+        return shown
+
+    def carried(self) -> Carried:
+        """What the chat's next edit session builds on while this outcome's change is pending: its drafts and proposals."""
+        drafts = {"dashboard": (self.draft_dashboard, self.dashboard_diff), "report": (self.draft_report, self.report_diff)}
+        files = {kind: copy.deepcopy(draft) for kind, (draft, diff) in drafts.items() if draft is not None and diff}
+        return Carried(files={**copy.deepcopy(self.also_saves), **files}, rules=tuple(copy.deepcopy(self.proposed_rules)))
 
     @property
     def passes(self) -> bool:
@@ -78,7 +110,17 @@ class Outcome:
 
     @property
     def has_changes(self) -> bool:
-        return self.mode == "edit" and (bool(self.dashboard_diff) or bool(self.report_diff) or bool(self.proposed_rules))
+        return self.mode == "edit" and (bool(self.dashboard_diff) or bool(self.report_diff) or bool(self.proposed_rules) or bool(self.also_saves))
+
+
+@dataclass(frozen=True)
+class Carried:
+    """All a chat's next session gets of the one before it; the conversation itself is not carried."""
+
+    files: Mapping[str, Any] = field(default_factory=dict)  # edit mode: the pending change's files (kind -> content), composed from
+    rules: tuple[Mapping[str, Any], ...] = ()  # edit mode: rules the pending change proposes, still to accept
+    question: str = ""  # query mode: this chat's previous question ...
+    answer: str = ""  # ... and the answer it got
 
 
 def run_session(
@@ -97,33 +139,55 @@ def run_session(
     profile_budget: int | None = None,
     today: str | None = None,
     workspace_path: Path | None = None,
+    carried: Carried | None = None,
 ) -> Outcome:
     """Run one session in `mode` ("edit" or "query") on the workspace `files` and its data `tables`.
 
     `workspace_path` is the workspace's folder, where a live source's relative path is resolved.
+    `carried` links the session to the chat's previous one (see `Carried`): in edit mode the model sees, and
+    changes, the pending change's files, and the outcome's diffs are against `files` (the saved draft), so it
+    holds the pending change and this session's together.
     Raises PermissionDenied when the user's role does not allow the mode
     (edit needs steward or owner; query needs viewer). Model failures do not
     raise: they end the session with `outcome.error` set.
     """
     access.require(user, "edit" if mode == "edit" else "query", files.get("workspace") or {}, slug)
+    carried = carried or Carried()
     emit = on_event or (lambda kind, payload: None)
-    request = copy.deepcopy(compose(files, mode, message, model=model, profile_budget=profile_budget, today=today).request)
+    shown = {**files, **carried.files} if mode == "edit" else files  # what the model sees and changes
+    request = copy.deepcopy(compose(shown, mode, message, model=model, profile_budget=profile_budget, today=today).request)
     conversation = request["messages"]
-    toolbox = Toolbox(files, tables, version, mode, user.name, today or dt.date.today().isoformat(), workspace_path=workspace_path)
+    if mode == "query" and carried.question and carried.answer:
+        _add_previous_turn(conversation, carried.question, carried.answer)
+    toolbox = Toolbox(shown, tables, version, mode, user.name, today or dt.date.today().isoformat(), workspace_path=workspace_path)
     outcome = Outcome(mode=mode)
     started = time.monotonic()
+    deadline = started + limits.max_seconds
     invalid_in_a_row = 0
-    on_text = (lambda text: emit("text", {"text": text})) if on_event else None
+    streamed: list[str] = []  # the text of the step under way, as it arrives
+
+    def on_text(text: str) -> None:
+        streamed.append(text)
+        emit("text", {"text": text})
+
+    def on_wait(reason: str, seconds: int) -> None:
+        emit("wait", {"reason": reason, "seconds": seconds, "text": waiting_text(reason, seconds)})
 
     while True:
         stop = _limit_reached(outcome, limits, time.monotonic() - started)
         if stop:
             outcome.stopped_reason, outcome.notice = stop
             break
+        streamed.clear()
+        emit("step", {"step": outcome.steps + 1})
         try:
-            response = client.create(request, on_text=on_text)
+            response = client.create(request, on_text=on_text if on_event else None, on_wait=on_wait, deadline=deadline)  # streams for a UI
         except ModelError as exc:
             outcome.stopped_reason, outcome.error = "model_error", exc.message
+            partial = "".join(streamed).strip()
+            if partial:  # shown as it arrived; kept, marked as cut short
+                outcome.texts.append(partial)
+                outcome.partial = True
             break
         outcome.steps += 1
         _add_usage(outcome.usage, response.get("usage") or {})
@@ -132,10 +196,12 @@ def run_session(
         text = "".join(b["text"] for b in content if b.get("type") == "text").strip()
         if text:
             outcome.answer = text
+            outcome.texts.append(text)
         tool_uses = [b for b in content if b.get("type") == "tool_use"]
         if response.get("stop_reason") != "tool_use" or not tool_uses:
             outcome.stopped_reason = response.get("stop_reason") or "end_turn"
             outcome.notice = STOP_NOTICES.get(outcome.stopped_reason)
+            outcome.partial = bool(text) and outcome.stopped_reason in ("max_tokens", "refusal")
             break
         conversation.append({"role": "assistant", "content": content})
         results = []
@@ -159,8 +225,17 @@ def run_session(
             break
         conversation.append({"role": "user", "content": results})
 
-    _finish(outcome, files, toolbox)
+    _finish(outcome, files, toolbox, carried)
     return outcome
+
+
+def _add_previous_turn(conversation: list[dict[str, Any]], question: str, answer: str) -> None:
+    """The chat's previous question and its answer as an earlier exchange, before the new message."""
+    opening = conversation[0]["content"]
+    message = opening.pop()
+    opening.append({"type": "text", "text": question})
+    conversation.append({"role": "assistant", "content": [{"type": "text", "text": answer}]})
+    conversation.append({"role": "user", "content": [message]})
 
 
 def _limit_reached(outcome: Outcome, limits: Limits, elapsed: float) -> tuple[str, str] | None:
@@ -190,16 +265,26 @@ def _as_param(block: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in block.items() if v is not None}  # thinking and others go back unchanged
 
 
-def _finish(outcome: Outcome, files: Mapping[str, Any], toolbox: Toolbox) -> None:
-    outcome.proposed_rules = [dict(rule) for rule in toolbox.proposals]
-    if toolbox.draft is not None:
-        outcome.draft_dashboard = copy.deepcopy(toolbox.draft)
-        outcome.check_diagnostics = list(toolbox.diagnostics)
-        outcome.dashboard_diff = _diff(files, "dashboard", toolbox.draft)
-    if toolbox.drafts.get("report") is not None:
-        outcome.draft_report = copy.deepcopy(toolbox.drafts["report"])
-        outcome.report_diagnostics = list(toolbox.found.get("report", []))
-        outcome.report_diff = _diff(files, "report", outcome.draft_report)
+def _finish(outcome: Outcome, files: Mapping[str, Any], toolbox: Toolbox, carried: Carried) -> None:
+    """The session's drafts, diffs and checks, with the carried change's drafts the session did not write again."""
+    new_ids = {rule["id"] for rule in toolbox.proposals}
+    outcome.proposed_rules = [dict(rule) for rule in carried.rules if rule.get("id") not in new_ids] + [dict(rule) for rule in toolbox.proposals]
+    if outcome.mode == "edit":
+        outcome.also_saves = {kind: copy.deepcopy(content) for kind, content in carried.files.items() if kind not in ARTIFACTS and content != files.get(kind)}
+    for kind in ARTIFACTS:
+        draft, found = toolbox.drafts.get(kind), toolbox.found.get(kind, [])
+        if draft is None and outcome.mode == "edit" and carried.files.get(kind):  # the pending change's, untouched: checked here
+            draft = carried.files[kind]
+            ws = workspace.Workspace(path=toolbox.workspace_path or Path("session"), data=dict(toolbox.files))
+            found = checks.run(ws, toolbox.tables, toolbox.version, file=workspace.FILES[kind], kind=kind)
+        if draft is None:
+            continue
+        if kind == "dashboard":
+            outcome.draft_dashboard, outcome.check_diagnostics = copy.deepcopy(draft), list(found)
+            outcome.dashboard_diff = _diff(files, kind, draft)
+        else:
+            outcome.draft_report, outcome.report_diagnostics = copy.deepcopy(draft), list(found)
+            outcome.report_diff = _diff(files, kind, draft)
 
 
 def _diff(files: Mapping[str, Any], kind: str, draft: Mapping[str, Any]) -> str:
@@ -212,17 +297,17 @@ def _diff(files: Mapping[str, Any], kind: str, draft: Mapping[str, Any]) -> str:
 def apply_outcome(files: Mapping[str, Any], outcome: Outcome, accepted_rule_ids: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The files to save for an accepted edit session: {"dashboard": ..., "report": ..., "task": ...}, only those that change.
 
-    Query sessions, and sessions that ended with an error, have nothing to
-    save and give {}. Unknown rule ids raise KeyError. The caller saves with
-    `ConfigRepo.save(user, slug, files, message)`, which validates first.
+    A session that ended with an error still offers the drafts it made before (the caller shows their
+    checks); query sessions have nothing to save and give {}. Unknown rule ids raise KeyError. The
+    caller saves with `ConfigRepo.save(user, slug, files, message)`, which validates first.
     """
-    if outcome.mode != "edit" or outcome.error:
+    if outcome.mode != "edit":
         return {}
     proposals = {rule["id"]: rule for rule in outcome.proposed_rules}
     unknown = [rid for rid in accepted_rule_ids if rid not in proposals]
     if unknown:
         raise KeyError(f"no proposed rule with id {', '.join(map(repr, unknown))}; proposed: {', '.join(proposals) or 'none'}")
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = copy.deepcopy(outcome.also_saves)
     if outcome.draft_dashboard is not None and outcome.dashboard_diff:
         out["dashboard"] = copy.deepcopy(outcome.draft_dashboard)
     if outcome.draft_report is not None and outcome.report_diff:

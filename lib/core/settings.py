@@ -466,6 +466,18 @@ register(
         "900 (15 minutes)",
     )
 )
+register(
+    Setting(
+        "DASHMEM_CHAT_MAX_WAIT_S",
+        _positive_seconds,
+        30.0,
+        "the longest a chat session waits before it tries a failed model call again (429, 529, a timeout); when the API asks "
+        "for a longer wait (`retry-after`), the session stops at once and says how long, and no wait runs past the session's time limit",
+        APP_AND_CLI,
+        "seconds (decimals allowed)",
+        "30",
+    )
+)
 register(Setting("DASHMEM_MODEL", _text, DEFAULT_MODEL, "the Claude model chat sessions and token counts use", APP_AND_CLI, "a model id"))
 register(
     Setting(

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import csv
 
-import pytest
-
 from lib.chat.model import message, text_block, tool_use_block
 from lib.memory import workspace
 from lib.roles.access import User
@@ -46,17 +44,6 @@ def proposed_report(*extra_sections: dict) -> dict:
         "queries": {"week": "SELECT sum(actual) AS units FROM gates"},
         "sections": sections + list(extra_sections),
     }
-
-
-@pytest.fixture
-def claude(env, monkeypatch):
-    """A key is set and every client the page makes talks to a scripted Anthropic API over a fake HTTP transport."""
-    from lib.chat import model
-
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    api = FakeAPI([])
-    monkeypatch.setattr(model, "AnthropicClient", lambda *a, **k: api.client())
-    return api
 
 
 def reply(*blocks) -> dict:

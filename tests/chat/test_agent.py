@@ -11,6 +11,7 @@ import copy
 import json
 import logging
 import subprocess
+import time
 import zlib
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from lib.memory import workspace
 from lib.ops import publish
 from lib.roles.access import OPERATOR, PermissionDenied, User
 from tests.helpers import current_id
-from tests.helpers.model import MODEL, FakeAPI, error_response, raises
+from tests.helpers.model import MODEL, FakeAPI, broken_stream, error_response, raises
 from tests.helpers.report import _with_region_column
 
 ALICE = User("alice", app_role="steward")  # creates the workspace, so its owner
@@ -404,7 +405,7 @@ def test_garbage_for_write_report_is_malformed_changes_nothing_and_the_retry_bou
     "failure, words",
     [
         (error_response(429, "rate_limit_error", {"retry-after": "12"}), "rate limited (429) — try again in a moment"),
-        (error_response(500, "api_error"), "the Anthropic API returned 500"),
+        (error_response(500, "api_error"), "the Anthropic API had an internal error (500)"),
         (raises(httpx2.ReadTimeout), "timed out after 60 s"),
         (raises(httpx2.ConnectError), "cannot reach the Anthropic API"),
     ],
@@ -475,6 +476,152 @@ def test_streamed_text_reaches_on_event_through_the_sdk(superstore):
     assert "".join(p["text"] for k, p in events if k == "text") == "Sales are highest in APAC."
     assert ("usage", {**usage(50, 20), "calls": 1}) in events
     assert outcome.answer == "Sales are highest in APAC."
+
+
+# --------------------------------------------------------------------------- issue #32: failures keep the draft, follow-ups, waits
+
+
+def test_a_stream_broken_mid_reply_after_a_good_draft_ends_plainly_keeps_the_draft_and_counts_the_steps_done(superstore):
+    repo, folder, wh = superstore
+    api = FakeAPI(
+        [
+            reply(text_block("Writing the dashboard."), tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)}), u=usage(900, 700, 0, 3100)),
+            broken_stream(reply(text_block("I built KPIs for sales and profit."), u=usage(150, 40, 3500))),
+        ]
+    )
+    files = load(folder)
+    events: list[tuple[str, dict]] = []
+    outcome = session(files, wh, "edit", "Build a sales dashboard", api.client(max_retries=2), on_event=lambda k, p: events.append((k, p)))
+
+    assert outcome.stopped_reason == "model_error" and len(api.requests) == 2  # the broken reply is not sent again
+    assert outcome.error is not None and "broke in the middle of its reply" in outcome.error and "Traceback" not in outcome.error
+    assert outcome.steps == 1 and outcome.usage == {**usage(900, 700, 0, 3100), "calls": 1}  # the completed step's tokens
+    assert outcome.texts == ["Writing the dashboard.", "I built KPIs for sales and profit."] and outcome.partial
+    assert outcome.reply.startswith("Writing the dashboard.\n\nI built KPIs for sales and profit. …") and "partial reply" in outcome.reply
+    assert [p["step"] for k, p in events if k == "step"] == [1, 2]
+    # What the session made before the break is a proposal that passes its checks, and saving it saves it.
+    assert outcome.passes and outcome.has_changes
+    to_save = apply_outcome(files, outcome, [])
+    assert to_save == {"dashboard": SALES_SPEC}
+    repo.save(ALICE, SLUG, to_save, "Dashboard from a chat session that broke off")
+    saved = workspace.load(folder)[0]
+    assert saved.data["dashboard"] == SALES_SPEC and checks.run(saved, wh.tables(), current_id(wh)) == []
+
+
+def test_529_three_times_after_a_good_draft_says_overloaded_once_with_the_attempts_and_the_draft_can_be_saved(superstore):
+    repo, folder, wh = superstore
+    api = FakeAPI([reply(tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)}))] + [error_response(529, "overloaded_error")] * 3)
+    files = load(folder)
+    events: list[tuple[str, dict]] = []
+    outcome = session(files, wh, "edit", "Build a sales dashboard", api.client(max_retries=2), on_event=lambda k, p: events.append((k, p)))
+    assert len(api.requests) == 4 and outcome.steps == 1
+    assert outcome.error is not None and outcome.error.startswith("the Anthropic API is overloaded (529) after 3 attempts"), outcome.error
+    waits = [p for k, p in events if k == "wait"]
+    assert waits and all(p["reason"] == "overloaded" and p["text"] == f"waiting for the API (overloaded), {p['seconds']} s" for p in waits)
+    assert outcome.passes and apply_outcome(files, outcome, []) == {"dashboard": SALES_SPEC}
+    assert repo.save(ALICE, SLUG, apply_outcome(files, outcome, []), "Saved after a 529")
+    assert workspace.load(folder)[0].data["dashboard"] == SALES_SPEC
+
+
+def test_retry_after_600_ends_the_session_at_once_with_a_plain_message_and_never_past_its_time_limit(superstore, monkeypatch):
+    repo, folder, wh = superstore
+    files = load(folder)
+    for cap, words in (("30", "asks to wait 10 minutes"), ("900", "would pass the session's time limit")):
+        monkeypatch.setenv("DASHMEM_CHAT_MAX_WAIT_S", cap)
+        api = FakeAPI([error_response(429, "rate_limit_error", {"retry-after": "600"}), reply(text_block("never reached"))])
+        started = time.monotonic()
+        outcome = session(files, wh, "edit", "Build it", api.client(max_retries=2))
+        assert time.monotonic() - started < 10 and len(api.requests) == 1
+        assert outcome.stopped_reason == "model_error" and outcome.error is not None and words in outcome.error, outcome.error
+        assert outcome.steps == 0 and not outcome.has_changes
+
+
+def test_a_follow_up_before_saving_builds_on_the_pending_change_and_the_outcome_holds_both(superstore):
+    """ "Add a trend", then "now retitle it" and "and write a report" before saving: each composes from the pending
+    change, not from the saved draft, and the last outcome saves all three changes together."""
+    repo, folder, wh = superstore
+    repo.save(ALICE, SLUG, {"dashboard": SALES_SPEC}, "The saved dashboard")
+    saved_files = load(folder)
+    first = FakeAPI(
+        [
+            reply(
+                tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(WITH_TREND)}),
+                tool_use_block("t2", "propose_rule", {"id": "monthly", "text": "Show trends by month."}),
+            ),
+            reply(text_block("Added a monthly trend.")),
+        ]
+    )
+    pending = session(saved_files, wh, "edit", "Add a trend", first.client())
+    assert "+  - id: trend" in pending.dashboard_diff
+
+    retitled = {**WITH_TREND, "title": "Superstore sales, with the trend"}
+    second = FakeAPI([reply(tool_use_block("t3", "write_dashboard", {"yaml": as_yaml(retitled)})), reply(text_block("Retitled."))])
+    follow = session(saved_files, wh, "edit", "Now retitle it", second.client(), carried=pending.carried())
+    shown = second.bodies[0]["messages"][0]["content"]
+    assert shown[1]["text"].startswith("# Current dashboard (dashboard.yaml)") and "id: trend" in shown[1]["text"]  # the pending change
+    assert shown[-1]["text"] == "Now retitle it"
+    assert "The draft is unchanged" not in tool_results(second.bodies[1])[0]["content"]
+    assert "-title: Superstore sales\n" in follow.dashboard_diff and "+  - id: trend" in follow.dashboard_diff  # against the saved draft
+    assert [r["id"] for r in follow.proposed_rules] == ["monthly"]  # the pending proposal's rule is still offered
+
+    third = FakeAPI([reply(tool_use_block("t4", "write_report", {"yaml": as_yaml(SALES_REPORT, "report")})), reply(text_block("Wrote a report."))])
+    last = session(saved_files, wh, "edit", "And write a report", third.client(), carried=follow.carried())
+    assert last.draft_dashboard == retitled and last.check_diagnostics == []  # carried untouched, checked again
+    assert last.draft_report == SALES_REPORT and last.passes
+    repo.save(ALICE, SLUG, apply_outcome(saved_files, last, ["monthly"]), "Three changes from one chat")
+    saved = workspace.load(folder)[0].data
+    assert saved["dashboard"] == retitled and saved["report"] == SALES_REPORT
+    assert [r["id"] for r in saved["task"]["rules"]][-1] == "monthly"
+
+
+def test_a_follow_up_that_fails_at_once_still_offers_the_pending_change(superstore):
+    repo, folder, wh = superstore
+    files = load(folder)
+    pending = session(
+        files,
+        wh,
+        "edit",
+        "Build it",
+        FakeAPI([reply(tool_use_block("t1", "write_dashboard", {"yaml": as_yaml(SALES_SPEC)})), reply(text_block("Done."))]).client(),
+    )
+    failed = session(files, wh, "edit", "Now make it blue", FakeAPI([error_response(529, "overloaded_error")]).client(), carried=pending.carried())
+    assert failed.error is not None and failed.steps == 0
+    assert failed.has_changes and apply_outcome(files, failed, []) == {"dashboard": SALES_SPEC}  # the first change is not lost
+
+
+def test_a_query_follow_up_carries_this_chats_previous_question_and_answer_only(superstore):
+    repo, folder, wh = superstore
+    files = load(folder)
+    first = FakeAPI([reply(text_block("Sales are highest in APAC."))])
+    answered = session(files, wh, "query", "Where are sales highest?", first.client())
+    second = FakeAPI([reply(text_block("APAC has 12 countries in the sample."))])
+    carried = agent.Carried(question="Where are sales highest?", answer=answered.answer)
+    session(files, wh, "query", "How many countries does it have?", second.client(), carried=carried)
+    turns = second.bodies[0]["messages"]
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"]
+    assert turns[0]["content"][0]["text"].startswith("# Data profile") and turns[0]["content"][-1]["text"] == "Where are sales highest?"
+    assert turns[1]["content"] == [{"type": "text", "text": "Sales are highest in APAC."}]
+    assert turns[2]["content"] == [{"type": "text", "text": "How many countries does it have?"}]
+    # A new chat (nothing carried) starts from the workspace alone.
+    third = FakeAPI([reply(text_block("ok"))])
+    session(files, wh, "query", "How many countries does it have?", third.client())
+    assert len(third.bodies[0]["messages"]) == 1 and "Sales are highest in APAC" not in json.dumps(third.bodies[0])
+
+
+@pytest.mark.parametrize("stop, note", [("max_tokens", "cut off at the output limit"), ("refusal", "the model declined to go on")])
+def test_steps_texts_are_separated_and_a_reply_cut_short_is_marked_partial(superstore, stop, note):
+    repo, folder, wh = superstore
+    api = FakeAPI(
+        [
+            reply(text_block("Counting the rows first."), tool_use_block("t1", "run_sql", {"sql": "SELECT count(*) AS n FROM data"})),
+            message(text_block("The data has 1,000 rows, and the largest"), stop_reason=stop, usage=usage(50, 20), model=MODEL),
+        ]
+    )
+    outcome = session(load(folder), wh, "query", "How big is the data?", api.client())
+    assert outcome.stopped_reason == stop and outcome.partial and outcome.notice
+    assert outcome.reply == f"Counting the rows first.\n\nThe data has 1,000 rows, and the largest …\n\n*(partial reply: {note})*"
+    whole = session(load(folder), wh, "query", "How big?", FakeAPI([reply(text_block("1,000 rows."))]).client())
+    assert whole.reply == "1,000 rows." and not whole.partial
 
 
 # --------------------------------------------------------------------------- roles and modes
@@ -583,7 +730,8 @@ def test_a_regenerated_dashboard_is_saved_with_the_new_datas_profile_and_nothing
     rules_only = Outcome(mode="edit", proposed_rules=[{"id": "r1", "text": "a rule"}])
     assert list(files_to_save(files, rules_only, ["r1"], regenerated=True)) == ["task"]  # no dashboard: no new profile
     failed = Outcome(mode="edit", draft_dashboard={"title": "new"}, dashboard_diff="-old\n+new", error="the model stopped")
-    assert files_to_save(files, failed, [], regenerated=True) == {}
+    # A session that failed after drafting offers its draft (issue #32: a Save that saved nothing), with the profile.
+    assert files_to_save(files, failed, [], regenerated=True) == {"dashboard": {"title": "new"}, "profile": new_profile}
     with pytest.raises(ValueError, match="new data's profile"):
         files_to_save({**files, "profile": None}, drafted, [], regenerated=True)
 

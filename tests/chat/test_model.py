@@ -9,6 +9,7 @@ A streaming request (`"stream": true`) gets the reply as server-sent events.
 from __future__ import annotations
 
 import logging
+import time
 
 import httpx2
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from lib.chat import compose, model
 from lib.chat.model import AnthropicClient, ModelError, ScriptedModel, message, text_block, tool_use_block
 from lib.memory import workspace
-from tests.helpers.model import MODEL, FakeAPI, error_response, raises
+from tests.helpers.model import MODEL, FakeAPI, broken_stream, error_event, error_response, raises
 
 from ..conftest import WORKSPACES
 
@@ -71,8 +72,8 @@ def test_streaming_text_arrives_through_on_text_and_the_final_message_is_whole()
     "reply, kind, words",
     [
         (error_response(429, "rate_limit_error", {"retry-after": "7"}), "rate_limit", ["rate limited (429)", "try again in a moment", "7 s"]),
-        (error_response(500, "api_error"), "server", ["returned 500"]),
-        (error_response(529, "overloaded_error"), "server", ["returned 529", "overloaded_error"]),
+        (error_response(500, "api_error"), "server", ["had an internal error (500)"]),
+        (error_response(529, "overloaded_error"), "server", ["is overloaded (529)"]),
         (error_response(401, "authentication_error"), "auth", ["authentication failed", "ANTHROPIC_API_KEY"]),
         (error_response(400, "invalid_request_error"), "request", ["refused the request (400)"]),
         (raises(httpx2.ReadTimeout), "timeout", ["timed out after 5 s"]),
@@ -90,8 +91,109 @@ def test_api_failures_become_clear_model_errors(reply, kind, words):
 
 def test_a_failure_while_streaming_is_a_model_error_too():
     api = FakeAPI([error_response(529, "overloaded_error")])
-    with pytest.raises(ModelError, match="returned 529"):
+    with pytest.raises(ModelError, match=r"is overloaded \(529\)"):
         api.client().create(composed_request(), on_text=lambda text: None)
+
+
+# --------------------------------------------------------------------------- issue #32: failures mid-stream, waits
+
+
+def streamed_reply() -> dict:
+    return message(text_block("The weakest site is Lyon, at 91 % of its target."), usage=USAGE, model=MODEL)
+
+
+@pytest.mark.parametrize(
+    "exc_type, kind, words",
+    [
+        (httpx2.RemoteProtocolError, "connection", "the connection to the Anthropic API broke in the middle of its reply"),
+        (httpx2.ReadTimeout, "timeout", "the Anthropic API stopped sending in the middle of its reply (nothing for 5 s)"),
+        (httpx2.ReadError, "connection", "broke in the middle of its reply"),
+    ],
+)
+def test_a_stream_that_breaks_mid_body_is_a_model_error_and_is_not_sent_again(exc_type, kind, words):
+    """The SDK lets httpx2's own error out of a stream that broke after it began; the client turns it into a ModelError,
+    and does not send the request again (its text has been shown, and it may have been billed)."""
+    api = FakeAPI([broken_stream(streamed_reply(), exc_type), streamed_reply()])
+    chunks: list[str] = []
+    with pytest.raises(ModelError) as caught:
+        api.client(max_retries=2, timeout=5).create(composed_request(), on_text=chunks.append)
+    assert caught.value.kind == kind and words in caught.value.message, caught.value.message
+    assert "".join(chunks) == "The weakest site is Lyon, at 91 % of its target."  # what arrived before the break
+    assert len(api.requests) == 1
+
+
+def test_an_error_event_mid_stream_reads_overloaded_not_a_status_of_200():
+    api = FakeAPI([error_event(streamed_reply(), "overloaded_error")])
+    with pytest.raises(ModelError) as caught:
+        api.client(max_retries=2).create(composed_request(), on_text=lambda text: None)
+    text = caught.value.message
+    assert caught.value.kind == "server" and "the Anthropic API is overloaded" in text and "middle of its reply" in text, text
+    assert "200" not in text and "overloaded_error" not in text and len(api.requests) == 1
+
+
+def test_retry_after_600_is_not_waited_for_and_the_message_says_how_long(monkeypatch):
+    """The SDK would sleep 600 s twice; the client stops at once, past DASHMEM_CHAT_MAX_WAIT_S, and says when to try."""
+    api = FakeAPI([error_response(429, "rate_limit_error", {"retry-after": "600"}), streamed_reply()])
+    waits: list[tuple[str, int]] = []
+    started = time.monotonic()
+    with pytest.raises(ModelError) as caught:
+        api.client(max_retries=2).create(composed_request(), on_text=lambda text: None, on_wait=lambda *w: waits.append(w))
+    assert time.monotonic() - started < 5 and len(api.requests) == 1 and waits == []
+    text = caught.value.message
+    assert caught.value.kind == "rate_limit" and text.startswith("rate limited (429)"), text
+    assert "asks to wait 10 minutes" in text and "30 s, DASHMEM_CHAT_MAX_WAIT_S" in text, text
+    monkeypatch.setenv("DASHMEM_CHAT_MAX_WAIT_S", "900")  # a cap above the wait: the session's time limit still bounds it
+    api = FakeAPI([error_response(429, "rate_limit_error", {"retry-after": "600"}), streamed_reply()])
+    with pytest.raises(ModelError, match="would pass the session's time limit"):
+        api.client(max_retries=2).create(composed_request(), deadline=time.monotonic() + 120)
+    assert len(api.requests) == 1
+
+
+def test_a_short_retry_after_is_waited_for_visibly_and_the_next_try_answers():
+    api = FakeAPI([error_response(429, "rate_limit_error", {"retry-after": "2"}), streamed_reply()])
+    waits: list[tuple[str, int]] = []
+    started = time.monotonic()
+    response = api.client(max_retries=2).create(
+        composed_request(), on_text=lambda text: None, on_wait=lambda *w: waits.append(w), deadline=time.monotonic() + 120
+    )
+    assert 1.9 <= time.monotonic() - started < 10
+    assert response["content"] == streamed_reply()["content"] and len(api.requests) == 2
+    assert waits[0] == ("rate limited", 2) and ("rate limited", 1) in waits  # counted down, a second at a time
+    assert model.waiting_text(*waits[0]) == "waiting for the API (rate limited), 2 s"
+
+
+def test_529_is_tried_again_and_the_message_counts_the_attempts():
+    api = FakeAPI([error_response(529, "overloaded_error")] * 3)
+    waits: list[tuple[str, int]] = []
+    with pytest.raises(ModelError) as caught:
+        api.client(max_retries=2).create(composed_request(), on_text=lambda text: None, on_wait=lambda *w: waits.append(w))
+    assert len(api.requests) == 3 and {reason for reason, _ in waits} == {"overloaded"}
+    assert caught.value.message.startswith("the Anthropic API is overloaded (529) after 3 attempts"), caught.value.message
+    assert caught.value.attempts == 3
+
+
+def test_the_time_out_message_counts_the_attempts():
+    api = FakeAPI([raises(httpx2.ReadTimeout)] * 3)
+    with pytest.raises(ModelError) as caught:
+        api.client(max_retries=2, timeout=5).create(composed_request(), on_text=lambda text: None)
+    assert len(api.requests) == 3
+    assert caught.value.kind == "timeout" and "timed out after 3 attempts of 5 s" in caught.value.message, caught.value.message
+
+
+def test_no_attempt_outlives_the_sessions_time_limit():
+    """Each attempt's read time-out is held to what the session has left, and the message says so."""
+    read_limits: list[float] = []
+
+    def times_out(request):
+        read_limits.append(request.extensions["timeout"]["read"])
+        raise httpx2.ReadTimeout("simulated", request=request)
+
+    api = FakeAPI([times_out] * 3)
+    with pytest.raises(ModelError) as caught:
+        api.client(max_retries=2, timeout=60).create(composed_request(), deadline=time.monotonic() + 3)
+    assert read_limits[0] <= 3 and all(limit <= 3 for limit in read_limits), read_limits
+    assert caught.value.kind == "timeout" and "timed out after" in caught.value.message
+    assert "time limit" in caught.value.message, caught.value.message
 
 
 def test_no_api_key_means_no_client_and_a_clear_message(monkeypatch, tmp_path):

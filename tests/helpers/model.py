@@ -40,8 +40,8 @@ class FakeAPI:
     def bodies(self) -> list[dict]:
         return [json.loads(r.content) for r in self.requests]
 
-    def client(self, **options) -> AnthropicClient:
-        return AnthropicClient(api_key="test", max_retries=0, http_client=httpx2.Client(transport=httpx2.MockTransport(self)), **options)
+    def client(self, max_retries: int = 0, **options) -> AnthropicClient:
+        return AnthropicClient(api_key="test", max_retries=max_retries, http_client=httpx2.Client(transport=httpx2.MockTransport(self)), **options)
 
 
 def sse_response(reply: dict) -> httpx2.Response:
@@ -87,3 +87,35 @@ def raises(exc_type):
         raise exc_type("simulated", request=request)
 
     return reply
+
+
+class _Broken(httpx2.SyncByteStream):
+    """A response body that sends `head` and then fails as a dropped connection or a silent server does."""
+
+    def __init__(self, head: bytes, exc_type):
+        self.head, self.exc_type = head, exc_type
+
+    def __iter__(self):
+        yield self.head
+        raise self.exc_type("peer closed connection without sending complete message body")
+
+
+def broken_stream(reply: dict, exc_type=httpx2.RemoteProtocolError, before: str = "content_block_stop"):
+    """A reply whose event stream breaks (`exc_type` while reading the body) just before the first `before` event:
+    by default after the first block's text has arrived."""
+    body = sse_response(reply).content
+    head = body[: body.index(f"event: {before}".encode())]
+
+    def reply_fn(request):
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Broken(head, exc_type))
+
+    return reply_fn
+
+
+def error_event(reply: dict, kind: str = "overloaded_error", before: str = "content_block_stop") -> httpx2.Response:
+    """A stream that starts well (200) and then sends an `error` event instead of the rest, as the API does when it
+    is overloaded mid-reply."""
+    body = sse_response(reply).content
+    head = body[: body.index(f"event: {before}".encode())]
+    error = {"type": "error", "error": {"type": kind, "message": "Overloaded"}}
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=head + f"event: error\ndata: {json.dumps(error)}\n\n".encode())
