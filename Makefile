@@ -74,7 +74,7 @@ $(THIRDPARTY)/%/.installed: FORCE
 # (tests/helpers/databases.py). The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
 # table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
 test: $(STAMP) browser tokenizer datasette mcp-servers
-	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=25
+	$(PY) -m pytest -q -n 4 --dist loadgroup --durations=25
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;
 # then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/, app.py, tests/, bench/ and scripts/, all in pyright's standard mode;

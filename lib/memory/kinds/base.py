@@ -50,6 +50,11 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def counted(names: list[str], word: str, how: str = "") -> str:
+    """'3 task rules (a, b, c)', '1 source already here (x)': how many, the word, how they fared, which."""
+    return f"{plural(len(names), word)}{how}" + (f" ({', '.join(names)})" if names else "")
+
+
 def unique(list_key: str, item_key: str, what: str) -> Check:
     """A check that every item of the list `list_key` has its own `item_key`."""
 

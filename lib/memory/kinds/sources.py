@@ -14,7 +14,7 @@ from ...core.diagnostics import ERROR, Diagnostic, format_path
 from .. import credentials, relationships, schemas, secrets
 from ..changes import ATTENTION, INFO, Category, Change, by_key, keyed_diff, leaf_changes, mapping
 from ..yamlio import Document
-from .base import Kind, plural, unique
+from .base import Kind, counted, unique
 
 # --------------------------------------------------------------------------- checks
 
@@ -163,9 +163,9 @@ def merge_sources(current: Any, incoming: Any, source: str) -> tuple[dict[str, A
             same.append(name)
         else:
             clashing.append(name)
-    notes = [f"added {plural(len(added), 'source')}" + (f" ({', '.join(added)})" if added else "")]
+    notes = ["added " + counted(added, "source")]
     if same:
-        notes.append(f"{plural(len(same), 'source')} already here, defined the same way ({', '.join(same)})")
+        notes.append(counted(same, "source", " already here, defined the same way"))
     if clashing:
         notes.append(f"not imported: {', '.join(clashing)}, as a different source here has that table name; rename one of them first")
     current["sources"] = listed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..changes import Category, Change, by_key, keyed_diff, mapping
-from .base import Kind, plural, unique
+from .base import Kind, counted, unique
 
 RULES = Category(
     "task",
@@ -72,11 +72,11 @@ def merge_rules(current: Any, incoming: Any, source: str) -> tuple[dict[str, Any
         rules.append({**rule, "id": new_id})
         ids.add(new_id)
         added.append(new_id)
-    notes = [f"added {plural(len(added), 'task rule')}" + (f" ({', '.join(added)})" if added else "")]
+    notes = ["added " + counted(added, "task rule")]
     if renamed:
         notes.append(f"kept apart from rules with the same id here: {', '.join(renamed)}")
     if skipped:
-        notes.append(f"{plural(len(skipped), 'rule')} already here, not added again ({', '.join(skipped)})")
+        notes.append(counted(skipped, "rule", " already here, not added again"))
     if current.get("goal"):
         if incoming.get("goal") and incoming.get("goal") != current.get("goal"):
             notes.append("kept this workspace's goal")
