@@ -30,11 +30,11 @@ def publish_with_progress(branch: str) -> tuple[str, str]:
     said = publish.PUBLISHED
     try:
         with box.status("Publishing…", expanded=True):
-            bar = st.progress(0.0)
+            show = ui.progress_bar()
 
             def step(fraction: float, message: str) -> None:
                 nonlocal said
-                bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+                show(fraction, message)
                 said = message
 
             sha = publish.publish_branch(ctx.repo, ctx.user, ctx.slug, branch, progress=step)

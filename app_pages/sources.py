@@ -96,11 +96,11 @@ def add_and_profile(new: dict) -> None:
     """Save a new source to the draft, load and profile it (lib.ops.draft_data), showing each step; then show its profile."""
     added = None
     with st.status(f"Adding {new['name'] or 'the source'}…", expanded=True) as status:
-        bar = st.progress(0.0)
+        show = ui.progress_bar()
         with ui.user_errors(
             "Could not add the source", invalid="Not saved: the source does not validate. Secrets go in as references, env:NAME or secrets:KEY."
         ):
-            added = draft_data.add_source(ctx.repo, ctx.user, ctx.slug, new, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+            added = draft_data.add_source(ctx.repo, ctx.user, ctx.slug, new, progress=show)
         if added is None or not added.ok:
             status.update(label="Not added" if added is None else f"Added {added.names[0]}, but not loaded and profiled", state="error")
         else:
@@ -147,10 +147,10 @@ st.subheader("Data profile")
 prof = ws.get("profile")
 if st.button("Update the profile from the current data", help="Loads your draft's sources, profiles them and saves profile.yaml to your draft."):
     with st.status("Loading and profiling…", expanded=True) as status:
-        bar = st.progress(0.0)
+        show = ui.progress_bar()
         updated = None
         with ui.user_errors("Could not update the profile"):
-            updated = draft_data.update_profile(ctx.repo, ctx.user, ctx.slug, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+            updated = draft_data.update_profile(ctx.repo, ctx.user, ctx.slug, progress=show)
         if updated is None or not updated.ok:
             failed = updated is not None and any(r.status == "failed" for r in updated.reports)
             status.update(label="Could not load the data" if failed else "Could not update the profile", state="error")

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import streamlit as st
 
@@ -153,6 +153,16 @@ def context(action: str = "view") -> Context:
     return ctx
 
 
+def progress_bar() -> Callable[[float, str], None]:
+    """A progress bar here, and the callback lib's long jobs report their steps to (fraction, what is being done)."""
+    bar = st.progress(0.0)
+
+    def show(fraction: float, message: str) -> None:
+        bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+
+    return show
+
+
 def run_refresh(path: Path, wh: Warehouse, label: str, user: User, full: bool = False) -> "RefreshReport":
     """A refresh with a progress bar inside a status box that ends saying how it went."""
 
@@ -161,8 +171,7 @@ def run_refresh(path: Path, wh: Warehouse, label: str, user: User, full: bool = 
     with user_errors("Could not refresh the data"):
         try:
             with box.status(label, expanded=True):
-                bar = st.progress(0.0)
-                report = refreshing.refresh(path, wh, user=user, full=full, progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m))
+                report = refreshing.refresh(path, wh, user=user, full=full, progress=progress_bar())
         finally:
             box.empty()
     if report is None:  # refused (a PermissionDenied) or failed; the message is shown
