@@ -383,6 +383,75 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("network")
 
 
+# --------------------------------------------------------------------------- --cpu-report: what each test costs
+
+# `pytest --cpu-report [-n 4]` prints the modules and tests that cost the most CPU: user+sys of the test process and of
+# the child processes it reaped (a `streamlit run`, Chromium, a CLI subprocess), from its setup to its teardown, so a
+# module-scoped fixture counts where it is made and where it is ended. Each worker writes one JSON line per test to a
+# folder the controller reads at the end. docs/contributing.md#what-the-suite-costs says how to read it.
+CPU_REPORT_DIR = "DASHMEM_TEST_CPU_REPORT_DIR"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--cpu-report", action="store_true", help="print the tests and modules that cost the most CPU (incl. child processes)")
+
+
+def pytest_configure(config):
+    if config.getoption("--cpu-report") and not hasattr(config, "workerinput"):
+        import tempfile
+
+        os.environ[CPU_REPORT_DIR] = tempfile.mkdtemp(prefix="cpu-report-")  # the workers inherit it
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    folder = os.environ.get(CPU_REPORT_DIR) if item.config.getoption("--cpu-report") else None
+    if not folder:
+        yield
+        return
+    import json
+    import time
+
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    line = {"id": item.nodeid, "cpu": _cpu_seconds() - cpu, "wall": time.monotonic() - wall}
+    with open(Path(folder) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl", "a") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    folder = os.environ.get(CPU_REPORT_DIR)
+    if not config.getoption("--cpu-report") or hasattr(config, "workerinput") or not folder:
+        return
+    import json
+    from collections import defaultdict
+
+    tests = [json.loads(line) for path in sorted(Path(folder).glob("*.jsonl")) for line in path.read_text().splitlines()]
+    modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    for test in tests:
+        module = modules[test["id"].split("::")[0]]
+        module[0] += test["cpu"]
+        module[1] += test["wall"]
+        module[2] += 1
+    write = terminalreporter.write_line
+    terminalreporter.section("CPU report (user+sys, incl. reaped child processes)")
+    write(f"{len(tests)} tests: {sum(t['cpu'] for t in tests):.0f} s CPU, {sum(t['wall'] for t in tests):.0f} s wall summed over workers")
+    write("modules by CPU:   cpu s   wall s  tests")
+    for name, (cpu, wall, count) in sorted(modules.items(), key=lambda kv: -kv[1][0])[:15]:
+        write(f"  {cpu:8.1f} {wall:8.1f} {count:6d}  {name}")
+    write("tests by CPU:     cpu s   wall s")
+    for test in sorted(tests, key=lambda t: -t["cpu"])[:15]:
+        write(f"  {test['cpu']:8.1f} {test['wall']:8.1f}  {test['id']}")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------- the app through AppTest (tests/helpers/app.py)
 
 
