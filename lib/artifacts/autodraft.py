@@ -256,7 +256,7 @@ class _Plan:
         if max(abs(measure.get("max") or 0), abs(measure.get("min") or 0)) >= 1e7:
             currency = formats.get("currency") or ""
             return currency if "$" in currency else ".3s"  # 1.23G reads better than 1,234,567,890
-        return formats.get("default", ",.0f" if additive else ",.1f")
+        return formats.get("default", ",.0f" if additive else ",.1~f")  # ~: a whole average without ".0"
 
 
 def draft(files: Mapping[str, Any], names: Sequence[str] | None = None) -> dict[str, Any]:
@@ -550,6 +550,12 @@ def _category_colors(rules: list[dict[str, Any]], field_name: str) -> tuple[list
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
+def _as_label(group: Mapping[str, Any]) -> str:
+    """A group's value is a label: a whole-number group (a year, a code, cylinders) is written as it is, 2017 and
+    not "2,017" (the placeholder's format `d`, no thousands); any other keeps the default."""
+    return "|d" if re.search(r"INT", str(group.get("type") or "").upper()) else ""
+
+
 def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, fmt, adds_up: bool = True, live: bool = False) -> tuple[str, dict[str, str]]:
     """The insight text and its named queries. A share of the whole only for a lead that adds up: a group's
     average or median is no part of a whole."""
@@ -566,10 +572,10 @@ def _insight(name, lead, lead_expr, lead_title, group, time, period, where_sql, 
             f"SELECT {quote_ident(group['name'])} AS {g}, {lead_expr} AS {lead_alias} FROM {quote_ident(name)}{where_sql} GROUP BY 1 ORDER BY 2 ASC LIMIT 1"
         )
         lines.append(
-            f"- **{{{{top.{g}}}}}** leads {_label(group['name']).lower()} by {lead_title.lower()} "
+            f"- **{{{{top.{g}{_as_label(group)}}}}}** leads {_label(group['name']).lower()} by {lead_title.lower()} "
             f"with {{{{top.{lead_alias}|{fmt}}}}}" + (" ({{top.share|.0%}} of the whole)." if adds_up else ".")
         )
-        lines.append(f"- Lowest: **{{{{bottom.{g}}}}}** with {{{{bottom.{lead_alias}|{fmt}}}}}.")
+        lines.append(f"- Lowest: **{{{{bottom.{g}{_as_label(group)}}}}}** with {{{{bottom.{lead_alias}|{fmt}}}}}.")
     if time:
         numeric = coltypes.family(time["type"]) != "time"
         grain = _grain(time)
@@ -701,7 +707,7 @@ def _overview(plan: _Plan) -> tuple[dict[str, str], str]:
         queries["top"] = insight_queries["top"]
         g = alias(group["name"])
         lines.append(
-            f"By {_label(group['name']).lower()}, **{{{{top.{g}}}}}** leads with {{{{top.{plan.lead_alias}|{fmt}}}}}"
+            f"By {_label(group['name']).lower()}, **{{{{top.{g}{_as_label(group)}}}}}** leads with {{{{top.{plan.lead_alias}|{fmt}}}}}"
             + (", {{top.share|.0%}} of the whole." if plan.lead_adds_up else ".")
         )
     if time:
@@ -767,7 +773,7 @@ def _period_word(time: dict[str, Any]) -> str:
 def _movers_text(plan: _Plan, group: dict[str, Any]) -> str:
     cat, period = alias(group["name"]), _period_word(plan.time) if plan.time else "period"
     return (
-        f"The biggest move in {plan.lead_title.lower()} between the latest two {period}s: **{{{{movers.{cat}}}}}**, "
+        f"The biggest move in {plan.lead_title.lower()} between the latest two {period}s: **{{{{movers.{cat}{_as_label(group)}}}}}**, "
         f"{{{{movers.change|{_signed(plan.fmt_for(plan.lead))}}}}} (from {{{{movers.previous|{plan.fmt_for(plan.lead)}}}}} "
         f"to {{{{movers.{plan.lead_alias}|{plan.fmt_for(plan.lead)}}}}}).\n"
     )

@@ -1,8 +1,9 @@
 """Number formatting with d3-format strings, the syntax Vega-Lite and dashboard specs use.
 
-Supported: [[fill]align][sign][$][0][width][,][.precision][type] with types
-f, d, %, s (SI prefix), e, g, r and none, and the alignments <, >, ^ and =
-(the 0 flag means = with zeros: "−002"). Other d3 types (x, b, o, c, n, p)
+Supported: [[fill]align][sign][$][0][width][,][.precision][~][type] with types
+f, d, %, s (SI prefix), e, g, r and none, the alignments <, >, ^ and =
+(the 0 flag means = with zeros: "−002"), and d3's ~, which trims trailing
+zeros of the fraction (",.1~f" writes 29 as "29" and 29.4 as "29.4"). Other d3 types (x, b, o, c, n, p)
 are refused rather than shown as decimals. Enough for KPI cards, tables and
 insight text to show numbers exactly as the charts do.
 """
@@ -14,7 +15,7 @@ import math
 import re
 from decimal import Decimal
 
-_SPEC = re.compile(r"^(?:(.)?([<>^=]))?([+\-( ])?(\$)?(0)?(\d+)?(,)?(?:\.(\d+))?([fdsegr%])?$")
+_SPEC = re.compile(r"^(?:(.)?([<>^=]))?([+\-( ])?(\$)?(0)?(\d+)?(,)?(?:\.(\d+))?(~)?([fdsegr%])?$")
 # d3 clamps precision to 0-20 (21 significant digits); a width past a line's length only pads. A format
 # from a spec is untrusted ("{{q.c|9999999999}}" in a report's prose), so larger ones are refused, not padded to gigabytes.
 MAX_WIDTH, MAX_PRECISION = 100, 20
@@ -86,11 +87,13 @@ def format_number(value: float, spec: str | None = None) -> str:
     if spec is None or spec == "":
         if isinstance(value, int):
             return f"{value:,}"
+        if abs(value) < 1e6 and value.is_integer():  # a whole figure without ".00"
+            return f"{int(value):,}"
         return f"{value:,.2f}" if abs(value) < 1e6 else _si(value, 3)
     match = _SPEC.match(spec)
     if not match:
         raise ValueError(f"unsupported number format {spec!r}")
-    fill, align, sign, currency, zero, width, comma, precision, kind = match.groups()
+    fill, align, sign, currency, zero, width, comma, precision, trim, kind = match.groups()
     if int(width or 0) > MAX_WIDTH or int(precision or 0) > MAX_PRECISION:
         raise ValueError(f"unsupported number format {spec[:40]!r}: width at most {MAX_WIDTH} and precision at most {MAX_PRECISION}")
     precision = int(precision) if precision is not None else None
@@ -112,6 +115,9 @@ def format_number(value: float, spec: str | None = None) -> str:
         body = _rounded(magnitude, 6 if precision is None else max(precision, 1), comma is not None)
     else:  # no type: like g, but trailing zeros trimmed
         body = f"{magnitude:{',' if comma else ''}.{12 if precision is None else precision}g}"
+    if trim and "." in body and "e" not in body:  # d3's ~: insignificant trailing zeros go, and a bare point
+        digits = body.rstrip("%YZEPTGMkmµn")  # the number before a percent sign or an SI prefix
+        body = digits.rstrip("0").rstrip(".") + body[len(digits) :]
     # d3 keeps the sign and currency apart from the digits, so "=" (and the 0 flag) pads between them.
     prefix, suffix = ("$" if currency else ""), ""
     if negative and float(re.sub(r"[^0-9.]", "", body) or 0) != 0:

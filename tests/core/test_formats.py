@@ -204,3 +204,16 @@ def test_a_placeholder_noun_agrees_with_its_number(value, spec, shown):
     from lib.core.formats import format_counted
 
     assert format_counted(value, spec) == shown
+
+
+@pytest.mark.parametrize(
+    "value,spec,shown",
+    [(29.0, ",.1~f", "29"), (29.4, ",.1~f", "29.4"), (1500.0, ",.2~f", "1,500"), (0.5, ".1~%", "50%"), (0.125, ".2~%", "12.5%"), (1200.0, ".3~s", "1.2k")],
+)
+def test_d3s_trim_flag_drops_the_zeros_of_a_whole_figure_and_keeps_a_real_fraction(value, spec, shown):
+    """Issue #33, 6: a whole figure without ".0" (d3's ~), as Vega-Lite's axes write it with the same format."""
+    assert format_number(value, spec) == shown
+
+
+def test_a_whole_float_without_a_format_is_shown_without_decimals():
+    assert format_number(29.0) == "29" and format_value(4.0) == "4" and format_number(29.5) == "29.50"
