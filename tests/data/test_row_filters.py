@@ -9,6 +9,11 @@ without the attribute gets none, and a steward gets every row.
 
 from __future__ import annotations
 
+import csv
+import json
+import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -24,6 +29,7 @@ from lib.memory.kinds.workspace import access_changes
 from lib.roles import access, auth
 from lib.roles.access import PermissionDenied, User
 
+from ..conftest import ROOT, WORKSPACES
 from ..helpers.databases import PG_URL, server_engine
 
 SITES = ["Brno"] * 10 + ["Porto"] * 12 + ["Lyon"] * 8
@@ -177,3 +183,44 @@ def test_attributes_come_from_the_users_file_and_its_groups(tmp_path: Path):
 def test_review_shows_a_change_of_row_filters_as_an_access_change():
     changes = access_changes({**META, "row_filters": []}, {**META, "row_filter_bypass": ["owner"]})
     assert [(c.category, c.id, c.severity) for c in changes] == [("access", "gates", ATTENTION), ("access", "row_filter_bypass", ATTENTION)]
+
+
+# --------------------------------------------------------------------------- the CLI's --as USER
+
+
+def test_the_cli_query_and_rows_run_as_a_user(tmp_path: Path):
+    folder = tmp_path / "ws"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    meta = yaml.safe_load((folder / "workspace.yaml").read_text())
+    meta["row_filters"] = [{"table": "gates", "column": "site", "attribute": "site"}]
+    (folder / "workspace.yaml").write_text(yaml.safe_dump(meta))
+    hashed = "$2b$12$fMinyTljZYelX2Mc6E.GHe9Qw3hBUs3RY.hEGpkJWgOP8afk/wtjK"
+    users = tmp_path / "users.yaml"
+    users.write_text(
+        yaml.safe_dump(
+            {
+                "usernames": {
+                    "vera": {"password": hashed, "roles": ["viewer"], "attributes": {"site": ["Brno"]}},
+                    "nico": {"password": hashed, "roles": ["viewer"]},
+                }
+            }
+        )
+    )
+    with open(folder / "data" / "gates.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache"), "DASHMEM_USERS": str(users)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "lib", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+
+    assert cli("refresh", folder).returncode == 0
+    sql = "SELECT count(*) AS n FROM gates"
+    counts = {}
+    for who in ("vera", "nico", None):
+        done = cli("query", folder, sql, "--json", *(["--as", who] if who else []))
+        assert done.returncode == 0, done.stderr
+        counts[who] = json.loads(done.stdout)["rows"][0]["n"]
+    assert counts == {"vera": sum(r["site"] == "Brno" for r in rows), "nico": 0, None: len(rows)}
+    assert "nico sees no rows of gates" in cli("query", folder, sql, "--as", "nico").stderr
+    unknown = cli("query", folder, sql, "--as", "zed")
+    assert unknown.returncode != 0 and "no such user" in unknown.stderr and "Traceback" not in unknown.stderr
