@@ -22,8 +22,14 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from lib.artifacts.drilldown import drilldown
+from lib.artifacts.render import filter_states
+from lib.artifacts.time_travel import open_as_of
 from lib.data.engine import Engine, QueryCache
+from lib.data.refresh import refresh
 from lib.data.sandbox import QueryError
+from lib.data.snapshots import Warehouse
+from lib.memory import workspace
 from lib.memory.changes import ATTENTION
 from lib.memory.kinds.workspace import access_changes
 from lib.roles import access, auth
@@ -224,3 +230,33 @@ def test_the_cli_query_and_rows_run_as_a_user(tmp_path: Path):
     assert "nico sees no rows of gates" in cli("query", folder, sql, "--as", "nico").stderr
     unknown = cli("query", folder, sql, "--as", "zed")
     assert unknown.returncode != 0 and "no such user" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+# --------------------------------------------------------------------------- the dashboard as a viewer opens it
+
+
+def test_the_dashboard_its_filter_options_and_rows_are_a_viewers_own(tmp_path: Path):
+    folder = tmp_path / "ws"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    ws, _ = workspace.load(folder)
+    ws.data["workspace"]["row_filters"] = [{"table": "gates", "column": "site", "attribute": "site"}]
+    workspace.save(folder, ws.data)
+    wh = Warehouse.for_workspace(folder)
+    assert refresh(folder, wh, user=access.OPERATOR).ok
+    with open(folder / "data" / "gates.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    volume = {
+        "vera": sum(int(r["actual"]) for r in rows if r["site"] == "Brno"),
+        "olivia": sum(int(r["actual"]) for r in rows),
+    }
+    dashboard = ws.data["dashboard"]
+    for user, sites in ((User("vera", attributes=(("site", ("Brno",)),)), ["Brno"]), (User("olivia"), sorted({r["site"] for r in rows}))):
+        as_of = open_as_of(wh, None, user=user, meta=ws.data["workspace"])
+        engine = as_of.engine(ws.data, folder) or Engine.for_workspace(ws.data, workspace_path=folder)
+        (site,) = [s for s in filter_states(dashboard, as_of.tables, as_of.version, engine) if s.id == "site"]
+        assert sorted(site.options) == sites
+        rendered = as_of.render(ws.data, workspace_path=folder)
+        (kpi,) = [c for c in rendered.components if c.id == "kpi_volume"]
+        assert kpi.value == volume[user.name]
+        behind = drilldown(ws.data, as_of.tables, as_of.version, "kpi_volume", {}, workspace_path=folder, engine=engine)
+        assert behind.matching == sum(1 for r in rows if user.name == "olivia" or r["site"] == "Brno")
