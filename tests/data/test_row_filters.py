@@ -25,6 +25,7 @@ import yaml
 from lib.artifacts.drilldown import drilldown
 from lib.artifacts.render import filter_states
 from lib.artifacts.time_travel import open_as_of
+from lib.chat.toolbox import Toolbox
 from lib.data.engine import Engine, QueryCache
 from lib.data.refresh import refresh
 from lib.data.sandbox import QueryError
@@ -260,3 +261,11 @@ def test_the_dashboard_its_filter_options_and_rows_are_a_viewers_own(tmp_path: P
         assert kpi.value == volume[user.name]
         behind = drilldown(ws.data, as_of.tables, as_of.version, "kpi_volume", {}, workspace_path=folder, engine=engine)
         assert behind.matching == sum(1 for r in rows if user.name == "olivia" or r["site"] == "Brno")
+
+
+def test_the_models_run_sql_in_query_mode_reads_only_the_viewers_rows(snapshot):
+    files, tables = snapshot
+    for user, (n, _) in ((VERA, BRNO), (NOBODY, NONE), (SAM, ALL)):
+        box = Toolbox(files, tables, "v1", "query", user.name, asker=user)
+        answer = box.execute("run_sql", {"sql": "SELECT count(*) AS n FROM (SELECT site FROM gates UNION ALL SELECT site FROM gates g)"})
+        assert not answer.is_error and f"\n{2 * n}" in answer.content, answer.content
