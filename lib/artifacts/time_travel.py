@@ -81,6 +81,7 @@ class AsOf:
     latest: Snapshot | None
     tables: Mapping[str, pa.Table]
     warehouse: ReadOnlyWarehouse
+    user: User | None = None  # who is looking: their row filters hold for every query of this view (lib.data.row_filters)
 
     @property
     def version(self) -> str:
@@ -106,8 +107,12 @@ class AsOf:
 
     def engine(self, files: Mapping[str, Any], workspace_path: Path | None = None) -> Engine | None:
         """What runs queries over this load for render, Explain, Show rows and Changes: None (the workspace's own
-        engine) on the latest, else the engine of an earlier load, which refuses live sources (`NoEarlierData`)."""
-        return None if self.is_latest else earlier_engine(files, workspace_path)
+        engine) on the latest, else the engine of an earlier load, which refuses live sources (`NoEarlierData`);
+        for a user held to some rows, the engine of their rows either way."""
+        if self.is_latest:
+            engine = Engine.for_workspace(files, workspace_path=workspace_path, user=self.user)
+            return engine if engine.rows is not None else None
+        return earlier_engine(files, workspace_path).as_user(self.user)
 
     def render(
         self,
@@ -125,7 +130,7 @@ class AsOf:
 
         tables, version = (self.tables, self.version) if tables is None else (tables, version or self.version)
         if self.is_latest:  # the data everyone sees: live sources as usual
-            return render(files, tables, version, chosen_filters, workspace_path=workspace_path)
+            return render(files, tables, version, chosen_filters, workspace_path=workspace_path, engine=self.engine(files, workspace_path))
         rendered = render(files, tables, version, chosen_filters, workspace_path=workspace_path, engine=self.engine(files, workspace_path))
         for comp in rendered.components:
             if comp.error and NO_EARLIER_DATA in comp.error:
@@ -156,4 +161,4 @@ def open_as_of(warehouse: Warehouse, snapshot_id: str | None, *, user: User, met
         else:
             times = ", ".join(loaded_at(s) for s in kept) or "none"
             raise TimeTravelError(f"that load is no longer kept (the last {len(kept)} are: {times}); showing it is not possible")
-    return AsOf(chosen, served, MappingProxyType(dict(reader.tables(chosen))), reader)
+    return AsOf(chosen, served, MappingProxyType(dict(reader.tables(chosen))), reader, user)

@@ -159,7 +159,7 @@ def run_session(
     conversation = request["messages"]
     if mode == "query" and carried.question and carried.answer:
         _add_previous_turn(conversation, carried.question, carried.answer)
-    toolbox = Toolbox(shown, tables, version, mode, user.name, today or dt.date.today().isoformat(), workspace_path=workspace_path)
+    toolbox = Toolbox(shown, tables, version, mode, user.name, today or dt.date.today().isoformat(), workspace_path=workspace_path, asker=user)
     outcome = Outcome(mode=mode)
     started = time.monotonic()
     deadline = started + limits.max_seconds

@@ -38,6 +38,7 @@ from ..data.engine import Engine, QueryCache
 from ..data.sandbox import QueryError
 from ..memory import schemas, workspace
 from ..memory.yamlio import YamlSyntaxError, parse
+from ..roles.access import User
 from .agent_tools import ARTIFACT_TOOLS, EDIT_TOOLS, SQL_MAX_ROWS, TOOLS_BY_MODE, WRITE_TOOLS
 from .compose import shown_yaml
 
@@ -68,6 +69,7 @@ class Toolbox:
     drafts: dict[str, dict[str, Any]] = field(default_factory=dict)  # file kind ("dashboard", "report") -> its draft
     found: dict[str, list[Diagnostic]] = field(default_factory=dict)  # file kind -> the checks' results on its draft
     proposals: list[dict[str, Any]] = field(default_factory=list)
+    asker: User | None = None  # who the session is for: their row filters hold for run_sql (lib.data.row_filters)
 
     def __post_init__(self):
         kinds = set(ARTIFACT_TOOLS.values())
@@ -124,7 +126,7 @@ class Toolbox:
         try:
             # The workspace's query engine: snapshot tables in the sandbox, a live source's in its database, as a dashboard reads them.
             engine = Engine.for_workspace(
-                self.files, self.tables, self.version, workspace_path=self.workspace_path, cache=QueryCache(size=1)
+                self.files, self.tables, self.version, workspace_path=self.workspace_path, cache=QueryCache(size=1), user=self.asker
             )  # uncached, as before
             result = engine.run(sql, max_rows=SQL_MAX_ROWS, timeout_s=SQL_TIMEOUT_S)
         except QueryError as exc:

@@ -467,6 +467,19 @@ def _refresh_all(args) -> int:
     return 0 if summary.ok else 1
 
 
+def _as_user(args):
+    """The user `--as USER` names (from the users file, DASHMEM_USERS), whose row filters then apply; None: the operator."""
+    from ..roles import auth
+
+    name = getattr(args, "as_user", None)
+    if not name:
+        return None
+    credentials = auth.load_credentials()
+    if name not in credentials["usernames"]:
+        raise auth.AuthConfigError(f"--as {name}: no such user in {auth.users_path()}")
+    return auth.user_for(name, credentials)
+
+
 def cmd_query(args) -> int:
     from ..data.engine import Engine
     from ..data.snapshots import Warehouse
@@ -478,7 +491,9 @@ def cmd_query(args) -> int:
         return _fail(args, f"no data loaded for {args.path}; run `{PROG} refresh {args.path}` first")
     ws, _ = workspace.load(Path(args.path), readonly=True)  # its sources say which tables are live; a spec error elsewhere does not matter here
     # Through the query engine: a live source's table is read in its database (its snapshot table is an empty stand-in).
-    engine = Engine.for_workspace(ws.data, wh.tables(snapshot), snapshot.id, workspace_path=Path(args.path))
+    engine = Engine.for_workspace(ws.data, wh.tables(snapshot), snapshot.id, workspace_path=Path(args.path), user=_as_user(args))
+    for note in engine.row_notes():
+        print(f"note: {note}", file=sys.stderr)
     result = engine.run(args.sql, max_rows=args.max_rows)  # a QueryError is a DashmemError: main() prints it as one line
     if args.json:
         _print_json({"columns": result.columns, "rows": result.table.to_pylist(), "truncated": result.truncated})
@@ -533,6 +548,7 @@ def cmd_rows(args) -> int:
     from ..artifacts.drilldown import DrilldownError, component, drilldown
     from ..artifacts.explain import parse_filters
     from ..artifacts.render import filter_states
+    from ..data.engine import Engine
     from ..memory import spec as specs
 
     path = Path(args.path)
@@ -542,7 +558,11 @@ def cmd_rows(args) -> int:
     tables = wh.tables(snapshot)
     version = snapshot.id if snapshot else "none"
     dashboard = ws.get("dashboard") or {}
-    states = filter_states(dashboard, tables, version)
+    # As the operator (every row) unless --as USER: then that user's row filters, filter options included.
+    engine = Engine.for_workspace(ws.data, tables, version, workspace_path=path, user=_as_user(args))
+    for note in engine.row_notes():
+        print(f"note: {note}", file=sys.stderr)
+    states = filter_states(dashboard, tables, version, engine)
     comp = component(dashboard, args.component)  # an unknown id is named as such, not as a --select without a field
     # A selected mark is its field's value set on the filter the chart's `select` drives, as a click sets it on the page.
     driven = {name.lower(): fid for _, name, fid in specs.selections(comp)}
@@ -554,7 +574,7 @@ def cmd_rows(args) -> int:
             raise DrilldownError(f"--select {pair!r}: write FIELD=VALUE with a field the component's marks select ({known})")
         pairs.append(f"{driven[name.strip().lower()]}={value}")
     chosen = parse_filters(dashboard, states, pairs)
-    d = drilldown(ws.data, tables, version, args.component, chosen, workspace_path=path, cap=args.max_rows)
+    d = drilldown(ws.data, tables, version, args.component, chosen, workspace_path=path, cap=args.max_rows, engine=engine)
     if args.json:
         _print_json(
             {
@@ -756,6 +776,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sql")
     p.add_argument("--max-rows", type=int, default=50)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--as", dest="as_user", metavar="USER", help="run as this user of the users file: their row filters apply (default: the operator, every row)"
+    )
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("explain", help="where a component's figures come from: bound SQL, sources, data, rules, rows behind it")
@@ -772,6 +795,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select", action="append", metavar="FIELD=VALUE", help="a mark of a chart with select, by its field's value; repeat for several")
     p.add_argument("--max-rows", type=int, default=200, help="rows printed at most (default 200, at most 5000); the count says how many match")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--as", dest="as_user", metavar="USER", help="run as this user of the users file: their row filters apply (default: the operator, every row)"
+    )
     p.set_defaults(func=cmd_rows)
 
     p = sub.add_parser("changes", help="what changed since the previous load: each KPI then and now, the biggest moves per chart and table")

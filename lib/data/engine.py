@@ -38,13 +38,17 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
 from . import live, queries
+from .row_filters import RowScope, scope_for
 from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult
 from .standins import tables_named
+
+if TYPE_CHECKING:
+    from ..roles.access import User
 
 NO_EARLIER_DATA = "no earlier data kept"
 
@@ -131,6 +135,7 @@ class Engine:
     live_cache: Any = None
     earlier_load: bool = False
     live: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    rows: RowScope | None = None  # the row filters of the user asking (lib.data.row_filters); None: every row
 
     @classmethod
     def for_workspace(
@@ -142,8 +147,10 @@ class Engine:
         workspace_path: Path | None = None,
         cache: Any = None,
         earlier_load: bool = False,
+        user: User | None = None,
     ) -> Engine:
-        """The engine of the workspace whose memory is `files` (sources.yaml names the live sources), over `tables`."""
+        """The engine of the workspace whose memory is `files` (sources.yaml names the live sources), over `tables`,
+        for `user`: their row filters (workspace.yaml's `row_filters`) hold for every query; None runs unfiltered."""
         return cls(
             files,
             dict(tables or {}),
@@ -153,6 +160,7 @@ class Engine:
             None,
             earlier_load,
             live.live_sources(files),
+            scope_for(user, files),
         )
 
     @classmethod
@@ -162,6 +170,14 @@ class Engine:
         if isinstance(runner, Engine):
             return runner.over(tables, version)
         return cls.for_workspace(files, tables, version, workspace_path=workspace_path, cache=runner)
+
+    def as_user(self, user: User | None) -> Engine:
+        """The same engine for `user`: their row filters instead of this engine's."""
+        return dataclasses.replace(self, rows=scope_for(user, self.files))
+
+    def row_notes(self) -> list[str]:
+        """Why the user sees no rows of a filtered table (a missing attribute), in plain words."""
+        return self.rows.notes() if self.rows is not None else []
 
     def over(self, tables: Mapping[str, pa.Table], version: str) -> Engine:
         """The same routing and caches over other data (a viewer's own file, another load)."""
@@ -188,10 +204,17 @@ class Engine:
         params = dict(params or {})
         name = self.source_of(sql)
         if name is None:
-            return self.cache.run(self.version, self.tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+            if self.rows is None:
+                return self.cache.run(self.version, self.tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
+            # The filtered tables under their own names: the other rows are not there to reach (lib.data.row_filters).
+            tables = self.rows.apply(self.tables)
+            return self.cache.run(f"{self.version}|{self.rows.key}", tables, sql, params, max_rows=max_rows, timeout_s=timeout_s)
         if self.earlier_load:
             raise NoEarlierData(f"{NO_EARLIER_DATA}: {name} is a live source, read from its database only when shown")
-        return self._live_cache().run(self.live[name], self.version, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=self.workspace_path)
+        where = self.rows.live_where(name) if self.rows is not None else None
+        return self._live_cache().run(
+            self.live[name], self.version, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=self.workspace_path, where=where
+        )
 
     def bind(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
         """The query's output (column, type) pairs without running it. A live table binds against its stand-in,

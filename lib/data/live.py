@@ -95,14 +95,26 @@ NO_ARRAYS = frozenset({"mysql", "sqlite", "spark", "databricks", "snowflake"})
 LIST_ITEM = "__dm"  # `$site`'s values travel as `site__dm0`, `site__dm1`, ... there
 
 
+ROW_PARAM = "dmrow"  # a row filter's values travel as `dmrow0`, `dmrow1`, ... (lib.data.row_filters)
+
+
 def transpile(
-    sql: str, source: Mapping[str, Any], dialect: str, paramstyle: str, max_rows: int, values: Mapping[str, Any] | None = None
+    sql: str,
+    source: Mapping[str, Any],
+    dialect: str,
+    paramstyle: str,
+    max_rows: int,
+    values: Mapping[str, Any] | None = None,
+    where: tuple[str, Sequence[Any]] | None = None,
 ) -> tuple[str, list[str]]:
     """The DuckDB query as the database's SQL with the driver's placeholders, and the parameter
     names in the order their placeholders appear (what a positional paramstyle binds by).
 
     `values` are the parameters' values, needed only by dialects without arrays (NO_ARRAYS): there
-    `list_contains($x, col)` is written `col IN` one placeholder per value of `$x` (see `bindable`)."""
+    `list_contains($x, col)` is written `col IN` one placeholder per value of `$x` (see `bindable`).
+
+    `where` is a row filter (column, values): every reference to the table becomes a subquery holding
+    only the rows whose column is one of the values, bound as `dmrow0`, `dmrow1`, ... (none: no row)."""
     from sqlglot import exp
 
     check_statement(sql)  # the sandbox's own rule, on the text as written
@@ -113,8 +125,12 @@ def transpile(
     real = _table_expression(source["table"])
     for table in list(tree.find_all(exp.Table)):
         if table.name.lower() == source["name"].lower():
-            replacement = real.copy()
-            replacement.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(table.name)))
+            alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(table.name))
+            if where is None:
+                replacement = real.copy()
+                replacement.set("alias", alias)
+            else:
+                replacement = _filtered_table(real, where).subquery(alias.copy())
             table.replace(replacement)
     for n, subquery in enumerate(tree.find_all(exp.Subquery)):
         if not subquery.alias and isinstance(subquery.parent, (exp.From, exp.Join)):
@@ -141,6 +157,24 @@ def transpile(
         text = text.replace("%", "%%")
     text = marker.sub(placeholder, text)
     return text, names
+
+
+def _filtered_table(real: exp.Table, where: tuple[str, Sequence[Any]]) -> exp.Select:
+    """`SELECT * FROM real WHERE column IN (:dmrow0, ...)`, or no row at all when there are no values."""
+    from sqlglot import exp
+
+    column, allowed = where
+    condition: exp.Expr = (
+        exp.In(this=exp.column(column, quoted=True), expressions=[exp.Placeholder(this=f"{ROW_PARAM}{i}") for i in range(len(allowed))])
+        if allowed
+        else exp.EQ(this=exp.Literal.number(1), expression=exp.Literal.number(0))
+    )
+    return exp.select("*").from_(real.copy()).where(condition)
+
+
+def row_values(where: tuple[str, Sequence[Any]] | None) -> dict[str, Any]:
+    """The row filter's bound parameters, as `transpile` names them."""
+    return {f"{ROW_PARAM}{i}": value for i, value in enumerate(where[1])} if where else {}
 
 
 def _param_name(node: exp.Expr) -> str:
@@ -279,8 +313,10 @@ def run(
     max_rows: int = DEFAULT_MAX_ROWS,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     workspace_path: Path | None = None,
+    where: tuple[str, Sequence[Any]] | None = None,
 ) -> QueryResult:
-    """Run one dashboard query in the live source's database; the sandbox's limits and result type."""
+    """Run one dashboard query in the live source's database; the sandbox's limits and result type;
+    `where` the row filter (column, values) of the user asking (lib.data.row_filters)."""
     from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
     if max_rows < 1:
@@ -293,8 +329,10 @@ def run(
     backend = engine.dialect.name
     paramstyle = engine.dialect.paramstyle
     dialect = SQLGLOT_DIALECT.get(backend, backend)
-    text, names_in_order = transpile(sql, source, dialect, paramstyle, max_rows, params)
-    values = bindable(params or {}, dialect)
+    if any(str(name).startswith(ROW_PARAM) for name in params or {}):
+        raise QueryRefused(f"parameter names starting with {ROW_PARAM} are reserved")
+    text, names_in_order = transpile(sql, source, dialect, paramstyle, max_rows, params, where)
+    values = {**bindable(params or {}, dialect), **row_values(where)}
     missing = sorted(set(names_in_order) - values.keys())
     if missing:
         raise QueryError(f"no value for parameter {', '.join('$' + m for m in missing)}")
@@ -464,14 +502,15 @@ class LiveCache:
         max_rows: int,
         timeout_s: float,
         workspace_path: Path | None = None,
+        where: tuple[str, Sequence[Any]] | None = None,
     ) -> QueryResult:
-        key = (source["name"], version, sql, tuple(sorted((k, _hashable(v)) for k, v in params.items())), max_rows)
+        key = (source["name"], version, sql, tuple(sorted((k, _hashable(v)) for k, v in params.items())), max_rows, _hashable_where(where))
         now = self.clock()
         with self._lock:
             hit = self._items.get(key)
             if hit is not None and hit[0] > now:
                 return hit[1]
-        result = run(source, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path)
+        result = run(source, sql, params, max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path, where=where)
         ttl = int(source.get("cache_ttl_s", DEFAULT_TTL_S))
         with self._lock:
             self.round_trips += 1
@@ -485,6 +524,10 @@ class LiveCache:
 
 def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
+
+
+def _hashable_where(where: tuple[str, Sequence[Any]] | None) -> Any:
+    return None if where is None else (where[0], tuple(where[1]))
 
 
 LIVE_CACHE = LiveCache()

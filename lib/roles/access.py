@@ -33,6 +33,9 @@ class User:
     email: str | None = None
     groups: tuple[str, ...] = field(default_factory=tuple)
     app_role: str = VIEWER  # role across the app (from the credentials file): who may create workspaces
+    # User attributes (the users file's `attributes:`, the user's own merged with their groups'), each a
+    # tuple of values: what workspace.yaml's `row_filters` keep a user to (lib.data.row_filters).
+    attributes: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
 
     def __post_init__(self):
         if not USER_NAME_RE.match(self.name) or ".." in self.name or self.name.endswith(".lock"):
@@ -100,7 +103,7 @@ def require(user: User, action: str, workspace_meta: dict[str, Any], slug: str =
         raise PermissionDenied(f"{user.name} ({role}) may not {action}{where}{hint}")
 
 
-GOVERNING_KEYS = ("access", "policy")  # the parts of workspace.yaml that say who may do what
+GOVERNING_KEYS = ("access", "policy", "row_filters", "row_filter_bypass")  # the parts of workspace.yaml that say who may do what
 
 
 def require_governance_unchanged_or_owner(user: User, before: dict[str, Any], after: dict[str, Any], slug: str = "") -> None:

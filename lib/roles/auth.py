@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -63,7 +63,14 @@ def load_credentials(path: Path | None = None) -> dict[str, Any]:
             User(name)  # validates the user name
         except ValueError as exc:
             raise AuthConfigError(f"{path}: {exc}") from None
-    return copy.deepcopy({"usernames": users})
+    groups = data.get("groups") or {}
+    if not isinstance(groups, dict):
+        raise AuthConfigError(f"{path}: `groups:` should map a group name to its `attributes:`")
+    for name, entry in [*users.items(), *groups.items()]:
+        attrs = entry.get("attributes") if isinstance(entry, dict) else None
+        if attrs is not None and not (isinstance(attrs, dict) and all(isinstance(v, (str, int, float, list)) for v in attrs.values())):
+            raise AuthConfigError(f"{path}: {name!r}: `attributes:` should map a name to a value or a list of values, e.g. `site: [Brno, Porto]`")
+    return copy.deepcopy({"usernames": users, "groups": groups})
 
 
 def app_role(roles: list[str] | None) -> str:
@@ -77,7 +84,23 @@ def app_role(roles: list[str] | None) -> str:
 def user_for(username: str, credentials: dict[str, Any]) -> User:
     entry = credentials["usernames"][username]
     roles = list(entry.get("roles") or [])
-    return User(username, entry.get("name"), entry.get("email"), tuple(roles), app_role(roles))
+    return User(username, entry.get("name"), entry.get("email"), tuple(roles), app_role(roles), attributes_of(entry, roles, credentials))
+
+
+def attributes_of(entry: Mapping[str, Any], roles: list[str], credentials: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A user's attributes: their own `attributes:` and those of each of their groups (the file's top-level
+    `groups: {NAME: {attributes: ...}}`), values of one attribute joined; a value is a string or a list of them."""
+    merged: dict[str, list[str]] = {}
+    groups = credentials.get("groups") or {}
+    sources = [entry.get("attributes")] + [(groups.get(g) or {}).get("attributes") if isinstance(groups.get(g), dict) else None for g in roles]
+    for attrs in sources:
+        if not isinstance(attrs, dict):
+            continue
+        for name, value in attrs.items():
+            values = value if isinstance(value, list) else [value]
+            held = merged.setdefault(str(name), [])
+            held.extend(str(v) for v in values if v is not None and str(v) not in held)
+    return tuple(sorted((name, tuple(values)) for name, values in merged.items()))
 
 
 def cookie_key() -> str:

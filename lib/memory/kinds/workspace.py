@@ -28,6 +28,8 @@ ACCESS = Category(
         "revoked": "{old} removed from {id}",
         "policy": "publishing policy {id}: {old} -> {new}",
         "changed": "workspace {id}: {old} -> {new}",
+        "row_filter": "row filter on {id}: {old} -> {new}",
+        "row_filter_bypass": "roles that see every row: {old} -> {new}",
     },
 )
 
@@ -44,6 +46,14 @@ def access_changes(old: Any, new: Any) -> list[Change]:
         out += [ACCESS.change("revoked", role, p, None, ATTENTION) for p in before if p not in after]
     for c in leaf_changes(ACCESS, old.get("policy"), new.get("policy"), severity=ATTENTION):
         out.append(ACCESS.change("policy", c.id, c.old, c.new, ATTENTION))
+    rules_a = {r.get("table"): f"{r.get('column')} by attribute {r.get('attribute')}" for r in old.get("row_filters") or [] if isinstance(r, dict)}
+    rules_b = {r.get("table"): f"{r.get('column')} by attribute {r.get('attribute')}" for r in new.get("row_filters") or [] if isinstance(r, dict)}
+    for table in [*rules_b, *(t for t in rules_a if t not in rules_b)]:
+        if rules_a.get(table) != rules_b.get(table):
+            out.append(ACCESS.change("row_filter", str(table), rules_a.get(table, "none"), rules_b.get(table, "none"), ATTENTION))
+    if old.get("row_filter_bypass") != new.get("row_filter_bypass"):
+        shown = ["owner, steward (default)" if v is None else ", ".join(v) or "none" for v in (old.get("row_filter_bypass"), new.get("row_filter_bypass"))]
+        out.append(ACCESS.change("row_filter_bypass", "row_filter_bypass", shown[0], shown[1], ATTENTION))
     for field in ("name", "description", "tags"):
         if old.get(field) != new.get(field):
             out.append(ACCESS.change("changed", field, old.get(field), new.get(field)))
