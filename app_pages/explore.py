@@ -70,7 +70,7 @@ for row in list(rows):
     fkey = f"{key}:f{row}:value:{column}:{op}"
     if op == explore.IN:
         with ui.user_errors("Could not read the column's values"):
-            options = explore.distinct_values(ws.data, tables, version, name, column, workspace_path=ws.path)
+            options = explore.distinct_values(ws.data, tables, version, name, column, workspace_path=ws.path, user=ctx.user)
             value = value_box.multiselect("Values", options, key=fkey)
     elif op == explore.BETWEEN and family == "time":
         picked = value_box.date_input("Between", value=[], key=fkey)
@@ -93,7 +93,7 @@ if st.button("Add a filter", icon=":material/filter_alt:", key=f"{key}:add"):
 question = Question(name, measure, aggregation, breakdown, time, grain if time else None, tuple(filters))
 answer = None
 with ui.user_errors("Could not answer this question") as caught:  # an ExploreError says what does not fit
-    built, result = explore.run(question, ws.data, tables, version, workspace_path=ws.path)
+    built, result = explore.run(question, ws.data, tables, version, workspace_path=ws.path, user=ctx.user)
     answer = built, result
 if caught.failed or answer is None:
     st.stop()

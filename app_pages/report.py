@@ -54,9 +54,10 @@ own = st.session_state.get(state.SWAPS)
 if own is not None and (elsewhere := own.elsewhere(ctx.slug)):  # the Dashboard shows this session's own file
     st.info(elsewhere)
 
-states = filter_states({"filters": report.get("parameters") or []}, tables, snapshot.id, Engine.for_workspace(ws.data, workspace_path=ws.path))
+viewer = Engine.for_workspace(ws.data, tables, snapshot.id, workspace_path=ws.path, user=ctx.user)  # held to their rows
+states = filter_states({"filters": report.get("parameters") or []}, tables, snapshot.id, viewer)
 chosen = dashboard_view.filter_bar(states, lambda filter_id: f"p_{ctx.slug}_{filter_id}")
-rendered = render_report(ws.data, tables, snapshot.id, chosen, workspace_path=ws.path)
+rendered = render_report(ws.data, tables, snapshot.id, chosen, workspace_path=ws.path, engine=viewer)
 
 
 report_view.show(rendered)

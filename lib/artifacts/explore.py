@@ -498,19 +498,34 @@ def _limits(files: Mapping[str, Any]) -> tuple[int, float]:
 
 
 def run(
-    question: Question, files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, *, workspace_path: Path | None = None, cache: Any = None
+    question: Question,
+    files: Mapping[str, Any],
+    tables: Mapping[str, pa.Table],
+    version: str,
+    *,
+    workspace_path: Path | None = None,
+    cache: Any = None,
+    user: access.User | None = None,
 ) -> tuple[Built, QueryResult]:
     """Build the question's SQL and run it as a dashboard query runs: through the query engine
-    (sandboxed and read-only, or read-only in a live source's database), with the row cap."""
+    (sandboxed and read-only, or read-only in a live source's database), with the row cap, as `user`: their row
+    filters (workspace.yaml's `row_filters`) hold."""
 
     built = build(question, catalogue(files))
     max_rows, timeout_s = _limits(files)
-    engine = Engine.for_workspace(files, tables, version, workspace_path=workspace_path, cache=cache)
+    engine = Engine.for_workspace(files, tables, version, workspace_path=workspace_path, cache=cache, user=user)
     return built, engine.run(built.sql, built.params, max_rows=max_rows, timeout_s=timeout_s)
 
 
 def distinct_values(
-    files: Mapping[str, Any], tables: Mapping[str, pa.Table], version: str, table: str, column: str, *, workspace_path: Path | None = None
+    files: Mapping[str, Any],
+    tables: Mapping[str, pa.Table],
+    version: str,
+    table: str,
+    column: str,
+    *,
+    workspace_path: Path | None = None,
+    user: access.User | None = None,
 ) -> list[Any]:
     """The first values of a column, for a filter's choices; through the same query path as `run`."""
 
@@ -519,7 +534,7 @@ def distinct_values(
         raise ExploreError(f"table {table!r} is not in the data profile")
     ident = quote_ident(choices.column(column, "filter column").name)
     sql = f"SELECT DISTINCT {ident} FROM {quote_ident(table)} WHERE {ident} IS NOT NULL ORDER BY 1 LIMIT {DISTINCT_VALUES}"
-    engine = Engine.for_workspace(files, tables, version, workspace_path=workspace_path)
+    engine = Engine.for_workspace(files, tables, version, workspace_path=workspace_path, user=user)
     result = engine.run(sql, {}, max_rows=DISTINCT_VALUES, timeout_s=_limits(files)[1])
     return result.table.column(0).to_pylist() if result.table.num_columns else []
 

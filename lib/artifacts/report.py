@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from ..data.engine import CACHE, QueryCache
+from ..data.engine import CACHE, Engine, QueryCache
 from ..memory.shapes import REPORT_COMPONENT_SECTIONS
 from ..memory.spec import PLACEHOLDER_RE, prose_id
 from .components import Component
@@ -82,14 +82,16 @@ def render_report(
     *,
     cache: QueryCache = CACHE,
     workspace_path: Path | None = None,
+    engine: Engine | None = None,
 ) -> RenderedReport:
     """Render the report in `files["report"]` over `tables` (the data of `version`), section by section.
 
     A section that fails shows its error in its place (as a dashboard component does); the rest still render.
+    `engine` runs the queries instead of the workspace's default one (the viewer's, which holds them to their rows).
     """
     started = time.perf_counter()
     report = files.get("report") or {}
-    ctx, states, misses_before = render_context(files, report, report.get("parameters"), tables, version, chosen_params, cache, workspace_path)
+    ctx, states, misses_before = render_context(files, report, report.get("parameters"), tables, version, chosen_params, cache, workspace_path, engine)
     sections: list[Section] = []
     cells: list[tuple[Section, Mapping[str, Any]]] = []  # each component with the section it goes in, rendered together below
     for i, spec in enumerate(report.get("sections") or []):

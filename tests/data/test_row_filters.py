@@ -22,8 +22,10 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from lib.artifacts import explore
 from lib.artifacts.drilldown import drilldown
 from lib.artifacts.render import filter_states
+from lib.artifacts.report import render_report
 from lib.artifacts.time_travel import open_as_of
 from lib.chat.toolbox import Toolbox
 from lib.data.engine import Engine, QueryCache
@@ -269,3 +271,31 @@ def test_the_models_run_sql_in_query_mode_reads_only_the_viewers_rows(snapshot):
         box = Toolbox(files, tables, "v1", "query", user.name, asker=user)
         answer = box.execute("run_sql", {"sql": "SELECT count(*) AS n FROM (SELECT site FROM gates UNION ALL SELECT site FROM gates g)"})
         assert not answer.is_error and f"\n{2 * n}" in answer.content, answer.content
+
+
+def test_the_report_and_explore_are_a_viewers_own(tmp_path: Path):
+    """The Report page renders through the viewer's engine and Explore runs as the viewer: Brno's figures only."""
+    folder = tmp_path / "ws"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
+    ws, _ = workspace.load(folder)
+    ws.data["workspace"]["row_filters"] = [{"table": "gates", "column": "site", "attribute": "site"}]
+    workspace.save(folder, ws.data)
+    wh = Warehouse.for_workspace(folder)
+    assert refresh(folder, wh, user=access.OPERATOR).ok
+    with open(folder / "data" / "gates.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    snapshot = wh.current()
+    assert snapshot is not None
+    tables = wh.tables(snapshot)
+    vera, olivia = User("vera", attributes=(("site", ("Brno",)),)), User("olivia")
+    for user, keep in ((vera, lambda r: r["site"] == "Brno"), (olivia, lambda r: True), (NOBODY, lambda r: False)):
+        units = sum(int(r["actual"]) for r in rows if keep(r))
+        viewer = Engine.for_workspace(ws.data, tables, snapshot.id, workspace_path=folder, user=user)
+        rendered = render_report(ws.data, tables, snapshot.id, {}, workspace_path=folder, engine=viewer)
+        (kpi,) = [c for s in rendered.sections for c in s.components if c.id == "kpi_units"]
+        assert (kpi.value or 0) == units, user.name
+        question = explore.Question(table="gates", measure="actual", aggregation="sum")
+        _, result = explore.run(question, ws.data, tables, snapshot.id, workspace_path=folder, user=user)
+        assert (result.table.column(0).to_pylist()[0] or 0) == units, user.name
+        sites = explore.distinct_values(ws.data, tables, snapshot.id, "gates", "site", workspace_path=folder, user=user)
+        assert sites == sorted({r["site"] for r in rows if keep(r)}), user.name
