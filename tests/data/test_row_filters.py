@@ -238,7 +238,8 @@ def test_the_cli_query_and_rows_run_as_a_user(tmp_path: Path):
 # --------------------------------------------------------------------------- the dashboard as a viewer opens it
 
 
-def test_the_dashboard_its_filter_options_and_rows_are_a_viewers_own(tmp_path: Path):
+def _filtered_demo(tmp_path: Path):
+    """The demo supply-chain workspace with gates filtered by the site attribute, loaded: (folder, ws, warehouse, its rows)."""
     folder = tmp_path / "ws"
     shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
     ws, _ = workspace.load(folder)
@@ -248,6 +249,11 @@ def test_the_dashboard_its_filter_options_and_rows_are_a_viewers_own(tmp_path: P
     assert refresh(folder, wh, user=access.OPERATOR).ok
     with open(folder / "data" / "gates.csv") as fh:
         rows = list(csv.DictReader(fh))
+    return folder, ws, wh, rows
+
+
+def test_the_dashboard_its_filter_options_and_rows_are_a_viewers_own(tmp_path: Path):
+    folder, ws, wh, rows = _filtered_demo(tmp_path)
     volume = {
         "vera": sum(int(r["actual"]) for r in rows if r["site"] == "Brno"),
         "olivia": sum(int(r["actual"]) for r in rows),
@@ -275,15 +281,7 @@ def test_the_models_run_sql_in_query_mode_reads_only_the_viewers_rows(snapshot):
 
 def test_the_report_and_explore_are_a_viewers_own(tmp_path: Path):
     """The Report page renders through the viewer's engine and Explore runs as the viewer: Brno's figures only."""
-    folder = tmp_path / "ws"
-    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
-    ws, _ = workspace.load(folder)
-    ws.data["workspace"]["row_filters"] = [{"table": "gates", "column": "site", "attribute": "site"}]
-    workspace.save(folder, ws.data)
-    wh = Warehouse.for_workspace(folder)
-    assert refresh(folder, wh, user=access.OPERATOR).ok
-    with open(folder / "data" / "gates.csv") as fh:
-        rows = list(csv.DictReader(fh))
+    folder, ws, wh, rows = _filtered_demo(tmp_path)
     snapshot = wh.current()
     assert snapshot is not None
     tables = wh.tables(snapshot)
