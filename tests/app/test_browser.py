@@ -35,7 +35,7 @@ def test_sign_in_open_dashboard_refresh_and_see_new_numbers(server, page):
         after = kpi_value(page, "Attainment this week")
     page.screenshot(path=str(ARTIFACTS / "browser-dashboard-after-refresh.png"), full_page=True)
     assert after != before, "the KPI did not change after Refresh"
-    page.get_by_text("Week **2026-W48**".replace("**", "")).first.wait_for(timeout=10_000)
+    page.get_by_text("Week **2026-W48**".replace("**", "")).first.wait_for(timeout=30_000)
 
 
 def test_every_switch_of_workspace_in_the_sidebar_opens_the_one_chosen(server, page):
@@ -109,8 +109,8 @@ def test_a_viewer_opens_explain_on_a_kpi_and_reads_its_sql_and_source(server, pa
     kpi_value(page, "Attainment this week")
     page.get_by_role("button", name=re.compile("Explain")).first.click()  # the first component's: Attainment this week
     page.get_by_text("Where this number comes from").wait_for(timeout=30_000)
-    page.get_by_text("SELECT sum(actual) / sum(target) AS value FROM gates").first.wait_for(timeout=10_000)
-    page.get_by_text("file data/gates.csv").first.wait_for(state="attached", timeout=10_000)
+    page.locator('[data-testid="stCode"]', has_text="SELECT sum(actual) / sum(target) AS value FROM gates").first.wait_for(timeout=30_000)
+    page.get_by_text("file data/gates.csv").first.wait_for(state="attached", timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-dashboard-explain.png"), full_page=True)
 
 

@@ -42,7 +42,7 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
     )
     assert kpi_value(page, "Attainment this week") == expected
     # The filter bar shows the value the click set.
-    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(site, exact=True).wait_for(timeout=10_000)
+    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(site, exact=True).wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-selected.png"), full_page=True)
 
     # Show rows on the chart: the rows of that site, counted, with the SQL that read them (the value bound).
@@ -50,8 +50,8 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
     card = page.locator('[data-testid="stVerticalBlock"]').filter(has=clear).filter(has=show_rows).last  # the innermost: the chart's card
     card.get_by_role("button", name=re.compile("Show rows")).click()
     page.get_by_text(f"Rows behind the selected site = {site}").wait_for(timeout=30_000)
-    page.get_by_text(f"{int((df.site == site).sum())} rows match").wait_for(timeout=10_000)
-    page.get_by_text("$__mark_0_0").first.wait_for(timeout=10_000)
+    page.get_by_text(f"{int((df.site == site).sum())} rows match").wait_for(timeout=30_000)
+    page.get_by_text("$__mark_0_0").first.wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-crossfilter-rows.png"), full_page=True)
     page.keyboard.press("Escape")
 
@@ -64,7 +64,7 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
         arg=["Attainment this week", expected],
         timeout=30_000,
     )
-    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(other, exact=True).wait_for(timeout=10_000)
+    page.locator('[data-testid="stMultiSelect"]', has_text="Sites").get_by_text(other, exact=True).wait_for(timeout=30_000)
 
     page.get_by_role("button", name=re.compile("Clear selection")).click()
     page.wait_for_function(
@@ -73,7 +73,7 @@ def test_clicking_a_bar_filters_the_kpis_and_clear_selection_restores_them(serve
         timeout=30_000,
     )
     assert kpi_value(page, "Attainment this week") == everything
-    page.get_by_role("button", name=re.compile("Clear selection")).wait_for(state="detached", timeout=10_000)
+    page.get_by_role("button", name=re.compile("Clear selection")).wait_for(state="detached", timeout=30_000)
 
 
 def test_the_exported_html_still_highlights_a_clicked_bar_offline(tmp_path, page):
@@ -109,7 +109,7 @@ def test_the_exported_html_still_highlights_a_clicked_bar_offline(tmp_path, page
     page.wait_for_function(
         "label => [...document.querySelectorAll('#by_site [role=graphics-symbol]')].some(e => (e.getAttribute('aria-label') || '').includes(label) && Number(e.getAttribute('opacity') ?? 1) < 0.5)",
         arg=f"Site: {sites[1]};",
-        timeout=10_000,
+        timeout=30_000,
     )
     assert not faded(sites[0]) and all(faded(s) for s in sites[1:])
     assert network == []
@@ -165,8 +165,8 @@ def test_clicking_a_day_on_the_daily_line_sets_the_day_filter_to_that_date(day_s
         tab.wait_for_function(  # the filter bar's Day shows it (the selectbox's text or its input's value)
             "day => [...document.querySelectorAll('[data-testid=stSelectbox]')].some(b => b.innerText.includes('Day') && (b.innerText.includes(day) || [...b.querySelectorAll('input')].some(i => i.value === day)))",
             arg=day,
-            timeout=10_000,
+            timeout=30_000,
         )
-        tab.get_by_text(f"Selected Day: {day}").wait_for(timeout=10_000)
+        tab.get_by_text(f"Selected Day: {day}").wait_for(timeout=30_000)
         tab.screenshot(path=str(ARTIFACTS / f"browser-crossfilter-day-{zone.split('/')[1]}.png"), full_page=True)
         context.close()

@@ -88,7 +88,7 @@ def test_viewer_explores_cross_filters_shows_rows_explains_and_looks_at_the_earl
     clear = page.get_by_role("button", name=re.compile("Clear selection"))
     card(page, clear, page.get_by_role("button", name=re.compile("Show rows"))).get_by_role("button", name=re.compile("Show rows")).click()
     page.get_by_text("Rows behind the selected site = Brno").wait_for(timeout=30_000)
-    page.get_by_text(f"{int((latest.site == 'Brno').sum())} rows match").wait_for(timeout=10_000)
+    page.get_by_text(f"{int((latest.site == 'Brno').sum())} rows match").wait_for(timeout=30_000)
     page.keyboard.press("Escape")
 
     # Explain on the KPI: its SQL, and the site chosen by the click bound as a parameter.
@@ -96,8 +96,8 @@ def test_viewer_explores_cross_filters_shows_rows_explains_and_looks_at_the_earl
     explain = page.get_by_role("button", name=re.compile("Explain"))
     card(page, metric, explain).get_by_role("button", name=re.compile("Explain")).click()
     page.get_by_text("Where this number comes from").wait_for(timeout=30_000)
-    page.locator('[data-testid="stCode"]', has_text="SELECT sum(actual) / sum(target) AS value FROM gates").first.wait_for(timeout=10_000)
-    page.get_by_text("$site = ['Brno']").first.wait_for(timeout=10_000)
+    page.locator('[data-testid="stCode"]', has_text="SELECT sum(actual) / sum(target) AS value FROM gates").first.wait_for(timeout=30_000)
+    page.get_by_text("$site = ['Brno']").first.wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "browser-interactions-viewer-explain.png"), full_page=True)
     page.keyboard.press("Escape")
     page.get_by_role("button", name=re.compile("Clear selection")).click()

@@ -106,6 +106,6 @@ def test_a_dashboard_chart_is_named_with_its_data_range_and_no_button_reads_out_
 
     page.get_by_role("button", name="Explain", exact=True).first.click()  # the first KPI's
     page.get_by_text("Where this number comes from").wait_for(timeout=30_000)
-    page.get_by_text("This component's query, as it runs").wait_for(timeout=10_000)
+    page.get_by_text("This component's query, as it runs").wait_for(timeout=30_000)
     assert page.get_by_text("Query `query`").count() == 0 and page.get_by_text("Query query").count() == 0
     page.screenshot(path=str(ARTIFACTS / "browser-dashboard-explain-named.png"), full_page=True)
