@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping
 
 from ..artifacts import checks
 from ..core.diagnostics import ERROR, Diagnostic
+from ..data.row_filters import scope_for, scoped_profile
 from ..memory import workspace
 from ..roles import access
 from ..roles.access import User
@@ -155,7 +156,9 @@ def run_session(
     carried = carried or Carried()
     emit = on_event or (lambda kind, payload: None)
     shown = {**files, **carried.files} if mode == "edit" else files  # what the model sees and changes
-    request = copy.deepcopy(compose(shown, mode, message, model=model, profile_budget=profile_budget, today=today).request)
+    # A user held to some rows (lib.data.row_filters) sends the model the profile of those rows only.
+    scoped = {**shown, "profile": scoped_profile(shown.get("profile"), scope_for(user, files), tables, files)} if shown.get("profile") else shown
+    request = copy.deepcopy(compose(scoped, mode, message, model=model, profile_budget=profile_budget, today=today).request)
     conversation = request["messages"]
     if mode == "query" and carried.question and carried.answer:
         _add_previous_turn(conversation, carried.question, carried.answer)

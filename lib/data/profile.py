@@ -701,6 +701,12 @@ def _largest(fits, high: int) -> int | None:
     return low
 
 
+def _rows(table: Mapping[str, Any]) -> str:
+    """A table's row count as the profile text says it; None where the rows are filtered for the reader and not shown
+    (`lib.data.row_filters.scoped_profile`)."""
+    return f"{table['rows']} rows" if table.get("rows") is not None else "row count not shown: only your rows are queried"
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -720,7 +726,7 @@ def _fit_names(profile: Mapping[str, Any], keep: set[str], budget: int) -> str:
         shown = set(order[:n])
         lines = []
         for t, table in enumerate(tables):
-            lines.append(f"table {table['name']} ({table['rows']} rows)")
+            lines.append(f"table {table['name']} ({_rows(table)})")
             names = [f"{c['name']} {c['type']}" for i, c in enumerate(table["columns"]) if (t, i) in shown]
             hidden = len(table["columns"]) - len(names)
             if hidden:
@@ -730,7 +736,7 @@ def _fit_names(profile: Mapping[str, Any], keep: set[str], budget: int) -> str:
         return "\n".join(lines) + "\n"
 
     def tables_only(n: int) -> str:
-        lines = [f"table {t['name']} ({t['rows']} rows, {_count(len(t['columns']), 'column')})" for t in tables[:n]]
+        lines = [f"table {t['name']} ({_rows(t)}, {_count(len(t['columns']), 'column')})" for t in tables[:n]]
         if len(tables) > n:
             lines.append(f"+{len(tables) - n} more tables" if n else _count(len(tables), "table"))
         return "\n".join(lines) + "\n"
@@ -767,7 +773,7 @@ def _render(profile: Mapping[str, Any], drops: Mapping[tuple[str, str], frozense
     lines = []
     nothing: frozenset[str] = frozenset()
     for table in profile.get("tables", []):
-        lines.append(f"table {table['name']} ({table['rows']} rows)")
+        lines.append(f"table {table['name']} ({_rows(table)})")
         if names_only:
             lines.append("  " + ", ".join(f"{c['name']} {c['type']}" for c in table["columns"]))
             continue

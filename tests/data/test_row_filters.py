@@ -27,9 +27,13 @@ from lib.artifacts.drilldown import drilldown
 from lib.artifacts.render import filter_states
 from lib.artifacts.report import render_report
 from lib.artifacts.time_travel import open_as_of
+from lib.chat.agent import run_session
+from lib.chat.model import message, text_block
 from lib.chat.toolbox import Toolbox
+from lib.data import profile as profile_text
 from lib.data.engine import Engine, QueryCache
 from lib.data.refresh import refresh
+from lib.data.row_filters import scope_for, scoped_profile
 from lib.data.sandbox import QueryError
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace
@@ -39,7 +43,9 @@ from lib.roles import access, auth
 from lib.roles.access import PermissionDenied, User
 
 from ..conftest import ROOT, WORKSPACES
+from ..helpers import current_id
 from ..helpers.databases import PG_URL, server_engine
+from ..helpers.model import MODEL, FakeAPI
 
 SITES = ["Brno"] * 10 + ["Porto"] * 12 + ["Lyon"] * 8
 ROWS = [{"id": i, "site": site, "amount": i + 1} for i, site in enumerate(SITES)]
@@ -297,3 +303,46 @@ def test_the_report_and_explore_are_a_viewers_own(tmp_path: Path):
         assert (result.table.column(0).to_pylist()[0] or 0) == units, user.name
         sites = explore.distinct_values(ws.data, tables, snapshot.id, "gates", "site", workspace_path=folder, user=user)
         assert sites == sorted({r["site"] for r in rows if keep(r)}), user.name
+
+
+# --------------------------------------------------------------------------- the profile the model is sent (item 4)
+
+
+def _profile_sent(api: FakeAPI) -> str:
+    """The data profile block of the first request the model got."""
+    (first,) = [b for b in api.bodies[0]["messages"][0]["content"] if b["type"] == "text"][:1]
+    return first["text"]
+
+
+def test_a_filtered_viewers_chat_sends_the_model_the_profile_of_their_rows_only(tmp_path: Path):
+    folder, ws, wh, rows = _filtered_demo(tmp_path)
+    files = dict(ws.data)
+    sites = sorted({r["site"] for r in rows})
+    assert len(sites) > 1 and all(s in profile_text.text(files["profile"]) for s in sites)  # the stored profile has them all
+    brno = [r for r in rows if r["site"] == "Brno"]
+    for user, seen, rows_line in (
+        (User("vera", attributes=(("site", ("Brno",)),)), ["Brno"], f"table gates ({len(brno)} rows)"),
+        (User("nico"), [], "table gates (0 rows)"),
+        (User("olivia"), sites, f"table gates ({len(rows)} rows)"),
+    ):
+        api = FakeAPI([message(text_block("Brno is behind."), usage={"input_tokens": 900, "output_tokens": 5}, model=MODEL)])
+        outcome = run_session(files, wh.tables(), current_id(wh), "query", "Which site is weakest?", api.client(), user=user, slug="s", model=MODEL)
+        assert outcome.error is None
+        sent = _profile_sent(api)
+        assert rows_line in sent, sent
+        for site in sites:
+            assert (site in sent) == (site in seen), (user.name, site, sent)
+    assert ws.data["profile"] == workspace.load(folder)[0].data["profile"]  # what is stored is not changed
+
+
+def test_a_filtered_live_tables_profile_keeps_its_shape_and_no_value(postgres):
+    files, _ = postgres
+    stored = profile_text.build({"gates": pa.Table.from_pylist(ROWS)})  # every site's values, as profiled in the database
+    assert "Porto" in profile_text.text(stored)
+    for user in (VERA, NOBODY):
+        shown = scoped_profile(stored, scope_for(user, files), {}, files)
+        assert shown is not None
+        text = profile_text.text(shown)
+        assert "table gates (row count not shown" in text and "site VARCHAR" in text and "amount BIGINT" in text
+        assert not any(site in text for site in ("Brno", "Porto", "Lyon")) and "30" not in text, text
+    assert scoped_profile(stored, scope_for(SAM, files), {}, files) is stored  # a steward's is the whole one
