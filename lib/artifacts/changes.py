@@ -227,7 +227,7 @@ def compare_tables(
     timeout_s = float(injection.get("query_timeout_s", 10))
     formats = output.get("number_formats") or {}
     now_runner = Engine.of(engine, files, tables, current.id, workspace_path)
-    earlier_runner = earlier_engine(files, workspace_path).over(previous_tables or {}, previous.id if previous else "none")
+    earlier_runner = now_runner.earlier(previous_tables or {}, previous.id if previous else "none")  # the same user's rows
     states = filter_states(dashboard, tables, current.id, now_runner, timeout_s)
     params = filter_params(states, chosen_filters or {})
 

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 from ..core import settings
 from ..core.errors import DashmemError
+from ..data.engine import Engine
 from ..data.snapshots import Warehouse
 from ..roles.access import User
 from . import pdf_print
@@ -280,15 +281,19 @@ def export_report(
     params: Mapping[str, Any] | None = None,
     *,
     user: User,
+    viewer: User | None = None,
 ) -> dict[str, Any]:
     """Render the workspace's report over its newest snapshot and write the HTML and/or the PDF (each atomically).
 
     Data is loaded first only if the workspace has none yet (which needs `user` to have the right to
-    refresh); otherwise the newest snapshot is read as it is, whichever process wrote it. Returns
+    refresh); otherwise the newest snapshot is read as it is, whichever process wrote it. The figures
+    are `viewer`'s: their row filters hold (lib.data.row_filters); None, every row. Returns
     {"html": path or None, "pdf": path or None, "data_version": snapshot id, "errors": [(id, message)]}.
     """
     ws, warehouse, snapshot = loaded_for_export(Path(ws_path), "report", warehouse, user=user, error=ReportExportError)
-    rendered = render_report(ws.data, warehouse.tables(snapshot), snapshot.id, params or {}, workspace_path=ws.path)
+    tables = warehouse.tables(snapshot)
+    engine = Engine.for_workspace(ws.data, tables, snapshot.id, workspace_path=ws.path, user=viewer)
+    rendered = render_report(ws.data, tables, snapshot.id, params or {}, workspace_path=ws.path, engine=engine)
     html = to_html(rendered)
     written: dict[str, Any] = {"html": None, "pdf": None, "data_version": snapshot.id, "errors": rendered.errors}
     if pdf_out is not None:  # printed first: a missing Chromium writes nothing at all

@@ -183,7 +183,8 @@ def cmd_export(args) -> int:
         if args.png:
             return _fail(args, "--png writes a dashboard's charts; export the report with --html and/or --pdf, and the charts in another run")
         return _export_report(args, path)
-    written = export_workspace(path, Path(args.html) if args.html else None, Path(args.png) if args.png else None, user=OPERATOR)
+    html, png = Path(args.html) if args.html else None, Path(args.png) if args.png else None
+    written = export_workspace(path, html, png, user=OPERATOR, viewer=_as_user(args))
     # an ExportError is a DashmemError: main() prints it as one line
     for cid, error in written["errors"]:
         print(f"warning: component {cid!r}: {error}", file=sys.stderr)
@@ -199,8 +200,10 @@ def _export_report(args, path: Path) -> int:
     from ..artifacts.explain import ExplainError, parse_filters
     from ..artifacts.render import filter_states
     from ..artifacts.report_export import ReportExportError, export_report
+    from ..data.engine import Engine
     from ..roles.access import OPERATOR
 
+    viewer = _as_user(args)
     ws = _valid_workspace(path)
     report = ws.get("report")
     if not report:
@@ -208,13 +211,13 @@ def _export_report(args, path: Path) -> int:
     wh = _warehouse_with_data(path)
     snapshot = wh.current()
     try:
-        chosen = parse_filters(
-            report, filter_states({"filters": report.get("parameters") or []}, wh.tables(snapshot), snapshot.id if snapshot else "none"), args.param or []
-        )
+        tables, version = wh.tables(snapshot), snapshot.id if snapshot else "none"
+        engine = Engine.for_workspace(ws.data, tables, version, workspace_path=path, user=viewer)  # the parameters' choices are the viewer's
+        chosen = parse_filters(report, filter_states({"filters": report.get("parameters") or []}, tables, version, engine), args.param or [])
     except ExplainError as exc:  # its words are a dashboard's; a report's parameters are filters by another name
         return _fail(args, str(exc).replace("filter", "parameter").replace("this dashboard", "this report"))
     try:
-        written = export_report(path, Path(args.html) if args.html else None, Path(args.pdf) if args.pdf else None, wh, chosen, user=OPERATOR)
+        written = export_report(path, Path(args.html) if args.html else None, Path(args.pdf) if args.pdf else None, wh, chosen, user=OPERATOR, viewer=viewer)
     except ReportExportError as exc:
         return _fail(args, str(exc))
     for cid, error in written["errors"]:
@@ -694,6 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--png", metavar="FOLDER", help="a folder for one PNG per chart of the dashboard")
     p.add_argument("--pdf", metavar="FILE", help="the report as a PDF (A4, printed by headless Chromium)")
     p.add_argument("--report", action="store_true", help="export report.yaml, not dashboard.yaml (implied by --pdf and --param)")
+    p.add_argument(
+        "--as", dest="as_user", metavar="USER", help="export what this user of the users file sees: their row filters apply (default: the operator, every row)"
+    )
     p.add_argument(
         "--param", action="append", metavar="ID=VALUE", help="a report parameter's value; repeat for several values of a multiselect; LOW..HIGH for a range"
     )

@@ -183,6 +183,11 @@ class Engine:
         """The same routing and caches over other data (a viewer's own file, another load)."""
         return dataclasses.replace(self, tables=tables, version=version)
 
+    def earlier(self, tables: Mapping[str, pa.Table], version: str) -> Engine:
+        """This engine's user and caches over an earlier load (`tables` of `version`), whose live queries are refused:
+        what the Changes panel compares the shown data with, held to the same rows."""
+        return dataclasses.replace(self, tables=tables, version=version, earlier_load=True, live_cache=None)
+
     # ---- routing
 
     def source_of(self, sql: str) -> str | None:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 import yaml
 
 from lib.artifacts import explore
+from lib.artifacts.changes import compare_tables, previous_of
 from lib.artifacts.drilldown import drilldown
 from lib.artifacts.render import filter_states
 from lib.artifacts.report import render_report
@@ -239,6 +240,19 @@ def test_the_cli_query_and_rows_run_as_a_user(tmp_path: Path):
     assert "nico sees no rows of gates" in cli("query", folder, sql, "--as", "nico").stderr
     unknown = cli("query", folder, sql, "--as", "zed")
     assert unknown.returncode != 0 and "no such user" in unknown.stderr and "Traceback" not in unknown.stderr
+    # export --as: the dashboard's and the report's files hold that user's figures (the Brno units KPI), the operator's all
+    brno_units, all_units = (f"{sum(int(r['actual']) for r in rows if keep(r)):,}" for keep in (lambda r: r["site"] == "Brno", lambda r: True))
+    for kind in ("dashboard", "report"):
+        for who, shown, hidden in (("vera", brno_units, "Porto"), (None, all_units, None)):
+            out = tmp_path / f"{kind}-{who}.html"
+            done = cli("export", folder, "--html", out, *(["--report"] if kind == "report" else []), *(["--as", who] if who else []))
+            assert done.returncode == 0, done.stderr
+            html = out.read_text()
+            assert shown in html, (kind, who)
+            assert hidden is None or hidden not in html, (kind, who)
+            assert "Porto" in html or who  # the operator's holds every site
+    refused = cli("export", folder, "--html", tmp_path / "x.html", "--as", "zed")
+    assert refused.returncode != 0 and "no such user" in refused.stderr and not (tmp_path / "x.html").exists()
 
 
 # --------------------------------------------------------------------------- the dashboard as a viewer opens it
@@ -346,3 +360,28 @@ def test_a_filtered_live_tables_profile_keeps_its_shape_and_no_value(postgres):
         assert "table gates (row count not shown" in text and "site VARCHAR" in text and "amount BIGINT" in text
         assert not any(site in text for site in ("Brno", "Porto", "Lyon")) and "30" not in text, text
     assert scoped_profile(stored, scope_for(SAM, files), {}, files) is stored  # a steward's is the whole one
+
+
+def test_the_changes_panel_compares_a_viewers_rows_then_and_now(tmp_path: Path):
+    """The earlier load's values are the viewer's rows too: only Porto's figures changed, so Brno's viewer sees no move."""
+    folder, ws, wh, rows = _filtered_demo(tmp_path)
+    gates = folder / "data" / "gates.csv"
+    with open(gates, newline="") as fh:
+        header = next(csv.reader(fh))
+    changed = [{**r, "actual": str(int(r["actual"]) + 1000) if r["site"] == "Porto" else r["actual"]} for r in rows]
+    with open(gates, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(changed)
+    assert refresh(folder, wh, user=access.OPERATOR).ok
+    for user, site_rows in ((User("vera", attributes=(("site", ("Brno",)),)), "Brno"), (User("olivia"), None)):
+        as_of = open_as_of(wh, None, user=user, meta=ws.data["workspace"])
+        previous = previous_of(wh, as_of.snapshot)
+        assert previous is not None
+        found = compare_tables(
+            ws.data, as_of.snapshot, as_of.tables, previous, wh.tables(previous), {}, workspace_path=folder, engine=as_of.engine(ws.data, folder)
+        )
+        (kpi,) = [c.kpi for c in found.components if c.component == "kpi_volume"]
+        assert kpi is not None
+        mine = [(r, c) for r, c in zip(rows, changed) if site_rows is None or r["site"] == site_rows]
+        assert (kpi.before, kpi.after) == (sum(int(r["actual"]) for r, _ in mine), sum(int(c["actual"]) for _, c in mine)), user.name
