@@ -158,6 +158,7 @@ if snapshot is None:
     st.stop()
 
 as_of = changes_view.data_as_of(ctx, wh, snapshot)  # the load chosen to look at, opened read-only (lib.artifacts.time_travel)
+ui.rows_notice(ctx.user, ws.data)
 snapshot = as_of.snapshot
 tables = dict(as_of.tables)  # the tables of the snapshot the caption and cache key name
 version = snapshot.id

@@ -33,6 +33,7 @@ if snapshot is None:
     st.warning("No data loaded yet. Stewards add a source on the Sources page; then Refresh on the Dashboard.")
     st.stop()
 tables, version = wh.tables(snapshot), snapshot.id
+ui.rows_notice(ctx.user, ws.data)
 catalogue = explore.catalogue(ws.data)
 if not catalogue:
     st.info("This workspace has no data profile yet, so there is nothing to choose from. Stewards profile the data on the Sources page.")

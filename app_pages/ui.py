@@ -27,6 +27,7 @@ from lib.chat.model import api_key_available
 from lib.core.diagnostics import ERROR, ValidationFailed
 from lib.core.errors import DashmemError
 from lib.data import refresh as refreshing
+from lib.data.row_filters import scope_for
 from lib.data.snapshots import Warehouse
 from lib.memory import rule_review, workspace
 from lib.memory.semantic_diff import ATTENTION, CATEGORIES
@@ -196,6 +197,19 @@ def first_load(path: Path, wh: Warehouse, ws: workspace.Workspace, user: User) -
     if wh.current() is None:
         st.session_state[key] = report
     return report
+
+
+def rows_notice(user: User, files: Mapping[str, Any]) -> None:
+    """Which rows `user` is held to (workspace.yaml's row_filters): a caption naming them, and a notice for each
+    table they see no row of, saying why and who can change it."""
+    scope = scope_for(user, files)
+    if scope is None:
+        return
+    for note in scope.notes():
+        st.info(note, icon=":material/lock:")
+    held = scope.held()
+    if held:
+        st.caption("Your rows only: " + "; ".join(held) + ".")
 
 
 def label_apart(label: str, options: list) -> str:

@@ -81,6 +81,10 @@ class RowScope:
             if not r.values
         ]
 
+    def held(self) -> list[str]:
+        """What the user is shown of each filtered table they see rows of: "gates whose site is Brno or Porto"."""
+        return [f"{r.table} whose {r.column} is {' or '.join(r.values)}" for r in self.rules if r.values]
+
     def apply(self, tables: Mapping[str, pa.Table]) -> dict[str, pa.Table]:
         """`tables` with each filtered one replaced by its copy holding only the user's rows."""
         out = dict(tables)
