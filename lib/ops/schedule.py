@@ -39,8 +39,8 @@ from ..roles.access import OPERATOR
 
 _log = logging.getLogger(__name__)
 
-UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1)}
-UNIT_NAMES = {"m": "min", "h": "h", "d": "d"}
+UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1), "w": dt.timedelta(weeks=1)}
+UNIT_NAMES = {"m": "min", "h": "h", "d": "d", "w": "wk"}
 
 
 class ScheduleError(DashmemError, ValueError):
@@ -52,13 +52,15 @@ class RefreshBusy(DashmemError, RuntimeError):
 
 
 def parse_every(text: Any, where: str = "workspace.yaml: refresh.every") -> dt.timedelta:
-    """The interval `text` (15m, 1h, 1d: a whole number and a unit) as a timedelta, else ScheduleError."""
+    """The interval `text` (15m, 1h, 1d, 1w, or 1 hour, 2 days, 1 week) as a timedelta, else ScheduleError."""
     match = re.fullmatch(schemas.pattern("workspace", "refresh", "every"), text) if isinstance(text, str) else None
     if match is None:
         raise ScheduleError(
-            f"{where}: {text!r} is not a refresh interval; write a whole number and a unit without a space, m (minutes), h (hours) or d (days): 15m, 1h, 1d"
+            f"{where}: {text!r} is not an interval; write a whole number and a unit, m, h, d or w (15m, 1h, 1d, 1w), "
+            "or the unit in words (30 minutes, 1 hour, 2 days, 1 week)"
         )
-    return int(text[:-1]) * UNITS[text[-1]]
+    count, unit = re.fullmatch(r"(\d+) ?([a-z]+)", text).groups()  # pyright: ignore[reportOptionalMemberAccess]  # the pattern matched
+    return int(count) * UNITS[unit[0]]
 
 
 def every_of(meta: Mapping[str, Any] | None, where: str = "workspace.yaml: refresh.every") -> dt.timedelta | None:
@@ -70,8 +72,8 @@ def every_of(meta: Mapping[str, Any] | None, where: str = "workspace.yaml: refre
 
 
 def show_interval(every: dt.timedelta) -> str:
-    """`1 h`, `15 min`, `2 d`: the largest unit that divides the interval."""
-    for unit in ("d", "h", "m"):
+    """`1 h`, `15 min`, `2 d`, `1 wk`: the largest unit that divides the interval."""
+    for unit in ("w", "d", "h", "m"):
         count, rest = divmod(every, UNITS[unit])
         if not rest:
             return f"{count} {UNIT_NAMES[unit]}"

@@ -55,7 +55,7 @@ FAMILIES = [
     (ModelError, Exception, ModelError("auth", "the API key was not accepted")),
     (ExportError, RuntimeError, ExportError("x has no dashboard.yaml to export")),
     (NothingToDraft, ValueError, NothingToDraft("no data profile yet: connect a source and refresh first")),
-    (ScheduleError, ValueError, ScheduleError("workspace.yaml: refresh.every: '1 hour' is not a refresh interval")),
+    (ScheduleError, ValueError, ScheduleError("workspace.yaml: refresh.every: 'hourly' is not an interval")),
     (RefreshBusy, RuntimeError, RefreshBusy("another `refresh --all` of repo is running")),
     (ExplainError, ValueError, ExplainError("no component 'x' in this dashboard; its components: a, b")),
     (TimeTravelError, ValueError, TimeTravelError("that load is no longer kept (the last 5 are: ...); showing it is not possible")),

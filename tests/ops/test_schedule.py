@@ -33,13 +33,25 @@ ITEMS = [{"id": n, "name": f"item {n}"} for n in range(1, 8)]
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("15m", dt.timedelta(minutes=15)), ("1h", HOUR), ("1d", dt.timedelta(days=1)), ("90m", dt.timedelta(minutes=90)), ("7d", dt.timedelta(days=7))],
+    [
+        ("15m", dt.timedelta(minutes=15)),
+        ("1h", HOUR),
+        ("1d", dt.timedelta(days=1)),
+        ("90m", dt.timedelta(minutes=90)),
+        ("7d", dt.timedelta(days=7)),
+        ("1w", dt.timedelta(days=7)),
+        ("1 hour", HOUR),
+        ("30 minutes", dt.timedelta(minutes=30)),
+        ("2 days", dt.timedelta(days=2)),
+        ("1 week", dt.timedelta(days=7)),
+        ("2weeks", dt.timedelta(days=14)),
+    ],
 )
 def test_accepted_intervals(text, expected):
     assert parse_every(text) == expected
 
 
-@pytest.mark.parametrize("text", ["1 hour", "1 h", "1H", "0h", "01h", "1.5h", "h", "", "15", "1w", "60s", "-1h", 60, None, "1h\n"])
+@pytest.mark.parametrize("text", ["1  hour", "1 h", "1H", "1 Hour", "0h", "01h", "1.5h", "h", "", "15", "1 fortnight", "60s", "-1h", 60, None, "1h\n", "1 week\n"])
 def test_other_intervals_are_refused_naming_the_file_and_the_accepted_forms(text):
     with pytest.raises(ScheduleError) as caught:
         parse_every(text, "sales/workspace.yaml: refresh.every")
@@ -58,7 +70,7 @@ def write_meta(folder: Path, extra: str) -> Path:
 @pytest.mark.parametrize(
     "extra, words",
     [
-        ("refresh:\n  every: 1 hour\n", ['"1 hour" does not have the required form', "m (minutes), h (hours) or d (days)", '"15m"']),
+        ("refresh:\n  every: hourly\n", ['"hourly" does not have the required form', "m, h, d or w", '"15m"']),
         ("refresh:\n  every: 0h\n", ['"0h" does not have the required form']),
         ('refresh:\n  every: "1h\\n"\n', ["does not have the required form"]),  # `$` alone would let a newline through
         ("refresh: {}\n", ["every"]),
@@ -401,7 +413,7 @@ def test_a_schedule_that_bypassed_validation_fails_its_workspace_alone_with_the_
 
     repo = make_config_repo(app_env)
     meta = repo / "supply-chain-weekly" / "workspace.yaml"
-    meta.write_text(meta.read_text(encoding="utf-8") + "refresh:\n  every: 1 hour\n", encoding="utf-8")
+    meta.write_text(meta.read_text(encoding="utf-8") + "refresh:\n  every: hourly\n", encoding="utf-8")
     checkout = git.Repo(repo)
     checkout.git.commit(
         "-qam",
@@ -410,5 +422,5 @@ def test_a_schedule_that_bypassed_validation_fails_its_workspace_alone_with_the_
     )
     outcomes = {o.workspace: o for o in schedule.refresh_all(repo, due_only=True).outcomes}
     assert outcomes["supply-chain-weekly"].status == "failed"
-    assert outcomes["supply-chain-weekly"].message.startswith("supply-chain-weekly/workspace.yaml: refresh.every: '1 hour' is not a refresh interval")
+    assert outcomes["supply-chain-weekly"].message.startswith("supply-chain-weekly/workspace.yaml: refresh.every: 'hourly' is not an interval")
     assert outcomes["gdp-explorer"].status == "refreshed"
