@@ -192,6 +192,14 @@ chosen = dashboard_view.filter_bar(states, lambda filter_id: state.filter_widget
 rendered = as_of.render(ws.data, chosen, workspace_path=ws.path, tables=tables, version=version)
 changed = changes_view.changes_for(ws, as_of, tables, version, chosen)
 
+# An alert's e-mail links to its figure's Explain (`?ws=SLUG&explain=COMPONENT`, lib.delivery): opened at the top.
+asked = next((c for c in rendered.components if c.id == st.query_params.get("explain")), None)
+if asked is not None:
+    with st.expander(f"Where {asked.title or asked.id} comes from", expanded=True, icon=":material/info:"), ui.user_errors("Could not explain this"):
+        dashboard_view.explanation(
+            explain(ws.data, tables, snapshot, asked.id, chosen, workspace_path=ws.path, version=version, engine=as_of.engine(ws.data, ws.path))
+        )
+
 
 def explain_popover(comp) -> None:
     """The component's "Explain" popover; the explanation is worked out only while it is open."""

@@ -27,7 +27,7 @@ from lib.chat.model import api_key_available
 from lib.core.diagnostics import ERROR, ValidationFailed
 from lib.core.errors import DashmemError
 from lib.data import refresh as refreshing
-from lib.data.row_filters import scope_for
+from lib.data.engine import scope_for
 from lib.data.snapshots import Warehouse
 from lib.memory import rule_review, workspace
 from lib.memory.semantic_diff import ATTENTION, CATEGORIES

@@ -20,7 +20,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import vl_convert
 
@@ -275,26 +275,34 @@ def loaded_for_export(ws_path: Path, kind: str, warehouse: Warehouse | None, *, 
 
 
 def export_workspace(
-    ws_path: Path, html_out: Path | None, png_dir: Path | None, warehouse: Warehouse | None = None, *, user: User, viewer: User | None = None
+    ws_path: Path,
+    html_out: Path | None,
+    png_dir: Path | None,
+    warehouse: Warehouse | None = None,
+    *,
+    user: User,
+    viewer: User | None = None,
+    chosen: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Render the workspace's dashboard over its current data and write the HTML and/or the chart PNGs.
 
     Data is loaded first if the workspace has none yet (which needs `user` to
     have the right to refresh; `access.OPERATOR` from the command line). The
-    figures are `viewer`'s: their row filters hold (lib.data.row_filters); None, every row. Returns
+    figures are `viewer`'s: their row filters hold (lib.data.row_filters); None, every row; the filters are
+    at `chosen` (as `explain.parse_filters` gives them), else at their defaults. Returns
     {"html": path or None, "pngs": [paths], "data_version": snapshot id,
     "errors": [(component id, message)]}.
     """
     ws, warehouse, snapshot = loaded_for_export(Path(ws_path), "dashboard", warehouse, user=user, error=ExportError)
     tables = warehouse.tables(snapshot)
     engine = Engine.for_workspace(ws.data, tables, snapshot.id, workspace_path=ws.path, user=viewer)
-    rendered = render(ws.data, tables, snapshot.id, workspace_path=ws.path, engine=engine)
+    rendered = render(ws.data, tables, snapshot.id, chosen, workspace_path=ws.path, engine=engine)
     written: dict[str, Any] = {"html": None, "pngs": [], "data_version": snapshot.id, "errors": rendered.errors}
     if html_out is not None:
         previous = previous_of(warehouse, snapshot)
         earlier = warehouse.tables(previous) if previous else None
         try:
-            changes = compare_tables(ws.data, snapshot, tables, previous, earlier, {}, workspace_path=ws.path, engine=engine)
+            changes = compare_tables(ws.data, snapshot, tables, previous, earlier, chosen or {}, workspace_path=ws.path, engine=engine)
         except DashmemError as exc:  # the comparison is a detail of the file: it is written without the earlier values
             _log.warning("export of %s: no earlier values: %s", ws_path.name, exc)
             changes = None

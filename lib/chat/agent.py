@@ -36,7 +36,8 @@ from typing import Any, Callable, Mapping
 
 from ..artifacts import checks
 from ..core.diagnostics import ERROR, Diagnostic
-from ..data.row_filters import scope_for, scoped_profile
+from ..data.engine import scope_for
+from ..data.row_profile import scoped_profile
 from ..memory import workspace
 from ..roles import access
 from ..roles.access import User

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -458,16 +459,44 @@ def _refresh_all(args) -> int:
     """Every published workspace of the config repo (default: the app's), for cron and systemd timers."""
     from ..ops.schedule import refresh_all
 
-    summary = refresh_all(Path(args.path) if args.path else settings.config_repo_path(), due_only=args.due)
+    repo_path = Path(args.path) if args.path else settings.config_repo_path()
+    summary = refresh_all(repo_path, due_only=args.due)
+    delivered = _deliver_after(repo_path, summary) if args.due else []
     if args.json:
-        _print_json(summary.to_dict())
+        _print_json({**summary.to_dict(), "deliveries": [asdict(d) for d in delivered]})
     else:
         print(summary.table())
+        for line in (line for d in delivered for line in d.lines()):
+            print(line)
     for line in summary.pulled:
         print(f"pulled: {line}", file=sys.stderr)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
-    return 0 if summary.ok else 1
+    return 0 if summary.ok and all(d.ok for d in delivered) else 1
+
+
+def _deliver_after(repo_path: Path, summary) -> list:
+    """What a scheduled run sends once its refreshes are done: each workspace's due subscriptions and its alerts
+    (lib.delivery), or, where its refresh failed, the owners' note that nothing was sent."""
+    from ..delivery.run import deliver_all
+    from ..repo.configrepo import ConfigRepo
+
+    repo = ConfigRepo(repo_path)
+    return deliver_all([(repo.published_path(o.workspace), o.status != "failed", o.message) for o in summary.outcomes])
+
+
+def cmd_deliver(args) -> int:
+    from ..delivery.run import deliver
+
+    path = Path(args.path)
+    _valid_workspace(path)
+    done = deliver(path, every_one=args.now)
+    if args.json:
+        _print_json(asdict(done))
+    else:
+        for line in done.lines() or [f"{path.name}: nothing due"]:
+            print(line)
+    return 0 if done.ok else 1
 
 
 def _as_user(args):
@@ -776,6 +805,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="load incremental sources whole, not only the rows past their cursor")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_refresh)
+
+    p = sub.add_parser(
+        "deliver",
+        help="send a workspace's due subscriptions and its alerts that changed, over the data it has (no refresh)",
+        description="Subscriptions and alerts are workspace.yaml's; the mail server is DASHMEM_SMTP_HOST's. A scheduled "
+        "`refresh --all --due` does this for every workspace after it refreshes.",
+    )
+    p.add_argument("path", help="the workspace folder")
+    p.add_argument("--now", action="store_true", help="send every subscription now, due or not (each still once per run)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_deliver)
 
     p = sub.add_parser("query", help="run one read-only SELECT in the sandbox")
     p.add_argument("path")

@@ -21,6 +21,7 @@ User-facing (subclass DashmemError), by wing; a test keeps this table equal to t
 | `SecretMissing` | memory.secrets | KeyError |
 | `InvalidName` | memory.workspace | ValueError |
 | `WorkspaceExists` | memory.workspace | FileExistsError |
+| `ScheduleError` | memory.intervals | ValueError |
 | `YamlSyntaxError` | memory.yamlio | ValueError |
 | `PermissionDenied` | roles.access | PermissionError |
 | `AccessChangeRefused` | roles.access | ValueError |
@@ -48,7 +49,9 @@ User-facing (subclass DashmemError), by wing; a test keeps this table equal to t
 | `ReadOnlyData` | artifacts.time_travel | PermissionError |
 | `TimeTravelError` | artifacts.time_travel | ValueError |
 | `RefreshBusy` | ops.schedule | RuntimeError |
-| `ScheduleError` | ops.schedule | ValueError |
+| `AlertError` | delivery.alerts | ValueError |
+| `MailError` | delivery.mail | RuntimeError |
+| `DeliveryError` | delivery.run | ValueError |
 | `ModelError` | chat.model | Exception |
 
 Internal (not DashmemError): `data.connectors.csv_source._NotUtf8`,

@@ -38,17 +38,15 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
 
+from ..roles.access import OPERATOR, OWNER, STEWARD, User, role_of
 from . import live, queries
-from .row_filters import RowScope, scope_for
+from .row_filters import RowScope, Rule
 from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult
 from .standins import tables_named
-
-if TYPE_CHECKING:
-    from ..roles.access import User
 
 NO_EARLIER_DATA = "no earlier data kept"
 
@@ -113,6 +111,25 @@ def live_source_of(sql: str, live_by_name: Mapping[str, Mapping[str, Any]]) -> s
             + "; query each live source on its own"
         )
     return touched[0]
+
+
+# --------------------------------------------------------------------------- whose rows (lib.data.row_filters)
+
+DEFAULT_BYPASS = (OWNER, STEWARD)  # the roles that see every row unless workspace.yaml's row_filter_bypass says otherwise
+
+
+def scope_for(user: User | None, files: Mapping[str, Any]) -> RowScope | None:
+    """The row filters `user` is held to in the workspace whose memory is `files`; None when they see every row
+    (no rule, the operator, or a role that bypasses them)."""
+    meta = files.get("workspace") or {}
+    rules = meta.get("row_filters") or []
+    if user is None or user is OPERATOR or not rules:
+        return None
+    bypass = meta.get("row_filter_bypass", list(DEFAULT_BYPASS))
+    if role_of(user, meta) in bypass:
+        return None
+    attributes = dict(user.attributes)
+    return RowScope(user.name, tuple(Rule(r["table"], r["column"], r["attribute"], attributes.get(r["attribute"])) for r in rules))
 
 
 # --------------------------------------------------------------------------- the engine

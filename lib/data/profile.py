@@ -703,7 +703,7 @@ def _largest(fits, high: int) -> int | None:
 
 def _rows(table: Mapping[str, Any]) -> str:
     """A table's row count as the profile text says it; None where the rows are filtered for the reader and not shown
-    (`lib.data.row_filters.scoped_profile`)."""
+    (`lib.data.row_profile.scoped_profile`)."""
     return f"{table['rows']} rows" if table.get("rows") is not None else "row count not shown: only your rows are queried"
 
 

@@ -18,9 +18,7 @@ UNION or a table function could step around: the engine substitutes the table it
 The engine keys its caches on `RowScope.key`, so one user's cached result is never served to another
 whose rows differ.
 
-The data profile a filtered user's chat sends to the model (`scoped_profile`) is theirs too: a snapshot
-table's is computed again on their rows; a live table's keeps only its column names, types and meanings,
-its row count and every value left out, as the rows behind them are in the database.
+The data profile a filtered user's chat sends to the model is theirs too (`lib.data.row_profile`).
 """
 
 from __future__ import annotations
@@ -35,12 +33,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..roles.access import OPERATOR, OWNER, STEWARD, User, role_of
-from . import live
-from .profile import profile_table
 from .sandbox import QueryRefused
-
-DEFAULT_BYPASS = (OWNER, STEWARD)
 
 
 @dataclass(frozen=True)
@@ -100,20 +93,6 @@ class RowScope:
         return None if rule is None else (rule.column, rule.values or ())
 
 
-def scope_for(user: User | None, files: Mapping[str, Any]) -> RowScope | None:
-    """The row filters `user` is held to in the workspace whose memory is `files`; None when they see every row
-    (no rule, the operator, or a role that bypasses them)."""
-    meta = files.get("workspace") or {}
-    rules = meta.get("row_filters") or []
-    if user is None or user is OPERATOR or not rules:
-        return None
-    bypass = meta.get("row_filter_bypass", list(DEFAULT_BYPASS))
-    if role_of(user, meta) in bypass:
-        return None
-    attributes = dict(user.attributes)
-    return RowScope(user.name, tuple(Rule(r["table"], r["column"], r["attribute"], attributes.get(r["attribute"])) for r in rules))
-
-
 # --------------------------------------------------------------------------- the snapshot side's filtered copies
 
 _COPIES: OrderedDict[tuple[int, str, str, tuple[str, ...] | None], tuple[Any, pa.Table]] = OrderedDict()
@@ -149,65 +128,3 @@ def _filtered(table: pa.Table, name: str, rule: Rule) -> pa.Table:
         while len(_COPIES) > _KEEP:
             _COPIES.popitem(last=False)
     return copy
-
-
-# --------------------------------------------------------------------------- the data profile a filtered user's model sees
-
-# What of a profile's table and column tells nothing about its rows; every other field (counts, shares, minima and
-# maxima, top and rare values, samples, a join's overlap) is computed from them, so a new field is left out until named here.
-_TABLE_SHAPE = ("name", "source")
-_COLUMN_SHAPE = ("name", "type", "role", "aggregate")
-
-
-def scoped_profile(
-    doc: Mapping[str, Any] | None, scope: RowScope | None, tables: Mapping[str, pa.Table] | None, files: Mapping[str, Any]
-) -> Mapping[str, Any] | None:
-    """The profile.yaml content `doc` as the user of `scope` may see it (unchanged for one who sees every row).
-
-    A filtered snapshot table is profiled again on the user's rows (their copy, `RowScope.apply`); a filtered
-    live table, whose rows are in its database, and a table whose data is not at hand keep their shape only:
-    column names, types and meanings, no row count ("rows": None) and no value. A join touching a filtered table
-    loses its overlap, which was measured on every row."""
-    if scope is None or not doc or not doc.get("tables"):
-        return doc
-    lives = live.live_sources(files)
-    sources = {s["name"]: s for s in (files.get("sources") or {}).get("sources") or [] if isinstance(s, dict) and "name" in s}
-    out = dict(doc)
-    shown = []
-    for entry in doc["tables"]:
-        rule = scope.rule_for(entry["name"])
-        if rule is None:
-            shown.append(entry)
-            continue
-        table = (tables or {}).get(entry["name"])
-        if table is None or entry["name"] in lives or rule.column not in table.column_names:
-            shown.append(_shape_only(entry))
-        else:
-            sample_values = sources.get(entry["name"], {}).get("sample_values", True)
-            shown.append(_reprofiled(entry, _filtered(table, entry["name"], rule), sample_values))
-    out["tables"] = shown
-    filtered = {t["name"].lower() for t in doc["tables"] if scope.rule_for(t["name"]) is not None}
-    if doc.get("relationships"):
-        out["relationships"] = [{k: v for k, v in rel.items() if k != "overlap"} if _touches(rel, filtered) else rel for rel in doc["relationships"]]
-    return out
-
-
-def _shape_only(entry: Mapping[str, Any]) -> dict[str, Any]:
-    kept = {k: entry[k] for k in _TABLE_SHAPE if k in entry}
-    columns = [{k: c[k] for k in _COLUMN_SHAPE if k in c} for c in entry.get("columns") or []]
-    return {**kept, "rows": None, "columns": columns}
-
-
-def _reprofiled(entry: Mapping[str, Any], rows: pa.Table, sample_values: bool) -> dict[str, Any]:
-    """The table's profile computed on `rows`, each column keeping the meaning the stored profile gave it."""
-    fresh = profile_table(entry["name"], rows, source=entry.get("source"), sample_values=sample_values)
-    meaning = {c["name"]: {k: c[k] for k in ("role", "aggregate") if k in c} for c in entry.get("columns") or []}
-    columns = []
-    for c in fresh["columns"]:
-        column = {k: v for k, v in c.items() if k not in ("role", "aggregate")}
-        columns.append({"name": column.pop("name"), "type": column.pop("type"), **meaning.get(c["name"], {}), **column})
-    return {**fresh, "columns": columns}
-
-
-def _touches(rel: Mapping[str, Any], tables: set[str]) -> bool:
-    return any(str(rel.get(side, "")).split(".")[0].lower() in tables for side in ("left", "right"))

@@ -19,7 +19,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -32,35 +31,17 @@ from ..core import settings
 from ..core.errors import DashmemError
 from ..data.refresh import refresh
 from ..data.snapshots import Warehouse
-from ..memory import schemas, workspace
+from ..memory import workspace
+from ..memory.intervals import parse_every, show_interval
 from ..repo.configrepo import ConfigRepo
 from ..repo.gitops import ConfigRepoError
 from ..roles.access import OPERATOR
 
 _log = logging.getLogger(__name__)
 
-UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.timedelta(days=1), "w": dt.timedelta(weeks=1)}
-UNIT_NAMES = {"m": "min", "h": "h", "d": "d", "w": "wk"}
-
-
-class ScheduleError(DashmemError, ValueError):
-    """A `refresh.every` that is not an interval; the message names the file and the accepted forms."""
-
 
 class RefreshBusy(DashmemError, RuntimeError):
     """Another `refresh --all` of the same config repo is running; this one refreshed nothing."""
-
-
-def parse_every(text: Any, where: str = "workspace.yaml: refresh.every") -> dt.timedelta:
-    """The interval `text` (15m, 1h, 1d, 1w, or 1 hour, 2 days, 1 week) as a timedelta, else ScheduleError."""
-    match = re.fullmatch(schemas.pattern("workspace", "refresh", "every"), text) if isinstance(text, str) else None
-    if match is None:
-        raise ScheduleError(
-            f"{where}: {text!r} is not an interval; write a whole number and a unit, m, h, d or w (15m, 1h, 1d, 1w), "
-            "or the unit in words (30 minutes, 1 hour, 2 days, 1 week)"
-        )
-    count, unit = re.fullmatch(r"(\d+) ?([a-z]+)", text).groups()  # pyright: ignore[reportOptionalMemberAccess]  # the pattern matched
-    return int(count) * UNITS[unit[0]]
 
 
 def every_of(meta: Mapping[str, Any] | None, where: str = "workspace.yaml: refresh.every") -> dt.timedelta | None:
@@ -69,15 +50,6 @@ def every_of(meta: Mapping[str, Any] | None, where: str = "workspace.yaml: refre
     if not isinstance(declared, Mapping) or "every" not in declared:
         return None
     return parse_every(declared["every"], where)
-
-
-def show_interval(every: dt.timedelta) -> str:
-    """`1 h`, `15 min`, `2 d`, `1 wk`: the largest unit that divides the interval."""
-    for unit in ("w", "d", "h", "m"):
-        count, rest = divmod(every, UNITS[unit])
-        if not rest:
-            return f"{count} {UNIT_NAMES[unit]}"
-    return str(every)
 
 
 @dataclass(frozen=True)

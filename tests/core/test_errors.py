@@ -25,10 +25,11 @@ from lib.data.engine import NoEarlierData
 from lib.data.netguard import Refused
 from lib.data.query_worker import WorkerError
 from lib.data.sandbox import QueryError, QueryRefused
+from lib.memory.intervals import ScheduleError
 from lib.memory.secrets import SecretMissing
 from lib.memory.workspace import InvalidName, WorkspaceExists
 from lib.memory.yamlio import YamlSyntaxError
-from lib.ops.schedule import RefreshBusy, ScheduleError
+from lib.ops.schedule import RefreshBusy
 from lib.repo.drafts import PublishConflict
 from lib.repo.gitops import Busy, ConfigRepoError
 from lib.roles.access import PermissionDenied

@@ -32,9 +32,9 @@ from lib.chat.agent import run_session
 from lib.chat.model import message, text_block
 from lib.chat.toolbox import Toolbox
 from lib.data import profile as profile_text
-from lib.data.engine import Engine, QueryCache
+from lib.data.engine import Engine, QueryCache, scope_for
 from lib.data.refresh import refresh
-from lib.data.row_filters import scope_for, scoped_profile
+from lib.data.row_profile import scoped_profile
 from lib.data.sandbox import QueryError
 from lib.data.snapshots import Warehouse
 from lib.memory import workspace

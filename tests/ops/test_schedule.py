@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from lib.memory import workspace
+from lib.memory.intervals import ScheduleError, parse_every
 from lib.ops import schedule
-from lib.ops.schedule import ScheduleError, parse_every
 from tests.helpers.app import signed_in
 
 from ..conftest import ROOT, WORKSPACES, LocalHTTPServer
@@ -51,7 +51,9 @@ def test_accepted_intervals(text, expected):
     assert parse_every(text) == expected
 
 
-@pytest.mark.parametrize("text", ["1  hour", "1 h", "1H", "1 Hour", "0h", "01h", "1.5h", "h", "", "15", "1 fortnight", "60s", "-1h", 60, None, "1h\n", "1 week\n"])
+@pytest.mark.parametrize(
+    "text", ["1  hour", "1 h", "1H", "1 Hour", "0h", "01h", "1.5h", "h", "", "15", "1 fortnight", "60s", "-1h", 60, None, "1h\n", "1 week\n"]
+)
 def test_other_intervals_are_refused_naming_the_file_and_the_accepted_forms(text):
     with pytest.raises(ScheduleError) as caught:
         parse_every(text, "sales/workspace.yaml: refresh.every")
