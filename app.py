@@ -119,6 +119,7 @@ USE_PAGES = [
     ("app_pages/dashboard.py", "Dashboard", ":material/monitoring:"),
     ("app_pages/explore.py", "Explore", ":material/query_stats:"),
     ("app_pages/report.py", "Report", ":material/description:"),
+    ("app_pages/deliveries.py", "Deliveries", ":material/outgoing_mail:"),
     ("app_pages/chat.py", "Chat", ":material/chat:"),
     ("app_pages/workspaces.py", "Workspaces", ":material/folder_open:"),
     ("app_pages/history.py", "History", ":material/history:"),

@@ -57,6 +57,22 @@ def expand(to: Sequence[str], meta: Mapping[str, Any], credentials: Mapping[str,
     return list(found.values()), problems
 
 
+def of_subscription(
+    to: Sequence[str], choices: Mapping[str, str], meta: Mapping[str, Any], credentials: Mapping[str, Any]
+) -> tuple[list[Recipient], list[str]]:
+    """`expand(to)` with people's own choices (`Record.choices`): those who asked for it added, those who
+    asked not to get it left out, whatever group named them."""
+    joined = [name for name, choice in choices.items() if choice == "in" and name not in to]
+    found, problems = expand([*to, *joined], meta, credentials)
+    return [r for r in found if choices.get(r.user.name) != "out"], problems
+
+
+def receives(user_name: str, to: Sequence[str], choices: Mapping[str, str], meta: Mapping[str, Any], credentials: Mapping[str, Any]) -> bool:
+    """Whether the next send of a subscription with `to` and `choices` goes to `user_name`."""
+    found, _ = of_subscription(to, choices, meta, credentials)
+    return any(r.user.name == user_name for r in found)
+
+
 def allowed_outside(address: str, meta: Mapping[str, Any]) -> bool:
     """Whether an owner allowed `address` (the whole address, or its @domain) in policy.external_recipients."""
     allowed = {a.lower() for a in ((meta.get("policy") or {}).get("external_recipients") or [])}

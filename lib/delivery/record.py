@@ -4,6 +4,8 @@ A delivery is claimed before it is sent (a row for workspace, what, slot and rec
 a second run at the same time finds the row and sends nothing. A failed one is marked `failed` with the
 reason and is claimed again by the next run; one a killed run left `sending` is not sent again (at most once).
 An alert's state (does its condition hold, since which load) is kept per alert, row scope and subject.
+A person's own choice about a subscription (send it to me too, or not to me) is kept here as well: it is
+theirs, not the workspace's memory, so a viewer makes it without a change to workspace.yaml.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
     what TEXT NOT NULL, slot TEXT NOT NULL, recipient TEXT NOT NULL,
     status TEXT NOT NULL, snapshot TEXT, detail TEXT, at TEXT NOT NULL,
     PRIMARY KEY (what, slot, recipient)
+);
+CREATE TABLE IF NOT EXISTS choices (
+    subscription TEXT NOT NULL, user TEXT NOT NULL, choice TEXT NOT NULL, at TEXT NOT NULL,
+    PRIMARY KEY (subscription, user)
 );
 CREATE TABLE IF NOT EXISTS alert_states (
     alert TEXT NOT NULL, scope TEXT NOT NULL, subject TEXT NOT NULL,
@@ -84,6 +90,21 @@ class Record:
         with self._db() as db:
             rows = db.execute("SELECT what, slot, recipient, status, snapshot, detail, at FROM deliveries ORDER BY at DESC LIMIT ?", (limit,)).fetchall()
         return [Delivery(*row) for row in rows]
+
+    def choose(self, subscription: str, user: str, choice: str | None) -> None:
+        """`user` wants `subscription` ("in"), does not ("out"), or leaves it to its `to:` (None)."""
+        with self._db() as db:
+            if choice is None:
+                db.execute("DELETE FROM choices WHERE subscription=? AND user=?", (subscription, user))
+            else:
+                db.execute("INSERT OR REPLACE INTO choices VALUES (?, ?, ?, ?)", (subscription, user, choice, _now()))
+
+    def choices(self, subscription: str) -> dict[str, str]:
+        """user -> "in" or "out", for those who chose."""
+        if not self.path.exists():
+            return {}
+        with self._db() as db:
+            return dict(db.execute("SELECT user, choice FROM choices WHERE subscription=?", (subscription,)).fetchall())
 
     def turn(self, alert: str, scope: str, subject: str, holds: bool, snapshot: str) -> bool:
         """Record whether the alert's condition holds now; True when that changed (a first evaluation that

@@ -32,11 +32,12 @@ from ..data.engine import Engine, scope_for
 from ..data.snapshots import Snapshot, Warehouse, loaded_at
 from ..memory import workspace
 from ..memory.intervals import parse_every
-from ..roles import auth
-from ..roles.access import OPERATOR
+from ..memory.kinds.workspace import subscription_words
+from ..roles import access, auth
+from ..roles.access import OPERATOR, User
 from . import alerts as alerting
 from .mail import MailError, Server
-from .recipients import Recipient, expand, owners
+from .recipients import Recipient, expand, of_subscription, owners, receives
 from .record import Record
 
 _log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ class _Job:
         every = parse_every(sub["every"], f"{self.ws_path.name}/workspace.yaml: subscriptions: every")
         slot = f"now:{now.isoformat(timespec='seconds')}" if every_one else period_of(now, every)
         key = subscription_key(sub)
-        recipients, problems = expand(sub["to"], self.meta, self.credentials)
+        recipients, problems = of_subscription(sub["to"], self.record.choices(key), self.meta, self.credentials)
         self.out.problems += [f"{what}: {p}" for p in problems]
         if data_ok:
             failing = self.failing_checks(kind)
@@ -301,6 +302,42 @@ class _Job:
             return
         self.record.done(key, slot, person.address, "sent")
         self.out.sent.append(Sent(what, person.address, "sent"))
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A subscription as the Deliveries page shows it to one person."""
+
+    key: str
+    words: str  # "report (pdf) every 1 week to vera, sam"
+    mine: bool  # the next send goes to them
+    why_not: str  # why it cannot go to them ("" when it can): no address in the users file
+
+
+def offers(ws_path: Path, meta: Mapping[str, Any], user: User, credentials: Mapping[str, Any]) -> list[Offer]:
+    """The workspace's subscriptions, each with whether it goes to `user` (their choice or its `to:`)."""
+    record = record_of(ws_path)
+    email_of = ((credentials.get("usernames") or {}).get(user.name) or {}).get("email")
+    out = []
+    for sub in meta.get("subscriptions") or []:
+        key = subscription_key(sub)
+        mine = receives(user.name, sub.get("to") or [], record.choices(key), meta, credentials)
+        why = "" if email_of else f"the users file has no email: for {user.name}; ask whoever runs the app to add it"
+        out.append(Offer(key, subscription_words(sub), mine, why))
+    return out
+
+
+def choose(ws_path: Path, meta: Mapping[str, Any], key: str, user: User, want: bool, credentials: Mapping[str, Any]) -> None:
+    """`user` asks for the subscription `key` (want) or not: their own choice, kept in the delivery record.
+    Anyone who may view the workspace may; where `to:` already says the same, the choice is dropped."""
+    access.require(user, "view", dict(meta))
+    sub = next((s for s in meta.get("subscriptions") or [] if subscription_key(s) == key), None)
+    if sub is None:
+        raise DeliveryError("that subscription is no longer in workspace.yaml; reload the page")
+    record = record_of(ws_path)
+    choices = {k: v for k, v in record.choices(key).items() if k != user.name}
+    by_default = receives(user.name, sub.get("to") or [], choices, meta, credentials)
+    record.choose(key, user.name, None if by_default == want else ("in" if want else "out"))
 
 
 def deliver_all(paths: Sequence[tuple[Path, bool, str]], *, now: dt.datetime | None = None) -> list[Deliveries]:

@@ -164,3 +164,35 @@ def test_the_run_log_times_each_script_run_in_the_server(server, page):
     assert len({r["session"] for r in runs}) == 1, runs
     assert len([r for r in runs if r["ended"] == "finished"]) >= 2, runs
     assert all(r["asked"] <= r["done"] for r in runs), runs
+
+
+def test_a_viewer_subscribes_to_the_report_on_the_deliveries_page_and_unsubscribes(server, page, monkeypatch):
+    from lib.delivery import run as delivery
+    from lib.memory import workspace
+    from lib.roles import auth
+    from lib.roles.access import User
+
+    url, tmp = server
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp / "cache"))  # the server's cache, where its delivery record is
+    path = tmp / "config-repo" / "supply-chain-weekly"  # made by the server when someone first signs in
+
+    def mine() -> list[bool]:
+        meta = workspace.load(path)[0].data["workspace"]
+        return [o.mine for o in delivery.offers(path, meta, User("vera"), auth.load_credentials())]
+
+    sign_in(page, url, "vera", "vera-demo")
+    assert mine() == [False]
+    page.goto(f"{url}/deliveries?ws=supply-chain-weekly")
+    page.get_by_text("report (pdf) every 1 week to olivia").wait_for(timeout=30_000)
+    switch = page.get_by_role("switch", name="Send it to me")
+    assert not switch.is_checked()
+    page.get_by_text("Send it to me").click()  # its label: the input itself is drawn by the label
+    page.get_by_text("Subscribed: it comes to you from its next send").wait_for(timeout=30_000)
+    assert mine() == [True]
+    page.screenshot(path=str(ARTIFACTS / "browser-deliveries-subscribed.png"), full_page=True)
+    page.reload()
+    page.get_by_text("report (pdf) every 1 week to olivia").wait_for(timeout=30_000)
+    assert switch.is_checked()  # kept across a reload: it is in the delivery record
+    page.get_by_text("Send it to me").click()  # its label: the input itself is drawn by the label
+    page.get_by_text("Unsubscribed: it no longer comes to you").wait_for(timeout=30_000)
+    assert mine() == [False]

@@ -297,3 +297,30 @@ def test_the_alerts_link_opens_the_figures_explain_on_the_dashboard(env):
     assert not at.exception, at.exception
     assert [e.label for e in at.expander if e.label == "Where Attainment this week comes from"]
     assert "SELECT sum(actual) / sum(target) AS value FROM gates" in page_text(at)
+
+
+def test_review_marks_a_change_of_subscriptions_or_alerts_for_attention():
+    from lib.memory.changes import ATTENTION
+    from lib.memory.kinds.workspace import access_changes
+
+    meta = {"name": "x", "access": {"owners": ["olivia"]}}
+    sub = {"to": ["vera"], "send": "report", "format": "pdf", "every": "1 week", "params": {"site": "Brno"}}
+    changes = access_changes(meta, {**meta, "subscriptions": [sub], "alerts": [{"component": "kpi_a", "when": "< 0.9", "per": "site", "to": ["olivia"]}]})
+    assert [(c.category, c.id, c.severity) for c in changes] == [
+        ("access", "report (pdf, site=Brno) every 1 week to vera", ATTENTION),
+        ("access", "kpi_a < 0.9 at each site to olivia", ATTENTION),
+    ], changes
+    removed = access_changes({**meta, "subscriptions": [sub]}, meta)
+    assert len(removed) == 1 and removed[0].new is None and removed[0].severity == ATTENTION
+
+
+def test_peoples_own_choices_add_and_remove_them_whatever_to_says():
+    from lib.delivery.recipients import of_subscription
+
+    users = yaml.safe_load((ROOT / "demo" / "users.yaml").read_text())
+    meta = {"name": "x", "access": {"owners": ["olivia"], "stewards": ["group:analysts"], "viewers": ["vera"]}}
+    found, _ = of_subscription(["vera", "group:analysts"], {"sam": "out", "olivia": "in"}, meta, users)
+    assert sorted(r.user.name for r in found) == ["olivia", "vera"]
+    users["usernames"]["zed"] = {**users["usernames"]["vera"], "email": "zed@example.com"}
+    found, problems = of_subscription(["vera"], {"zed": "in"}, meta, users)  # asking does not grant view access
+    assert [r.user.name for r in found] == ["vera"] and any("zed may not view" in p for p in problems)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ...core.diagnostics import WARNING, Diagnostic, format_path
 from ..changes import ATTENTION, Category, Change, leaf_changes, mapping
@@ -54,10 +54,31 @@ def access_changes(old: Any, new: Any) -> list[Change]:
     if old.get("row_filter_bypass") != new.get("row_filter_bypass"):
         shown = ["owner, steward (default)" if v is None else ", ".join(v) or "none" for v in (old.get("row_filter_bypass"), new.get("row_filter_bypass"))]
         out.append(ACCESS.change("row_filter_bypass", "row_filter_bypass", shown[0], shown[1], ATTENTION))
+    # Who receives what by e-mail (lib.delivery) is an access change too: the data leaves the app.
+    for kind, words in (("subscription", subscription_words), ("alert", alert_words)):
+        before = [words(x) for x in old.get(f"{kind}s") or [] if isinstance(x, dict)]
+        after = [words(x) for x in new.get(f"{kind}s") or [] if isinstance(x, dict)]
+        out += [ACCESS.change(kind, w, None, w, ATTENTION) for w in after if w not in before]
+        out += [ACCESS.change(kind, w, w, None, ATTENTION) for w in before if w not in after]
     for field in ("name", "description", "tags"):
         if old.get(field) != new.get(field):
             out.append(ACCESS.change("changed", field, old.get(field), new.get(field)))
     return out
+
+
+def _to(x: Mapping[str, Any]) -> str:
+    return ", ".join(str(t) for t in x.get("to") or []) or "nobody"
+
+
+def subscription_words(x: Mapping[str, Any]) -> str:
+    fmt = "html" if x.get("send") == "dashboard" else x.get("format", "pdf")
+    params = ", ".join(f"{k}={v}" for k, v in (x.get("params") or {}).items())
+    return f"{x.get('send')} ({fmt}{', ' + params if params else ''}) every {x.get('every')} to {_to(x)}"
+
+
+def alert_words(x: Mapping[str, Any]) -> str:
+    per = f" at each {x['per']}" if x.get("per") else ""
+    return f"{x.get('component')} {x.get('when')}{per} to {_to(x)}"
 
 
 def for_model(meta: Any) -> dict[str, Any]:
