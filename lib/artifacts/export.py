@@ -20,27 +20,21 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import vl_convert
 
 from ..core import settings
-from ..core.diagnostics import ValidationFailed, has_errors
 from ..core.errors import DashmemError
 from ..core.fsutil import atomic_write
-from ..data.engine import Engine
-from ..data.refresh import refresh
-from ..data.snapshots import Warehouse, loaded_at
-from ..memory import schemas, workspace
+from ..memory import schemas
 from ..memory.kinds.output import DEFAULT_THEME
-from ..roles.access import User
-from .changes import compare_tables, previous_of
 from .components import Component, kind_of
 from .components.base import COLOR_RE
 from .components.base import escape as _escape
 from .components.chart import vega_lite_spec
 from .components.kpi import NAME as KPI
-from .render import Rendered, render
+from .render import Rendered
 
 if TYPE_CHECKING:
     from .changes import Changes
@@ -248,69 +242,6 @@ def chart_pngs(rendered: Rendered, folder: Path, scale: float = 2) -> list[Path]
 
 class ExportError(DashmemError, RuntimeError):
     """The workspace cannot be exported; the message says why."""
-
-
-def loaded_for_export(ws_path: Path, kind: str, warehouse: Warehouse | None, *, user: User, error: type[DashmemError]) -> tuple[Any, Warehouse, Any]:
-    """(workspace, warehouse, snapshot) to export the workspace's `kind` file ("dashboard", "report") from.
-
-    Raises ValidationFailed when that file or output.yaml is invalid, and `error` when there is no such file
-    or no data. Data is loaded first only if the workspace has none yet (which needs `user` to have the right
-    to refresh); otherwise the newest snapshot is read as it is, whichever process wrote it.
-    """
-    ws, diagnostics = workspace.load(ws_path)
-    rendered_files = (workspace.FILES[kind], workspace.FILES["output"])
-    problems = [d for d in diagnostics if d.file and d.file.endswith(rendered_files)]
-    if has_errors(problems):
-        raise ValidationFailed(problems)
-    if not ws.get(kind):
-        raise error(f"{ws_path.name} has no {workspace.FILES[kind]} to export")
-    warehouse = warehouse or Warehouse.for_workspace(ws_path)
-    snapshot = warehouse.current()
-    if snapshot is None:
-        loaded = refresh(ws_path, warehouse, user=user)
-        snapshot = warehouse.current()
-        if snapshot is None:
-            raise error(f"no data could be loaded for {ws_path.name}:\n{loaded.summary()}")
-    return ws, warehouse, snapshot
-
-
-def export_workspace(
-    ws_path: Path,
-    html_out: Path | None,
-    png_dir: Path | None,
-    warehouse: Warehouse | None = None,
-    *,
-    user: User,
-    viewer: User | None = None,
-    chosen: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Render the workspace's dashboard over its current data and write the HTML and/or the chart PNGs.
-
-    Data is loaded first if the workspace has none yet (which needs `user` to
-    have the right to refresh; `access.OPERATOR` from the command line). The
-    figures are `viewer`'s: their row filters hold (lib.data.row_filters); None, every row; the filters are
-    at `chosen` (as `explain.parse_filters` gives them), else at their defaults. Returns
-    {"html": path or None, "pngs": [paths], "data_version": snapshot id,
-    "errors": [(component id, message)]}.
-    """
-    ws, warehouse, snapshot = loaded_for_export(Path(ws_path), "dashboard", warehouse, user=user, error=ExportError)
-    tables = warehouse.tables(snapshot)
-    engine = Engine.for_workspace(ws.data, tables, snapshot.id, workspace_path=ws.path, user=viewer)
-    rendered = render(ws.data, tables, snapshot.id, chosen, workspace_path=ws.path, engine=engine)
-    written: dict[str, Any] = {"html": None, "pngs": [], "data_version": snapshot.id, "errors": rendered.errors}
-    if html_out is not None:
-        previous = previous_of(warehouse, snapshot)
-        earlier = warehouse.tables(previous) if previous else None
-        try:
-            changes = compare_tables(ws.data, snapshot, tables, previous, earlier, chosen or {}, workspace_path=ws.path, engine=engine)
-        except DashmemError as exc:  # the comparison is a detail of the file: it is written without the earlier values
-            _log.warning("export of %s: no earlier values: %s", ws_path.name, exc)
-            changes = None
-        write_atomically(Path(html_out), to_html(rendered, changes, f"Data as of the load of {loaded_at(snapshot)}").encode("utf-8"))
-        written["html"] = Path(html_out)
-    if png_dir is not None:
-        written["pngs"] = chart_pngs(rendered, Path(png_dir))
-    return written
 
 
 def write_atomically(target: Path, content: bytes) -> None:

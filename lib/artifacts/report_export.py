@@ -30,13 +30,14 @@ from typing import Any, Mapping
 from ..core import settings
 from ..core.errors import DashmemError
 from ..data.engine import Engine
+from ..data.refresh import loaded_for_export
 from ..data.snapshots import Warehouse
 from ..roles.access import User
 from . import pdf_print
 from .components import Component
 from .components import text as text_kind
 from .components.base import escape
-from .export import STYLE, _component_html, _error_html, _theme_style, chart_scripts, loaded_for_export, write_atomically
+from .export import STYLE, _component_html, _error_html, _theme_style, chart_scripts, write_atomically
 from .report import RenderedReport, Section, render_report
 
 log = logging.getLogger(__name__)

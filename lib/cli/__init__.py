@@ -170,7 +170,7 @@ def cmd_compose(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..artifacts.export import export_workspace
+    from ..artifacts.dashboard_export import export_workspace
     from ..memory import workspace
     from ..roles.access import OPERATOR
 

@@ -26,6 +26,8 @@ from typing import Any, Callable, Collection, Mapping
 import pyarrow as pa
 
 from ..core import settings
+from ..core.diagnostics import ValidationFailed, has_errors
+from ..core.errors import DashmemError
 from ..core.fsutil import atomic_write
 from ..memory import workspace
 from ..memory.spec import queries, unset_params
@@ -777,3 +779,31 @@ def _where(spec: dict, path: tuple) -> str:
     if rest and rest[0] == "queries":
         return f"{label}.queries.{rest[1]}"
     return f"{label}.{rest[0]}" if kind in ("filters", "parameters") else label
+
+
+# --------------------------------------------------------------------------- the data an export reads
+
+
+def loaded_for_export(ws_path: Path, kind: str, warehouse: Warehouse | None, *, user: User, error: type[DashmemError]) -> tuple[Any, Warehouse, Any]:
+    """(workspace, warehouse, snapshot) to export the workspace's `kind` file ("dashboard", "report") from
+    (lib.artifacts.dashboard_export, report_export).
+
+    Raises ValidationFailed when that file or output.yaml is invalid, and `error` when there is no such file
+    or no data. Data is loaded first only if the workspace has none yet (which needs `user` to have the right
+    to refresh); otherwise the newest snapshot is read as it is, whichever process wrote it.
+    """
+    ws, diagnostics = workspace.load(ws_path)
+    rendered_files = (workspace.FILES[kind], workspace.FILES["output"])
+    problems = [d for d in diagnostics if d.file and d.file.endswith(rendered_files)]
+    if has_errors(problems):
+        raise ValidationFailed(problems)
+    if not ws.get(kind):
+        raise error(f"{ws_path.name} has no {workspace.FILES[kind]} to export")
+    warehouse = warehouse or Warehouse.for_workspace(ws_path)
+    snapshot = warehouse.current()
+    if snapshot is None:
+        loaded = refresh(ws_path, warehouse, user=user)
+        snapshot = warehouse.current()
+        if snapshot is None:
+            raise error(f"no data could be loaded for {ws_path.name}:\n{loaded.summary()}")
+    return ws, warehouse, snapshot

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import checks
+from ..artifacts.dashboard_export import export_workspace
 from ..artifacts.explain import ExplainError, parse_filters
-from ..artifacts.export import export_workspace
 from ..artifacts.render import filter_states
 from ..artifacts.report_export import export_report
 from ..core import settings
@@ -222,13 +222,12 @@ class _Job:
     def copy_message(self, kind: str, fmt: str, content: bytes, person: Recipient) -> EmailMessage:
         assert self.snapshot is not None
         day = loaded_at(self.snapshot)[:10]
-        message = EmailMessage()
-        message["To"] = person.address
-        message["Subject"] = f"{self.title}: the {kind} of {day}"
-        message.set_content(
+        message = _message(
+            person,
+            f"{self.title}: the {kind} of {day}",
             f"The {kind} of {self.title}, on the data loaded {loaded_at(self.snapshot)}, is attached ({fmt.upper()}).\n\n"
             f"Open it in the app: {self.link()}\n\n"
-            f"You get this because workspace.yaml of {self.ws_path.name} subscribes {person.named} to it; its owners can change that.\n"
+            f"You get this as a subscriber ({person.named}); turn it off for yourself on the Deliveries page.\n",
         )
         maintype, subtype = MIME[fmt]
         message.add_attachment(content, maintype=maintype, subtype=subtype, filename=f"{self.ws_path.name}-{kind}-{day}.{fmt}")
@@ -238,12 +237,11 @@ class _Job:
         for owner in owners(self.meta, self.credentials):
             if not self.record.claim(f"not-sent:{key}", slot, owner.address, self.snapshot.id if self.snapshot else None):
                 continue
-            message = EmailMessage()
-            message["To"] = owner.address
-            message["Subject"] = f"{self.title}: the {what.split(' ')[0]} was not sent"
-            message.set_content(
+            message = _message(
+                owner,
+                f"{self.title}: the {what.split(' ')[0]} was not sent",
                 f"The {what} of {self.title} due for the period from {slot} was not sent: {why}.\n\n"
-                f"It goes out with the first refresh that succeeds and passes its checks. {self.link()}\n"
+                f"It goes out with the first refresh that succeeds and passes its checks. {self.link()}\n",
             )
             self.send(message, owner, f"not-sent:{key}", slot, "not-sent note")
 
@@ -278,19 +276,14 @@ class _Job:
         name = str(spec.get("title") or spec["id"])
         where = f" ({figure.subject})" if figure.subject else ""
         threshold = condition.words(spec.get("format"))
-        message = EmailMessage()
-        message["To"] = person.address
         if holds:
-            message["Subject"] = f"{self.title}: {name}{where} is {figure.shown}, {threshold}"
+            subject = f"{self.title}: {name}{where} is {figure.shown}, {threshold}"
             first = f"{name}{where} is {figure.shown}, {threshold}, on the data loaded {loaded_at(self.snapshot)}."
         else:
-            message["Subject"] = f"{self.title}: {name}{where} is no longer {threshold} ({figure.shown})"
+            subject = f"{self.title}: {name}{where} is no longer {threshold} ({figure.shown})"
             first = f"{name}{where} is {figure.shown} on the data loaded {loaded_at(self.snapshot)}: no longer {threshold}."
-        message.set_content(
-            f"{first}\n\nWhere the figure comes from: {self.link(str(spec['id']))}\n\n"
-            "You are told once when the condition starts to hold and once when it clears.\n"
-        )
-        return message
+        body = f"{first}\n\nWhere the figure comes from: {self.link(str(spec['id']))}\n\nYou are told once when the condition starts to hold and once when it clears.\n"
+        return _message(person, subject, body)
 
     def send(self, message: EmailMessage, person: Recipient, key: str, slot: str, what: str) -> None:
         try:
@@ -338,6 +331,13 @@ def choose(ws_path: Path, meta: Mapping[str, Any], key: str, user: User, want: b
     choices = {k: v for k, v in record.choices(key).items() if k != user.name}
     by_default = receives(user.name, sub.get("to") or [], choices, meta, credentials)
     record.choose(key, user.name, None if by_default == want else ("in" if want else "out"))
+
+
+def _message(person: Recipient, subject: str, body: str) -> EmailMessage:
+    message = EmailMessage()
+    message["To"], message["Subject"] = person.address, subject
+    message.set_content(body)
+    return message
 
 
 def deliver_all(paths: Sequence[tuple[Path, bool, str]], *, now: dt.datetime | None = None) -> list[Deliveries]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lib.artifacts import export
+from lib.artifacts import dashboard_export, export
 from lib.artifacts.components.table import legend_text
 from lib.artifacts.components.text import markdown_to_html
 from lib.artifacts.render import Rendered, render
@@ -80,7 +80,7 @@ def as_json(value):
 def export_demo(ws_path: Path, tmp_path: Path) -> tuple[Path, dict, Rendered]:
     """Export the workspace (loading its data on the way) and render it again to know what to expect."""
     warehouse = Warehouse(tmp_path / "cache")
-    result = export.export_workspace(ws_path, tmp_path / "out" / f"{ws_path.name}.html", None, warehouse, user=OPERATOR)
+    result = dashboard_export.export_workspace(ws_path, tmp_path / "out" / f"{ws_path.name}.html", None, warehouse, user=OPERATOR)
     ws, _ = workspace.load(ws_path)
     snapshot = warehouse.current()
     assert snapshot is not None
@@ -249,7 +249,7 @@ def test_an_invalid_dashboard_is_refused_and_nothing_is_written(ws_copy, tmp_pat
     (ws_path / "dashboard.yaml").write_text("title: Broken\ncomponents: []\n", encoding="utf-8")
     out = tmp_path / "out"
     with pytest.raises(ValidationFailed, match="dashboard.yaml"):
-        export.export_workspace(ws_path, out / "page.html", out / "png", Warehouse(tmp_path / "cache"), user=OPERATOR)
+        dashboard_export.export_workspace(ws_path, out / "page.html", out / "png", Warehouse(tmp_path / "cache"), user=OPERATOR)
     assert not out.exists()
 
 
@@ -269,7 +269,7 @@ def test_markdown_subset(markdown, expected):
 @pytest.mark.parametrize("slug", DEMOS)
 def test_every_chart_gives_a_png(slug, ws_copy, tmp_path):
     ws_path = ws_copy(slug)
-    result = export.export_workspace(ws_path, None, tmp_path / "png", Warehouse(tmp_path / "cache"), user=OPERATOR)
+    result = dashboard_export.export_workspace(ws_path, None, tmp_path / "png", Warehouse(tmp_path / "cache"), user=OPERATOR)
     ws, _ = workspace.load(ws_path)
     charts = [c["id"] for c in ws.data["dashboard"]["components"] if c["type"] == "chart"]
     assert result["html"] is None and [p.name for p in result["pngs"]] == [f"{cid}.png" for cid in charts]
@@ -413,7 +413,7 @@ def test_the_cli_export_says_which_load_and_what_each_kpi_was(ws_copy, tmp_path)
         writer.writerows(rows)
     assert refresh(folder, wh, user=OPERATOR).ok
     out = tmp_path / "export.html"
-    export.export_workspace(folder, out, None, wh, user=OPERATOR)
+    dashboard_export.export_workspace(folder, out, None, wh, user=OPERATOR)
     page = html.unescape(out.read_text(encoding="utf-8"))
     before = sum(int(r["actual"]) - 10 for r in rows)
     assert f"was {before:,} (" in kpi_section(page, "kpi_volume")

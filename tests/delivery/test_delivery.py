@@ -324,3 +324,55 @@ def test_peoples_own_choices_add_and_remove_them_whatever_to_says():
     users["usernames"]["zed"] = {**users["usernames"]["vera"], "email": "zed@example.com"}
     found, problems = of_subscription(["vera"], {"zed": "in"}, meta, users)  # asking does not grant view access
     assert [r.user.name for r in found] == ["vera"] and any("zed may not view" in p for p in problems)
+
+
+def test_each_recipients_copy_and_alert_are_their_rows_and_an_alert_clears_once(config_repo, smtp, tmp_path, monkeypatch):
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.delivery.run import deliver
+    from lib.roles.access import OPERATOR
+
+    inbox, port = smtp
+    users = yaml.safe_load((ROOT / "demo" / "users.yaml").read_text())
+    users["usernames"]["vera"]["attributes"] = {"site": ["Brno"]}
+    (tmp_path / "users.yaml").write_text(yaml.safe_dump(users))
+    monkeypatch.setenv("DASHMEM_USERS", str(tmp_path / "users.yaml"))
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    rows = _gates()
+    brno = [r for r in rows if r["site"] == "Brno"]
+    brno_attainment = sum(int(r["actual"]) for r in brno) / sum(int(r["target"]) for r in brno)
+    _with(
+        config_repo,
+        SCW,
+        row_filters=[{"table": "gates", "column": "site", "attribute": "site"}],
+        subscriptions=[{"to": ["vera", "olivia"], "send": "report", "format": "html", "every": "1d"}],
+        alerts=[{"component": "kpi_attainment", "when": f"< {brno_attainment + 0.001:.4f}", "per": "site", "to": ["vera"]}],
+    )
+    path = config_repo.published_path(SCW)
+    assert refresh(path, Warehouse.for_workspace(path), user=OPERATOR).ok
+    server = _server(port)
+
+    done = deliver(path, server=server)
+    assert done.ok, done.lines()
+    (vera_copy,) = [m for m in inbox.to("vera@example.com") if "report" in m["Subject"]]
+    (olivia_copy,) = inbox.to("olivia@example.com")
+    vera_html = next(vera_copy.iter_attachments()).get_content()
+    olivia_html = next(olivia_copy.iter_attachments()).get_content()
+    assert "Brno" in vera_html and "Porto" not in vera_html and "Lyon" not in vera_html
+    assert "Porto" in olivia_html
+    (alert,) = [m for m in inbox.to("vera@example.com") if "Attainment" in m["Subject"]]
+    assert f"(Sites = Brno) is {brno_attainment:.1%}" in alert["Subject"]  # her site only: the others are not her rows
+
+    # Brno gets better: the next refresh's alert clears, once.
+    better = [{**r, "actual": str(int(r["target"]) * 2)} if r["site"] == "Brno" else r for r in rows]
+    with open(path / "data" / "gates.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(better)
+    assert refresh(path, Warehouse.for_workspace(path), user=OPERATOR).swapped
+    deliver(path, server=server)
+    cleared = [m for m in inbox.to("vera@example.com") if "no longer" in m["Subject"]]
+    assert len(cleared) == 1 and "Sites = Brno" in cleared[0]["Subject"]
+    count = len(inbox.messages)
+    deliver(path, server=server)
+    assert len(inbox.messages) == count  # the report went out today already, and the alert stays cleared

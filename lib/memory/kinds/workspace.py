@@ -30,6 +30,10 @@ ACCESS = Category(
         "changed": "workspace {id}: {old} -> {new}",
         "row_filter": "row filter on {id}: {old} -> {new}",
         "row_filter_bypass": "roles that see every row: {old} -> {new}",
+        "subscribed": "sends by e-mail: {new}",
+        "unsubscribed": "no longer sends by e-mail: {old}",
+        "alert_added": "alerts by e-mail: {new}",
+        "alert_removed": "no longer alerts by e-mail: {old}",
     },
 )
 
@@ -55,11 +59,14 @@ def access_changes(old: Any, new: Any) -> list[Change]:
         shown = ["owner, steward (default)" if v is None else ", ".join(v) or "none" for v in (old.get("row_filter_bypass"), new.get("row_filter_bypass"))]
         out.append(ACCESS.change("row_filter_bypass", "row_filter_bypass", shown[0], shown[1], ATTENTION))
     # Who receives what by e-mail (lib.delivery) is an access change too: the data leaves the app.
-    for kind, words in (("subscription", subscription_words), ("alert", alert_words)):
-        before = [words(x) for x in old.get(f"{kind}s") or [] if isinstance(x, dict)]
-        after = [words(x) for x in new.get(f"{kind}s") or [] if isinstance(x, dict)]
-        out += [ACCESS.change(kind, w, None, w, ATTENTION) for w in after if w not in before]
-        out += [ACCESS.change(kind, w, w, None, ATTENTION) for w in before if w not in after]
+    for key, words, added, removed in (
+        ("subscriptions", subscription_words, "subscribed", "unsubscribed"),
+        ("alerts", alert_words, "alert_added", "alert_removed"),
+    ):
+        before = [words(x) for x in old.get(key) or [] if isinstance(x, dict)]
+        after = [words(x) for x in new.get(key) or [] if isinstance(x, dict)]
+        out += [ACCESS.change(added, w, None, w, ATTENTION) for w in after if w not in before]
+        out += [ACCESS.change(removed, w, w, None, ATTENTION) for w in before if w not in after]
     for field in ("name", "description", "tags"):
         if old.get(field) != new.get(field):
             out.append(ACCESS.change("changed", field, old.get(field), new.get(field)))
