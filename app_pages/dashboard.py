@@ -218,11 +218,17 @@ def rows_popover(comp) -> None:
 popovers = crossfilter.component_actions(explain_popover, rows_popover)
 
 
+alerts = ui.alerts_of(ctx.meta)
+
+
 def beside(comp) -> None:
     changes_view.kpi_was(changed, comp)
+    for words in alerts.get(comp.id, []):
+        st.caption(f":material/notifications: Alert: {words}")
     popovers(comp)
 
 
+ui.deliveries_note(ctx.meta, "dashboard")
 changes_view.panel(changed)
 dashboard_view.show(rendered, beside, crossfilter.drawers(ctx.slug, rendered.filters))
 

@@ -56,6 +56,7 @@ if own is not None and (elsewhere := own.elsewhere(ctx.slug)):  # the Dashboard 
 
 viewer = Engine.for_workspace(ws.data, tables, snapshot.id, workspace_path=ws.path, user=ctx.user)  # held to their rows
 ui.rows_notice(ctx.user, ws.data)
+ui.deliveries_note(ctx.meta, "report")
 states = filter_states({"filters": report.get("parameters") or []}, tables, snapshot.id, viewer)
 chosen = dashboard_view.filter_bar(states, lambda filter_id: f"p_{ctx.slug}_{filter_id}")
 rendered = render_report(ws.data, tables, snapshot.id, chosen, workspace_path=ws.path, engine=viewer)

@@ -30,6 +30,7 @@ from lib.data import refresh as refreshing
 from lib.data.engine import scope_for
 from lib.data.snapshots import Warehouse
 from lib.memory import rule_review, workspace
+from lib.memory.kinds.workspace import alert_words, subscription_words
 from lib.memory.semantic_diff import ATTENTION, CATEGORIES
 from lib.repo.configrepo import ConfigRepo
 from lib.roles import access
@@ -210,6 +211,22 @@ def rows_notice(user: User, files: Mapping[str, Any]) -> None:
     held = scope.held()
     if held:
         st.caption("Your rows only: " + "; ".join(held) + ".")
+
+
+def deliveries_note(meta: Mapping[str, Any], send: str) -> None:
+    """A caption naming the subscriptions that send this page's artifact (`send`: report or dashboard) by e-mail."""
+    subs = [subscription_words(x) for x in meta.get("subscriptions") or [] if isinstance(x, dict) and x.get("send") == send]
+    if subs:
+        st.caption("By e-mail: " + "; ".join(subs) + ". Turn it on or off for yourself on the Deliveries page.", help="lib.delivery")
+
+
+def alerts_of(meta: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The alerts of workspace.yaml in words, by the component they watch."""
+    out: dict[str, list[str]] = {}
+    for x in meta.get("alerts") or []:
+        if isinstance(x, dict):
+            out.setdefault(str(x.get("component")), []).append(alert_words(x))
+    return out
 
 
 def label_apart(label: str, options: list) -> str:

@@ -44,3 +44,10 @@ def test_olivia_who_is_named_may_unsubscribe_and_a_steward_sees_what_was_sent(en
     assert [o.mine for o in delivery.offers(path, meta, User("olivia", app_role="owner"), auth.load_credentials())] == [False]
     sam = on_page(signed_in("sam"), "app_pages/deliveries.py")
     assert "Sent lately" in page_text(sam) and "Nothing sent yet" in page_text(sam)
+
+
+def test_the_dashboard_shows_a_kpis_alert_and_the_report_its_subscription(env):
+    at = signed_in("vera")
+    assert "Alert: kpi_attainment < 85% to olivia" in page_text(at)
+    report = page_text(on_page(at, "app_pages/report.py"))
+    assert "By e-mail: report (pdf) every 1 week to olivia" in report

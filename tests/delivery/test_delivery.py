@@ -376,3 +376,62 @@ def test_each_recipients_copy_and_alert_are_their_rows_and_an_alert_clears_once(
     count = len(inbox.messages)
     deliver(path, server=server)
     assert len(inbox.messages) == count  # the report went out today already, and the alert stays cleared
+
+
+def test_a_live_postgresql_sources_copies_and_exports_are_each_recipients_rows(smtp, tmp_path, monkeypatch):
+    """The same on a live source: each copy's SQL reaches PostgreSQL held to the recipient's rows."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    from lib.artifacts.dashboard_export import export_workspace
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.delivery.run import deliver
+    from lib.roles.access import OPERATOR
+
+    from ..helpers.databases import server_engine
+    from ..helpers.live import _source, _workspace
+
+    inbox, port = smtp
+    users = yaml.safe_load((ROOT / "demo" / "users.yaml").read_text())
+    users["usernames"]["vera"]["attributes"] = {"site": ["Brno"]}
+    users["usernames"]["nico"] = {**users["usernames"]["vera"], "email": "nico@example.com", "attributes": {}}
+    (tmp_path / "users.yaml").write_text(yaml.safe_dump(users))
+    monkeypatch.setenv("DASHMEM_USERS", str(tmp_path / "users.yaml"))
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    engine = server_engine("postgresql")
+    name = f"dm_deliver_{uuid.uuid4().hex[:10]}"
+    rows = _gates()
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            f"CREATE TABLE {name} (day DATE, week TEXT, site TEXT, gate TEXT, target BIGINT, actual BIGINT, attainment DOUBLE PRECISION)"
+        )
+        connection.execute(sa.text(f"INSERT INTO {name} VALUES (:day, :week, :site, :gate, :target, :actual, :attainment)"), rows)
+    try:
+        folder = _workspace(tmp_path, _source(name), "live-ws")
+        ws, _ = workspace.load(folder)
+        ws.data["workspace"]["row_filters"] = [{"table": "gates", "column": "site", "attribute": "site"}]
+        ws.data["workspace"]["subscriptions"] = [{"to": ["vera", "olivia"], "send": "dashboard", "every": "1d"}]
+        ws.data["workspace"].pop("alerts", None)
+        workspace.save(folder, ws.data)
+        wh = Warehouse.for_workspace(folder)
+        assert refresh(folder, wh, user=OPERATOR).ok
+        done = deliver(folder, server=_server(port))
+        assert done.ok and not done.problems, done.lines()
+        (vera_copy,) = inbox.to("vera@example.com")
+        (olivia_copy,) = inbox.to("olivia@example.com")
+        vera_html, olivia_html = (next(m.iter_attachments()).get_content() for m in (vera_copy, olivia_copy))
+        assert "Brno" in vera_html and not any(site in vera_html for site in ("Porto", "Lyon", "Leipzig"))
+        assert all(site in olivia_html for site in ("Brno", "Porto", "Lyon"))
+        units = {
+            who: f"{sum(int(r['actual']) for r in rows if keep(r)):,}" for who, keep in (("vera", lambda r: r["site"] == "Brno"), ("olivia", lambda r: True))
+        }
+        assert units["vera"] in vera_html and units["olivia"] in olivia_html
+        nico_html = tmp_path / "nico.html"
+        export_workspace(folder, nico_html, None, wh, user=OPERATOR, viewer=User("nico"))  # as `export --as nico`
+        assert not any(site in nico_html.read_text() for site in ("Brno", "Porto", "Lyon"))
+    finally:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        engine.dispose()
