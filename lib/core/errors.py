@@ -52,6 +52,7 @@ User-facing (subclass DashmemError), by wing; a test keeps this table equal to t
 | `AlertError` | delivery.alerts | ValueError |
 | `MailError` | delivery.mail | RuntimeError |
 | `DeliveryError` | delivery.run | ValueError |
+| `WebhookError` | delivery.webhook | RuntimeError |
 | `ModelError` | chat.model | Exception |
 
 Internal (not DashmemError): `data.connectors.csv_source._NotUtf8`,

@@ -775,6 +775,18 @@ register(
 )
 register(
     Setting(
+        "DASHMEM_ALERT_WEBHOOKS",
+        _comma_list,
+        (),
+        "the URLs alerts may post to (an alert's `webhook:` must start with one of them); the address checks of REST sources "
+        "apply too, so a loopback or private address also needs DASHMEM_ALLOW_PRIVATE_NETWORKS",
+        CLI,
+        "comma-separated URL prefixes (e.g. `https://hooks.slack.com/services/`)",
+        "none (no webhook is called)",
+    )
+)
+register(
+    Setting(
         "DASHMEM_APP_URL",
         _text,
         None,

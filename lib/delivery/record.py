@@ -106,17 +106,31 @@ class Record:
         with self._db() as db:
             return dict(db.execute("SELECT user, choice FROM choices WHERE subscription=?", (subscription,)).fetchall())
 
-    def turn(self, alert: str, scope: str, subject: str, holds: bool, snapshot: str) -> bool:
-        """Record whether the alert's condition holds now; True when that changed (a first evaluation that
-        holds counts as a change, one that does not hold as none): the caller then tells the recipients."""
+    def turn(self, alert: str, scope: str, subject: str, holds: bool, snapshot: str) -> tuple[bool, str]:
+        """Record whether the alert's condition holds now: (whether that changed, the load it changed on). A first
+        evaluation that holds counts as a change, one that does not hold as none; the caller tells the recipients
+        of a change, and tries again those it failed to tell (`retry`) while the state lasts."""
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            row = db.execute("SELECT holds FROM alert_states WHERE alert=? AND scope=? AND subject=?", (alert, scope, subject)).fetchone()
+            row = db.execute("SELECT holds, snapshot FROM alert_states WHERE alert=? AND scope=? AND subject=?", (alert, scope, subject)).fetchone()
             changed = (row is None and holds) or (row is not None and bool(row[0]) != holds)
             if row is None or changed:
                 db.execute("INSERT OR REPLACE INTO alert_states VALUES (?, ?, ?, ?, ?, ?)", (alert, scope, subject, int(holds), _now(), snapshot))
+                row = (int(holds), snapshot)
             db.execute("COMMIT")
-            return changed
+            return changed, row[1]
+
+    def retry(self, what: str, slot: str, recipient: str) -> bool:
+        """Take a delivery that failed before for this run: True only for one marked `failed`."""
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute("SELECT status FROM deliveries WHERE what=? AND slot=? AND recipient=?", (what, slot, recipient)).fetchone()
+            if row is None or row[0] != "failed":
+                db.execute("COMMIT")
+                return False
+            db.execute("UPDATE deliveries SET status='sending', at=? WHERE what=? AND slot=? AND recipient=?", (_now(), what, slot, recipient))
+            db.execute("COMMIT")
+            return True
 
     def holding(self) -> list[tuple[str, str, str, str | None]]:
         """(alert, scope, subject, since) of every alert whose condition holds now."""

@@ -36,8 +36,9 @@ from ..memory.kinds.workspace import subscription_words
 from ..roles import access, auth
 from ..roles.access import OPERATOR, User
 from . import alerts as alerting
+from . import webhook
 from .mail import MailError, Server
-from .recipients import Recipient, expand, of_subscription, owners, receives
+from .recipients import OUTSIDE, Recipient, expand, of_subscription, owners, receives
 from .record import Record
 
 _log = logging.getLogger(__name__)
@@ -252,24 +253,30 @@ class _Job:
         condition = alerting.Condition.parse(alert["when"])
         spec = alerting.kpi_of(self.ws.data, alert["component"])
         key = alerting.key(alert)
-        recipients, problems = expand(alert["to"], self.meta, self.credentials)
+        recipients, problems = expand(alert.get("to") or [], self.meta, self.credentials)
         self.out.problems += [f"alert on {alert['component']}: {p}" for p in problems]
         tables = self.wh.tables(self.snapshot)
         groups: dict[str, list[Recipient]] = {}
         for person in recipients:
             scope = scope_for(person.user, self.ws.data)
             groups.setdefault(scope.key if scope else "all", []).append(person)
+        hook = alert.get("webhook")
+        if hook:  # told the figure a user without attributes sees (no rows of a filtered table)
+            groups.setdefault(f"webhook:{hook}", []).append(Recipient(hook, OUTSIDE, "webhook"))
         for rows, people in groups.items():
             engine = Engine.for_workspace(self.ws.data, tables, self.snapshot.id, workspace_path=self.ws_path, user=people[0].user)
             for figure in alerting.figures(alert, self.ws.data, engine):
                 holds = condition.holds(figure.value)
-                if not self.record.turn(key, rows, figure.subject, holds, self.snapshot.id):
-                    continue
-                state = "holds" if holds else "cleared"
+                changed, since = self.record.turn(key, rows, figure.subject, holds, self.snapshot.id)
+                slot = f"{figure.subject}|{'holds' if holds else 'cleared'}|{since}"
                 for person in people:
-                    if self.record.claim(key, f"{figure.subject}|{state}|{self.snapshot.id}", person.address, self.snapshot.id):
-                        message = self.alert_message(spec, condition, figure, holds, person)
-                        self.send(message, person, key, f"{figure.subject}|{state}|{self.snapshot.id}", f"alert on {alert['component']}")
+                    taken = self.record.claim(key, slot, person.address, self.snapshot.id) if changed else self.record.retry(key, slot, person.address)
+                    if not taken:
+                        continue
+                    if person.named == "webhook":
+                        self.post(alert, spec, condition, figure, holds, person, key, slot)
+                    else:
+                        self.send(self.alert_message(spec, condition, figure, holds, person), person, key, slot, f"alert on {alert['component']}")
 
     def alert_message(self, spec: Mapping[str, Any], condition: alerting.Condition, figure: alerting.Figure, holds: bool, person: Recipient) -> EmailMessage:
         assert self.snapshot is not None
@@ -284,6 +291,41 @@ class _Job:
             first = f"{name}{where} is {figure.shown} on the data loaded {loaded_at(self.snapshot)}: no longer {threshold}."
         body = f"{first}\n\nWhere the figure comes from: {self.link(str(spec['id']))}\n\nYou are told once when the condition starts to hold and once when it clears.\n"
         return _message(person, subject, body)
+
+    def post(
+        self,
+        alert: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        condition: alerting.Condition,
+        figure: alerting.Figure,
+        holds: bool,
+        hook: Recipient,
+        key: str,
+        slot: str,
+    ) -> None:
+        assert self.snapshot is not None
+        payload = {
+            "workspace": self.ws_path.name,
+            "component": spec["id"],
+            "figure": str(spec.get("title") or spec["id"]),
+            "subject": figure.subject,
+            "value": figure.value if isinstance(figure.value, (int, float, str, bool)) or figure.value is None else str(figure.value),
+            "shown": figure.shown,
+            "when": alert["when"],
+            "threshold": condition.words(spec.get("format")),
+            "holds": holds,
+            "load": {"snapshot": self.snapshot.id, "loaded": loaded_at(self.snapshot)},
+            "link": self.link(str(spec["id"])),
+        }
+        what = f"alert on {alert['component']} (webhook)"
+        try:
+            webhook.post(hook.address, payload)
+        except webhook.WebhookError as exc:
+            self.record.done(key, slot, hook.address, "failed", str(exc))
+            self.out.sent.append(Sent(what, hook.address, "failed", str(exc)))
+            return
+        self.record.done(key, slot, hook.address, "sent")
+        self.out.sent.append(Sent(what, hook.address, "sent"))
 
     def send(self, message: EmailMessage, person: Recipient, key: str, slot: str, what: str) -> None:
         try:

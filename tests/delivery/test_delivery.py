@@ -12,6 +12,7 @@ import email
 import email.policy
 import http.server
 import io
+import json
 import os
 import socket
 import subprocess
@@ -435,3 +436,61 @@ def test_a_live_postgresql_sources_copies_and_exports_are_each_recipients_rows(s
         with engine.begin() as connection:
             connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
         engine.dispose()
+
+
+@pytest.fixture
+def hook_server():
+    """A local HTTP server that takes webhook posts: (base URL, the JSON bodies it got)."""
+    got: list[dict] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format, *args):  # noqa: A002  (the base class's name)
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", got
+    server.shutdown()
+
+
+def test_an_alert_posts_to_an_allowed_webhook_once_and_never_to_one_not_allowed(config_repo, hook_server, smtp, tmp_path, monkeypatch):
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.delivery.run import deliver
+    from lib.roles.access import OPERATOR
+
+    base, got = hook_server
+    _, port = smtp
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    rows = _gates()
+    attainment = sum(int(r["actual"]) for r in rows) / sum(int(r["target"]) for r in rows)
+    hook, other = f"{base}/hooks/ops", f"{base}/elsewhere"
+    _with(
+        config_repo,
+        SCW,
+        subscriptions=[],
+        alerts=[
+            {"component": "kpi_attainment", "when": f"< {attainment + 0.05:.2f}", "webhook": hook},
+            {"component": "kpi_attainment", "when": "< 2", "webhook": other},
+        ],
+    )
+    path = config_repo.published_path(SCW)
+    assert refresh(path, Warehouse.for_workspace(path), user=OPERATOR).ok
+    monkeypatch.setenv("DASHMEM_ALERT_WEBHOOKS", f"{base}/hooks/")
+
+    refused = deliver(path, server=_server(port))  # loopback: the address checks of REST sources refuse it
+    assert got == [] and any("may not be reached" in s.detail for s in refused.sent), refused.lines()
+
+    monkeypatch.setenv("DASHMEM_ALLOW_PRIVATE_NETWORKS", "1")
+    done = deliver(path, server=_server(port))
+    (posted,) = got
+    assert posted["component"] == "kpi_attainment" and posted["holds"] is True and posted["shown"] == f"{attainment:.1%}"
+    assert posted["workspace"] == SCW and posted["load"]["snapshot"]
+    assert any("is not one DASHMEM_ALERT_WEBHOOKS allows" in s.detail for s in refused.sent + done.sent)
+    deliver(path, server=_server(port))
+    assert len(got) == 1  # no repeat while it holds

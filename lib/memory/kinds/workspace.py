@@ -85,7 +85,8 @@ def subscription_words(x: Mapping[str, Any]) -> str:
 
 def alert_words(x: Mapping[str, Any]) -> str:
     per = f" at each {x['per']}" if x.get("per") else ""
-    return f"{x.get('component')} {x.get('when')}{per} to {_to(x)}"
+    to = [*(str(t) for t in x.get("to") or []), *([f"webhook {x['webhook']}"] if x.get("webhook") else [])]
+    return f"{x.get('component')} {x.get('when')}{per} to {', '.join(to) or 'nobody'}"
 
 
 def for_model(meta: Any) -> dict[str, Any]:
