@@ -7,6 +7,7 @@ counts requests: a delivery must make none. The messages are read back off the s
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import email
 import email.policy
@@ -80,15 +81,13 @@ def smtp():
     controller.stop()
 
 
-@pytest.fixture
-def model_api():
-    """An HTTP server standing in for api.anthropic.com that counts the requests it gets (there must be none)."""
-    hits: list[str] = []
+@contextlib.contextmanager
+def _http_server(on_post):
+    """A local HTTP server whose POSTs `on_post(request handler)` answers with a status; yields its base URL."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
-            hits.append(self.path)
-            self.send_response(500)
+            self.send_response(on_post(self))
             self.end_headers()
 
         def log_message(self, format, *args):  # noqa: A002  (the base class's name)
@@ -96,8 +95,18 @@ def model_api():
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+def model_api():
+    """An HTTP server standing in for api.anthropic.com that counts the requests it gets (there must be none)."""
+    hits: list[str] = []
+    with _http_server(lambda request: hits.append(request.path) or 500) as base:
+        yield base, hits
 
 
 def _with(repo, slug: str, **meta_changes) -> None:
@@ -442,20 +451,8 @@ def test_a_live_postgresql_sources_copies_and_exports_are_each_recipients_rows(s
 def hook_server():
     """A local HTTP server that takes webhook posts: (base URL, the JSON bodies it got)."""
     got: list[dict] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, format, *args):  # noqa: A002  (the base class's name)
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", got
-    server.shutdown()
+    with _http_server(lambda request: got.append(json.loads(request.rfile.read(int(request.headers["Content-Length"])))) or 204) as base:
+        yield base, got
 
 
 def test_an_alert_posts_to_an_allowed_webhook_once_and_never_to_one_not_allowed(config_repo, hook_server, smtp, tmp_path, monkeypatch):
@@ -494,3 +491,32 @@ def test_an_alert_posts_to_an_allowed_webhook_once_and_never_to_one_not_allowed(
     assert any("is not one DASHMEM_ALERT_WEBHOOKS allows" in s.detail for s in refused.sent + done.sent)
     deliver(path, server=_server(port))
     assert len(got) == 1  # no repeat while it holds
+
+
+@pytest.mark.parametrize("mode", ["starttls", "tls"])
+def test_starttls_and_tls_reach_a_server_with_a_trusted_certificate_and_refuse_an_untrusted_one(mode, tmp_path, monkeypatch):
+    import ssl
+
+    import trustme
+
+    ca, stranger = trustme.CA(), trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    inbox = Inbox()
+    if mode == "starttls":
+        controller = Controller(inbox, hostname="127.0.0.1", port=free_port(), tls_context=context, require_starttls=True)
+    else:  # TLS from the first byte, as on port 465
+        controller = Controller(inbox, hostname="127.0.0.1", port=free_port(), ssl_context=context)
+    controller.start()
+    try:
+        trusted, untrusted = tmp_path / "ca.pem", tmp_path / "stranger.pem"
+        ca.cert_pem.write_to_path(str(trusted))
+        stranger.cert_pem.write_to_path(str(untrusted))
+        monkeypatch.setenv("SSL_CERT_FILE", str(untrusted))  # the default context's trust store: not this server's CA
+        with pytest.raises(MailError, match="TLS handshake .* failed"):
+            _server(controller.port, tls=mode).send(_message())
+        monkeypatch.setenv("SSL_CERT_FILE", str(trusted))
+        _server(controller.port, tls=mode).send(_message())
+        assert len(inbox.to("vera@example.com")) == 1
+    finally:
+        controller.stop()
