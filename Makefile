@@ -71,10 +71,11 @@ $(THIRDPARTY)/%/.installed: FORCE
 
 # Three workers (pytest-xdist) on the CI machine's two cores: much of the suite waits on subprocesses, servers and a
 # browser, so a third worker fills the waits (9.4 min with two workers here, quiet); each has its own databases on the local servers
-# (tests/helpers/databases.py). The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
+# (tests/helpers/databases.py). A worker that dies (a crash) ends the run at once (--max-worker-restart 0) rather than
+# leaving the scheduler waiting for it. The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
 # table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
 test: $(STAMP) browser tokenizer datasette mcp-servers
-	$(PY) -m pytest -q -n 4 --dist loadgroup --durations=25
+	$(PY) -m pytest -q -n 4 --dist loadgroup --max-worker-restart 0 --durations=25
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;
 # then types (pyproject.toml [tool.basedpyright]): lib/, app_pages/, app.py, tests/, bench/ and scripts/, all in pyright's standard mode;
