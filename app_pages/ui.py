@@ -217,7 +217,7 @@ def deliveries_note(meta: Mapping[str, Any], send: str) -> None:
     """A caption naming the subscriptions that send this page's artifact (`send`: report or dashboard) by e-mail."""
     subs = [subscription_words(x) for x in meta.get("subscriptions") or [] if isinstance(x, dict) and x.get("send") == send]
     if subs:
-        st.caption("By e-mail: " + "; ".join(subs) + ". Turn it on or off for yourself on the Deliveries page.", help="lib.delivery")
+        st.caption("By e-mail: " + "; ".join(subs) + ". Turn it on or off for yourself on the Deliveries page.")
 
 
 def alerts_of(meta: Mapping[str, Any]) -> dict[str, list[str]]:

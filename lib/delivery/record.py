@@ -46,20 +46,34 @@ class Delivery:
     at: str
 
 
+_READY: set[Path] = set()  # files this process has made sure of the tables of (WAL mode is kept in the file)
+
+
 class Record:
     def __init__(self, path: Path):
         self.path = Path(path)
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path not in _READY:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(SCHEMA)
+            if self.path not in _READY:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(SCHEMA)
+                _READY.add(self.path)
             yield db
         finally:
             db.close()
+
+    def due(self, what: str, slot: str, recipients: list[str]) -> list[str]:
+        """Those of `recipients` the delivery has not gone to yet (no row, or a failed one), without taking it."""
+        if not self.path.exists():
+            return list(recipients)
+        with self._db() as db:
+            gone = {r for (r,) in db.execute("SELECT recipient FROM deliveries WHERE what=? AND slot=? AND status != 'failed'", (what, slot))}
+        return [r for r in recipients if r not in gone]
 
     def claim(self, what: str, slot: str, recipient: str, snapshot: str | None) -> bool:
         """Take the delivery for this run: True when nobody sent or is sending it (a failed one is taken again)."""

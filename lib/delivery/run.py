@@ -146,6 +146,7 @@ class _Job:
     server: Server
     out: Deliveries
     credentials: Mapping[str, Any]
+    checked: dict[str, str] = field(default_factory=dict)  # kind -> its failing checks in words, once a run
 
     @property
     def title(self) -> str:
@@ -168,6 +169,8 @@ class _Job:
         key = subscription_key(sub)
         recipients, problems = of_subscription(sub["to"], self.record.choices(key), self.meta, self.credentials)
         self.out.problems += [f"{what}: {p}" for p in problems]
+        if not self.record.due(key, slot, [p.address for p in recipients]):
+            return  # this period's copies are out (or it goes to nobody): no checks, no note
         if data_ok:
             failing = self.failing_checks(kind)
             if failing:
@@ -191,6 +194,12 @@ class _Job:
                 self.out.sent.append(Sent(what, person.address, "failed", str(exc)))
 
     def failing_checks(self, kind: str) -> str:
+        """The report's or dashboard's failing checks in words ("" when they pass), run once per kind a run."""
+        if kind not in self.checked:
+            self.checked[kind] = self._failing(kind)
+        return self.checked[kind]
+
+    def _failing(self, kind: str) -> str:
         if not self.ws.get(kind):
             return f"the workspace has no {workspace.FILES[kind]}"
         assert self.snapshot is not None

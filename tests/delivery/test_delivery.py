@@ -520,3 +520,19 @@ def test_starttls_and_tls_reach_a_server_with_a_trusted_certificate_and_refuse_a
         assert len(inbox.to("vera@example.com")) == 1
     finally:
         controller.stop()
+
+
+def test_a_refresh_that_fails_after_this_periods_copies_went_out_sends_no_not_sent_note(config_repo, smtp, tmp_path, monkeypatch):
+    from lib.data.refresh import refresh
+    from lib.data.snapshots import Warehouse
+    from lib.delivery.run import deliver
+    from lib.roles.access import OPERATOR
+
+    inbox, port = smtp
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    _with(config_repo, SCW, subscriptions=[{"to": ["vera"], "send": "report", "format": "html", "every": "1 week"}], alerts=[])
+    path = config_repo.published_path(SCW)
+    assert refresh(path, Warehouse.for_workspace(path), user=OPERATOR).ok
+    assert deliver(path, server=_server(port)).ok and len(inbox.to("vera@example.com")) == 1
+    later = deliver(path, data_ok=False, why_not="gates: the file is missing", server=_server(port))  # same week
+    assert later.sent == [] and inbox.to("olivia@example.com") == [], later.lines()
