@@ -56,6 +56,7 @@ SOURCES_PROBLEM = "sources_problem"  # set by Sources (a source added whose data
 RELATIONSHIP_DONE = "relationship_done"  # set by Sources (a join confirmed, rejected or removed); popped and shown by Sources
 SPECS_SAVED = "specs_saved"  # set by Specs (a save); popped and shown by Specs
 PROFILE_UPDATED = "profile_updated"  # set by Dashboard (Update profile); popped and shown by Dashboard
+DELIVERIES_DONE = "deliveries_done"  # set by Deliveries (a subscription or alert changed on the draft); popped and shown by Deliveries
 WORKSPACES_DONE = "workspaces_done"  # set by Workspaces (created); popped and shown by Workspaces
 
 EXPLORE_SAVED = "explore_saved"  # set by Explore (a question saved to the draft dashboard); popped and shown by Explore

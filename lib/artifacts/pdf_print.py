@@ -1,12 +1,14 @@
-"""Print one HTML document to PDF with headless Chromium, in a process of its own: `python -m lib.artifacts.pdf_print`.
+"""Print one HTML document to PDF, or draw it as one PNG picture, with headless Chromium, in a process of its own:
+`python -m lib.artifacts.pdf_print`.
 
 `lib.artifacts.report_export.to_pdf` starts this module with a time limit and, past it, ends the
 whole process group: Playwright's print has no time limit of its own, and Chromium
 must not outlive an export that failed, timed out or was interrupted. It also keeps
 Playwright's sync API (and its event loop) out of the server's threads, so several
 exports run at once. The job comes on stdin as JSON {"html", "chromium",
-"charts_drawn", "before_print", "page": [width, height], "draw_timeout_s", "print_timeout_s"};
-the PDF goes to stdout. A failure
+"charts_drawn", "before_print", "page": [width, height], "draw_timeout_s", "print_timeout_s", "output"};
+the PDF (or, with "output": "png", the whole page as a PNG picture: a dashboard's copy by e-mail,
+lib.artifacts.dashboard_export) goes to stdout. A failure
 is one plain line on stderr, led by "timeout:" when the charts were not drawn in time, exit 2.
 
 The process bounds itself: past "print_timeout_s", on SIGTERM, or when the process that
@@ -17,22 +19,112 @@ it running, and only this process knows which Chromium is its own.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from ..core import settings
+
+log = logging.getLogger(__name__)
+
 TIMED_OUT = 3  # the exit status when the print took longer than its time limit
 STOP_WAIT_S = 3.0  # how long stopping waits for what it killed to be gone
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+STOP_GRACE_S = 5.0  # how long a printer past its time may take to end what it started
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding the package, for the printing process
+
+# True once every chart holder holds its drawing (an <svg>) or the message that it could not be drawn.
+CHARTS_DRAWN = """() => Array.from(document.querySelectorAll("[data-chart]")).every(
+  (holder) => holder.querySelector("svg") !== null || holder.classList.contains("error"))"""
 
 
-def print_pdf(html: str, chromium: str, charts_drawn: str, draw_timeout_s: float, before_print: str = "", page_px: tuple[int, int] = (794, 1123)) -> bytes:
-    """The PDF of `html`, printed once `charts_drawn` holds, in an offline browser context.
+# --------------------------------------------------------------------------- the exporting process's side
+
+
+def run(html: str, output: str, what: str, error: type[Exception], *, before_print: str = "", page_px: tuple[int, int] = (794, 1123)) -> bytes:
+    """`html` printed to PDF (`output` "pdf") or drawn as one PNG picture ("png") by headless Chromium, once every
+    chart is drawn, in a printing process of its own that is ended, with the Chromium it started, after
+    DASHMEM_PDF_SECONDS. `what` names the document in messages ("the report"); `error` is raised, saying what is
+    missing or what went wrong, when Playwright or Chromium is not installed, the charts are not drawn in time, or
+    the print fails.
+    """
+    kind = output.upper()
+    chromium = settings.get("DASHMEM_CHROMIUM")
+    if not Path(chromium).is_file():
+        raise error(f"{kind} export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
+    if importlib.util.find_spec("playwright") is None:
+        raise error(f"{kind} export needs the playwright package: pip install -r requirements.txt")
+    print_timeout_s, draw_timeout_s = settings.get("DASHMEM_PDF_SECONDS"), settings.get("DASHMEM_PDF_DRAW_SECONDS")
+    done = "printed" if output == "pdf" else "drawn as a picture"
+    job = {
+        "html": html,
+        "chromium": str(chromium),
+        "charts_drawn": CHARTS_DRAWN,
+        "before_print": before_print,
+        "page": list(page_px),
+        "draw_timeout_s": draw_timeout_s,
+        "print_timeout_s": print_timeout_s,
+        "output": output,
+    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # The printer bounds itself and ends what it started (main below); its own session keeps a
+    # Ctrl-C in a terminal from reaching it before this process has asked it to stop.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
+    stuck = False
+    try:
+        out, err = proc.communicate(json.dumps(job).encode(), timeout=print_timeout_s + STOP_GRACE_S)
+    except subprocess.TimeoutExpired:  # the printer did not even stop itself in time (a loaded machine): the same plain message
+        _stop_printer(proc)
+        out, err, stuck = b"", b"", True
+    except BaseException:  # this export was interrupted: nothing of the print stays behind
+        _stop_printer(proc)
+        raise
+    message = err.decode("utf-8", "replace").strip()
+    if stuck or proc.returncode == TIMED_OUT:
+        log.warning("%s of %s took over %s s; stopped", kind, what, print_timeout_s)
+        raise error(
+            f"{what} could not be {done} within {print_timeout_s:g} s (it may be too long, or the machine busy: DASHMEM_PDF_SECONDS sets the limit); nothing was written"
+        )
+    magic = b"%PDF-" if output == "pdf" else b"\x89PNG"
+    if proc.returncode != 0 or not out.startswith(magic):
+        log.error("%s of %s failed (exit %s): %s", kind, what, proc.returncode, message)
+        if message.startswith("timeout:"):
+            raise error(
+                f"{what}'s charts were not drawn within {draw_timeout_s:g} s, so nothing was {done}; try again, or export the HTML (DASHMEM_PDF_DRAW_SECONDS sets the limit)"
+            )
+        last = message.splitlines()[-1] if message else f"exit status {proc.returncode}"
+        raise error(f"Chromium could not {'print' if output == 'pdf' else 'draw'} {what}: {last}")
+    return out
+
+
+def _stop_printer(proc: subprocess.Popen) -> None:
+    """Ask the printer to end what it started (SIGTERM); if it does not within STOP_GRACE_S, kill its group."""
+    proc.terminate()
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# --------------------------------------------------------------------------- the printing process
+
+
+def print_pdf(
+    html: str, chromium: str, charts_drawn: str, draw_timeout_s: float, before_print: str = "", page_px: tuple[int, int] = (794, 1123), output: str = "pdf"
+) -> bytes:
+    """The PDF of `html`, printed once `charts_drawn` holds, in an offline browser context; with `output` "png",
+    the whole page drawn as one picture (screen media, `page_px`'s width, as tall as the page).
 
     The page is laid out `page_px` (width, height) large, the size printed on a page; `before_print`, a
     function of that height, runs on the page after the charts are drawn and before it is printed.
@@ -48,11 +140,13 @@ def print_pdf(html: str, chromium: str, charts_drawn: str, draw_timeout_s: float
             context.route("**/*", _offline)
             context.route_web_socket("**/*", lambda socket: socket.close())
             page = context.new_page()
-            page.emulate_media(media="print")
+            page.emulate_media(media="screen" if output == "png" else "print")
             page.set_content(html, wait_until="load")
             page.wait_for_function(charts_drawn, timeout=draw_timeout_s * 1000)
             if before_print:
                 page.evaluate(before_print, page_px[1])
+            if output == "png":
+                return page.screenshot(full_page=True, type="png", animations="disabled")
             return page.pdf(prefer_css_page_size=True, print_background=True, display_header_footer=False)
         finally:
             browser.close()
@@ -155,7 +249,13 @@ def main() -> int:
     try:
         page_px = tuple(job.get("page") or (794, 1123))
         pdf = print_pdf(
-            job["html"], job["chromium"], job["charts_drawn"], float(job["draw_timeout_s"]), job.get("before_print", ""), (int(page_px[0]), int(page_px[1]))
+            job["html"],
+            job["chromium"],
+            job["charts_drawn"],
+            float(job["draw_timeout_s"]),
+            job.get("before_print", ""),
+            (int(page_px[0]), int(page_px[1])),
+            job.get("output", "pdf"),
         )
     except PlaywrightTimeout as exc:
         _unless_stopping()

@@ -17,17 +17,10 @@ printed would be a blank box on paper.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
-import json
 import logging
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..core import settings
 from ..core.errors import DashmemError
 from ..data.engine import Engine
 from ..data.refresh import loaded_for_export
@@ -49,8 +42,6 @@ PX_PER_MM = 96 / 25.4
 # drawn, so a chart takes the width it has on paper and Chromium does not shrink the whole page to fit a wider one.
 PRINT_WIDTH_PX = round((210 - 16 - 16) * PX_PER_MM)
 PRINT_HEIGHT_PX = round((297 - 18 - 20) * PX_PER_MM)
-STOP_GRACE_S = 5.0  # how long a printer past its time may take to end what it started
-ROOT = Path(__file__).resolve().parents[2]  # the folder holding the package, for the printing process
 
 PRINT_STYLE = """
 .report { max-width: 960px; }
@@ -167,11 +158,6 @@ def css_string(text: str) -> str:
 
 # --------------------------------------------------------------------------- PDF
 
-# True once every chart holder holds its drawing (an <svg>) or the message that it could not be drawn.
-CHARTS_DRAWN = """() => Array.from(document.querySelectorAll("[data-chart]")).every(
-  (holder) => holder.querySelector("svg") !== null || holder.classList.contains("error"))"""
-
-
 # Run before printing, once the charts are drawn: follows the page's blocks down the pages as print lays them
 # out (a block kept whole moves to the next page when it does not fit, with the heading before it) and drops
 # each page break that would end a page less than two thirds full: the part after it follows on that page, so
@@ -209,66 +195,7 @@ def to_pdf(html: str) -> bytes:
     Raises ReportExportError, saying what is missing or what went wrong, when Playwright or
     Chromium is not installed, the charts are not drawn in time, or the print fails.
     """
-    chromium = settings.get("DASHMEM_CHROMIUM")
-    if not Path(chromium).is_file():
-        raise ReportExportError(f"PDF export needs Chromium, and there is none at {chromium}: install it (apt-get install chromium) or set DASHMEM_CHROMIUM")
-    if importlib.util.find_spec("playwright") is None:
-        raise ReportExportError("PDF export needs the playwright package: pip install -r requirements.txt")
-    print_timeout_s, draw_timeout_s = settings.get("DASHMEM_PDF_SECONDS"), settings.get("DASHMEM_PDF_DRAW_SECONDS")
-    job = {
-        "html": html,
-        "chromium": str(chromium),
-        "charts_drawn": CHARTS_DRAWN,
-        "before_print": SETTLE_PAGE_BREAKS,
-        "page": [PRINT_WIDTH_PX, PRINT_HEIGHT_PX],
-        "draw_timeout_s": draw_timeout_s,
-        "print_timeout_s": print_timeout_s,
-    }
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    # The printer bounds itself and ends what it started (lib/artifacts/pdf_print.py); its own session keeps a
-    # Ctrl-C in a terminal from reaching it before this process has asked it to stop.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", pdf_print.__name__],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    stuck = False
-    try:
-        pdf, err = proc.communicate(json.dumps(job).encode(), timeout=print_timeout_s + STOP_GRACE_S)
-    except subprocess.TimeoutExpired:  # the printer did not even stop itself in time (a loaded machine): the same plain message
-        _stop(proc)
-        pdf, err, stuck = b"", b"", True
-    except BaseException:  # this export was interrupted: nothing of the print stays behind
-        _stop(proc)
-        raise
-    message = err.decode("utf-8", "replace").strip()
-    if stuck or proc.returncode == pdf_print.TIMED_OUT:
-        log.warning("printing the report to PDF took over %s s; stopped", print_timeout_s)
-        raise ReportExportError(
-            f"the report could not be printed within {print_timeout_s:g} s (it may be too long, or the machine busy: DASHMEM_PDF_SECONDS sets the limit); nothing was written"
-        )
-    if proc.returncode != 0 or not pdf.startswith(b"%PDF-"):
-        log.error("printing the report to PDF failed (exit %s): %s", proc.returncode, message)
-        if message.startswith("timeout:"):
-            raise ReportExportError(
-                f"the report's charts were not drawn within {draw_timeout_s:g} s, so nothing was printed; try again, or export the HTML (DASHMEM_PDF_DRAW_SECONDS sets the limit)"
-            )
-        last = message.splitlines()[-1] if message else f"exit status {proc.returncode}"
-        raise ReportExportError(f"Chromium could not print the report: {last}")
-    return pdf
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Ask the printer to end what it started (SIGTERM); if it does not within STOP_GRACE_S, kill its group."""
-    proc.terminate()
-    try:
-        proc.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    return pdf_print.run(html, "pdf", "the report", ReportExportError, before_print=SETTLE_PAGE_BREAKS, page_px=(PRINT_WIDTH_PX, PRINT_HEIGHT_PX))
 
 
 # --------------------------------------------------------------------------- one workspace, end to end

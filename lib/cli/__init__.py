@@ -175,22 +175,29 @@ def cmd_export(args) -> int:
     from ..roles.access import OPERATOR
 
     path = Path(args.path)
-    if not args.html and not args.png and not args.pdf:
-        return _fail(args, "say what to write: --html FILE, --pdf FILE (a report) and/or --png FOLDER (a dashboard's charts)")
+    if not args.html and not args.png and not args.pdf and not args.picture:
+        return _fail(
+            args, "say what to write: --html FILE, --pdf FILE (a report), --png FOLDER (a dashboard's charts) and/or --picture FILE (the dashboard as one PNG)"
+        )
     has = {kind for kind in ("dashboard", "report") if (path / workspace.FILES[kind]).is_file()}
     # --pdf and --param exist only for reports; --html writes the dashboard unless --report says otherwise or there is no dashboard.
     report = bool(args.report or args.pdf or args.param or ("report" in has and "dashboard" not in has))
     if report:
-        if args.png:
-            return _fail(args, "--png writes a dashboard's charts; export the report with --html and/or --pdf, and the charts in another run")
+        if args.png or args.picture:
+            return _fail(
+                args, "--png and --picture write a dashboard's charts or picture; export the report with --html and/or --pdf, and the dashboard in another run"
+            )
         return _export_report(args, path)
     html, png = Path(args.html) if args.html else None, Path(args.png) if args.png else None
-    written = export_workspace(path, html, png, user=OPERATOR, viewer=_as_user(args))
+    picture = Path(args.picture) if args.picture else None
+    written = export_workspace(path, html, png, user=OPERATOR, viewer=_as_user(args), picture_out=picture)
     # an ExportError is a DashmemError: main() prints it as one line
     for cid, error in written["errors"]:
         print(f"warning: component {cid!r}: {error}", file=sys.stderr)
     if written["html"]:
         print(f"wrote {written['html']} (data {written['data_version']}, opens offline)")
+    if written["picture"]:
+        print(f"wrote {written['picture']} (the dashboard as one PNG picture; data {written['data_version']})")
     for png in written["pngs"]:
         print(f"wrote {png}")
     return 1 if written["errors"] else 0
@@ -717,13 +724,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "export",
-        help="write the dashboard as a standalone offline HTML file and/or chart PNGs, or the report (report.yaml) as PDF and/or HTML",
+        help="write the dashboard as a standalone offline HTML file, chart PNGs and/or one PNG picture, or the report (report.yaml) as PDF and/or HTML",
         description="Exports read the newest snapshot (refresh loads data; it renders nothing). --pdf and --param export the report; "
         "--html exports the dashboard, or the report with --report or when the workspace has no dashboard.",
     )
     p.add_argument("path")
     p.add_argument("--html", metavar="FILE", help="the HTML file to write")
     p.add_argument("--png", metavar="FOLDER", help="a folder for one PNG per chart of the dashboard")
+    p.add_argument("--picture", metavar="FILE", help="the whole dashboard as one PNG picture (drawn by headless Chromium)")
     p.add_argument("--pdf", metavar="FILE", help="the report as a PDF (A4, printed by headless Chromium)")
     p.add_argument("--report", action="store_true", help="export report.yaml, not dashboard.yaml (implied by --pdf and --param)")
     p.add_argument(

@@ -85,3 +85,17 @@ def owners(meta: Mapping[str, Any], credentials: Mapping[str, Any]) -> list[Reci
     names = [n for n in ((meta.get("access") or {}).get("owners") or []) if n != "*"]
     found, _ = expand(names, meta, credentials)
     return found
+
+
+def choices(meta: Mapping[str, Any], credentials: Mapping[str, Any]) -> list[str]:
+    """What a form may offer for `to:`: each user of the users file who can view the workspace and has an address,
+    then `group:NAME` for each group that has such a member (the app's roles, owner, steward and viewer, are no groups)."""
+    users = credentials.get("usernames") or {}
+    names: list[str] = []
+    groups: set[str] = set()
+    for name in sorted(users):
+        user = auth.user_for(name, dict(credentials))
+        if user.email and access.can(user, "view", dict(meta)):
+            names.append(name)
+            groups.update(r for r in (users[name] or {}).get("roles") or [] if r not in auth.APP_ROLES)
+    return names + [f"group:{g}" for g in sorted(groups)]

@@ -32,7 +32,7 @@ from ..data.engine import Engine, scope_for
 from ..data.snapshots import Snapshot, Warehouse, loaded_at
 from ..memory import workspace
 from ..memory.intervals import parse_every
-from ..memory.kinds.workspace import subscription_words
+from ..memory.kinds.workspace import format_of, subscription_words
 from ..roles import access, auth
 from ..roles.access import OPERATOR, User
 from . import alerts as alerting
@@ -44,7 +44,7 @@ from .record import Record
 _log = logging.getLogger(__name__)
 
 ORIGIN = dt.datetime(1970, 1, 5, tzinfo=dt.timezone.utc)  # a Monday at midnight UTC: where periods start
-MIME = {"pdf": ("application", "pdf"), "html": ("text", "html")}
+MIME = {"pdf": ("application", "pdf"), "html": ("text", "html"), "png": ("image", "png")}
 
 
 class DeliveryError(DashmemError, ValueError):
@@ -162,7 +162,7 @@ class _Job:
 
     def subscription(self, sub: Mapping[str, Any], now: dt.datetime, data_ok: bool, why_not: str, every_one: bool) -> None:
         kind = sub["send"]
-        fmt = "html" if kind == "dashboard" else sub.get("format", "pdf")
+        fmt = format_of(sub)
         what = f"{kind} ({fmt})"
         every = parse_every(sub["every"], f"{self.ws_path.name}/workspace.yaml: subscriptions: every")
         slot = f"now:{now.isoformat(timespec='seconds')}" if every_one else period_of(now, every)
@@ -224,7 +224,8 @@ class _Job:
                     self.ws_path, target if fmt == "html" else None, target if fmt == "pdf" else None, self.wh, chosen, user=OPERATOR, viewer=person.user
                 )
             else:
-                written = export_workspace(self.ws_path, target, None, self.wh, user=OPERATOR, viewer=person.user, chosen=chosen)
+                html, picture = (target, None) if fmt == "html" else (None, target)
+                written = export_workspace(self.ws_path, html, None, self.wh, user=OPERATOR, viewer=person.user, chosen=chosen, picture_out=picture)
             if written["errors"]:
                 raise DeliveryError("parts of it could not be rendered: " + "; ".join(f"{cid}: {e}" for cid, e in written["errors"][:3]))
             return target.read_bytes()

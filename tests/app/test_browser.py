@@ -196,3 +196,30 @@ def test_a_viewer_subscribes_to_the_report_on_the_deliveries_page_and_unsubscrib
     page.get_by_text("Send it to me").click()  # its label: the input itself is drawn by the label
     page.get_by_text("Unsubscribed: it no longer comes to you").wait_for(timeout=30_000)
     assert mine() == [False]
+
+
+def test_a_steward_adds_a_subscription_in_the_form_and_review_shows_it_as_an_access_change(server, page):
+    from lib.memory import workspace
+    from lib.repo.configrepo import ConfigRepo
+    from lib.roles.access import User
+
+    url, tmp = server
+    sign_in(page, url, "sam", "sam-demo")
+    page.goto(f"{url}/deliveries?ws=supply-chain-weekly")
+    form = page.locator('[data-testid="stForm"]', has_text="A subscription")
+    form.wait_for(timeout=30_000)
+    form.locator('[data-testid="stSelectbox"]', has_text="Send").click()
+    page.get_by_role("option", name="the report as HTML", exact=True).click()
+    form.locator('[data-testid="stMultiSelect"]', has_text="To").click()
+    page.keyboard.type("vera")
+    page.get_by_role("option", name="vera", exact=True).click()
+    page.keyboard.press("Escape")
+    form.locator('[data-testid="stMultiSelect"]', has_text="To").get_by_text("vera", exact=True).wait_for(timeout=30_000)
+    form.get_by_role("button", name="Add to my draft").click()
+    page.get_by_text("Saved to your draft: subscription added: report (html) every 1 week to vera").wait_for(timeout=30_000)
+    repo = ConfigRepo(tmp / "config-repo")
+    draft = workspace.load(repo.draft(User("sam", app_role="steward"), "supply-chain-weekly").workspace_path)[0].data["workspace"]
+    assert {"to": ["vera"], "send": "report", "format": "html", "every": "1 week"} in draft["subscriptions"]
+    page.goto(f"{url}/review?ws=supply-chain-weekly")
+    page.get_by_text("sends by e-mail: 'report (html) every 1 week to vera'").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-deliveries-steward.png"), full_page=True)

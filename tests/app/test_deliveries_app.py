@@ -51,3 +51,52 @@ def test_the_dashboard_shows_a_kpis_alert_and_the_report_its_subscription(env):
     assert "Alert: kpi_attainment < 85% to olivia" in page_text(at)
     report = page_text(on_page(at, "app_pages/report.py"))
     assert "By e-mail: report (pdf) every 1 week to olivia" in report
+
+
+def _submit(at, label: str, index: int = 0):
+    [b for b in at.button if b.label == label][index].click().run()
+    assert not at.exception
+    return at
+
+
+def test_a_steward_adds_a_subscription_and_an_alert_in_the_forms_and_removes_them_again(env):
+    at = on_page(signed_in("sam"), "app_pages/deliveries.py")
+    assert "Change subscriptions and alerts" in page_text(at)
+    at.selectbox(key="deliveries_send").set_value("the dashboard as a PNG picture")
+    at.text_input(key="deliveries_every").input("1 day")
+    at.multiselect(key="deliveries_sub_to").set_value(["vera", "group:analysts"])
+    at.text_input(key="deliveries_params").input("site=Brno")
+    _submit(at, "Add to my draft", 0)
+    text = page_text(at)
+    assert "Saved to your draft: subscription added: dashboard (png, site=Brno) every 1 day to vera, group:analysts" in text, text
+    repo = at.session_state["config_repo"]
+    sam = User("sam", app_role="steward")
+    draft = workspace.load(repo.draft(sam, SLUG).workspace_path)[0].data["workspace"]
+    assert draft["subscriptions"][-1] == {"to": ["vera", "group:analysts"], "send": "dashboard", "format": "png", "every": "1 day", "params": {"site": "Brno"}}
+    published = workspace.load(repo.published_path(SLUG))[0].data["workspace"]
+    assert len(published["subscriptions"]) == 1  # it counts once an owner publishes it
+
+    at.selectbox(key="deliveries_kpi").set_value("kpi_volume")
+    at.text_input(key="deliveries_when").input("< 100000")
+    at.selectbox(key="deliveries_per").set_value("site")
+    at.multiselect(key="deliveries_alert_to").set_value(["sam"])
+    _submit(at, "Add to my draft", 1)
+    assert "alert added: kpi_volume < 100000 at each site to sam" in page_text(at)
+
+    # Someone who cannot receive it is refused in words, and nothing is saved.
+    head = repo.draft_head(sam, SLUG)
+    at.text_input(key="deliveries_sub_others").input("ceo@elsewhere.org")
+    _submit(at, "Add to my draft", 0)
+    assert "policy.external_recipients does not allow it" in page_text(at) and repo.draft_head(sam, SLUG) == head
+
+    at.multiselect(key="deliveries_gone_subs").set_value([1])
+    at.multiselect(key="deliveries_gone_alerts").set_value([1])
+    _submit(at, "Remove from my draft")
+    assert "subscription removed" in page_text(at) and "alert removed" in page_text(at)
+    draft = workspace.load(repo.draft(sam, SLUG).workspace_path)[0].data["workspace"]
+    assert len(draft["subscriptions"]) == 1 and len(draft["alerts"]) == 1
+
+
+def test_a_viewer_sees_no_forms(env):
+    at = on_page(signed_in("vera"), "app_pages/deliveries.py")
+    assert "Change subscriptions and alerts" not in page_text(at) and not [b for b in at.button if b.label == "Add to my draft"]

@@ -444,3 +444,32 @@ def test_a_cache_folder_that_cannot_be_written_still_gives_the_bundle(tmp_path, 
         assert "vega" in export.vega_bundle()
     finally:
         export.vega_bundle.cache_clear()
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").is_file(), reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_the_cli_draws_the_whole_dashboard_as_one_picture_and_without_chromium_writes_nothing(ws_copy, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    folder = ws_copy("supply-chain-weekly")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "lib", "export", str(folder), *args], cwd=ROOT, env={**env, **extra}, capture_output=True, text=True, timeout=180
+        )
+
+    picture, page = tmp_path / "dash.png", tmp_path / "dash.html"
+    missing = run("--picture", str(picture), "--html", str(page), DASHMEM_CHROMIUM=str(tmp_path / "no-chromium"))
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert "PNG export needs Chromium, and there is none at" in missing.stderr and not picture.exists() and not page.exists()
+    drawn = run("--picture", str(picture))
+    assert drawn.returncode == 0, drawn.stderr
+    assert "(the dashboard as one PNG picture; data " in drawn.stdout
+    data = picture.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width == dashboard_export.PICTURE_WIDTH_PX and height > 1000  # the whole dashboard: KPIs, charts and the table
+    refused = run("--picture", str(picture), "--report")
+    assert refused.returncode != 0 and "--png and --picture write a dashboard's" in refused.stderr

@@ -14,7 +14,7 @@ from typing import cast
 import pandas as pd
 import pytest
 
-from lib.artifacts import report_export
+from lib.artifacts import pdf_print, report_export
 from lib.roles.access import OPERATOR
 from tests.helpers.report import _python_env, _run, needs_chromium, pages_text, rendered_report
 
@@ -314,7 +314,7 @@ navigator.sendBeacon("http://{host}/beacon", "x");
 @needs_chromium
 def test_a_chart_that_never_draws_stops_in_bounded_time_with_a_plain_message_and_no_chromium_left(supply, monkeypatch, marked):
     folder, wh = supply
-    monkeypatch.setattr(report_export, "CHARTS_DRAWN", "() => false")  # as a chart that never finishes drawing
+    monkeypatch.setattr(pdf_print, "CHARTS_DRAWN", "() => false")  # as a chart that never finishes drawing
     monkeypatch.setenv("DASHMEM_PDF_DRAW_SECONDS", "1")
     before = _descendants()
     with pytest.raises(report_export.ReportExportError) as raised:
@@ -450,7 +450,7 @@ def test_a_printer_that_does_not_even_stop_itself_in_time_is_killed_with_the_sam
     hung.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(hung))
     monkeypatch.setenv("DASHMEM_PDF_SECONDS", "0.5")
-    monkeypatch.setattr(report_export, "STOP_GRACE_S", 0.5)
+    monkeypatch.setattr(pdf_print, "STOP_GRACE_S", 0.5)
     with pytest.raises(report_export.ReportExportError) as raised:
         report_export.to_pdf("<!DOCTYPE html><html><body><p>Hello</p></body></html>")
     assert (

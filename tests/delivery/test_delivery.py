@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import email
-import email.policy
 import http.server
 import io
 import json
@@ -31,8 +29,9 @@ from lib.delivery.run import period_of
 from lib.memory import workspace
 from lib.ops import publish
 from lib.roles.access import User
-
-from ..conftest import ROOT, WORKSPACES
+from tests.helpers import ROOT, WORKSPACES
+from tests.helpers.browser import free_port
+from tests.helpers.mail import Inbox
 
 aiosmtpd = pytest.importorskip("aiosmtpd", reason="aiosmtpd (requirements-dev.txt) runs the SMTP server these tests send to")
 pypdf = pytest.importorskip("pypdf")
@@ -42,43 +41,6 @@ from aiosmtpd.smtp import AuthResult, LoginPassword  # noqa: E402
 
 OLIVIA = User("olivia", app_role="owner")
 SCW, GDP = "supply-chain-weekly", "gdp-explorer"
-
-
-class Inbox:
-    """aiosmtpd's handler: every message the server accepts, parsed, with its envelope's recipients."""
-
-    def __init__(self):
-        self.messages: list[tuple[list[str], EmailMessage]] = []
-        self.refuse: set[str] = set()
-
-    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
-        if address in self.refuse:
-            return "550 no such mailbox"
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server, session, envelope):
-        parsed = email.message_from_bytes(envelope.content, policy=email.policy.default)
-        self.messages.append((list(envelope.rcpt_tos), parsed))
-        return "250 Message accepted for delivery"
-
-    def to(self, address: str) -> list[EmailMessage]:
-        return [m for rcpt, m in self.messages if address in rcpt]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def smtp():
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield inbox, controller.port
-    controller.stop()
 
 
 @contextlib.contextmanager

@@ -352,7 +352,7 @@ def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
     holder = f'<div class="chart" data-chart="{len(chart_specs) - 1}"></div>'
     if selections(comp.spec):
         # The point selection works in Vega-Lite alone; setting the dashboard's filters needs the app's server.
-        holder += '<p class="note">Click a mark to highlight it (shift-click for more). The filters are fixed in this file: the other components do not follow the click.</p>'
+        holder += '<p class="note clicks">Click a mark to highlight it (shift-click for more). The filters are fixed in this file: the other components do not follow the click.</p>'
     return holder
 
 

@@ -18,6 +18,18 @@ def access_has_owner(doc: Document, shown: str) -> list[Diagnostic]:
     return []
 
 
+def subscription_formats(doc: Document, shown: str) -> list[Diagnostic]:
+    """A subscription's `format:` its artifact cannot go as: said, with what it goes as instead."""
+    out = []
+    for i, sub in enumerate(doc.data.get("subscriptions") or []):
+        if isinstance(sub, dict) and sub.get("format") is not None and sub.get("send") in FORMATS and sub["format"] not in FORMATS[sub["send"]]:
+            path = ("subscriptions", i, "format")
+            allowed = " or ".join(FORMATS[sub["send"]])
+            message = f"a {sub['send']} goes as {allowed}, not {sub['format']}: it is sent as {format_of(sub)}"
+            out.append(Diagnostic("subscription.format", WARNING, message, shown, doc.line_of(path), format_path(path), allowed))
+    return out
+
+
 ACCESS = Category(
     "access",
     "Access",
@@ -73,12 +85,22 @@ def access_changes(old: Any, new: Any) -> list[Change]:
     return out
 
 
+# What a subscription may send each artifact as, the first being what it goes as when `format:` is not given.
+FORMATS = {"report": ("pdf", "html"), "dashboard": ("html", "png")}
+
+
+def format_of(sub: Mapping[str, Any]) -> str:
+    """What a subscription is sent as: its `format:` where its artifact can go so, else that artifact's first."""
+    allowed = FORMATS.get(str(sub.get("send")), ("pdf",))
+    return sub["format"] if sub.get("format") in allowed else allowed[0]
+
+
 def _to(x: Mapping[str, Any]) -> str:
     return ", ".join(str(t) for t in x.get("to") or []) or "nobody"
 
 
 def subscription_words(x: Mapping[str, Any]) -> str:
-    fmt = "html" if x.get("send") == "dashboard" else x.get("format", "pdf")
+    fmt = format_of(x)
     params = ", ".join(f"{k}={v}" for k, v in (x.get("params") or {}).items())
     return f"{x.get('send')} ({fmt}{', ' + params if params else ''}) every {x.get('every')} to {_to(x)}"
 
@@ -100,7 +122,7 @@ KIND = Kind(
     file="workspace.yaml",
     schema="workspace.schema.json",
     required=True,
-    checks=(access_has_owner,),
+    checks=(access_has_owner, subscription_formats),
     diff=access_changes,
     review=ACCESS,
     model_heading="Workspace",  # one line, "Workspace: <name>", then the description
