@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state, ui
+from lib.artifacts.components.kpi import NAME as KPI
 from lib.core import settings
 from lib.delivery import manage
 from lib.delivery import run as delivery
@@ -83,7 +84,7 @@ if ctx.can("edit"):
             if files.get(kind)
             for fmt in formats
         }
-        kpis = {str(c["id"]): str(c.get("title") or c["id"]) for c in (files.get("dashboard") or {}).get("components") or [] if c.get("type") == "kpi"}
+        kpis = {str(c["id"]): str(c.get("title") or c["id"]) for c in (files.get("dashboard") or {}).get("components") or [] if c.get("type") == KPI}
         per_filters = [str(f["id"]) for f in (files.get("dashboard") or {}).get("filters") or [] if f.get("type") in ("select", "multiselect")]
         add_sub, add_alert = st.columns(2)
         with add_sub.form("deliveries_add_subscription", clear_on_submit=True):
