@@ -12,11 +12,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import state, ui
-from lib.artifacts.components.kpi import NAME as KPI
 from lib.core import settings
 from lib.delivery import manage
 from lib.delivery import run as delivery
-from lib.delivery.recipients import choices as recipient_choices
 from lib.memory.kinds.workspace import alert_words, subscription_words
 from lib.roles import auth
 
@@ -75,17 +73,9 @@ if ctx.can("edit"):
         st.success(done)
     changes: dict[str, list] = {}
     with ui.user_errors("Could not read your draft"):
-        files = manage.draft_files(ctx.repo, ctx.user, ctx.slug)
-        draft_meta = files.get("workspace") or {}
-        people = recipient_choices(draft_meta, credentials)
-        sends = {
-            f"the {kind} as {'a PNG picture' if fmt == 'png' else fmt.upper()}": (kind, fmt)
-            for kind, formats in manage.FORMATS.items()
-            if files.get(kind)
-            for fmt in formats
-        }
-        kpis = {str(c["id"]): str(c.get("title") or c["id"]) for c in (files.get("dashboard") or {}).get("components") or [] if c.get("type") == KPI}
-        per_filters = [str(f["id"]) for f in (files.get("dashboard") or {}).get("filters") or [] if f.get("type") in ("select", "multiselect")]
+        files = ctx.repo.as_drafted(ctx.user, ctx.slug).data
+        offered = manage.choices(files, credentials)
+        sends, kpis, people = offered.sends, offered.kpis, offered.people
         add_sub, add_alert = st.columns(2)
         with add_sub.form("deliveries_add_subscription", clear_on_submit=True):
             st.markdown("**A subscription**")
@@ -102,7 +92,7 @@ if ctx.can("edit"):
             st.markdown("**An alert**")
             kpi = st.selectbox("On the KPI", list(kpis), format_func=lambda k: f"{kpis[k]} ({k})", key="deliveries_kpi", disabled=not kpis)
             when = st.text_input("When", value="< 90%", help="an operator (<, <=, >, >=, ==, !=) and a number; 90% is 0.9", key="deliveries_when")
-            per = st.selectbox("For each value of", ["", *per_filters], format_func=lambda f: f or "(the figure as a whole)", key="deliveries_per")
+            per = st.selectbox("For each value of", ["", *offered.per_filters], format_func=lambda f: f or "(the figure as a whole)", key="deliveries_per")
             alert_to = st.multiselect("To", people, key="deliveries_alert_to", placeholder="people or groups")
             hook = st.text_input(
                 "Webhook",
@@ -113,6 +103,7 @@ if ctx.can("edit"):
             )
             if st.form_submit_button("Add to my draft", disabled=not kpis):
                 changes["add_alerts"] = [manage.alert(kpi, when, alert_to, per or None, hook)]
+        draft_meta = files.get("workspace") or {}
         held_subs, held_alerts = draft_meta.get("subscriptions") or [], draft_meta.get("alerts") or []
         if held_subs or held_alerts:
             with st.form("deliveries_remove"):

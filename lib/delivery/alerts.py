@@ -31,6 +31,7 @@ OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,
 }
+PER_TYPES = ("select", "multiselect")  # the filters an alert's `per:` may name: each value is a figure of its own
 WORDS = {"<": "below", "<=": "at or below", ">": "above", ">=": "at or above", "==": "equal to", "!=": "other than"}
 
 
@@ -92,7 +93,7 @@ def figures(alert: Mapping[str, Any], files: Mapping[str, Any], engine: Engine) 
     per = alert.get("per")
     if per:
         state = next((s for s in states if s.id == per), None)
-        if state is None or state.type not in ("select", "multiselect"):
+        if state is None or state.type not in PER_TYPES:
             raise AlertError(f"alert on {alert['component']!r}: per {per!r} is not a select or multiselect filter of the dashboard")
         if state.error:
             raise AlertError(f"alert on {alert['component']!r}: the values of filter {per!r} could not be read: {state.error}")

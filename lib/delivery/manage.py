@@ -9,19 +9,19 @@ chooses only for themselves (`run.choose`). What is refused says why, and nothin
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ..core.diagnostics import ValidationFailed, has_errors
+from ..artifacts.components.kpi import NAME as KPI
 from ..memory import workspace
 from ..memory.intervals import ScheduleError, parse_every
 from ..memory.kinds.workspace import FORMATS, alert_words, subscription_words
 from ..repo.configrepo import ConfigRepo
-from ..roles import access
 from ..roles.access import User
 from . import alerts as alerting
 from . import webhook
+from .recipients import choices as recipient_choices
 from .recipients import expand
 from .run import DeliveryError
 
@@ -64,6 +64,34 @@ def params_from(text: str) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class Choices:
+    """What the forms offer, from the draft: each way to send (its label -> (artifact, format)), the KPIs (id ->
+    title), the filters an alert can be per, and who can be named in `to:` (`recipients.choices`)."""
+
+    sends: dict[str, tuple[str, str]]
+    kpis: dict[str, str]
+    per_filters: list[str]
+    people: list[str]
+
+
+def choices(files: Mapping[str, Any], credentials: Mapping[str, Any]) -> Choices:
+    sends = {
+        f"the {kind} as {'a PNG picture' if fmt == 'png' else fmt.upper()}": (kind, fmt)
+        for kind, formats in FORMATS.items()
+        if files.get(kind)
+        for fmt in formats
+    }
+    components = (files.get("dashboard") or {}).get("components") or []
+    kpis = {str(c["id"]): str(c.get("title") or c["id"]) for c in components if c.get("type") == KPI}
+    return Choices(sends, kpis, per_filters(files), recipient_choices(files.get("workspace") or {}, credentials))
+
+
+def per_filters(files: Mapping[str, Any]) -> list[str]:
+    """The dashboard's filters an alert's `per:` may name."""
+    return [str(f.get("id")) for f in (files.get("dashboard") or {}).get("filters") or [] if f.get("type") in alerting.PER_TYPES]
+
+
 def subscription_problems(sub: Mapping[str, Any], files: Mapping[str, Any], credentials: Mapping[str, Any]) -> list[str]:
     """Why `sub` cannot go out as written, in sentences (none: it can); `files` is the workspace's, its meta included."""
     meta = files.get("workspace") or {}
@@ -102,9 +130,8 @@ def alert_problems(entry: Mapping[str, Any], files: Mapping[str, Any], credentia
     except alerting.AlertError as exc:
         out.append(str(exc))
     per = entry.get("per")
-    filters = {str(f.get("id")): f for f in (files.get("dashboard") or {}).get("filters") or []}
-    if per and (per not in filters or filters[per].get("type") not in ("select", "multiselect")):
-        choosable = [fid for fid, f in filters.items() if f.get("type") in ("select", "multiselect")]
+    choosable = per_filters(files)
+    if per and per not in choosable:
         out.append(f"per: {per!r} is not a select or multiselect filter of the dashboard ({', '.join(choosable) or 'it has none'})")
     if not entry.get("to") and not entry.get("webhook"):
         out.append("to: name who is told (a user, group:NAME or an allowed address), or give a webhook")
@@ -122,13 +149,6 @@ def _recipient_problems(to: Sequence[str], meta: Mapping[str, Any], credentials:
     return [f"to: {p}" for p in problems] + ([] if found or problems else ["to: it would reach nobody"])
 
 
-def draft_files(repo: ConfigRepo, user: User, slug: str) -> dict[str, Any]:
-    """The workspace's files as the user's draft holds them (the published ones while they have none)."""
-    access.require(user, "view", repo.meta_for(user, slug), slug)
-    path = repo.draft(user, slug).workspace_path if repo.has_draft(user, slug) else repo.view_path(user, slug)
-    return workspace.load(path, readonly=True)[0].data
-
-
 def change(
     repo: ConfigRepo,
     user: User,
@@ -143,14 +163,8 @@ def change(
     """Add and remove subscriptions and alerts on the user's draft as one commit: its sha (None: nothing changed)
     and a sentence per change. Each added entry is checked first (DeliveryError, nothing written, when one
     cannot go out as written); an entry removed is matched by its content."""
-    access.require(user, "edit", repo.meta_for(user, slug), slug)
-    base = repo.draft_head(user, slug)  # a save from another tab meanwhile refuses this one, rather than being undone
-    ws, found = workspace.load(repo.draft(user, slug).workspace_path)
-    meta_problems = [d for d in found if d.file and d.file.endswith(workspace.FILES["workspace"])]
-    if has_errors(meta_problems):
-        raise ValidationFailed(meta_problems)
+    base, ws, meta = repo.meta_to_change(user, slug, "edit")
     files = ws.data
-    meta = copy.deepcopy(files.get("workspace") or {})
     done: list[str] = []
     for key, adding, removing, problems_of, words, noun in (
         ("subscriptions", list(add_subscriptions), list(remove_subscriptions), subscription_problems, subscription_words, "subscription"),

@@ -542,10 +542,28 @@ class ConfigRepo:
     def access_lists(self, user: User, slug: str) -> dict[str, list[str]]:
         """Who holds each role as the user's draft has it (the published lists while they have no draft), for
         anyone who may view the workspace: each role's list key (owners, stewards, viewers) -> its entries."""
+        lists = (self.as_drafted(user, slug).get("workspace") or {}).get("access") or {}
+        return {key: list(lists.get(key) or []) for key in access.ROLE_LISTS.values()}
+
+    def as_drafted(self, user: User, slug: str) -> workspace.Workspace:
+        """The workspace as the user's draft holds it (as published while they have no draft, which is not made),
+        for anyone who may view it."""
         access.require(user, "view", self.meta_for(user, slug), slug)
         path = self.draft(user, slug).workspace_path if self.has_draft(user, slug) else self.view_path(user, slug)
-        lists = (workspace.load(path)[0].get("workspace") or {}).get("access") or {}
-        return {key: list(lists.get(key) or []) for key in access.ROLE_LISTS.values()}
+        return workspace.load(path, readonly=True)[0]
+
+    def meta_to_change(self, user: User, slug: str, action: str) -> tuple[str, workspace.Workspace, dict[str, Any]]:
+        """What a change of the draft's workspace.yaml starts from, once `user` may do `action` under the published
+        lists: the draft's head (pass it to `save` as `base`, so a save from another tab meanwhile refuses this
+        one rather than being undone), the draft's workspace, and a copy of its workspace.yaml to change.
+        ValidationFailed when workspace.yaml does not validate as it stands."""
+        access.require(user, action, self._access_meta(slug, self.branch_name(user, slug)), slug)
+        base = self.draft_head(user, slug)
+        ws, found = workspace.load(self.draft(user, slug).workspace_path)
+        meta_problems = [d for d in found if d.file and d.file.endswith(workspace.FILES["workspace"])]
+        if has_errors(meta_problems):
+            raise ValidationFailed(meta_problems)
+        return base, ws, copy.deepcopy(ws.get("workspace") or {})
 
     def change_access(self, user: User, slug: str, add: Iterable[access.Grant] = (), remove: Iterable[access.Grant] = ()) -> tuple[str | None, list[str]]:
         """Add and remove people and groups per role on the user's draft, as one commit that Review shows as an access
@@ -555,13 +573,7 @@ class ConfigRepo:
         by `save`); the owners' list keeps at least one entry (`access.changed_access`); nothing is written when refused.
         """
         add, remove = list(add), list(remove)
-        access.require(user, "manage_access", self._access_meta(slug, self.branch_name(user, slug)), slug)
-        base = self.draft_head(user, slug)  # a save from another tab meanwhile refuses this one, rather than being undone
-        ws, found = workspace.load(self.draft(user, slug).workspace_path)
-        meta_problems = [d for d in found if d.file and d.file.endswith(workspace.FILES["workspace"])]
-        if has_errors(meta_problems):
-            raise ValidationFailed(meta_problems)
-        meta = copy.deepcopy(ws.get("workspace") or {})
+        base, _, meta = self.meta_to_change(user, slug, "manage_access")
         meta["access"], done = access.changed_access(meta.get("access"), add, remove)
         if not done:
             return None, []
