@@ -68,7 +68,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import BENCH_CACHE, ROOT, print_table
+from .common import BENCH_CACHE, ROOT, compile_checkout, print_table
 
 DEFAULT_SIZES = "10k,100k,1M"
 QUICK_SIZES = "10k,100k"
@@ -369,6 +369,7 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, help="runs per side and size, each a fresh process (median); default 5")
     parser.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK_SIZES}, 3 runs")
     args = parser.parse_args(argv)
+    compile_checkout()
     sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
     if args.big and BIG not in sizes:
         sizes.append(BIG)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from lib.roles.access import OPERATOR
 
-from .common import ROOT, print_table, public_datasets
+from .common import ROOT, compile_checkout, print_table, public_datasets
 
 PAPER_REFRESH_S = 0.08
 COLD_GOAL_RATIO = 1.0  # issue #14: a cold CLI refresh no slower than a cold `import pandas; pandas.read_csv(F)`
@@ -138,6 +138,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cold-runs", type=int, default=5, help="pairs of whole processes per file in the cold table")
     parser.add_argument("--part", choices=["warm", "cold", "both"], default="both")
     args = parser.parse_args(argv)
+    compile_checkout()
     files = public_datasets()
     if args.part in ("warm", "both"):
         warm(files, args.repeat)

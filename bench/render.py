@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import print_table, wide_table_csv
+from .common import compile_checkout, print_table, wide_table_csv
 
 WHERE = "WHERE ($cat IS NULL OR list_contains($cat, category_00))"
 SPEC = {
@@ -158,6 +158,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cron", action="store_true", help="fresh export --html processes against fresh DuckDB processes")
     args = parser.parse_args(argv)
+    compile_checkout()
     if args.cron:
         cron(args.rows, args.repeat)
         return

@@ -8,18 +8,30 @@ The schemas ship with the code, so whether they are themselves valid JSON
 Schemas is checked once, at test time (`metaschema_problems`, run by
 tests/memory/test_schemas.py), not in every process: that check cost a cold
 `python -m lib refresh` about 0.17 s. jsonschema is imported on the first
-validation, so commands that validate nothing never load it.
+validation, so commands that validate nothing never load it, and a document
+already found valid is not validated again: `validate_document` remembers the
+valid ones by a hash of their data, their schema and the installed jsonschema,
+as an empty file in the cache (`valid-documents/`), so the processes cron and
+users start (refresh, profile, query) skip importing jsonschema and building
+validators, about 70 ms each. Only valid results are remembered; a document
+with problems is validated every time, so its diagnostics are always fresh.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import importlib.util
 import json
+import os
+import pickle
+import random
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core import settings
 from ..core.diagnostics import ERROR, Diagnostic, format_path
 from ..core.settings import CHECKOUT, PACKAGE_DIR
 from .credentials import is_secret_name, redact_url
@@ -238,10 +250,67 @@ def header(kind: str) -> str:
     return f"# yaml-language-server: $schema=../schemas/{kind}.schema.json"
 
 
+VALID_DIR = "valid-documents"  # in the cache folder: an empty file per document found valid
+VALID_KEEP = 5_000  # markers kept when the folder is pruned (now and then, past twice as many)
+
+
+@functools.cache
+def _schema_fingerprint(kind: str) -> bytes:
+    """What a kind's validity depends on besides the document: its bundled schema and the jsonschema installed."""
+    spec = importlib.util.find_spec("jsonschema")  # finds the package without importing it
+    origin = spec.origin if spec and spec.origin else ""
+    stamp = str(os.stat(origin).st_mtime_ns) if origin else ""
+    return hashlib.sha256(json.dumps([kind, load_schema(kind), origin, stamp], sort_keys=True).encode()).digest()
+
+
+def _valid_marker(kind: str, data: Any) -> Path | None:
+    """The cache file that says `data` is a valid `kind` document; None where the data cannot be hashed."""
+    try:
+        # pickle tells a date from the string of it and 1 from 1.0 and True, which JSON would not; it is only hashed.
+        body = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
+        return None
+    digest = hashlib.sha256(_schema_fingerprint(kind) + body).hexdigest()
+    return settings.cache_dir() / VALID_DIR / digest[:2] / digest[2:]
+
+
+def _remember_valid(marker: Path) -> None:
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        if random.random() < 0.01:
+            _prune_valid(marker.parent.parent)
+    except OSError:
+        pass  # a read-only cache only costs the next process a validation
+
+
+def _prune_valid(folder: Path) -> None:
+    """Keep the VALID_KEEP newest markers once there are more than twice as many."""
+    markers = [entry for sub in os.scandir(folder) if sub.is_dir() for entry in os.scandir(sub.path)]
+    if len(markers) <= 2 * VALID_KEEP:
+        return
+    markers.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
+    for entry in markers[VALID_KEEP:]:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def validate_document(kind: str, doc: Document, filename: str) -> list[Diagnostic]:
-    root = load_schema(kind)
     if doc.data is None:
         return [Diagnostic("schema.empty", ERROR, "file is empty", filename, 1, None, "a mapping of fields")]
+    marker = _valid_marker(kind, doc.data)
+    if marker is not None and marker.exists():
+        return []
+    found = _validated(kind, doc, filename)
+    if not found and marker is not None:
+        _remember_valid(marker)
+    return found
+
+
+def _validated(kind: str, doc: Document, filename: str) -> list[Diagnostic]:
+    root = load_schema(kind)
     errors = sorted(_validator(kind).iter_errors(doc.data), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
     # When a type-specific branch fails (say an unknown `type`), its fields
     # also show up as "unevaluated"; those echoes would bury the real error.

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ from lib.memory import schemas, workspace
 from lib.memory.kinds import KINDS
 from lib.memory.kinds import sources as kinds_sources
 from lib.memory.yamlio import parse
+from tests.helpers import ROOT
 
 
 def errors_for(kind: str, text: str, filename: str = "x.yaml"):
@@ -684,3 +688,68 @@ def test_the_fix_for_a_literal_credential_names_every_secret_field():
     for kind in schemas.enum("sources", "source", "type"):
         for path in schemas.secret_fields("sources", kind):
             assert kind in named.get(path[0], []), (kind, path, diags[0].allowed)
+
+
+# ------------------------------------------------------------------ valid documents are remembered, problems never
+
+KNOWN_VALID = "title: Weekly\nqueries:\n  totals: SELECT 1 AS n\nsections:\n  - {type: heading, text: Overview}\n"
+
+
+def test_a_valid_document_is_remembered_and_the_next_process_loads_it_without_jsonschema(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    assert schemas.validate_document("report", parse(KNOWN_VALID), "ws/report.yaml") == []
+    assert len(list((tmp_path / "cache" / schemas.VALID_DIR).rglob("*"))) == 2  # one marker in its folder
+    script = (
+        "import sys; from lib.memory import schemas; from lib.memory.yamlio import parse; "
+        f"assert schemas.validate_document('report', parse({KNOWN_VALID!r}), 'r.yaml') == []; "
+        "print('jsonschema' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DASHMEM_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+    env["DASHMEM_CACHE_DIR"] = str(tmp_path / "other-cache")  # no marker there: validated, so jsonschema loads
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
+
+
+def test_a_document_with_problems_is_never_remembered_and_keeps_its_diagnostics(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    bad = KNOWN_VALID.replace("{type: heading, text: Overview}", "{type: heading, txt: Overview}")
+    first = [d.format() for d in schemas.validate_document("report", parse(bad), "ws/report.yaml")]
+    second = [d.format() for d in schemas.validate_document("report", parse(bad), "ws/report.yaml")]
+    assert first and first == second
+    assert not (tmp_path / "cache" / schemas.VALID_DIR).exists()
+
+
+def test_a_number_and_the_string_of_it_are_different_documents(tmp_path, monkeypatch):
+    # `2024` and `"2024"` are one text to a person and two values to the schema: only the string is a title.
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    as_string = KNOWN_VALID.replace("title: Weekly", 'title: "2024"')
+    as_number = KNOWN_VALID.replace("title: Weekly", "title: 2024")
+    assert schemas.validate_document("report", parse(as_string), "ws/report.yaml") == []
+    problems = schemas.validate_document("report", parse(as_number), "ws/report.yaml")
+    assert [d.field for d in problems] == ["title"]
+
+
+def test_a_changed_schema_validates_a_remembered_document_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    doc = parse("name: x\n")
+    looser, stricter = {"type": "object"}, {"type": "object", "properties": {"name": {"type": "integer"}}}
+    monkeypatch.setattr(schemas, "load_schema", lambda kind: looser)
+    monkeypatch.setattr(schemas, "_validator", lambda kind: Draft202012Validator(looser))
+    schemas._schema_fingerprint.cache_clear()
+    assert schemas.validate_document("task", doc, "task.yaml") == []
+    monkeypatch.setattr(schemas, "load_schema", lambda kind: stricter)
+    monkeypatch.setattr(schemas, "_validator", lambda kind: Draft202012Validator(stricter))
+    schemas._schema_fingerprint.cache_clear()
+    assert [d.field for d in schemas.validate_document("task", doc, "task.yaml")] == ["name"]
+    schemas._schema_fingerprint.cache_clear()
+
+
+def test_a_cache_that_cannot_be_written_only_costs_a_validation(tmp_path, monkeypatch):
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder would be")  # no marker can be made under it, even by root
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(blocked))
+    assert schemas.validate_document("report", parse(KNOWN_VALID), "ws/report.yaml") == []
+    assert schemas.validate_document("report", parse(KNOWN_VALID), "ws/report.yaml") == []
+    assert blocked.read_text() == "a file where the cache folder would be"
