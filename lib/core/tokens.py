@@ -59,19 +59,64 @@ def estimate(text: str) -> int:
     """Tokens of `text`, erring high: at least 1.10 x the real count on every calibration sample."""
     if not text:
         return 0
+    return _from_counts(_counts(text) + (sum(1 for run in _SPACES.findall(text) if run != " "),))
+
+
+def estimate_lines(lines: list[str], seen: dict[str, tuple[int, ...]] | None = None) -> int:
+    """`estimate("\n".join(lines) + "\n")`, exactly, from each line's counts, which `seen` keeps between calls.
+
+    For text rebuilt many times from mostly the same lines (a profile fitted to a budget): only new lines are scanned.
+    Words, numbers, symbols and other characters never span a line break; a run of white space that touches a
+    line break is one run with it, whatever surrounds it.
+    """
+    if not lines:
+        return estimate("\n")
+    seen = {} if seen is None else seen
+    total = [0] * COUNTS
+    runs = 0
+    for index, line in enumerate(lines):
+        counts = seen.get(line)
+        if counts is None:
+            counts = seen[line] = _line_counts(line)
+        for k in range(COUNTS):
+            total[k] += counts[k]
+        inner, leading, blank = counts[COUNTS:]
+        runs += inner + (leading if index == 0 else 0) + (0 if blank and index else 1)  # the last: its line break's run
+    return _from_counts(tuple(total) + (runs,))
+
+
+COUNTS = 9  # the integers `_counts` gives
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    """Words, their letters, numbers, their digits, symbol runs, their characters, multi-byte characters (3 widths)."""
     words = _WORDS.findall(text)
     numbers = _NUMBERS.findall(text)
     symbols = _SYMBOLS.findall(text)
-    space_runs = sum(1 for run in _SPACES.findall(text) if run != " ")
-    cost = (
-        WORD * len(words)
-        + WORD_CHAR * sum(map(len, words))
-        + NUMBER * len(numbers)
-        + DIGIT * sum(map(len, numbers))
-        + SYMBOL * len(symbols)
-        + SYMBOL_CHAR * sum(map(len, symbols))
-        + SPACE_RUN * space_runs
-    )
-    if not text.isascii():
-        cost += TWO_BYTE_CHAR * len(_TWO_BYTE.findall(text)) + THREE_BYTE_CHAR * len(_THREE_BYTE.findall(text)) + FOUR_BYTE_CHAR * len(_FOUR_BYTE.findall(text))
+    wide = (0, 0, 0) if text.isascii() else (len(_TWO_BYTE.findall(text)), len(_THREE_BYTE.findall(text)), len(_FOUR_BYTE.findall(text)))
+    return (len(words), sum(map(len, words)), len(numbers), sum(map(len, numbers)), len(symbols), sum(map(len, symbols)), *wide)
+
+
+def _line_counts(line: str) -> tuple[int, ...]:
+    """A line's `_counts`, then: its runs of white space that count and touch neither end, 1 if its leading run
+    counts (it does only on the first line, where no line break comes before), and 1 if it is blank."""
+    inner = leading = 0
+    for run in _SPACES.finditer(line):
+        at_start, at_end = run.start() == 0, run.end() == len(line)
+        if run.group() == " " or at_end:
+            continue
+        if at_start:
+            leading = 1
+        else:
+            inner += 1
+    blank = not line or _SPACES.fullmatch(line) is not None
+    return _counts(line) + (inner, 0 if blank else leading, int(blank))
+
+
+def _from_counts(counts: tuple[int, ...]) -> int:
+    """The estimate from `_counts` and the number of white-space runs that count, as one formula for both callers."""
+    words, letters, numbers, digits, symbols, symbol_chars, two, three, four, space_runs = counts
+    cost = WORD * words + WORD_CHAR * letters + NUMBER * numbers + DIGIT * digits + SYMBOL * symbols + SYMBOL_CHAR * symbol_chars + SPACE_RUN * space_runs
+    if two or three or four:
+        cost += TWO_BYTE_CHAR * two + THREE_BYTE_CHAR * three + FOUR_BYTE_CHAR * four
     return math.ceil(SAFETY * cost)

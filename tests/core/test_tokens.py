@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,28 @@ def test_an_empty_key_counts_as_no_key(secret_store, api, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "")
     assert model.count_tokens("abc") == (tokens.estimate("abc"), tokens.ESTIMATE_METHOD)
     assert api == []
+
+
+# --------------------------------------------------------------------------- the estimate of text built from lines
+
+
+LINE_PIECES = ["a", "Bc", "1", "42", "_", ",", ";", " ", "  ", "\n", "\t", "\r", "é", "中", "😀", "\xa0", "..", "x_1"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_estimate_of_lines_is_the_estimate_of_their_text_exactly(seed):
+    # White space that touches a line break merges with it, a first line's indent counts, blank lines join their
+    # breaks: random lines of words, digits, symbols, spaces, tabs, breaks and multi-byte characters meet every case.
+    rng = random.Random(seed)
+    seen: dict = {}
+    for _ in range(3000):
+        lines = ["".join(rng.choice(LINE_PIECES) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 5))]
+        assert tokens.estimate_lines(lines, seen) == tokens.estimate("\n".join(lines) + "\n"), lines
+    assert seen  # the lines' counts were kept for the next call
+
+
+def test_the_estimate_of_lines_reuses_what_it_counted():
+    seen: dict = {}
+    first = tokens.estimate_lines(["table t (3 rows)", "  a INTEGER; 3 distinct"], seen)
+    seen["  a INTEGER; 3 distinct"] = tokens._line_counts("  b")  # a stale entry shows that the kept counts are used
+    assert tokens.estimate_lines(["table t (3 rows)", "  a INTEGER; 3 distinct"], seen) < first

@@ -652,8 +652,7 @@ def test_a_placeholder_that_turns_numbers_to_text_names_the_null_values_fix_acro
     workspace.save(folder, {"sources": {"sources": [source]}})
     fixed = _cli_refresh(folder, cache)
     assert fixed.returncode == 0, fixed.stdout
-    [folder_cache] = cache.iterdir()  # the one workspace's cache folder, as the CLI named it
-    wh = Warehouse(folder_cache)
+    wh = Warehouse.for_workspace(folder, cache)  # the workspace's cache folder, as the CLI named it
     assert wh.query("SELECT item, price, sold FROM prices ORDER BY item").rows[:2] == [
         ("apple", None, dt.date(2026, 1, 12)),
         ("fig", 3.0, dt.date(2026, 1, 15)),
@@ -715,8 +714,7 @@ def test_an_excel_source_refreshes_across_processes_and_names_its_placeholders(t
     assert "column price became text only because of the value '-' (2 rows), the rest are numbers" in blocked.stdout
     workspace.save(folder, {"sources": {"sources": [{**source, "null_values": ["-"]}]}})
     assert _cli_refresh(folder, cache).returncode == 0
-    [folder_cache] = cache.iterdir()
-    assert Warehouse(folder_cache).query("SELECT item, price FROM prices ORDER BY item").rows == [("apple", None), ("fig", None), ("pear", 2.5)]
+    assert Warehouse.for_workspace(folder, cache).query("SELECT item, price FROM prices ORDER BY item").rows == [("apple", None), ("fig", None), ("pear", 2.5)]
 
 
 # A viewer's own file, read in their session: refused from its metadata past the upload caps.
