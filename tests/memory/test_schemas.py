@@ -753,3 +753,15 @@ def test_a_cache_that_cannot_be_written_only_costs_a_validation(tmp_path, monkey
     assert schemas.validate_document("report", parse(KNOWN_VALID), "ws/report.yaml") == []
     assert schemas.validate_document("report", parse(KNOWN_VALID), "ws/report.yaml") == []
     assert blocked.read_text() == "a file where the cache folder would be"
+
+
+def test_the_remembered_documents_are_pruned_to_the_newest(tmp_path, monkeypatch):
+    monkeypatch.setattr(schemas, "VALID_KEEP", 3)
+    folder = tmp_path / schemas.VALID_DIR
+    for n in range(8):
+        marker = folder / f"{n:02x}" / f"marker{n}"
+        marker.parent.mkdir(parents=True)
+        marker.touch()
+        os.utime(marker, (1_000_000 + n, 1_000_000 + n))
+    schemas._prune_valid(folder)
+    assert sorted(p.name for p in folder.rglob("marker*")) == ["marker5", "marker6", "marker7"]
