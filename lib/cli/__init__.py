@@ -84,6 +84,14 @@ class _Refused(DashmemError):
     """A command cannot go on; what is wrong has been printed or is in the message."""
 
 
+def _start_query_workers(count: int | None = None) -> None:
+    """For a command that will run queries: start its query workers now (`count`, or one per core as a render runs them),
+    beside its imports and loading, rather than when its first query comes."""
+    from ..data import query_worker
+
+    query_worker.start_early(count or os.cpu_count() or 1)
+
+
 def _valid_workspace(path: Path) -> Workspace:
     """The workspace at PATH, or print its errors and refuse."""
     from ..memory import workspace
@@ -120,6 +128,7 @@ def cmd_check(args) -> int:
     ws = _valid_workspace(path)
     if not ws.get("dashboard") and not ws.get("report"):
         return _fail(args, f"{path} has no {workspace.FILES['dashboard']} or {workspace.FILES['report']} to check")
+    _start_query_workers()
     # The same verdict as `validate`, Review and publish: the data the sources give now, not the cache.
     return _report_checks(args, checks.validate_workspace(path))
 
@@ -179,6 +188,7 @@ def cmd_export(args) -> int:
         return _fail(
             args, "say what to write: --html FILE, --pdf FILE (a report), --png FOLDER (a dashboard's charts) and/or --picture FILE (the dashboard as one PNG)"
         )
+    _start_query_workers()
     has = {kind for kind in ("dashboard", "report") if (path / workspace.FILES[kind]).is_file()}
     # --pdf and --param exist only for reports; --html writes the dashboard unless --report says otherwise or there is no dashboard.
     report = bool(args.report or args.pdf or args.param or ("report" in has and "dashboard" not in has))
@@ -528,6 +538,7 @@ def cmd_query(args) -> int:
     snapshot = wh.current()
     if snapshot is None:
         return _fail(args, f"no data loaded for {args.path}; run `{PROG} refresh {args.path}` first")
+    _start_query_workers(1)  # one query
     ws, _ = workspace.load(Path(args.path), readonly=True)  # its sources say which tables are live; a spec error elsewhere does not matter here
     # Through the query engine: a live source's table is read in its database (its snapshot table is an empty stand-in).
     engine = Engine.for_workspace(ws.data, wh.tables(snapshot), snapshot.id, workspace_path=Path(args.path), user=_as_user(args))
@@ -569,6 +580,7 @@ def cmd_explain(args) -> int:
 
     path = Path(args.path)
     ws = _valid_workspace(path)
+    _start_query_workers(1)
     wh = _warehouse_with_data(path)
     snapshot = wh.current()
     tables = wh.tables(snapshot)
@@ -592,6 +604,7 @@ def cmd_rows(args) -> int:
 
     path = Path(args.path)
     ws = _valid_workspace(path)
+    _start_query_workers(1)
     wh = _warehouse_with_data(path)
     snapshot = wh.current()
     tables = wh.tables(snapshot)
@@ -654,6 +667,7 @@ def cmd_changes(args) -> int:
 
     path = Path(args.path)
     ws = _valid_workspace(path)
+    _start_query_workers()
     wh = _warehouse_with_data(path)
     snapshot = wh.current()
     if args.snapshot:

@@ -204,7 +204,37 @@ class _Pool:
     def __init__(self) -> None:
         self.idle: list[_Worker] = []
         self.count = 0
+        self.starting = 0  # workers start_early() is starting: a query waits for one rather than start another
+        self.generation = 0  # counts close(): a worker that finishes starting after one is stopped, not kept
         self.lock = threading.Condition()
+
+    def start_early(self, count: int) -> None:
+        """Start workers in the background until `count` run or are starting (within DASHMEM_QUERY_WORKERS), so they are
+        ready when the first queries come."""
+        with self.lock:
+            more = max(0, min(count, settings.get("DASHMEM_QUERY_WORKERS")) - self.count)
+            self.count += more
+            self.starting += more
+            generation = self.generation
+        for _ in range(more):
+            threading.Thread(target=self._start_one, args=(generation,), name="query-worker-start", daemon=True).start()
+
+    def _start_one(self, generation: int) -> None:
+        worker = None
+        try:
+            worker = _Worker()
+        except Exception:  # OSError, say: the first query starts a worker itself and says what went wrong
+            pass
+        with self.lock:
+            self.starting -= 1
+            if worker is not None and generation == self.generation:
+                self.idle.append(worker)
+                worker = None
+            else:
+                self.count -= 1
+            self.lock.notify_all()
+        if worker is not None:
+            worker.kill()
 
     def _take(self) -> _Worker:
         with self.lock:
@@ -214,6 +244,9 @@ class _Pool:
                     if worker.alive():
                         return worker
                     self.count -= 1
+                if self.starting:
+                    self.lock.wait(0.1)
+                    continue
                 if self.count < settings.get("DASHMEM_QUERY_WORKERS"):
                     self.count += 1
                     break
@@ -249,6 +282,7 @@ class _Pool:
         with self.lock:
             workers, self.idle = self.idle, []
             self.count -= len(workers)
+            self.generation += 1
             self.lock.notify_all()
         for worker in workers:
             worker.kill()
@@ -256,6 +290,13 @@ class _Pool:
 
 _POOL = _Pool()
 atexit.register(_POOL.close)
+
+
+def start_early(count: int = 1) -> None:
+    """Start `count` query workers now, beside the caller's own work (loading data, importing the renderer): a command
+    that will query soon then does not wait a worker's start-up (about 0.2 s: Python, Arrow and DuckDB) before its
+    first query. Safe to call more than once; a worker that cannot start is started (and its error said) by the query."""
+    _POOL.start_early(count)
 
 
 def _refs(tables: Mapping[str, pa.Table]) -> dict[str, tuple[str, int, int]]:

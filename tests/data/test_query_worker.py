@@ -131,3 +131,51 @@ def test_query_workers_do_not_hold_the_apps_secrets(monkeypatch):
     with open(f"/proc/{worker.proc.pid}/environ", "rb") as environ:
         names = {entry.split(b"=", 1)[0].decode() for entry in environ.read().split(b"\0") if entry}
     assert "ANTHROPIC_API_KEY" not in names and "DASHMEM_COOKIE_KEY" not in names and "PATH" in names
+
+
+@pytest.fixture
+def slow_start(monkeypatch):
+    """Workers take half a second to be made, so a query or a close comes while they are starting; lists each made."""
+    made: list[query_worker._Worker] = []
+    real_init = query_worker._Worker.__init__
+
+    def init(self):
+        time.sleep(0.5)
+        real_init(self)
+        made.append(self)
+
+    monkeypatch.setattr(query_worker._Worker, "__init__", init)
+    return made
+
+
+def test_workers_started_early_answer_the_first_queries_and_no_more_are_started(monkeypatch, slow_start):
+    """`start_early` (the CLI's export, check, query...) starts workers beside the command's own work; a query that
+    comes while they start waits for one instead of starting another, and calling it again, or asking for more than
+    DASHMEM_QUERY_WORKERS, starts none beyond the limit."""
+    monkeypatch.setenv("DASHMEM_QUERY_WORKERS", "2")
+    query_worker.start_early(3)
+    query_worker.start_early(1)
+    assert query_worker._POOL.count == 2 and query_worker._POOL.starting == 2
+    assert run_query(TABLES, "SELECT count(*) AS n FROM t").rows == [(1000,)]  # came while both were starting
+    done = []
+    threads = [threading.Thread(target=lambda: done.append(run_query(TABLES, "SELECT sum(a) AS s FROM t").rows)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert done == [[(499500,)]] * 4
+    assert len(slow_start) == 2 and query_worker._POOL.count == 2
+    assert {w.proc.pid for w in query_worker._POOL.idle} == {w.proc.pid for w in slow_start}
+
+
+def test_workers_still_starting_when_the_pool_is_closed_are_stopped(slow_start):
+    """A command that ends (or fails) before its early workers are up leaves none behind: closing the pool stops them."""
+    query_worker.start_early(2)
+    assert query_worker._POOL.starting == 2
+    query_worker._POOL.close()
+    deadline = time.monotonic() + 60
+    while query_worker._POOL.starting and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(slow_start) == 2 and all(w.proc.poll() is not None for w in slow_start)  # made after the close, then stopped
+    assert query_worker._POOL.idle == [] and query_worker._POOL.count == 0
+    assert run_query(TABLES, "SELECT 1 AS one").rows == [(1,)]  # the pool works on
