@@ -188,7 +188,6 @@ def cmd_export(args) -> int:
         return _fail(
             args, "say what to write: --html FILE, --pdf FILE (a report), --png FOLDER (a dashboard's charts) and/or --picture FILE (the dashboard as one PNG)"
         )
-    _start_query_workers()
     has = {kind for kind in ("dashboard", "report") if (path / workspace.FILES[kind]).is_file()}
     # --pdf and --param exist only for reports; --html writes the dashboard unless --report says otherwise or there is no dashboard.
     report = bool(args.report or args.pdf or args.param or ("report" in has and "dashboard" not in has))

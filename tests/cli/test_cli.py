@@ -467,3 +467,44 @@ def test_access_on_a_plain_folder_edits_its_workspace_yaml_and_refuses_plainly(t
     proc = run("access", folder, "--add", "viewer:group:ops", check_rc=0)
     assert "added group:ops to the viewers" in proc.stdout
     assert "group:ops" in (folder / "workspace.yaml").read_text(encoding="utf-8")
+
+
+def test_one_shot_commands_start_their_query_worker_before_their_first_query(tmp_path, monkeypatch, capsys):
+    """`query`, `explain`, `rows`, `check` and `changes` start a worker as they begin (beside their imports and loading),
+    so none waits for one to start at its first query; `export` starts them at its first query, as measured best."""
+    from lib import cli
+    from lib.core import settings
+    from lib.data import query_worker
+
+    ws = tmp_path / "supply-chain-weekly"
+    shutil.copytree(WORKSPACES / "supply-chain-weekly", ws)
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    assert cli.main(["refresh", str(ws)]) == 0
+    seen: list[int] = []
+    real_ask = query_worker._Pool.ask
+
+    def ask(pool, request, deadline_s):
+        if not seen or seen[-1] != -1:
+            seen.append(pool.count)  # workers running or starting when the command's first query comes
+            seen.append(-1)
+        return real_ask(pool, request, deadline_s)
+
+    monkeypatch.setattr(query_worker._Pool, "ask", ask)
+    commands = {
+        "query": ["query", str(ws), "SELECT count(*) AS n FROM gates"],
+        "explain": ["explain", str(ws), "kpi_attainment"],
+        "rows": ["rows", str(ws), "by_site"],
+        "check": ["check", str(ws)],
+        "changes": ["changes", str(ws)],
+        "export": ["export", str(ws), "--html", str(tmp_path / "out.html")],
+    }
+    first: dict[str, int] = {}
+    for name, argv in commands.items():
+        query_worker._POOL.close()
+        seen.clear()
+        code = cli.main(argv)
+        assert code in (0, 1) and seen, (name, code, capsys.readouterr())
+        first[name] = seen[0]
+    query_worker._POOL.close()
+    per_core = min(os.cpu_count() or 1, settings.get("DASHMEM_QUERY_WORKERS"))
+    assert first == {"query": 1, "explain": 1, "rows": 1, "check": per_core, "changes": per_core, "export": 0}
