@@ -1,12 +1,13 @@
 """The paper's Table 2 ablation: which memory lets a dashboard be regenerated on new data with its specification intact.
 
-    python -m bench.ablation [--runs N] [--datasets gdp.csv adult.csv ...] [--out DIR] [--scripted]
+    python -m bench.ablation [--runs N] [--datasets gdp.csv adult.csv my/own.csv ...] [--out DIR] [--scripted]
 
-Per dataset, a workspace with one CSV source is loaded with the public file
-(V1) and profiled, and gets a formatting specification that no task prompt
-implies (bench/ablation_task.py): a background colour and a threshold colour
-on a measure taken from the profile, saved as checkable rules in task.yaml and
-as output.yaml's theme.
+Per dataset, a workspace with one CSV source is loaded with the file (V1: one
+of the public files by name, or a CSV file of your own by its path) and
+profiled, and gets a formatting specification that no task prompt implies
+(bench/ablation_task.py): a background colour and a threshold colour on a
+measure taken from the profile, saved as checkable rules in task.yaml and as
+output.yaml's theme.
 
 Phase 1: an edit session builds a dashboard from V1 with the full prompt,
 which states the specification. Then V2 is made from V1 (bench/data_versions.py:
@@ -129,9 +130,14 @@ def run_dataset(csv_file: Path, runs: int, root: Path, make_client: ClientFactor
     return result, cells
 
 
+def slug_of(csv_file: Path) -> str:
+    """The workspace a dataset is studied in: its file name without .csv, lower case, dashes for underscores."""
+    return csv_file.stem.replace("_", "-").lower()
+
+
 def create_workspace(csv_file: Path, root: Path) -> tuple[Path, Warehouse, list[dict[str, Any]]]:
     """A workspace folder with one CSV source (a copy of the public file, as V1), and its own data cache."""
-    slug = csv_file.stem.replace("_", "-").lower()
+    slug = slug_of(csv_file)
     folder = root / slug
     (folder / "data").mkdir(parents=True)
     shutil.copyfile(csv_file, folder / SOURCE_FILE)
@@ -258,19 +264,41 @@ def _counting(function, counts: dict[str, int], key: str):
 # --------------------------------------------------------------------------- command line
 
 
+def dataset_files(names: list[str], refuse: Callable[[str], Any]) -> list[Path]:
+    """Each --datasets entry as a file: a CSV file of the user's own (a path to it), or the name of a public file.
+
+    Calls `refuse` with what is wrong (an entry that is neither, a file that is not .csv, two with one name)."""
+    public = {path.name: path for path in public_datasets()} if any(not Path(name).is_file() for name in names) else {}
+    files, unknown = [], []
+    for name in names:
+        path = Path(name)
+        if path.is_file():
+            if path.suffix.lower() != ".csv":
+                refuse(f"{name}: not a .csv file; the study loads each dataset as one CSV source")
+            files.append(path.resolve())
+        elif name in public:
+            files.append(public[name])
+        else:
+            unknown.append(name)
+    if unknown:
+        refuse(f"unknown dataset(s) {', '.join(unknown)}: neither a CSV file nor one of the public files {', '.join(public)}")
+    slugs = [slug_of(f) for f in files]
+    twice = sorted({slug for slug in slugs if slugs.count(slug) > 1})
+    if twice:
+        refuse(f"two datasets named {', '.join(twice)}: each becomes a workspace of that name; rename one file")
+    return files
+
+
 def main(argv=None) -> Study:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=1, help="repetitions of every (dataset, condition) cell")
-    parser.add_argument("--datasets", nargs="+", default=list(DEFAULT_DATASETS), metavar="FILE")
+    parser.add_argument("--datasets", nargs="+", default=list(DEFAULT_DATASETS), metavar="FILE", help="public files by name, or paths to CSV files of your own")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the Markdown and CSV results")
     parser.add_argument("--scripted", action="store_true", help="use the scripted model even when an API key is set")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    available = {path.name: path for path in public_datasets()}
-    unknown = [name for name in args.datasets if name not in available]
-    if unknown:
-        parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(available)}")
+    csv_files = dataset_files(args.datasets, parser.error)
 
     scripted = args.scripted or not api_key_available()
     if scripted:
@@ -280,7 +308,7 @@ def main(argv=None) -> Study:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dashmem-ablation-") as tmp:
         study = run_study(
-            [available[name] for name in args.datasets],
+            csv_files,
             args.runs,
             Path(tmp),
             scripted_client if scripted else claude_client,

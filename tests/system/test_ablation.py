@@ -414,3 +414,41 @@ def test_the_output_says_first_and_in_the_caption_that_the_model_was_scripted(ru
     assert {r["condition"]: r["completed"] for r in rows}["no_memory"] == "False"
     assert all(r["model"].startswith("scripted model") for r in rows)
     assert all(int(r["input_tokens"]) > 0 and r["calls"] == "3" for r in rows)
+
+
+@WHOLE_STUDY
+def test_the_study_runs_on_a_csv_file_of_the_users_own(tmp_path):  # needs no public file
+    """`--datasets PATH` takes any CSV file, not only the public ones: the study profiles it, takes its specification
+    from its own lead measure, runs every condition on it and refreshes it to V2 without a model call."""
+    own = tmp_path / "Plant_Output.csv"
+    lines = ["day,plant,output_mwh,staff"] + [f"2026-01-{d % 28 + 1:02d},{'ABC'[d % 3]},{100 + 7 * d % 53},{3 + d % 4}" for d in range(120)]
+    own.write_text("\n".join(lines) + "\n")
+    printed, progress = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
+        study = ablation.main(["--scripted", "--datasets", str(own), "--runs", "1", "--out", str(tmp_path / "results")])
+    [result] = study.datasets
+    assert (result.dataset, result.rows, result.columns) == ("Plant_Output.csv", 120, 4)
+    assert result.spec.threshold_field in {"output_mwh", "staff", "records"}
+    assert {c.condition for c in study.cells} == set(EXPECTED_PARTS) and all(c.error is None for c in study.cells)
+    assert result.refresh.switched and result.refresh.client_calls == 0 and result.refresh.clients_made == 0
+    assert "Plant_Output.csv" in (tmp_path / "results").joinpath(next(p.name for p in (tmp_path / "results").glob("*.md"))).read_text()
+
+
+def test_datasets_are_refused_plainly_when_not_csv_unknown_or_named_twice(tmp_path, capsys, dataset):
+    dataset(GDP)  # an unknown name is looked up among the public files: skips when they are missing
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for folder in ("a", "b"):
+        (tmp_path / folder / "sales_2026.csv").write_text("x\n1\n")
+    (tmp_path / "notes.txt").write_text("x\n1\n")
+    cases = {
+        str(tmp_path / "notes.txt"): "notes.txt: not a .csv file",
+        "no-such-file.csv": "unknown dataset(s) no-such-file.csv: neither a CSV file nor one of the public files",
+        f"{tmp_path / 'a' / 'sales_2026.csv'} {tmp_path / 'b' / 'sales_2026.csv'}": "two datasets named sales-2026",
+    }
+    for given, said in cases.items():
+        with pytest.raises(SystemExit) as stopped:
+            ablation.main(["--scripted", "--datasets", *given.split(" "), "--out", str(tmp_path / "out")])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err
