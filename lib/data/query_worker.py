@@ -226,15 +226,17 @@ class _Pool:
         except Exception:  # OSError, say: the first query starts a worker itself and says what went wrong
             pass
         with self.lock:
-            self.starting -= 1
             if worker is not None and generation == self.generation:
                 self.idle.append(worker)
-                worker = None
-            else:
-                self.count -= 1
-            self.lock.notify_all()
+                self.starting -= 1
+                self.lock.notify_all()
+                return
         if worker is not None:
-            worker.kill()
+            worker.kill()  # made after the pool was closed: stopped before it stops counting as starting
+        with self.lock:
+            self.starting -= 1
+            self.count -= 1
+            self.lock.notify_all()
 
     def _take(self) -> _Worker:
         with self.lock:

@@ -176,6 +176,8 @@ def test_workers_still_starting_when_the_pool_is_closed_are_stopped(slow_start):
     deadline = time.monotonic() + 60
     while query_worker._POOL.starting and time.monotonic() < deadline:
         time.sleep(0.02)
+    while any(w.proc.poll() is None for w in slow_start) and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert len(slow_start) == 2 and all(w.proc.poll() is not None for w in slow_start)  # made after the close, then stopped
     assert query_worker._POOL.idle == [] and query_worker._POOL.count == 0
     assert run_query(TABLES, "SELECT 1 AS one").rows == [(1,)]  # the pool works on
