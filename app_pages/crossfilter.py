@@ -61,7 +61,7 @@ def chart(comp: Component, slug: str, states: Sequence[FilterState]) -> None:
     if comp.title:
         st.markdown(f"**{comp.title}**")
     st.vega_lite_chart(
-        dashboard_view.streamlit_spec(comp.chart),
+        comp.chart.streamlit_spec(),
         width="stretch",
         theme=None,
         key=key,

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import threading
-from collections import OrderedDict
 from typing import Any, Callable, Mapping, cast
 
 import pandas as pd
@@ -139,37 +137,7 @@ def _kpi(comp: Component) -> None:
 
 def _chart(comp: Component) -> None:
     _heading(comp)
-    st.vega_lite_chart(streamlit_spec(comp.chart), width="stretch", theme=None)
-
-
-_SPECS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()  # id(chart) -> (chart, its spec for Streamlit)
-_SPECS_LOCK = threading.Lock()  # sessions draw in threads of one server process
-_SPECS_SIZE = 256
-
-
-def streamlit_spec(chart: Any) -> dict[str, Any]:
-    """The Vega-Lite dict st.altair_chart would send for this Altair chart, made once per chart object.
-
-    st.altair_chart converts (and so re-validates) the chart on every rerun;
-    lib.artifacts.components.chart hands back the same chart object while its query
-    result is cached, so converting once per object and drawing the dict with
-    st.vega_lite_chart sends the same element without that cost. Streamlit's
-    own conversion is used so the data still travels as Arrow, as before.
-    Each entry holds its chart, so the id is not reused while the entry lives.
-    """
-    with _SPECS_LOCK:
-        entry = _SPECS.get(id(chart))
-        if entry is not None and entry[0] is chart:
-            _SPECS.move_to_end(id(chart))
-            return entry[1]
-    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec  # private: tests/artifacts/test_components.py pins its output
-
-    spec = _convert_altair_to_vega_lite_spec(chart)
-    with _SPECS_LOCK:
-        _SPECS[id(chart)] = (chart, spec)
-        while len(_SPECS) > _SPECS_SIZE:
-            _SPECS.popitem(last=False)
-    return spec
+    st.vega_lite_chart(comp.chart.streamlit_spec(), width="stretch", theme=None)
 
 
 def _table(comp: Component) -> None:
@@ -183,7 +151,7 @@ def _table(comp: Component) -> None:
                 styles.loc[r, c] = f"color: {readable_text_on(color)}; background-color: {color}"
         return styles
 
-    st.dataframe(comp.frame.style.apply(paint, axis=None), hide_index=True, width="stretch")
+    st.dataframe(comp.shown.to_pandas().style.apply(paint, axis=None), hide_index=True, width="stretch")
     if comp.legend:
         st.caption(table.legend_text(comp))
 

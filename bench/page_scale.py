@@ -91,7 +91,6 @@ def page_run(reruns: int) -> dict[str, float]:
     """In this process (its environment names the config repo): the medians of the three kinds of page run."""
     from streamlit.testing.v1 import AppTest
 
-    from app_pages import dashboard_view
     from lib.artifacts.components import chart
     from lib.data import engine
 
@@ -129,7 +128,6 @@ def page_run(reruns: int) -> dict[str, float]:
         with engine.CACHE._lock:
             engine.CACHE._items.clear()
         chart.BUILT._items.clear()
-        dashboard_view._SPECS.clear()
         cold.append(timed(session()))
     return {"new session": statistics.median(new_session), "warm rerun": statistics.median(warm), "cold queries": statistics.median(cold), "kpis": shown}
 

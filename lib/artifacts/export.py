@@ -29,7 +29,7 @@ from ..core.errors import DashmemError
 from ..core.fsutil import atomic_write
 from ..memory import schemas
 from ..memory.kinds.output import DEFAULT_THEME
-from .components import Component, kind_of
+from .components import Component, kind_of, vegalite
 from .components.base import COLOR_RE
 from .components.base import escape as _escape
 from .components.chart import vega_lite_spec
@@ -162,10 +162,8 @@ def vega_bundle() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _vega_lite_version() -> str | None:
-    """The Vega-Lite version Altair writes specs for, if vl-convert has it (None: its latest)."""
-    import altair as alt  # already loaded by whoever rendered the charts
-
-    major_minor = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    """The Vega-Lite version the charts are written for, if vl-convert has it (None: its latest)."""
+    major_minor = ".".join(vegalite.version().split(".")[:2])
     return major_minor if major_minor in vl_convert.get_vegalite_versions() else None
 
 

@@ -12,7 +12,8 @@ Every chart carries a description, which Vega-Embed puts as the chart's `aria-la
 chart shows and the range of its data. `filled` is the "filled" bar beside each chart: a full column is drawn
 full, and a share that rounds to 100 % but is not all says so.
 
-Altair is imported when a chart is drawn, as lib.artifacts.components.chart does.
+Altair is imported when a chart is drawn (only the Sources page draws these); the dashboard's charts need
+no Altair (lib.artifacts.components.vegalite).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Render a dashboard spec: run each component's query and build what is shown.
 
 This module knows nothing of Streamlit. It turns a spec plus the workspace's
-tables into `Rendered`: KPI values with their colours and deltas, Altair
+tables into `Rendered`: KPI values with their colours and deltas, Vega-Lite
 charts, formatted tables with cell colours, and insight text with its
 placeholders filled, each by its kind in `lib/artifacts/components/`; this module lays
 the components out, binds the filters and caches the queries. The Dashboard

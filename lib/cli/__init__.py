@@ -197,6 +197,7 @@ def cmd_export(args) -> int:
                 args, "--png and --picture write a dashboard's charts or picture; export the report with --html and/or --pdf, and the dashboard in another run"
             )
         return _export_report(args, path)
+    _start_query_workers()  # beside the imports and the loading: a render runs one query per core (docs/benchmarks.md)
     html, png = Path(args.html) if args.html else None, Path(args.png) if args.png else None
     picture = Path(args.picture) if args.picture else None
     written = export_workspace(path, html, png, user=OPERATOR, viewer=_as_user(args), picture_out=picture)

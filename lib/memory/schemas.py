@@ -257,24 +257,36 @@ VALID_KEEP = 5_000  # markers kept when the folder is pruned (now and then, past
 @functools.cache
 def _schema_fingerprint(kind: str) -> bytes:
     """What a kind's validity depends on besides the document: its bundled schema and the jsonschema installed."""
-    spec = importlib.util.find_spec("jsonschema")  # finds the package without importing it
-    origin = spec.origin if spec and spec.origin else ""
-    stamp = str(os.stat(origin).st_mtime_ns) if origin else ""
-    return hashlib.sha256(json.dumps([kind, load_schema(kind), origin, stamp], sort_keys=True).encode()).digest()
+    return hashlib.sha256(json.dumps([kind, load_schema(kind), jsonschema_stamp()], sort_keys=True).encode()).digest()
 
 
 def _valid_marker(kind: str, data: Any) -> Path | None:
     """The cache file that says `data` is a valid `kind` document; None where the data cannot be hashed."""
+    return valid_marker(_schema_fingerprint(kind), data)
+
+
+def valid_marker(fingerprint: bytes, data: Any) -> Path | None:
+    """The cache file that says `data` is valid under the schema `fingerprint` stands for; None where it cannot be hashed.
+
+    Also used for other schemas than the workspace's (the Vega-Lite one: lib.artifacts.components.vegalite).
+    """
     try:
         # pickle tells a date from the string of it and 1 from 1.0 and True, which JSON would not; it is only hashed.
         body = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
         return None
-    digest = hashlib.sha256(_schema_fingerprint(kind) + body).hexdigest()
+    digest = hashlib.sha256(fingerprint + body).hexdigest()
     return settings.cache_dir() / VALID_DIR / digest[:2] / digest[2:]
 
 
-def _remember_valid(marker: Path) -> None:
+def jsonschema_stamp() -> str:
+    """The installed jsonschema, as a fingerprint part: where it is and when it was installed (found without importing it)."""
+    spec = importlib.util.find_spec("jsonschema")
+    origin = spec.origin if spec and spec.origin else ""
+    return f"{origin}|{os.stat(origin).st_mtime_ns}" if origin else ""
+
+
+def remember_valid(marker: Path) -> None:
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
@@ -305,7 +317,7 @@ def validate_document(kind: str, doc: Document, filename: str) -> list[Diagnosti
         return []
     found = _validated(kind, doc, filename)
     if not found and marker is not None:
-        _remember_valid(marker)
+        remember_valid(marker)
     return found
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_the_dashboard_page_draws_every_kind():
     assert DRAW.keys() == KINDS.keys()
 
 
-def test_lib_components_need_no_streamlit_and_load_altair_only_to_draw():
+def test_lib_components_need_neither_streamlit_nor_altair():
     code = "import sys, lib.artifacts.components, lib.artifacts.render, lib.artifacts.checks, lib.artifacts.export; print('streamlit' in sys.modules, 'altair' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
@@ -124,7 +125,7 @@ def test_each_kind_renders_and_exports(rendered, name):
         values = next(iter(chart_specs[0]["datasets"].values()))
         assert sorted(v["region"] for v in values) == ["east", "north", "south"]
     elif name == "table":
-        assert list(comp.frame.columns) == ["region", "day", "Amount"] and len(comp.frame) == 3
+        assert comp.shown.columns == ["region", "day", "Amount"] and len(comp.shown) == 3
         assert comp.cell_colors == {(2, "Amount"): "#d62728"} and comp.legend
         assert "<table>" in body and "background: #d62728" in body and 'class="number"' in body
     elif name == "text":
@@ -186,8 +187,9 @@ def test_an_invalid_chart_is_not_kept_and_fails_every_time():
         assert error is not None and error.startswith("cannot render:")
 
 
-def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():
-    """The Dashboard page sends the same element as st.altair_chart(chart), converted once per chart."""
+def test_the_page_sends_the_charts_vega_lite_with_its_data_as_arrow_the_same_on_every_rerun():
+    """The Dashboard page's element carries the chart's own spec (the export's, less the inlined rows) and its data as
+    an Arrow dataset of the same rows, dates as the timestamps of their midnights; a rerun sends the same element."""
     from streamlit.testing.v1 import AppTest
 
     def script():
@@ -204,26 +206,37 @@ def test_the_page_draws_a_cached_chart_exactly_as_st_altair_chart_does():
             "id": "c",
             "type": "chart",
             "title": "T",
-            "query": "SELECT day, region, amount FROM sales",
+            "query": "SELECT day, region, amount::DECIMAL(9, 2) AS amount FROM sales",
             "mark": "line",
             "encoding": {
                 "x": {"field": "day", "type": "temporal"},
-                "y": {"field": "amount", "type": "quantitative"},
+                "y": {"field": "amount"},
                 "color": {"field": "region", "type": "nominal"},
             },
         }
         comp = render({"dashboard": {"title": "S", "components": [spec]}}, {"sales": sales}, "v1", cache=QueryCache()).component("c")
-        st.altair_chart(comp.chart, width="stretch", theme=None)
+        st.session_state["vega"] = comp.vega
         dashboard_view._chart(comp)
-        dashboard_view._chart(comp)  # the second time from the page's own cache
+        dashboard_view._chart(comp)
 
     at = AppTest.from_function(script, default_timeout=60)
     at.run()
     assert not at.exception, at.exception
     charts = [e.proto for e in at.main if getattr(e, "type", "") == "arrow_vega_lite_chart" or e.proto.__class__.__name__ == "VegaLiteChart"]
-    assert len(charts) == 3, [type(e) for e in at.main]
-    assert charts[1] == charts[0] and charts[2] == charts[0]
-    assert charts[0].datasets, "the data travels as Arrow datasets"
+    assert len(charts) == 2, [type(e) for e in at.main]
+    assert charts[1] == charts[0]
+    vega = at.session_state["vega"]
+    [(name, rows)] = vega["datasets"].items()
+    sent_spec = json.loads(charts[0].spec)
+    assert sent_spec.pop("autosize") == {"type": "fit", "contains": "padding"}  # Streamlit's own, for width="stretch"
+    assert sent_spec == {k: v for k, v in vega.items() if k != "datasets"}
+    assert vega["encoding"]["y"]["type"] == "quantitative", "a decimal measure without a type is a number"
+    [dataset] = charts[0].datasets
+    sent = pa.ipc.open_stream(dataset.data.data).read_all()
+    assert dataset.name == name and sent.schema.field("amount").type == pa.float64()
+    assert sent.column("day").to_pylist() == [dt.datetime(2026, 1, 1), dt.datetime(2026, 1, 2)]
+    assert [{**r, "day": r["day"].isoformat()} for r in sent.to_pylist()] == rows
+    assert rows[0] == {"day": "2026-01-01T00:00:00", "region": "north", "amount": 1.5}
 
 
 def test_inert_images_turns_every_markdown_image_into_text_and_leaves_links():
@@ -381,5 +394,5 @@ def test_a_table_legend_says_each_band_once_in_the_thresholds_order():
     table = render(files, {"sales": SALES}, "v1", cache=QueryCache()).component("t")
     assert table.error is None
     # 42 %, 80 %, 120 %: below 85 %, below 85 %, at or above 95 %
-    assert list(table.frame["Share"]) == ["▼ 42%", "▼ 80%", "▲ 120%"]
+    assert table.shown.column("Share") == ["▼ 42%", "▼ 80%", "▲ 120%"]
     assert table.legend == {"▲": "Share at or above 95%", "▼": "Share below 85%"}

@@ -6,7 +6,6 @@ import shutil
 import threading
 from typing import cast
 
-import altair as alt
 import pandas as pd
 import pytest
 
@@ -57,48 +56,61 @@ def test_kpi_value_colour_and_delta(supply):
     assert missed.value == int(((per.actual / per.target) < 0.95).sum())
 
 
-def test_chart_is_an_altair_chart_with_the_query_data_and_gate_colours(supply):
+def chart_rows(comp) -> list[dict]:
+    """The rows a rendered chart draws, as its Vega-Lite spec inlines them."""
+    assert comp.vega is not None, comp.error
+    [rows] = comp.vega["datasets"].values()
+    assert comp.vega["data"] == {"name": next(iter(comp.vega["datasets"]))}
+    return rows
+
+
+def test_chart_is_vega_lite_with_the_query_data_and_gate_colours(supply):
     folder, wh = supply
     df = frame(folder)
-    chart = draw(folder, wh).component("by_gate").chart
-    assert isinstance(chart, alt.Chart)
-    spec = chart.to_dict()
+    comp = draw(folder, wh).component("by_gate")
+    spec = comp.vega
+    assert spec is not None, comp.error
+    assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v")
     assert spec["mark"]["type"] == "bar"
     assert spec["encoding"]["x"]["field"] == "gate" and spec["encoding"]["y"]["field"] == "attainment"
     assert spec["encoding"]["color"]["scale"] == {"domain": ["Supply", "Orders", "Process"], "range": ["#1f77b4", "#ff7f0e", "#9467bd"]}
     assert spec["config"]["background"] == "#ffffff"
-    values = {row["gate"]: row["attainment"] for row in chart.data.to_dict("records")}
+    values = {row["gate"]: row["attainment"] for row in chart_rows(comp)}
     per = cast(pd.DataFrame, df.groupby("gate").sum(numeric_only=True))
     assert values == pytest.approx((per.actual / per.target).to_dict())
+    # the page sends the same spec, its data as the Arrow table of the same rows
+    sent = comp.chart.streamlit_spec()
+    [table] = sent.pop("datasets").values()
+    assert sent == {k: v for k, v in spec.items() if k != "datasets"} and table.to_pylist() == chart_rows(comp)
 
 
 def test_threshold_colours_on_a_chart(supply):
     folder, wh = supply
-    chart = draw(folder, wh).component("by_site").chart
-    data = chart.data
-    for attainment, colour in zip(data["attainment"], data["__color"]):
+    comp = draw(folder, wh).component("by_site")
+    for row in chart_rows(comp):
+        attainment, colour = row["attainment"], row["__color"]
         assert colour == ("#2ca02c" if attainment >= 0.95 else "#d62728" if attainment < 0.85 else "#ff9f1c")
-    assert chart.to_dict()["encoding"]["color"]["scale"] is None  # colours are the values themselves
+    assert comp.vega is not None and comp.vega["encoding"]["color"]["scale"] is None  # colours are the values themselves
 
 
 def test_table_formats_and_cell_colours(supply):
     folder, wh = supply
     table = draw(folder, wh).component("site_gate")
-    assert list(table.frame.columns) == ["Site", "Gate", "Target", "Actual", "Attainment"]
+    assert table.shown.columns == ["Site", "Gate", "Target", "Actual", "Attainment"]
     df = frame(folder)
     per = cast(pd.DataFrame, df.groupby(["site", "gate"]).sum(numeric_only=True)).reset_index()
     per["att"] = per.actual / per.target
     worst = per.sort_values("att").iloc[0]
-    first = table.frame.iloc[0]
-    assert (first.Site, first.Gate) == (worst.site, worst.gate)
-    assert first.Target == f"{worst.target:,}"
+    first = dict(zip(table.shown.columns, table.shown.rows[0]))
+    assert (first["Site"], first["Gate"]) == (worst.site, worst.gate)
+    assert first["Target"] == f"{worst.target:,}"
     # The status shows as a shape beside the number, explained in the legend: never by colour alone.
-    mark, number = first.Attainment.split(" ")
+    mark, number = first["Attainment"].split(" ")
     assert number == f"{worst.att * 100:.1f}%" and mark in STATUS_MARKS
     # Amber is the band between 85 % and 95 %: its words say both ends, its shape neither up nor down.
     assert (mark, table.legend[mark]) == (("▼", "Attainment below 85.0%") if worst.att < 0.85 else ("■", "Attainment at or above 85.0% and below 95.0%"))
     assert table.cell_colors[(0, "Attainment")] == ("#d62728" if worst.att < 0.85 else "#ff9f1c")
-    assert len(table.frame) == 18
+    assert len(table.shown) == 18
 
 
 def test_text_placeholders_follow_the_data(supply):
@@ -176,8 +188,8 @@ def test_number_range_filter(tmp_path):
     wh = Warehouse(tmp_path / "cache")
     assert refresh(folder, wh, user=OPERATOR).ok
     r = draw(folder, wh, {"year": (2000, 2010)})
-    years = r.component("world_trend").chart.data["year"]
-    assert years.min() == 2000 and years.max() == 2010
+    years = [row["year"] for row in chart_rows(r.component("world_trend"))]
+    assert min(years) == 2000 and max(years) == 2010
     assert r.filters[0].bounds == (1960, 2023)
     assert draw(folder, wh).component("kpi_latest_year").display == "2023"
 

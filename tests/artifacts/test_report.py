@@ -157,7 +157,7 @@ def test_report_renders_every_section_in_order_with_this_weeks_figures(supply):
     best = cast(pd.DataFrame, df.groupby("site").sum(numeric_only=True)).eval("actual / target").idxmax()  # pandas' own types: any of its results
     assert f"**{best}**" in prose
     assert r.component("daily").vega is not None and r.component("movers").vega is not None
-    table = r.component("worst_site_gates").frame
+    table = r.component("worst_site_gates").shown
     assert len(table) == 10
 
 
@@ -169,7 +169,7 @@ def test_a_parameter_binds_like_a_dashboard_filter(supply):
     assert r.chosen_params == {"site": ["Brno"]}
     assert r.component("kpi_units").value == brno.actual.sum()
     assert f"{brno.actual.sum():,.0f}" in r.sections[2].components[0].markdown
-    assert set(r.component("worst_site_gates").frame.iloc[:, 0]) == {"Brno"}
+    assert {row[0] for row in r.component("worst_site_gates").shown.rows} == {"Brno"}
     assert r.parameters[0].options == sorted(df.site.unique())
 
 

@@ -470,8 +470,8 @@ def test_access_on_a_plain_folder_edits_its_workspace_yaml_and_refuses_plainly(t
 
 
 def test_one_shot_commands_start_their_query_worker_before_their_first_query(tmp_path, monkeypatch, capsys):
-    """`query`, `explain`, `rows`, `check` and `changes` start a worker as they begin (beside their imports and loading),
-    so none waits for one to start at its first query; `export` starts them at its first query, as measured best."""
+    """`query`, `explain`, `rows`, `check`, `changes` and `export` start their workers as they begin (beside their
+    imports and loading), so none waits for one to start at its first query."""
     from lib import cli
     from lib.core import settings
     from lib.data import query_worker
@@ -507,4 +507,4 @@ def test_one_shot_commands_start_their_query_worker_before_their_first_query(tmp
         first[name] = seen[0]
     query_worker._POOL.close()
     per_core = min(os.cpu_count() or 1, settings.get("DASHMEM_QUERY_WORKERS"))
-    assert first == {"query": 1, "explain": 1, "rows": 1, "check": per_core, "changes": per_core, "export": 0}
+    assert first == {"query": 1, "explain": 1, "rows": 1, "check": per_core, "changes": per_core, "export": per_core}

@@ -13,8 +13,8 @@ spec (a dict from dashboard.yaml) or its rendered `Component`:
     color_channel     where it colours categories, and so must carry a task rule's category colour
     data_places       where Vega-Lite would take inline data
 
-Nothing here imports Streamlit; heavy libraries (Altair, pandas) are imported
-by the kinds that draw with them, when they draw.
+Nothing here imports Streamlit, Altair or pandas: charts are Vega-Lite dicts and
+tables lists of display strings, which the page and the export draw.
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ class Component:
     color: str | None = None
     status: str = ""  # the threshold met, in words and a shape: never colour alone
     # chart
-    chart: Any = None  # altair.Chart
-    vega: dict[str, Any] | None = None  # its Vega-Lite spec, data inlined (made once, to validate it)
+    chart: Any = None  # chart.Drawn: its Vega-Lite spec and its data as Arrow, which the page sends
+    vega: dict[str, Any] | None = None  # its Vega-Lite spec with the data inlined as JSON rows, which the export writes
     # table
-    frame: Any = None  # pandas.DataFrame of display strings
+    shown: Any = None  # table.Shown: its labels and rows of display strings
     cell_colors: dict[tuple[int, str], str] = field(default_factory=dict)
     legend: dict[str, str] = field(default_factory=dict)  # status mark -> what it means, for the cells marked
     # text

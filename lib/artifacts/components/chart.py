@@ -1,29 +1,36 @@
-"""Chart: a Vega-Lite mark and encoding over its query's rows, drawn with Altair.
+"""Chart: a Vega-Lite mark and encoding over its query's rows.
 
 Spec: `query`, `mark` (bar, line, area, point, arc, rect, tick), `encoding`
 ({x, y, color, theta, size, facet: {field, type, title, format, sort, ...},
 tooltip: [...]}; `color` may carry `scale: {domain, range}` or `thresholds`)
-and `height`. Rendering validates the Vega-Lite spec once, so neither a
-browser nor the export meets an invalid one.
+and `height`. The Vega-Lite dict is written here directly from the Arrow
+result (lib.artifacts.components.vegalite holds the format: its version, its
+schema, chart data), and checked against Vega-Lite's JSON Schema once, so
+neither a browser nor the export meets an invalid one. A field without a
+`type` gets the one Altair would infer: numbers quantitative, dates and times
+temporal, anything else nominal.
 
-Building the Altair chart and validating it costs far more than a cached
-query, so the built chart is kept per (component spec, query result, theme):
-a rerun whose query came from the cache gets the same chart and Vega-Lite
-dict back without building or validating them again.
+Building and checking a chart costs more than a cached query, so the built
+chart is kept per (component spec, query result, theme): a rerun whose query
+came from the cache gets the same chart and Vega-Lite dict back without
+building or checking them again.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import copy
 import json
+import math
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
 from ...core.formats import format_value
 from ...memory.spec import selection_values, selections
+from . import vegalite
 from .base import Component, ComponentKind, FieldRef, RenderContext, Spec, result_column, threshold_color
 
 if TYPE_CHECKING:
@@ -117,98 +124,124 @@ def selected_points(spec: Spec, params: Mapping[str, Any]) -> list[dict[str, Any
     return [{name: values[0] for name, values in chosen}]
 
 
-def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: list[dict[str, Any]] | None = None) -> tuple[Any, dict[str, Any]]:
-    """The Altair chart and its validated Vega-Lite dict (data inlined)."""
-    import altair as alt
+@dataclass(frozen=True, eq=False)
+class Drawn:
+    """A built chart: its Vega-Lite spec (data by name), and that data as the Arrow table the page sends."""
 
-    frame = result.table.to_pandas(date_as_object=False)  # datetimes, which Altair serialises itself
-    dates = {f.name for f in result.table.schema if pa.types.is_date(f.type)}
-    encoding = dict(spec["encoding"])
-    channels: dict[str, Any] = {}
-    for name, ch in encoding.items():
+    spec: dict[str, Any]  # `data: {name}`, no `datasets`
+    name: str
+    data: pa.Table
+
+    def streamlit_spec(self) -> dict[str, Any]:
+        """A fresh copy for st.vega_lite_chart, which moves `datasets` out of the spec it is given (as Arrow)."""
+        return {**copy.deepcopy(self.spec), "datasets": {self.name: self.data}}
+
+
+def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: list[dict[str, Any]] | None = None) -> tuple[Drawn, dict[str, Any]]:
+    """The chart drawn from the query result, and its Vega-Lite dict with the data inlined (validated)."""
+    types = {f.name: f.type for f in result.table.schema}
+    table = vegalite.chart_table(result.table)
+    extra: dict[str, list[Any]] = {}  # columns the chart adds: threshold colours, temporal values as text
+
+    def channel(ch: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+        column = result_column(result, ch["field"])
+        out: dict[str, Any] = {"field": column, "type": ch.get("type") or vegalite.measure_type(types[column])}
+        out.update({k: ch[k] for k in keys if k in ch})
+        return column, out
+
+    encoding: dict[str, Any] = {}
+    for name, ch in spec["encoding"].items():
         if name == "tooltip":
-            channels["tooltip"] = [alt.Tooltip(result_column(result, t["field"]), **{k: t[k] for k in ("type", "title", "format") if t.get(k)}) for t in ch]
+            encoding["tooltip"] = [
+                channel({k: t[k] for k in ("field", "type", "title", "format") if t.get(k) or k == "field"}, ("title", "format"))[1] for t in ch
+            ]
             continue
-        field_name = result_column(result, ch["field"])
         if name == "color" and ch.get("thresholds"):
-            frame["__color"] = [threshold_color(v, ch["thresholds"]) or theme["primary"] for v in frame[field_name]]
-            channels["color"] = alt.Color("__color:N", scale=None, legend=None)
+            values = table.column(result_column(result, ch["field"])).to_pylist()
+            extra["__color"] = [threshold_color(v, ch["thresholds"]) or theme["primary"] for v in values]
+            encoding["color"] = {"field": "__color", "type": "nominal", "scale": None, "legend": None}
             continue
-        kwargs: dict[str, Any] = {"type": ch.get("type") or alt.Undefined, "title": ch.get("title", alt.Undefined)}
-        for key in ("aggregate", "timeUnit", "stack"):
-            if key in ch:
-                kwargs[key] = ch[key]
-        if field_name in dates and ch.get("type") == "temporal" and "timeUnit" not in ch:
-            kwargs["timeUnit"] = "yearmonthdate"  # whole days: no "12 PM" ticks between them
-        if "sort" in ch:
-            kwargs["sort"] = ch["sort"]
+        if name == "facet":
+            encoding["facet"] = {**channel(ch, ("title",))[1], "columns": 3}
+            continue
+        column, out = channel(ch, ("title", "aggregate", "timeUnit", "stack", "sort"))
+        if pa.types.is_date(types[column]) and ch.get("type") == "temporal" and "timeUnit" not in ch:
+            out["timeUnit"] = "yearmonthdate"  # whole days: no "12 PM" ticks between them
         if ch.get("format") and name in ("x", "y"):
-            kwargs["axis"] = alt.Axis(format=ch["format"])
+            out["axis"] = {"format": ch["format"]}
         if ch.get("format") and name == "theta":
-            kwargs["format"] = ch["format"]
+            out["format"] = ch["format"]
         scale = dict(ch.get("scale") or {})
         if name == "color" and "range" not in scale:
             scale["range"] = theme["palette"]
         if scale:
-            kwargs["scale"] = alt.Scale(**scale)
-        cls = {"x": alt.X, "y": alt.Y, "color": alt.Color, "theta": alt.Theta, "size": alt.Size, "facet": alt.Facet}[name]
-        if name == "facet":
-            kwargs.pop("stack", None)
-            channels["facet"] = alt.Facet(field_name, type=kwargs["type"], title=kwargs["title"], columns=3)
-        else:
-            channels[name] = cls(field_name, **{k: v for k, v in kwargs.items() if v is not alt.Undefined})
-    mark = spec["mark"]
-    mark_kwargs = {"color": theme["primary"]} if "color" not in channels else {}
-    if mark == "arc":
-        mark_kwargs["innerRadius"] = 40
-    chart = getattr(alt.Chart(frame), f"mark_{mark}")(**mark_kwargs).encode(**channels)
-    chart = _selectable(chart, spec, result, frame, selected or [])
-    chart = chart.properties(height=spec.get("height", 280), width="container" if "facet" not in channels else 200, description=summary(spec, frame, channels))
-    chart = (
-        chart.configure(background=theme["background"], font=theme.get("font", "sans-serif"))
-        .configure_view(stroke=None)
-        .configure_axis(labelColor=theme["text"], titleColor=theme["text"])
-        .configure_legend(labelColor=theme["text"], titleColor=theme["text"])
-    )
-    try:
-        return chart, chart.to_dict()  # Vega-Lite validation now, not when a browser or an export draws it
-    except alt.utils.schemapi.SchemaValidationError as exc:  # pyright: ignore[reportAttributeAccessIssue]  # altair's utils/theme names clash in its stubs
-        raise ValueError(f"not a valid Vega-Lite chart: {str(exc).splitlines()[0]}") from None
+            out["scale"] = scale
+        encoding[name] = out
+    mark: dict[str, Any] = {"type": spec["mark"], **({"color": theme["primary"]} if "color" not in encoding else {})}
+    if spec["mark"] == "arc":
+        mark["innerRadius"] = 40
+    view: dict[str, Any] = {"mark": mark, "encoding": encoding}
+    view = _selectable(view, spec, result, extra, selected or [])
+    for column, values in extra.items():
+        table = table.append_column(column, vegalite.strings(values))
+    rows = vegalite.json_rows(table)
+    name = vegalite.dataset_name(rows)
+    vega: dict[str, Any] = {
+        "$schema": vegalite.schema_url(),
+        "config": {
+            "background": theme["background"],
+            "font": theme.get("font", "sans-serif"),
+            "view": {"stroke": None},
+            "axis": {"labelColor": theme["text"], "titleColor": theme["text"]},
+            "legend": {"labelColor": theme["text"], "titleColor": theme["text"]},
+        },
+        "data": {"name": name},
+        **view,
+        "height": spec.get("height", 280),
+        "width": "container" if "facet" not in encoding else 200,
+        "description": summary(spec, table, encoding),
+    }
+    problem = vegalite.problem(vega)  # now, not when a browser or an export draws it
+    if problem:
+        raise ValueError(f"not a valid Vega-Lite chart: {problem}")
+    return Drawn(vega, name, table), {**vega, "datasets": {name: rows}}
 
 
-def _selectable(chart: Any, spec: Spec, result: QueryResult, frame, selected: list[dict[str, Any]]) -> Any:
-    """The chart with a point selection over its `select` fields, the selected marks opaque and the others faded.
+POINTS = "points"  # the layer of a line or area chart's clickable points
+
+
+def _selectable(view: dict[str, Any], spec: Spec, result: QueryResult, extra: dict[str, list[Any]], selected: list[dict[str, Any]]) -> dict[str, Any]:
+    """The view with a point selection over its `select` fields, the selected marks opaque and the others faded.
 
     Vega-Lite keeps it working offline: in the HTML export a click still
     highlights inside the chart; only the Dashboard page turns it into filters.
     """
-    import altair as alt
-
     pairs = selections(spec)
     if not pairs:
-        return chart
+        return view
     fields = []
     for _, name, _ in pairs:
         column = result_column(result, name)
         if _is_temporal(result, column):
             # A browser reports a clicked date as an instant in its own time zone; the selection
             # projects this column instead: the value's own text, which the page maps back exactly.
-            frame[select_key(column)] = [None if v is None else str(v) for v in result.table.column(column).to_pylist()]
+            extra[select_key(column)] = [None if v is None else str(v) for v in result.table.column(column).to_pylist()]
             column = select_key(column)
         fields.append(column)
     values = [{_selected_field(result, k): _selected_value(result, k, v) for k, v in point.items()} for point in selected]
-    kwargs: dict[str, Any] = {"name": SELECTION, "fields": fields}
+    param: dict[str, Any] = {"name": SELECTION, "select": {"type": "point", "fields": fields}}
     if values:
-        kwargs["value"] = values
-    param = alt.selection_point(**kwargs)
-    opacity = alt.condition(param, alt.value(1.0), alt.value(0.3))
+        param["value"] = values
+    opacity = {"condition": {"param": SELECTION, "value": 1.0}, "value": 0.3}
+    mark, encoding = view["mark"], view["encoding"]
     if spec["mark"] in ("line", "area"):
         # A line is one mark for all its points, and a click on it reports its first point: the points, drawn
         # over it, carry the selection, and the line (a layer without one) lets clicks through to them.
-        points = chart.mark_point(filled=True, size=50, **({"color": chart.mark.color} if "color" not in chart.encoding.to_dict() else {}))
-        return alt.layer(chart, points.add_params(param).encode(opacity=opacity))
+        points = {"type": "point", "filled": True, "size": 50, **({"color": mark["color"]} if "color" in mark else {})}
+        layer = [view, {"name": POINTS, "mark": points, "encoding": {**encoding, "opacity": opacity}}]
+        return {"layer": layer, "params": [{**param, "views": [POINTS]}]}
     # Shift-click adds marks, which only a multiselect filter can hold; the page keeps the first for a select.
-    return chart.add_params(param).encode(opacity=opacity)
+    return {**view, "encoding": {**encoding, "opacity": opacity}, "params": [param]}
 
 
 SELECT_KEY = "__select_{column}"  # the text of a temporal column's values, which a point selection projects
@@ -225,8 +258,7 @@ def selected_field(key: str) -> str:
 
 
 def _is_temporal(result: QueryResult, column: str) -> bool:
-    kind = result.table.schema.field(column).type
-    return pa.types.is_date(kind) or pa.types.is_timestamp(kind)
+    return vegalite.is_temporal(result.table.schema.field(column).type)
 
 
 def _selected_field(result: QueryResult, name: str) -> str:
@@ -237,10 +269,10 @@ def _selected_field(result: QueryResult, name: str) -> str:
 def _selected_value(result: QueryResult, name: str, value: Any) -> Any:
     if _is_temporal(result, result_column(result, name)):
         return str(value)
-    return _json_value(value) if isinstance(value, dt.date) else value
+    return vegalite.json_value(value)
 
 
-def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
+def summary(spec: Spec, table: pa.Table, encoding: Mapping[str, Any]) -> str:
     """A chart's text alternative: its title, its kind, and the range of its data.
 
     "Daily attainment by gate: line chart of 21 rows; Attainment from 92% (2026-11-22) to 98% (2026-11-17);
@@ -250,25 +282,29 @@ def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
     Vega renders it as the chart's ARIA label, so screen readers and the HTML export say it.
     """
     title = spec.get("title") or spec.get("id", "chart")
-    words = f"{title}: {spec['mark']} chart of {len(frame):,} row{'s' if len(frame) != 1 else ''}"
-    encoding = spec.get("encoding") or {}
-    x, y = (getattr(channels.get(c), "shorthand", None) for c in ("x", "y"))
+    words = f"{title}: {spec['mark']} chart of {table.num_rows:,} row{'s' if table.num_rows != 1 else ''}"
+    given = spec.get("encoding") or {}
+    x, y = ((encoding.get(c) or {}).get("field") for c in ("x", "y"))
     axis = {x: "x", y: "y"}
+    names = set(table.column_names)
 
     def numeric(column: Any) -> bool:
-        return column in frame and frame[column].dtype.kind in "iuf"
+        return column in names and vegalite.is_number(table.schema.field(column).type)
 
     def continuous(column: Any) -> bool:
-        return column in frame and frame[column].dtype.kind in "iufM"
+        return numeric(column) or (column in names and vegalite.is_temporal(table.schema.field(column).type))
+
+    def values(column: str) -> list[Any]:
+        # NaN is missing, as pandas counts it
+        return [None if isinstance(v, float) and math.isnan(v) else v for v in table.column(column).to_pylist()]
 
     def named(column: str) -> str:
-        return (encoding.get(axis[column]) or {}).get("title") or column
+        return (given.get(axis[column]) or {}).get("title") or column
 
     def shown(column: str, value: Any) -> str:
-        value = value.item() if hasattr(value, "item") and not hasattr(value, "to_pydatetime") else value
         # the tooltip's format where it shows the field (often finer than the axis's), else the axis's
-        tip = next((t.get("format") for t in encoding.get("tooltip") or [] if str(t.get("field", "")).lower() == column.lower() and t.get("format")), None)
-        fmt = tip or (encoding.get(axis[column]) or {}).get("format")
+        tip = next((t.get("format") for t in given.get("tooltip") or [] if str(t.get("field", "")).lower() == column.lower() and t.get("format")), None)
+        fmt = tip or (given.get(axis[column]) or {}).get("format")
         try:
             if fmt is None and isinstance(value, float):
                 return f"{value:,.4g}"
@@ -277,15 +313,22 @@ def summary(spec: Spec, frame, channels: dict[str, Any]) -> str:
             return str(value)
 
     measure, category = (y, x) if numeric(y) else (x, y) if numeric(x) else (None, None)
-    if measure and len(frame) and frame[measure].notna().any():
-        top, low = frame[measure].idxmax(), frame[measure].idxmin()
+    if measure:
+        measured = values(measure)
+        present = [i for i, v in enumerate(measured) if v is not None]
+        if present:
+            top = max(present, key=lambda i: (measured[i], -i))  # the first of the highest, as pandas' idxmax
+            low = min(present, key=lambda i: (measured[i], i))
+            beside = values(category) if category and category in names else None
 
-        def name(row: Any) -> str:
-            return f" ({shown(category, frame[category][row])})" if category and category in frame else ""
+            def name(row: int) -> str:
+                return f" ({shown(category, beside[row])})" if beside is not None and category else ""
 
-        words += f"; {named(measure)} from {shown(measure, frame[measure][low])}{name(low)} to {shown(measure, frame[measure][top])}{name(top)}"
-    if category and continuous(category) and frame[category].notna().any():
-        words += f"; {named(category)} from {shown(category, frame[category].min())} to {shown(category, frame[category].max())}"
+            words += f"; {named(measure)} from {shown(measure, measured[low])}{name(low)} to {shown(measure, measured[top])}{name(top)}"
+    if category and continuous(category):
+        present = [v for v in values(category) if v is not None]
+        if present:
+            words += f"; {named(category)} from {shown(category, min(present))} to {shown(category, max(present))}"
     return words
 
 
@@ -358,22 +401,7 @@ def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
 
 def vega_lite_spec(comp: Component) -> dict[str, Any]:
     """The chart's Vega-Lite spec (validated by render) as plain JSON values, data inlined."""
-    return json.loads(json.dumps(comp.vega, default=_json_value))
-
-
-def _json_value(value: Any) -> Any:
-    """Query values Altair leaves as Python objects, such as the dates of DATE columns.
-
-    A date becomes local midnight ("…T00:00:00", no zone), as Altair writes
-    datetime columns: browsers read a bare "YYYY-MM-DD" as UTC midnight, which
-    shows as the day before west of Greenwich. Other objects (times,
-    intervals) are written as their text.
-    """
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.date):
-        return dt.datetime.combine(value, dt.time()).isoformat()
-    return str(value)
+    return copy.deepcopy(comp.vega) if comp.vega is not None else {}
 
 
 KIND = ComponentKind(

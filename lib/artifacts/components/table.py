@@ -8,6 +8,7 @@ each shape means.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -31,15 +32,40 @@ def new(cid: str, title: str, query: str, *, max_rows: int | None = None, column
 # --------------------------------------------------------------------------- render
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A table as it shows: its column labels, then its rows of display strings in the query's column order.
+
+    Plain lists, so the export writes a table without pandas; the page makes a DataFrame of it (`to_pandas`).
+    """
+
+    columns: list[str]
+    rows: list[tuple[str, ...]]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, label: str) -> list[str]:
+        """The cells under a label (the first column with it)."""
+        at = self.columns.index(label)
+        return [row[at] for row in self.rows]
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=self.columns)
+
+
 def render(comp: Component, ctx: RenderContext) -> None:
     spec = comp.spec
     comp.result = result = ctx.run(spec["query"], min(ctx.max_rows, int(spec.get("max_rows", ctx.max_rows))))
     columns_spec = {k.lower(): v for k, v in (spec.get("columns") or {}).items()}
     raw = result.table.to_pylist()
+    labels = [columns_spec.get(c.lower(), {}).get("label", c) for c in result.columns]
     display_rows = []
     marked: dict[str, set[int]] = {}  # column -> the thresholds its cells met
     for i, row in enumerate(raw):
-        shown = {}
+        shown: dict[str, str] = {}
         for col in result.columns:
             conf = columns_spec.get(col.lower(), {})
             label = conf.get("label", col)
@@ -53,11 +79,9 @@ def render(comp: Component, ctx: RenderContext) -> None:
                 index = conf["thresholds"].index(met)
                 shown[label] = f"{threshold_marks(conf['thresholds'])[index]} {shown[label]}"
                 marked.setdefault(col, set()).add(index)
-        display_rows.append(shown)
+        display_rows.append(tuple(shown[label] for label in labels))
     comp.legend = legend(spec, result.columns, marked, ctx.formats)
-    import pandas as pd
-
-    comp.frame = pd.DataFrame(display_rows, columns=[columns_spec.get(c.lower(), {}).get("label", c) for c in result.columns])
+    comp.shown = Shown(labels, display_rows)
 
 
 def legend(spec: Spec, columns: list[str], marked: dict[str, set[int]], formats: Any) -> dict[str, str]:
@@ -103,13 +127,13 @@ def threshold_places(spec: Spec, target: str, columns_of) -> list[tuple[tuple, A
 
 
 def to_html(comp: Component, chart_specs: list[dict[str, Any]]) -> str:
-    frame = comp.frame
+    shown = comp.shown
     numeric = _numeric_labels(comp)
-    head = "".join(f"<th{_number_class(label, numeric)}>{escape(label)}</th>" for label in frame.columns)
+    head = "".join(f"<th{_number_class(label, numeric)}>{escape(label)}</th>" for label in shown.columns)
     body_rows = []
-    for position, values in enumerate(frame.itertuples(index=False, name=None)):
+    for position, values in enumerate(shown.rows):
         cells = []
-        for label, value in zip(frame.columns, values):
+        for label, value in zip(shown.columns, values):
             background = comp.cell_colors.get((position, label))
             style = f' style="background: {background}; color: {readable_text_on(background)}"' if background and COLOR_RE.match(background) else ""
             cells.append(f"<td{_number_class(label, numeric)}{style}>{escape(value)}</td>")
@@ -128,12 +152,12 @@ def legend_text(comp: Component) -> str:
 
 
 def _numeric_labels(comp: Component) -> set[str]:
-    """Labels of the table's number columns, right-aligned. Frame columns follow the query's columns in order."""
+    """Labels of the table's number columns, right-aligned. Shown columns follow the query's columns in order."""
     if comp.result is None:
         return set()
     return {
         label
-        for label, field in zip(comp.frame.columns, comp.result.table.schema)
+        for label, field in zip(comp.shown.columns, comp.result.table.schema)
         if pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)
     }
 
