@@ -1,12 +1,13 @@
 """The paper's Table 2 ablation: which memory lets a dashboard be regenerated on new data with its specification intact.
 
-    python -m bench.ablation [--runs N] [--datasets gdp.csv adult.csv my/own.csv ...] [--out DIR] [--scripted]
+    python -m bench.ablation [--runs N] [--datasets gdp.csv adult.csv my/own.csv my/task.yaml ...] [--out DIR] [--scripted]
 
 Per dataset, a workspace with one CSV source is loaded with the file (V1: one
-of the public files by name, or a CSV file of your own by its path) and
-profiled, and gets a formatting specification that no task prompt implies
-(bench/ablation_task.py): a background colour and a threshold colour on a
-measure taken from the profile, saved as checkable rules in task.yaml and as
+of the public files by name, a CSV file of your own by its path, or a task
+file naming one, bench/ablation_taskfile.py) and profiled, and gets a
+formatting specification that no task prompt implies (bench/ablation_task.py):
+a background colour and a threshold colour on a measure taken from the
+profile (or the task file's), saved as checkable rules in task.yaml and as
 output.yaml's theme.
 
 Phase 1: an edit session builds a dashboard from V1 with the full prompt,
@@ -14,7 +15,7 @@ which states the specification. Then V2 is made from V1 (bench/data_versions.py:
 same columns, rows shuffled, measures moved by up to ±15 %, a fixed seed) and
 written over the source file. Phase 2: in each condition
 (bench/ablation_conditions.py) an edit session on V2 gets only the message
-"Regenerate the dashboard with this updated data." plus what that condition
+"Regenerate the dashboard with this updated data." (or the task file's `phase2`) plus what that condition
 remembers. A Phase 2 session completes when every lib.artifacts.checks check passes on
 its dashboard over V2 and both specification rules are honoured, whatever the
 condition's prompt showed (bench/ablation_task.py: the dashboard is judged as
@@ -56,7 +57,9 @@ from lib.roles.access import OPERATOR, User
 
 from .ablation_conditions import CONDITIONS, Condition, Phase1, SessionClient, phase2_context, phase2_files
 from .ablation_results import SCRIPTED_LABEL, SCRIPTED_NOTICE, Cell, DatasetResult, RefreshMeasure, Study, print_study, write_results
-from .ablation_task import PHASE2_MESSAGE, RULE_DATE, FormattingSpec, completion, phase1_message, spec_for
+from .ablation_task import RULE_DATE, FormattingSpec, completion, phase1_message, spec_for
+from .ablation_taskfile import TaskFile, TaskFileError, is_task_file
+from .ablation_taskfile import load as load_task_file
 from .common import ROOT, public_datasets  # first: puts the project on sys.path for lib
 from .data_versions import measure_columns, updated_version
 from .scripted_analyst import TABLE, ScriptedAnalyst
@@ -82,22 +85,37 @@ def claude_client(spec: FormattingSpec, profile: Mapping[str, Any]) -> Anthropic
 # --------------------------------------------------------------------------- the protocol
 
 
+Dataset = Path | TaskFile  # a CSV file, or a task file naming one with its own specification and messages
+
+
 def run_study(
-    csv_files: list[Path], runs: int, root: Path, make_client: ClientFactory, *, model: str, scripted: bool, progress: Callable[[str], None] = lambda line: None
+    datasets: list[Dataset],
+    runs: int,
+    root: Path,
+    make_client: ClientFactory,
+    *,
+    model: str,
+    scripted: bool,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> Study:
     study = Study(model=model, scripted=scripted, runs=runs)
-    for csv_file in csv_files:
-        result, cells = run_dataset(csv_file, runs, root, make_client, progress)
+    for dataset in datasets:
+        result, cells = run_dataset(dataset, runs, root, make_client, progress)
         study.datasets.append(result)
         study.cells.extend(cells)
     return study
 
 
-def run_dataset(csv_file: Path, runs: int, root: Path, make_client: ClientFactory, progress: Callable[[str], None]) -> tuple[DatasetResult, list[Cell]]:
+def run_dataset(dataset: Dataset, runs: int, root: Path, make_client: ClientFactory, progress: Callable[[str], None]) -> tuple[DatasetResult, list[Cell]]:
+    task = dataset if isinstance(dataset, TaskFile) else None
+    csv_file = task.csv if task is not None else dataset
+    assert isinstance(csv_file, Path)
     folder, warehouse, sources = create_workspace(csv_file, root)
     tables_v1, version_v1 = load_data(folder, warehouse)
     profile_v1 = build_profile(tables_v1, sources)
     spec = spec_for(csv_file.name, profile_v1)
+    if task is not None:
+        spec = task.applied(spec)
     phase1_files = remember_specification(folder, spec, profile_v1)
     user, slug = User(OWNER), folder.name
     progress(f"{csv_file.name}: Phase 1 on V1, {runs} run(s)")
@@ -136,7 +154,7 @@ def slug_of(csv_file: Path) -> str:
 
 
 def create_workspace(csv_file: Path, root: Path) -> tuple[Path, Warehouse, list[dict[str, Any]]]:
-    """A workspace folder with one CSV source (a copy of the public file, as V1), and its own data cache."""
+    """A workspace folder with one CSV source (a copy of the CSV file, as V1), and its own data cache."""
     slug = slug_of(csv_file)
     folder = root / slug
     (folder / "data").mkdir(parents=True)
@@ -207,7 +225,7 @@ def run_phase2(
     client = SessionClient(make_client(spec, profile), extra_system, history)
     started = time.perf_counter()
     files = phase2_files(condition, memory)
-    outcome = run_session(files, tables, version, "edit", PHASE2_MESSAGE, client, user=user, slug=slug, today=RULE_DATE)
+    outcome = run_session(files, tables, version, "edit", spec.phase2_message, client, user=user, slug=slug, today=RULE_DATE)
     seconds = time.perf_counter() - started
     judged = completion(outcome.draft_dashboard, spec, tables, version, files.get("output")) if outcome.draft_dashboard is not None else None
     return Cell(
@@ -264,17 +282,25 @@ def _counting(function, counts: dict[str, int], key: str):
 # --------------------------------------------------------------------------- command line
 
 
-def dataset_files(names: list[str], refuse: Callable[[str], Any]) -> list[Path]:
-    """Each --datasets entry as a file: a CSV file of the user's own (a path to it), or the name of a public file.
+def dataset_files(names: list[str], refuse: Callable[[str], Any]) -> list[Dataset]:
+    """Each --datasets entry: a CSV file of the user's own (a path to it), a task file naming one
+    (bench/ablation_taskfile.py), or the name of a public file.
 
-    Calls `refuse` with what is wrong (an entry that is neither, a file that is not .csv, two with one name)."""
+    Calls `refuse` with what is wrong (an entry that is none of these, a file that is not .csv, a task file's
+    problems with their lines, two datasets with one name)."""
     public = {path.name: path for path in public_datasets()} if any(not Path(name).is_file() for name in names) else {}
-    files, unknown = [], []
+    files: list[Dataset] = []
+    unknown = []
     for name in names:
         path = Path(name)
-        if path.is_file():
+        if path.is_file() and is_task_file(name):
+            try:
+                files.append(load_task_file(path))
+            except TaskFileError as exc:
+                refuse(f"{name} cannot be used:\n{exc}")
+        elif path.is_file():
             if path.suffix.lower() != ".csv":
-                refuse(f"{name}: not a .csv file; the study loads each dataset as one CSV source")
+                refuse(f"{name}: not a .csv file or a task file (.yaml); the study loads each dataset as one CSV source")
             files.append(path.resolve())
         elif name in public:
             files.append(public[name])
@@ -282,7 +308,7 @@ def dataset_files(names: list[str], refuse: Callable[[str], Any]) -> list[Path]:
             unknown.append(name)
     if unknown:
         refuse(f"unknown dataset(s) {', '.join(unknown)}: neither a CSV file nor one of the public files {', '.join(public)}")
-    slugs = [slug_of(f) for f in files]
+    slugs = [slug_of(f.csv if isinstance(f, TaskFile) else f) for f in files]
     twice = sorted({slug for slug in slugs if slugs.count(slug) > 1})
     if twice:
         refuse(f"two datasets named {', '.join(twice)}: each becomes a workspace of that name; rename one file")
@@ -292,7 +318,13 @@ def dataset_files(names: list[str], refuse: Callable[[str], Any]) -> list[Path]:
 def main(argv=None) -> Study:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=1, help="repetitions of every (dataset, condition) cell")
-    parser.add_argument("--datasets", nargs="+", default=list(DEFAULT_DATASETS), metavar="FILE", help="public files by name, or paths to CSV files of your own")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=list(DEFAULT_DATASETS),
+        metavar="FILE",
+        help="public files by name, paths to CSV files of your own, or task files naming them",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the Markdown and CSV results")
     parser.add_argument("--scripted", action="store_true", help="use the scripted model even when an API key is set")
     args = parser.parse_args(argv)

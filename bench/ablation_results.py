@@ -269,7 +269,11 @@ def to_markdown(study: Study) -> str:
         lines += [f"**{SCRIPTED_NOTICE}**", ""]
     else:
         lines += [f"Model: `{study.model}` through the Anthropic API; {study.runs} run(s) per cell.", ""]
-    lines += ["Phase 2 message in every condition: " + f'"{PHASE2_MESSAGE}"', ""]
+    messages = sorted({d.spec.phase2_message for d in study.datasets} or {PHASE2_MESSAGE})
+    if len(messages) == 1:
+        lines += ["Phase 2 message in every condition: " + f'"{messages[0]}"', ""]
+    else:
+        lines += ["Phase 2 message in every condition: " + "; ".join(f'"{d.spec.phase2_message}" ({d.dataset})' for d in study.datasets), ""]
     for key, build in (("conditions", condition_rows), ("datasets", dataset_rows), ("setup", setup_rows)):
         headers, rows = build(study)
         lines += [f"*{caption[key]}*", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]

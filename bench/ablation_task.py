@@ -57,6 +57,8 @@ class FormattingSpec:
     background: str = BACKGROUND
     threshold_op: str = ">="
     threshold_color: str = THRESHOLD_COLOR
+    request: str | None = None  # Phase 1's task in the person's words (a task file's); None: the study's own
+    phase2_message: str = PHASE2_MESSAGE
 
     @property
     def sentences(self) -> tuple[str, str]:
@@ -115,11 +117,11 @@ def _two_significant(value: float) -> int | float:
 
 
 def phase1_message(spec: FormattingSpec) -> str:
-    """The full prompt of Phase 1: the task, then the specification."""
-    return (
-        f"{TRANSCRIPT_MARKER} {spec.dataset}. Build a dashboard of its main figures: the key totals, a trend where "
-        "there is a date, breakdowns by the main categories and a detail table. " + " ".join(spec.sentences)
+    """The full prompt of Phase 1: the task (the study's, or a task file's `request`), then the specification."""
+    request = spec.request or (
+        "Build a dashboard of its main figures: the key totals, a trend where there is a date, breakdowns by the main categories and a detail table."
     )
+    return f"{TRANSCRIPT_MARKER} {spec.dataset}. {request} " + " ".join(spec.sentences)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ class ScriptedAnalyst:
 
 def apply_specification(dashboard: dict[str, Any], spec: FormattingSpec, known: set[str]) -> dict[str, Any]:
     """The dashboard with the known specification items applied: the background in its theme, the threshold on
-    every KPI card and table column that shows the threshold's field."""
+    every KPI card and table column that shows the threshold's field, and on every chart whose colour encodes it."""
     out = copy.deepcopy(dashboard)
     if BACKGROUND_RULE in known:
         out["theme"] = {**(out.get("theme") or {}), "background": spec.background}
@@ -106,6 +106,8 @@ def apply_specification(dashboard: dict[str, Any], spec: FormattingSpec, known: 
             elif comp.get("type") == "table" and _table_shows(comp, column):
                 settings = comp.setdefault("columns", {}).setdefault(column, {"label": spec.threshold_field})
                 _add(settings.setdefault("thresholds", []), threshold)
+            elif comp.get("type") == "chart" and str(((comp.get("encoding") or {}).get("color") or {}).get("field", "")).lower() in (field, column.lower()):
+                _add(comp["encoding"]["color"].setdefault("thresholds", []), threshold)
     return out
 
 

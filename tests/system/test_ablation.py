@@ -12,6 +12,7 @@ import contextlib
 import csv
 import io
 import json
+from pathlib import Path
 
 import httpx2
 import pyarrow as pa
@@ -34,7 +35,8 @@ from bench.ablation_conditions import (
     instructions_file,
     summary_of,
 )
-from bench.ablation_task import BACKGROUND_RULE, PHASE2_MESSAGE, THRESHOLD_RULE, TRANSCRIPT_MARKER, completion, phase1_message, spec_for
+from bench.ablation_task import BACKGROUND_RULE, PHASE2_MESSAGE, THRESHOLD_RULE, TRANSCRIPT_MARKER, FormattingSpec, completion, phase1_message, spec_for
+from bench.ablation_taskfile import load
 from bench.data_versions import SPREAD, measure_columns, updated_version
 from bench.mcnemar import discordant, mcnemar_exact
 from bench.scripted_analyst import EXPLORE_SQL, ScriptedAnalyst, apply_specification
@@ -43,6 +45,8 @@ from lib.chat.model import AnthropicClient, ScriptedModel, message, text_block
 from lib.data import profile
 from lib.data.connectors.base import FetchContext, fetch
 from tests.helpers.model import MODEL, FakeAPI, sse_response
+
+from ..conftest import ROOT
 
 GDP = "gdp.csv"
 
@@ -420,9 +424,7 @@ def test_the_output_says_first_and_in_the_caption_that_the_model_was_scripted(ru
 def test_the_study_runs_on_a_csv_file_of_the_users_own(tmp_path):  # needs no public file
     """`--datasets PATH` takes any CSV file, not only the public ones: the study profiles it, takes its specification
     from its own lead measure, runs every condition on it and refreshes it to V2 without a model call."""
-    own = tmp_path / "Plant_Output.csv"
-    lines = ["day,plant,output_mwh,staff"] + [f"2026-01-{d % 28 + 1:02d},{'ABC'[d % 3]},{100 + 7 * d % 53},{3 + d % 4}" for d in range(120)]
-    own.write_text("\n".join(lines) + "\n")
+    own = plant_csv(tmp_path)
     printed, progress = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
         study = ablation.main(["--scripted", "--datasets", str(own), "--runs", "1", "--out", str(tmp_path / "results")])
@@ -452,3 +454,86 @@ def test_datasets_are_refused_plainly_when_not_csv_unknown_or_named_twice(tmp_pa
         assert stopped.value.code == 2
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err, err
+
+
+def plant_csv(folder: Path) -> Path:
+    own = folder / "Plant_Output.csv"
+    lines = ["day,plant,output_mwh,staff"] + [f"2026-01-{d % 28 + 1:02d},{'ABC'[d % 3]},{100 + 7 * d % 53},{3 + d % 4}" for d in range(120)]
+    own.write_text("\n".join(lines) + "\n")
+    return own
+
+
+@WHOLE_STUDY
+def test_a_task_file_gives_the_study_its_own_specification_and_messages(tmp_path):
+    """`--datasets TASK.yaml`: the CSV it names, with its own request, background, threshold and Phase 2 message;
+    what it leaves out keeps the study's own."""
+    (tmp_path / "data").mkdir()
+    plant_csv(tmp_path / "data")
+    task = tmp_path / "plant.task.yaml"
+    task.write_text(
+        "dataset: data/Plant_Output.csv\n"
+        "request: Show the output per plant and day, and who staffed it.\n"
+        "background: '#eef2f7'\n"
+        "threshold: {field: staff, op: '>=', value: 5, color: '#7b3294'}\n"
+        "phase2: Rebuild the plant dashboard on this week's numbers.\n"
+    )
+    printed, progress = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
+        study = ablation.main(["--scripted", "--datasets", str(task), "--runs", "1", "--out", str(tmp_path / "results")])
+    [result] = study.datasets
+    spec = result.spec
+    assert result.dataset == "Plant_Output.csv" and (spec.background, spec.threshold_field, spec.threshold_value, spec.threshold_color) == (
+        "#eef2f7",
+        "staff",
+        5,
+        "#7b3294",
+    )
+    [phase1] = result.phase1
+    assert "Show the output per plant and day, and who staffed it." in phase1.message and "#7b3294" in phase1.message
+    assert {c.condition for c in study.cells} == set(EXPECTED_PARTS) and all(c.error is None for c in study.cells)
+    for c in study.cells:
+        assert c.prompt is not None and c.prompt["messages"][-1]["content"][-1]["text"] == "Rebuild the plant dashboard on this week's numbers.", c.condition
+    remembered = cell(study, "selective_memory")
+    assert remembered.completed and remembered.dashboard is not None and remembered.dashboard["theme"]["background"] == "#eef2f7"
+    staffed = [t for comp in remembered.dashboard["components"] for t in comp.get("thresholds") or []]
+    staffed += [t for comp in remembered.dashboard["components"] for conf in (comp.get("columns") or {}).values() for t in conf.get("thresholds") or []]
+    assert {"op": ">=", "value": 5, "color": "#7b3294"} in staffed
+    assert not cell(study, "no_memory").completed  # the file's specification, not the study's, is what memory must carry
+    markdown = next((tmp_path / "results").glob("*.md")).read_text()
+    assert "Rebuild the plant dashboard on this week's numbers." in markdown and "staff >= 5" in markdown
+
+
+def test_a_task_file_with_problems_is_refused_with_each_problem_at_its_line(tmp_path, capsys):
+    plant_csv(tmp_path)
+    task = tmp_path / "bad.task.yaml"
+    task.write_text("dataset: Plant_Output.csv\nbackground: blue\nthreshold:\n  field: megawatts\n  op: '=>'\n  value: lots\nphase3: again\n")
+    with pytest.raises(SystemExit) as stopped:
+        ablation.main(["--scripted", "--datasets", str(task), "--out", str(tmp_path / "out")])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{task} cannot be used:" in err
+    name = str(task)
+    for line, field, said in (
+        (2, "background", "'blue' is not a colour (allowed: #rrggbb)"),
+        (4, "threshold.field", "'megawatts' is not a column of Plant_Output.csv (allowed: day, plant, output_mwh, staff, records)"),
+        (5, "threshold.op", "'=>' is not a comparison (allowed: >= > <= < ==)"),
+        (6, "threshold.value", "'lots' is not a number"),
+        (7, "phase3", "unknown field 'phase3' (allowed: dataset, request, background, threshold, phase2)"),
+    ):
+        assert f"{name}:{line}: {field}: error: {said}" in err, (field, err)
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing written
+    task.write_text("dataset: missing.csv\n")
+    with pytest.raises(SystemExit):
+        ablation.main(["--scripted", "--datasets", str(task), "--out", str(tmp_path / "out")])
+    assert f"{name}:1: dataset: error: there is no file {tmp_path / 'missing.csv'}" in capsys.readouterr().err
+
+
+def test_the_task_file_in_the_evaluation_page_is_one_the_study_takes(tmp_path):
+    page = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    example = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "plant_output.csv").write_text("day,plant,output_mwh,staff\n2026-01-01,A,120,3\n")
+    (tmp_path / "plant.task.yaml").write_text(example)
+    task = load(tmp_path / "plant.task.yaml")
+    assert task.csv == (tmp_path / "plant_output.csv").resolve() and set(task.values) == {"request", "background", "threshold", "phase2"}
+    spec = task.applied(FormattingSpec("plant_output.csv", "staff", 1))
+    assert (spec.threshold_field, spec.threshold_value, spec.phase2_message) == ("output_mwh", 120, "Regenerate the dashboard with this week's output.")
