@@ -396,3 +396,24 @@ def test_a_table_legend_says_each_band_once_in_the_thresholds_order():
     # 42 %, 80 %, 120 %: below 85 %, below 85 %, at or above 95 %
     assert table.shown.column("Share") == ["▼ 42%", "▼ 80%", "▲ 120%"]
     assert table.legend == {"▲": "Share at or above 95%", "▼": "Share below 85%"}
+
+
+def test_a_chart_checked_once_is_known_valid_over_new_data_and_an_invalid_one_is_checked_every_time(tmp_path, monkeypatch):
+    from lib.artifacts.components import vegalite
+
+    monkeypatch.setenv("DASHMEM_CACHE_DIR", str(tmp_path / "cache"))
+    spec = {"data": {"name": "data-1"}, "mark": {"type": "bar"}, "encoding": {"x": {"field": "a", "type": "nominal"}}, "description": "A: 3 rows"}
+    assert vegalite.problem(spec) is None
+    checked = []
+    real = vegalite._validator
+
+    def counting():
+        checked.append(1)
+        return real()
+
+    monkeypatch.setattr(vegalite, "_validator", counting)
+    assert vegalite.problem({**spec, "data": {"name": "data-2"}, "description": "A: 4 rows"}) is None
+    assert checked == [], "the same chart over new data was checked again"
+    bad = {**spec, "encoding": {"x": {"field": "a", "type": "bogus"}}}
+    assert vegalite.problem(bad) and vegalite.problem(bad) and len(checked) == 2
+    assert "encoding.x" in (vegalite.problem(bad) or "")

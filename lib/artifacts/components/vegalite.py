@@ -75,8 +75,12 @@ def _validator() -> Any:
 
 
 def problem(spec: dict[str, Any]) -> str | None:
-    """Why a Vega-Lite spec (data by name, no rows) is not valid, in one line; None when it is."""
-    marker = valid_marker(_fingerprint(), spec)
+    """Why a Vega-Lite spec (data by name, no rows) is not valid, in one line; None when it is.
+
+    A valid spec is remembered without its description and its data's name, texts the schema takes whatever
+    they say, so the same chart over new data is known valid too.
+    """
+    marker = valid_marker(_fingerprint(), {k: v for k, v in spec.items() if k not in ("description", "data")})
     if marker is not None and marker.exists():
         return None
     from jsonschema.exceptions import best_match
