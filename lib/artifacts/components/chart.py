@@ -19,6 +19,7 @@ building or checking them again.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import threading
@@ -133,8 +134,16 @@ class Drawn:
     data: pa.Table
 
     def streamlit_spec(self) -> dict[str, Any]:
-        """A fresh copy for st.vega_lite_chart, which moves `datasets` out of the spec it is given (as Arrow)."""
-        return {**copy.deepcopy(self.spec), "datasets": {self.name: self.data}}
+        """A fresh copy for st.vega_lite_chart, which moves `datasets` out of the spec it is given; the data as
+        Arrow IPC bytes, which it sends as they are (written once per chart, not on every rerun)."""
+        return {**copy.deepcopy(self.spec), "datasets": {self.name: self.arrow_bytes}}
+
+    @functools.cached_property
+    def arrow_bytes(self) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.data.schema) as writer:
+            writer.write_table(self.data)
+        return sink.getvalue().to_pybytes()
 
 
 def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: list[dict[str, Any]] | None = None) -> tuple[Drawn, dict[str, Any]]:
