@@ -85,7 +85,10 @@ def _sweep_gone_warehouses(mine: Path) -> None:
         try:
             owner = Path(entry.path, OWNER).read_text(encoding="utf-8")
         except OSError:  # being made right now (the owner is written just after the folder), or left half made
-            owner = "" if time.time() - entry.stat().st_mtime > ABANDONED_AFTER_S else entry.path
+            try:
+                owner = "" if time.time() - entry.stat().st_mtime > ABANDONED_AFTER_S else entry.path
+            except OSError:  # deleted meanwhile by another process sweeping too
+                continue
         if not os.path.isdir(owner):
             shutil.rmtree(entry.path, ignore_errors=True)
 

@@ -171,3 +171,25 @@ def test_an_unchanged_table_keeps_its_one_copy(tmp_path, copies):
     folder = tmp_path / "cache"
     run(WRITE, folder, 20, 20, 20)
     assert len(copy_files(copies)) == 1
+
+
+def test_a_gone_warehouses_copies_swept_by_two_processes_at_once_fail_neither(tmp_path, copies, monkeypatch):
+    """Two processes sweeping the same gone warehouse's folder at once: the one that finds it deleted under it
+    goes on. It raised FileNotFoundError, which a refresh reported as "could not store the data (No such file or
+    directory)" though its snapshot was written (seen under parallel test workers)."""
+    copies.mkdir(mode=0o700)
+    gone = copies / "0123456789abcdef"
+    gone.mkdir()  # a folder of copies whose OWNER is not readable: being made, or half made
+    listed = os.scandir
+
+    def scan_then_lose_it(path):
+        entries = list(listed(path))
+        if Path(path) == copies:
+            monkeypatch.setattr(os, "scandir", listed)
+            shutil.rmtree(gone)  # the other process deletes it meanwhile
+        return iter(entries)
+
+    monkeypatch.setattr(os, "scandir", scan_then_lose_it)
+    unpacked._SWEPT.discard(copies)
+    mine = unpacked.folder_for(tmp_path / "cache")
+    assert mine is not None and mine.parent == copies and not gone.exists()
