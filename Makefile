@@ -76,8 +76,8 @@ $(THIRDPARTY)/%/.installed: FORCE
 		&& $(THIRDPARTY)/$*/bin/pip install --quiet --disable-pip-version-check $(PINS_$*) \
 		&& echo "$(PINS_$*)" > $@ || echo "warning: could not install $*; its tests will skip"; fi
 
-# Three workers (pytest-xdist) on the CI machine's two cores: much of the suite waits on subprocesses, servers and a
-# browser, so a third worker fills the waits (9.4 min with two workers here, quiet); each has its own databases on the local servers
+# Four workers (pytest-xdist) on the CI machine's two cores: much of the suite waits on subprocesses, servers and a
+# browser, so the extra workers fill the waits (docs/contributing.md); each has its own databases on the local servers
 # (tests/helpers/databases.py). A worker that dies (a crash) ends the run at once (--max-worker-restart 0) rather than
 # leaving the scheduler waiting for it. The tests of a module that share a module-scoped fixture (a `streamlit run`, a big
 # table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
