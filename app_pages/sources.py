@@ -194,7 +194,7 @@ for table in prof.get("tables") or []:
         label.progress(share, text=filled)
         chart = column_chart(table["name"], c)
         if chart is not None:
-            chart_col.altair_chart(chart, width="stretch")
+            chart_col.vega_lite_chart(chart.streamlit_spec(), width="stretch")
         else:
             chart_col.caption(" · ".join(f"{k} {c[k]}" for k in ("min", "max") if c.get(k) is not None) or "no chart for this type")
 rels = relationships.merged(prof, sources_doc)

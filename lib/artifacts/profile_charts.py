@@ -12,8 +12,8 @@ Every chart carries a description, which Vega-Embed puts as the chart's `aria-la
 chart shows and the range of its data. `filled` is the "filled" bar beside each chart: a full column is drawn
 full, and a share that rounds to 100 % but is not all says so.
 
-Altair is imported when a chart is drawn (only the Sources page draws these); the dashboard's charts need
-no Altair (lib.artifacts.components.vegalite).
+Each chart is a Vega-Lite dict over its rows as Arrow (lib.artifacts.components.vegalite.Drawn), checked
+against Vega-Lite's schema, as the dashboard's charts are: no Altair or pandas.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ..core.formats import format_value
 from ..data import coltypes, profile
+from .components import vegalite
 
 COLOR = "#4c78a8"
 STEP = 22  # px per bar of a frequent-values chart: room for its label
@@ -64,9 +65,9 @@ def filled(column: Mapping[str, Any]) -> tuple[float, str]:
     return share, words
 
 
-def column_chart(column: Mapping[str, Any], histogram: pa.Table | None = None) -> Any:
-    """The column's chart (an Altair chart): its frequent values, or its histogram from `histogram`'s rows
-    (`histogram_query`'s answer); None when there is nothing to draw."""
+def column_chart(column: Mapping[str, Any], histogram: pa.Table | None = None) -> vegalite.Drawn | None:
+    """The column's chart: its frequent values, or its histogram from `histogram`'s rows (`histogram_query`'s
+    answer); None when there is nothing to draw."""
     if column.get("top"):
         return _frequent_values(column)
     if histogram is None or histogram.num_rows == 0:
@@ -74,35 +75,33 @@ def column_chart(column: Mapping[str, Any], histogram: pa.Table | None = None) -
     return _histogram(column, histogram)
 
 
-def _frequent_values(column: Mapping[str, Any]) -> Any:
-    import altair as alt
-    import pandas as pd
-
+def _frequent_values(column: Mapping[str, Any]) -> vegalite.Drawn:
     top = list(column["top"])[:TOP]
-    frame = pd.DataFrame([{"value": str(t["value"]), "rows": int(t["count"])} for t in top])
+    values, counts = [str(t["value"]) for t in top], [int(t["count"]) for t in top]
+    table = pa.table([pa.array(values, pa.string()), pa.array(counts, pa.int64())], names=["value", "rows"])
     first, last = top[0], top[-1]
     described = f"{column['name']}: bar chart of its {len(top)} most frequent value{'s' if len(top) != 1 else ''}"
     described += f", from {first['value']} ({first['count']:,} rows)" + (f" to {last['value']} ({last['count']:,} rows)" if len(top) > 1 else "")
-    return (
-        alt.Chart(frame)
-        .mark_bar(color=COLOR)
-        .encode(
-            x=alt.X("rows:Q", title="rows", axis=alt.Axis(tickMinStep=1, format=",d")),
-            y=alt.Y("value:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_PX)),
-            tooltip=[alt.Tooltip("value:N", title=column["name"]), alt.Tooltip("rows:Q", format=",d")],
-        )
-        .properties(width="container", height=STEP * len(frame), autosize=AUTOSIZE, description=described)
-    )
+    spec = {
+        "mark": {"type": "bar", "color": COLOR},
+        "encoding": {
+            "x": {"field": "rows", "type": "quantitative", "title": "rows", "axis": {"tickMinStep": 1, "format": ",d"}},
+            "y": {"field": "value", "type": "nominal", "sort": "-x", "title": None, "axis": {"labelLimit": LABEL_PX}},
+            "tooltip": [{"field": "value", "type": "nominal", "title": column["name"]}, {"field": "rows", "type": "quantitative", "format": ",d"}],
+        },
+        "width": "container",
+        "height": STEP * len(top),
+        "autosize": AUTOSIZE,
+        "description": described,
+    }
+    return vegalite.draw(spec, table)[0]
 
 
-def _histogram(column: Mapping[str, Any], histogram: pa.Table) -> Any:
-    import altair as alt
-
-    frame = histogram.to_pandas(date_as_object=False)  # dates as datetimes, which Altair writes itself
+def _histogram(column: Mapping[str, Any], histogram: pa.Table) -> vegalite.Drawn:
     time = coltypes.family(column["type"]) == "time"
     low, high = histogram.column("bin_start")[0].as_py(), histogram.column("bin_end")[histogram.num_rows - 1].as_py()
-    kind = "T" if time else "Q"
-    axis = _time_axis(low, high, _is_date(column)) if time else alt.Axis()
+    kind = "temporal" if time else "quantitative"
+    axis = _time_axis(low, high, _is_date(column)) if time else {}
     rows = histogram.column("rows").to_pylist()
     starts, ends = histogram.column("bin_start").to_pylist(), histogram.column("bin_end").to_pylist()
     fullest = max(range(len(rows)), key=rows.__getitem__)
@@ -111,39 +110,40 @@ def _histogram(column: Mapping[str, Any], histogram: pa.Table) -> Any:
         f" in {len(rows)} bin{'s' if len(rows) != 1 else ''}; the fullest, {_span(starts[fullest], ends[fullest], column)}, has {rows[fullest]:,} rows"
     )
     tip_format = "%d %b %Y" if _is_date(column) else "%Y-%m-%d %H:%M" if time else ",.4~g"
-    return (
-        alt.Chart(frame)
+    spec = {
         # Vertical bars from 0 up to the bin's rows: with a range on x and no bin, Vega-Lite would lay them
         # flat, a thin line at each count.
-        .mark_bar(color=COLOR, stroke="white", strokeWidth=0.5, orient="vertical")
-        .encode(
-            x=alt.X(f"bin_start:{kind}", title=None, axis=axis),
-            x2=alt.X2("bin_end"),
-            y=alt.Y("rows:Q", title="rows", axis=alt.Axis(tickMinStep=1, format=",d")),
-            tooltip=[
-                alt.Tooltip(f"bin_start:{kind}", title="from", format=tip_format),
-                alt.Tooltip(f"bin_end:{kind}", title="to", format=tip_format),
-                alt.Tooltip("rows:Q", format=",d"),
+        "mark": {"type": "bar", "color": COLOR, "stroke": "white", "strokeWidth": 0.5, "orient": "vertical"},
+        "encoding": {
+            "x": {"field": "bin_start", "type": kind, "title": None, "axis": axis},
+            "x2": {"field": "bin_end"},
+            "y": {"field": "rows", "type": "quantitative", "title": "rows", "axis": {"tickMinStep": 1, "format": ",d"}},
+            "tooltip": [
+                {"field": "bin_start", "type": kind, "title": "from", "format": tip_format},
+                {"field": "bin_end", "type": kind, "title": "to", "format": tip_format},
+                {"field": "rows", "type": "quantitative", "format": ",d"},
             ],
-        )
-        .properties(width="container", height=HEIGHT, autosize=AUTOSIZE, description=described)
-    )
+        },
+        "width": "container",
+        "height": HEIGHT,
+        "autosize": AUTOSIZE,
+        "description": described,
+    }
+    return vegalite.draw(spec, vegalite.chart_table(histogram))[0]
 
 
-def _time_axis(low: Any, high: Any, whole_days: bool) -> Any:
+def _time_axis(low: Any, high: Any, whole_days: bool) -> dict[str, Any]:
     """Ticks on whole days, months or years, about eight at most, for the span from `low` to `high`."""
-    import altair as alt
-
     days = (_as_datetime(high) - _as_datetime(low)).total_seconds() / 86400
     if days <= 2 and not whole_days:
-        return alt.Axis(labelOverlap=True)  # within a day or two the hours are what a reader needs
+        return {"labelOverlap": True}  # within a day or two the hours are what a reader needs
     if days <= 62:
         interval, step, fmt = "day", math.ceil(days / 8), "%d %b"
     elif days <= 2 * 366:
         interval, step, fmt = "month", math.ceil(days / 30.44 / 8), "%b %Y"
     else:
         interval, step, fmt = "year", math.ceil(days / 365.25 / 8), "%Y"
-    return alt.Axis(tickCount={"interval": interval, "step": max(step, 1)}, format=fmt, labelOverlap=True)
+    return {"tickCount": {"interval": interval, "step": max(step, 1)}, "format": fmt, "labelOverlap": True}
 
 
 def _as_datetime(value: Any) -> dt.datetime:

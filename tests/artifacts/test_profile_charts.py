@@ -1,5 +1,6 @@
 """The Sources page's profile charts (lib/artifacts/profile_charts.py) over the demo workspace's real data:
-the histogram queries run in the warehouse's DuckDB, the charts are read as the Vega-Lite they send."""
+the histogram queries run in the warehouse's DuckDB, the charts are read as the Vega-Lite they send, each
+checked against Vega-Lite's schema."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def chart_of(wh, name: str, column: dict) -> tuple[dict, pa.Table | None]:
     rows = wh.query(sql, max_rows=50).table if sql else None
     chart = profile_charts.column_chart(column, rows)
     assert chart is not None
-    return chart.to_dict(), rows
+    return chart.inline(), rows
 
 
 @pytest.mark.parametrize("name", ["target", "actual", "attainment"])
@@ -66,7 +67,9 @@ def test_date_ticks_fall_on_days_months_or_years_by_the_span(span_days, interval
     column = {"name": "d", "type": "DATE"}
     rows = con.sql(profile.histogram_sql("t", "d", "time", days=True)).to_arrow_table()
     assert rows.num_rows <= profile_charts.BINS and sum(rows.column("rows").to_pylist()) == span_days + 1
-    axis = profile_charts.column_chart(column, rows).to_dict()["encoding"]["x"]["axis"]
+    chart = profile_charts.column_chart(column, rows)
+    assert chart is not None
+    axis = chart.spec["encoding"]["x"]["axis"]
     assert axis["tickCount"]["interval"] == interval
     assert (span_days / axis["tickCount"]["step"]) / {"day": 1, "month": 30.44, "year": 365.25}[interval] <= 8.5  # about eight ticks at most
 

@@ -59,7 +59,7 @@ class Component:
     color: str | None = None
     status: str = ""  # the threshold met, in words and a shape: never colour alone
     # chart
-    chart: Any = None  # chart.Drawn: its Vega-Lite spec and its data as Arrow, which the page sends
+    chart: Any = None  # vegalite.Drawn: its Vega-Lite spec and its data as Arrow, which the page sends
     vega: dict[str, Any] | None = None  # its Vega-Lite spec with the data inlined as JSON rows, which the export writes
     # table
     shown: Any = None  # table.Shown: its labels and rows of display strings

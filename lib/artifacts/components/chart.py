@@ -19,12 +19,10 @@ building or checking them again.
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
@@ -125,28 +123,7 @@ def selected_points(spec: Spec, params: Mapping[str, Any]) -> list[dict[str, Any
     return [{name: values[0] for name, values in chosen}]
 
 
-@dataclass(frozen=True, eq=False)
-class Drawn:
-    """A built chart: its Vega-Lite spec (data by name), and that data as the Arrow table the page sends."""
-
-    spec: dict[str, Any]  # `data: {name}`, no `datasets`
-    name: str
-    data: pa.Table
-
-    def streamlit_spec(self) -> dict[str, Any]:
-        """A fresh copy for st.vega_lite_chart, which moves `datasets` out of the spec it is given; the data as
-        Arrow IPC bytes, which it sends as they are (written once per chart, not on every rerun)."""
-        return {**copy.deepcopy(self.spec), "datasets": {self.name: self.arrow_bytes}}
-
-    @functools.cached_property
-    def arrow_bytes(self) -> bytes:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, self.data.schema) as writer:
-            writer.write_table(self.data)
-        return sink.getvalue().to_pybytes()
-
-
-def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: list[dict[str, Any]] | None = None) -> tuple[Drawn, dict[str, Any]]:
+def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: list[dict[str, Any]] | None = None) -> tuple[vegalite.Drawn, dict[str, Any]]:
     """The chart drawn from the query result, and its Vega-Lite dict with the data inlined (validated)."""
     types = {f.name: f.type for f in result.table.schema}
     table = vegalite.chart_table(result.table)
@@ -193,10 +170,7 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: lis
     view = _selectable(view, spec, result, extra, selected or [])
     for column, values in extra.items():
         table = table.append_column(column, vegalite.strings(values))
-    rows = vegalite.json_rows(table)
-    name = vegalite.dataset_name(rows)
     vega: dict[str, Any] = {
-        "$schema": vegalite.schema_url(),
         "config": {
             "background": theme["background"],
             "font": theme.get("font", "sans-serif"),
@@ -204,16 +178,12 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: lis
             "axis": {"labelColor": theme["text"], "titleColor": theme["text"]},
             "legend": {"labelColor": theme["text"], "titleColor": theme["text"]},
         },
-        "data": {"name": name},
         **view,
         "height": spec.get("height", 280),
         "width": "container" if "facet" not in encoding else 200,
         "description": summary(spec, table, encoding),
     }
-    problem = vegalite.problem(vega)  # now, not when a browser or an export draws it
-    if problem:
-        raise ValueError(f"not a valid Vega-Lite chart: {problem}")
-    return Drawn(vega, name, table), {**vega, "datasets": {name: rows}}
+    return vegalite.draw(vega, table)  # checked now, not when a browser or an export draws it
 
 
 POINTS = "points"  # the layer of a line or area chart's clickable points

@@ -15,6 +15,7 @@ the standalone export inlines it as rows of JSON values (`json_rows`).
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import functools
 import hashlib
@@ -23,6 +24,7 @@ import json
 import math
 import re
 from array import array
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,46 @@ def problem(spec: dict[str, Any]) -> str | None:
         return None
     where = ".".join(str(p) for p in error.absolute_path)
     return f"{where}: {error.message}" if where else error.message
+
+
+# --------------------------------------------------------------------------- a chart and its data
+
+
+@dataclass(frozen=True, eq=False)
+class Drawn:
+    """A chart: its Vega-Lite spec (data by name), and that data as the Arrow table the page sends."""
+
+    spec: dict[str, Any]  # `data: {name}`, no `datasets`
+    name: str
+    data: pa.Table
+
+    def streamlit_spec(self) -> dict[str, Any]:
+        """A fresh copy for st.vega_lite_chart, which moves `datasets` out of the spec it is given; the data as
+        Arrow IPC bytes, which it sends as they are (written once per chart, not on every rerun)."""
+        return {**copy.deepcopy(self.spec), "datasets": {self.name: self.arrow_bytes}}
+
+    def inline(self) -> dict[str, Any]:
+        """The spec with its rows inlined as JSON values, as a standalone file carries it."""
+        return {**copy.deepcopy(self.spec), "datasets": {self.name: json_rows(self.data)}}
+
+    @functools.cached_property
+    def arrow_bytes(self) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.data.schema) as writer:
+            writer.write_table(self.data)
+        return sink.getvalue().to_pybytes()
+
+
+def draw(spec: dict[str, Any], table: pa.Table) -> tuple[Drawn, dict[str, Any]]:
+    """The chart of `spec` (Vega-Lite without data) over `table` (as `chart_table` gives it), checked against the
+    schema, and its spec with the rows inlined (what the export writes); ValueError when the spec is not valid."""
+    rows = json_rows(table)
+    name = dataset_name(rows)
+    full = {"$schema": schema_url(), "data": {"name": name}, **spec}
+    found = problem(full)
+    if found:
+        raise ValueError(f"not a valid Vega-Lite chart: {found}")
+    return Drawn(full, name, table), {**full, "datasets": {name: rows}}
 
 
 # --------------------------------------------------------------------------- chart data
