@@ -129,9 +129,13 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: lis
     table = vegalite.chart_table(result.table)
     extra: dict[str, list[Any]] = {}  # columns the chart adds: threshold colours, temporal values as text
 
+    shows: dict[str, str] = {}  # channel -> the query column it shows
+
     def channel(ch: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
         column = result_column(result, ch["field"])
-        out: dict[str, Any] = {"field": column, "type": ch.get("type") or vegalite.measure_type(types[column])}
+        out: dict[str, Any] = {"field": vegalite.field(column), "type": ch.get("type") or vegalite.measure_type(types[column])}
+        if out["field"] != column and "title" not in ch:
+            out["title"] = column  # Vega-Lite's own title would show the escapes
         out.update({k: ch[k] for k in keys if k in ch})
         return column, out
 
@@ -151,6 +155,7 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: lis
             encoding["facet"] = {**channel(ch, ("title",))[1], "columns": 3}
             continue
         column, out = channel(ch, ("title", "aggregate", "timeUnit", "stack", "sort"))
+        shows[name] = column
         if pa.types.is_date(types[column]) and ch.get("type") == "temporal" and "timeUnit" not in ch:
             out["timeUnit"] = "yearmonthdate"  # whole days: no "12 PM" ticks between them
         if ch.get("format") and name in ("x", "y"):
@@ -181,7 +186,7 @@ def _build(spec: Spec, theme: dict[str, Any], result: QueryResult, selected: lis
         **view,
         "height": spec.get("height", 280),
         "width": "container" if "facet" not in encoding else 200,
-        "description": summary(spec, table, encoding),
+        "description": summary(spec, table, shows),
     }
     return vegalite.draw(vega, table)  # checked now, not when a browser or an export draws it
 
@@ -251,7 +256,7 @@ def _selected_value(result: QueryResult, name: str, value: Any) -> Any:
     return vegalite.json_value(value)
 
 
-def summary(spec: Spec, table: pa.Table, encoding: Mapping[str, Any]) -> str:
+def summary(spec: Spec, table: pa.Table, shows: Mapping[str, str]) -> str:
     """A chart's text alternative: its title, its kind, and the range of its data.
 
     "Daily attainment by gate: line chart of 21 rows; Attainment from 92% (2026-11-22) to 98% (2026-11-17);
@@ -263,7 +268,7 @@ def summary(spec: Spec, table: pa.Table, encoding: Mapping[str, Any]) -> str:
     title = spec.get("title") or spec.get("id", "chart")
     words = f"{title}: {spec['mark']} chart of {table.num_rows:,} row{'s' if table.num_rows != 1 else ''}"
     given = spec.get("encoding") or {}
-    x, y = ((encoding.get(c) or {}).get("field") for c in ("x", "y"))
+    x, y = (shows.get(c) for c in ("x", "y"))  # the query columns on the axes
     axis = {x: "x", y: "y"}
     names = set(table.column_names)
 

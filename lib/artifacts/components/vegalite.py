@@ -139,6 +139,12 @@ def draw(spec: dict[str, Any], table: pa.Table) -> tuple[Drawn, dict[str, Any]]:
 # --------------------------------------------------------------------------- chart data
 
 
+def field(column: str) -> str:
+    """A column's name as a Vega-Lite field: a dot or a bracket would read as a nested field ("avg. price" as
+    the member " price" of "avg": no value at all, an empty chart), so they are escaped."""
+    return re.sub(r"([.\[\]])", r"\\\1", column)
+
+
 def measure_type(kind: pa.DataType) -> str:
     """The Vega-Lite type a column of this Arrow type gets when the spec names none (as Altair inferred it)."""
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
