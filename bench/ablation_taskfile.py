@@ -114,35 +114,30 @@ def load(path: Path) -> TaskFile:
             problem(("dataset",), f"there is no file {csv_file}", "a .csv file, relative to the task file")
             csv_file = None
     if "threshold" in data:
-        threshold = _threshold(data["threshold"], csv_file, problem)
-        if threshold is not None:
-            values["threshold"] = threshold
+        values["threshold"] = _threshold(data["threshold"], csv_file, problem)
     if problems:
         raise TaskFileError(problems)
     assert csv_file is not None
     return TaskFile(path.resolve(), csv_file, values)
 
 
-def _threshold(given: Any, csv_file: Path | None, problem) -> dict[str, Any] | None:
+def _threshold(given: Any, csv_file: Path | None, problem) -> dict[str, Any]:
+    """The threshold's fields that are right; each wrong one is reported through `problem` (and the load then fails)."""
     at = ("threshold",)
     if not isinstance(given, dict):
         problem(at, "must be a mapping", "field, op, value, color")
-        return None
+        return {}
     out: dict[str, Any] = {}
-    bad = False
     for key in given:
         if key not in THRESHOLD_KEYS:
             problem((*at, key), f"unknown field {key!r}", ", ".join(THRESHOLD_KEYS), key=True)
-            bad = True
     field = given.get("field")
     if field is not None:
         columns = _columns(csv_file) if csv_file is not None else None
         if not isinstance(field, str) or not field:
             problem((*at, "field"), "must name a column", "a column of the CSV")
-            bad = True
         elif csv_file is not None and columns is not None and field != RECORDS and field not in columns:
             problem((*at, "field"), f"{field!r} is not a column of {csv_file.name}", ", ".join([*columns, RECORDS]))
-            bad = True
         else:
             out["field"] = field
     if "op" in given:
@@ -150,24 +145,20 @@ def _threshold(given: Any, csv_file: Path | None, problem) -> dict[str, Any] | N
             out["op"] = given["op"]
         else:
             problem((*at, "op"), f"{given['op']!r} is not a comparison", " ".join(OPS))
-            bad = True
     if "value" in given:
         value = given["value"]
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out["value"] = value
         else:
             problem((*at, "value"), f"{value!r} is not a number", "a number")
-            bad = True
     if "color" in given:
         if isinstance(given["color"], str) and COLOR.match(given["color"]):
             out["color"] = given["color"]
         else:
             problem((*at, "color"), f"{given['color']!r} is not a colour", "#rrggbb")
-            bad = True
     if "field" not in given and ("op" in given or "value" in given):
         problem(at, "a threshold with its own comparison names its field too", "field")
-        bad = True
-    return None if bad else out
+    return out
 
 
 def _columns(csv_file: Path) -> list[str] | None:
