@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint validate clean bytecode browser tokenizer datasette mcp-servers FORCE
+.PHONY: run test lint validate clean bytecode browser tokenizer datasette mcp-servers spark FORCE
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,21 @@ $(THIRDPARTY)/%/.installed: FORCE
 		&& $(THIRDPARTY)/$*/bin/pip install --quiet --disable-pip-version-check $(PINS_$*) \
 		&& echo "$(PINS_$*)" > $@ || echo "warning: could not install $*; its tests will skip"; fi
 
+# Apache Spark for the tests of Spark sources (tests/data/test_spark.py, tests/helpers/spark.py): Java 17 from Debian where
+# it is missing (as root, as for Chromium), and the Spark Connect server, the full `pyspark`, in a venv of its own: the
+# app's venv holds the thin `pyspark-client` (requirements.txt), and both provide the module `pyspark`, so never share
+# one. Only the server's jars and scripts are used (--no-deps). Without either, those tests skip and say why.
+SPARK := $(THIRDPARTY)/spark
+PINS_spark := 'pyspark>=4.2,<5'
+spark:
+	@if ! command -v java >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null) \
+		|| echo "warning: could not install Java; the Spark tests will skip"; fi
+	@if [ "$$(cat $(SPARK)/.installed 2>/dev/null)" != "$(PINS_spark)" ]; then \
+		rm -rf $(SPARK) && $(PYTHON) -m venv $(SPARK) \
+		&& $(SPARK)/bin/pip install --quiet --disable-pip-version-check --no-deps $(PINS_spark) \
+		&& echo "$(PINS_spark)" > $(SPARK)/.installed || echo "warning: could not install pyspark; the Spark tests will skip"; fi
+
 # Four workers (pytest-xdist) on the CI machine's two cores: much of the suite waits on subprocesses, servers and a
 # browser, so the extra workers fill the waits (docs/contributing.md); each has its own databases on the local servers
 # (tests/helpers/databases.py). A worker that dies (a crash) ends the run at once (--max-worker-restart 0) rather than
@@ -83,7 +98,7 @@ $(THIRDPARTY)/%/.installed: FORCE
 # table) run on one worker (--dist loadgroup; tests/conftest.py groups them). Each test is stopped after pytest.ini's timeout.
 # The tests' processes write bytecode (PYTHONDONTWRITEBYTECODE emptied), so pytest keeps its rewritten test modules and
 # the hundreds of processes the suite starts do not each compile lib/ again: about a sixth of tests/cli's CPU.
-test: $(STAMP) bytecode browser tokenizer datasette mcp-servers
+test: $(STAMP) bytecode browser tokenizer datasette mcp-servers spark
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 4 --dist loadgroup --max-worker-restart 0 --durations=25
 
 # Bugs rather than taste (pyproject.toml [tool.ruff]): pyflakes, bugbear, sorted imports;

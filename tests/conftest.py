@@ -299,6 +299,16 @@ class FlakyProxy:
     def silence(self) -> None:
         self.silenced.set()
 
+    def cut(self) -> None:
+        """The server gone from behind the proxy: every open connection reset, every new one reset at once."""
+        self.target, self.mode = None, "reset"
+        for held in self.held:
+            try:
+                held.shutdown(socket.SHUT_RDWR)  # wakes the forwarding threads blocked on it; close() alone would not
+                held.close()
+            except OSError:
+                pass
+
     def stop(self) -> None:
         self.stopped.set()
         self.listener.close()

@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from . import connectors, live_guard, standins
 from .coltypes import plain_numbers
-from .connectors import sql_wait
+from .connectors import spark_connect, sql_wait
 from .connectors.base import FetchContext, SourceError
 from .connectors.policy import RetryPolicy
 from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryError, QueryRefused, QueryResult, check_statement, first_line
@@ -143,7 +143,7 @@ def transpile(
     token = uuid.uuid4().hex[:12]
     for node in list(tree.find_all(exp.Placeholder, exp.Parameter)):
         node.replace(exp.column(f"dmp{token}_{_param_name(node)}"))
-    text = tree.sql(dialect=dialect)
+    text = _written(tree, dialect)
     marker = re.compile(rf'[`"]?dmp{token}_([A-Za-z_][A-Za-z0-9_]*)[`"]?')
     names: list[str] = []
 
@@ -157,6 +157,22 @@ def transpile(
         text = text.replace("%", "%%")
     text = marker.sub(placeholder, text)
     return text, names
+
+
+def _written(tree: exp.Expr, dialect: str) -> str:
+    """The query in the dialect's SQL; refused where sqlglot would drop an argument it cannot write there (DuckDB's
+    `arg_max(x, y, 2)` became Spark's `MAX_BY(x, y)`: one value, not two, and a different answer, silently).
+    Other gaps it reports (MySQL's NULLS LAST after a positional ORDER BY) change only where NULLs sort."""
+    import sqlglot
+    from sqlglot.errors import ErrorLevel
+
+    generator = sqlglot.Dialect.get_or_raise(dialect).generator(unsupported_level=ErrorLevel.IGNORE)
+    text = generator.generate(tree)
+    for message in generator.unsupported_messages:
+        if message.startswith("Argument "):
+            raise QueryError(f"this query cannot be run in the source's database as written: {message.rstrip('.')} ({dialect} SQL has no such form)")
+        log.info("transpiling to %s: %s", dialect, message)
+    return text
 
 
 def _filtered_table(real: exp.Table, where: tuple[str, Sequence[Any]]) -> exp.Select:
@@ -322,6 +338,8 @@ def run(
     if max_rows < 1:
         raise QueryRefused("max_rows must be at least 1")
     OUTAGES.check(source)
+    if spark_connect.is_spark(source):
+        return _run_spark(source, sql, params or {}, max_rows=max_rows, timeout_s=timeout_s, workspace_path=workspace_path, where=where)
     try:
         engine = _engine(source, workspace_path)
     except SourceError as exc:
@@ -366,6 +384,37 @@ def run(
         raise QueryError(f"{source['name']}: {first_line(getattr(exc, 'orig', None) or exc)}{_tried(exc)}") from None
     truncated = len(rows) > max_rows
     table = _arrow(names, [tuple(_plain(v) for v in row) for row in rows[:max_rows]])
+    return QueryResult(table, truncated, time.perf_counter() - start, table.column_names)
+
+
+def _run_spark(
+    source: Mapping[str, Any],
+    sql: str,
+    params: Mapping[str, Any],
+    *,
+    max_rows: int,
+    timeout_s: float,
+    workspace_path: Path | None,
+    where: tuple[str, Sequence[Any]] | None,
+) -> QueryResult:
+    """`run` on a Spark Connect source: the same checks and transpiling, Spark SQL with named parameters."""
+    if any(str(name).startswith(ROW_PARAM) for name in params):
+        raise QueryRefused(f"parameter names starting with {ROW_PARAM} are reserved")
+    text, names_in_order = transpile(sql, source, "spark", "named", max_rows, params, where)
+    values = {**bindable(params, "spark"), **row_values(where)}
+    missing = sorted(set(names_in_order) - values.keys())
+    if missing:
+        raise QueryError(f"no value for parameter {', '.join('$' + m for m in missing)}")
+    ctx = FetchContext(workspace_path=workspace_path or Path.cwd())
+    start = time.perf_counter()
+    try:
+        table, truncated = spark_connect.query(source, text, {n: values[n] for n in names_in_order}, max_rows=max_rows, timeout_s=timeout_s, secret=ctx.secret)
+    except spark_connect.SparkFailure as exc:
+        if exc.lost:
+            raise OUTAGES.record(source, str(exc)) from None
+        raise QueryError(str(exc)) from None
+    except SourceError as exc:  # the token's reference could not be resolved
+        raise QueryError(str(exc)) from None
     return QueryResult(table, truncated, time.perf_counter() - start, table.column_names)
 
 
@@ -539,10 +588,16 @@ LIVE_CACHE = LiveCache()
 def catalogue_table(source: Mapping[str, Any], ctx: FetchContext) -> pa.Table:
     """The stand-in: an empty Arrow table with the live table's columns and types from the database's catalogue,
     marked as the live source's (`standins.mark`) so that no snapshot query answers from it; no row is read."""
+    name = source["name"]
+    if spark_connect.is_spark(source):
+        try:
+            fields = spark_connect.columns(source, ctx.secret)
+        except spark_connect.SparkFailure as exc:
+            raise ctx.error(name, f"cannot read the catalogue: {str(exc).removeprefix(name + ': ')}") from None
+        return standins.mark(pa.schema([pa.field(n, t, metadata=m) for n, t, m in fields]).empty_table(), name)
     import sqlalchemy as sa
     from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
 
-    name = source["name"]
     engine = _sql().engine_for(dict(source), ctx)
     schema, _, table = source["table"].rpartition(".")
     try:

@@ -14,7 +14,9 @@ knows it as a standard function (one of its typed expressions: arithmetic, text,
 windows), which it then writes in the source's dialect, except the few of those that read files
 (`DENIED_TYPED`), or when it is one of the few untyped names in `ALLOWED_UNTYPED`. Every other name
 (sqlglot's `Anonymous`: every `pg_*`, `query_to_xml`, `dblink`, `lo_*`, `set_config`,
-`current_setting`, `get_lock`, `sleep`, `load_file`, and any function not yet invented) is refused,
+`current_setting`, `get_lock`, `sleep`, `load_file`; Spark's `reflect`, `java_method` and `try_reflect`,
+which call any Java method on the server (one call of `System.exit` stops it), `read_files`, `input_file_name`,
+`aes_decrypt`; Databricks' `secret`; and any function not yet invented) is refused,
 naming it. A table function in FROM counts as a table and is refused, except the two that only make
 rows (`generate_series`, `unnest`). Every table a query names must be the live source's own (or a CTE
 of the query), so the catalogue (`pg_catalog`, `information_schema`, `pg_stat_*`, `mysql.*`) is out of
@@ -105,7 +107,7 @@ ROW_MAKERS = ("GenerateSeries", "Unnest", "Explode", "ExplodeOuter", "Posexplode
 # sqlglot's typed functions that reach outside the query's rows: DuckDB's file readers and writers, and the
 # server's facts about itself and the session (its version, users, roles, databases, schemas, address).
 TIME_NOW = frozenset({"CurrentDate", "CurrentDatetime", "CurrentTime", "CurrentTimestamp", "CurrentTimestampLTZ", "CurrentTimezone"})
-DENIED_TYPED = ("ReadCSV", "ReadParquet", "ToFile", "SessionUser")
+DENIED_TYPED = ("ReadCSV", "ReadParquet", "ToFile", "SessionUser", "Secret")  # Secret: Databricks' secret(scope, key)
 
 
 def _denied(kind: str) -> bool:

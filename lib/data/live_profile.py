@@ -11,7 +11,8 @@ plus at most TOP_K + RARE_K + RARE_K value counts per categorical column):
   above that on a sample of about QUANTILE_SAMPLE_ROWS rows (PostgreSQL
   `TABLESAMPLE SYSTEM`, MariaDB/MySQL `WHERE RAND(seed) < share`);
 - distinct counts: PostgreSQL has no built-in approximate distinct, so
-  `count(DISTINCT)` is exact; MariaDB has none either, and its
+  `count(DISTINCT)` is exact; Spark's `approx_count_distinct` (HyperLogLog)
+  is used above the exact size; MariaDB has none either, and its
   `count(DISTINCT)` is run on that bounded sample above the same row count,
   scaled up for nearly unique columns, so it is approximate (a categorical
   column's count is then redone exactly);
@@ -32,8 +33,8 @@ import pyarrow as pa
 
 from ..core.errors import DashmemError
 from . import coltypes, live
-from .connectors import sql_wait
-from .connectors.base import SourceError
+from .connectors import spark_connect, sql_wait
+from .connectors.base import FetchContext, SourceError
 from .live import _plain as plain
 from .profile_rules import (
     CATEGORICAL_MAX_DISTINCT,
@@ -63,6 +64,14 @@ def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table,
     types = describe({name: stand_in})[name]
 
     limit_s = float(source.get("query_timeout_s") or PROFILE_TIMEOUT_S)
+    if spark_connect.is_spark(source):
+        # Maps, arrays, structs and intervals have no statistics a profile shows (nor a distinct count in Spark).
+        skipped = spark_connect.unsupported_columns(stand_in)
+        ctx = FetchContext(workspace_path=workspace_path or Path.cwd())
+        try:
+            return _profile(spark_connect.Connection(source, limit_s, ctx.secret), name, source, [t for t in types if t[0] not in skipped])  # pyright: ignore[reportArgumentType]  # the calls of a connection the profile makes
+        except (spark_connect.SparkFailure, SourceError) as exc:
+            raise LiveProfileError(f"{source['name']}: cannot profile the live table: {str(exc).removeprefix(source['name'] + ': ')}") from None
 
     def attempt() -> dict[str, Any]:
         engine = live._engine(source, workspace_path)
@@ -95,14 +104,18 @@ def _profile(connection: sa.Connection, name: str, source: Mapping[str, Any], ty
     family = {col: coltypes.family(kind) for col, kind in types}
     stats: dict[str, dict[str, Any]] = {col: {} for col, _ in types}
     # MariaDB/MySQL have no approximate distinct: above the sample size, count(DISTINCT) runs on a bounded sample.
-    distinct_from = _random_sample(table, rows) if sampled and backend != "postgresql" else None
+    distinct_from = _random_sample(table, rows) if sampled and backend not in ("postgresql", "spark") else None
+    # Spark has HyperLogLog: above the exact size its approx_count_distinct (about 5 % error), a categorical column's count redone exactly.
+    estimated = sampled and backend == "spark"
     for start in range(0, len(types), SCAN_MAX_COLUMNS):
         batch = types[start : start + SCAN_MAX_COLUMNS]
         select, layout = [], []
         for col, _ in batch:
             q = quote(col)
             parts = {"nonnull": f"count({q})"}
-            if distinct_from is None:
+            if estimated:
+                parts["distinct"] = f"approx_count_distinct({q})"
+            elif distinct_from is None:
                 parts["distinct"] = f"count(DISTINCT {q})"
             if family[col] in ("number", "time"):
                 parts["min"], parts["max"] = f"min({q})", f"max({q})"
@@ -114,6 +127,8 @@ def _profile(connection: sa.Connection, name: str, source: Mapping[str, Any], ty
         row = connection.exec_driver_sql(f"SELECT {', '.join(select)} FROM {table}").one()
         for (col, key), value in zip(layout, row):
             stats[col][key] = value
+        if estimated:
+            approximate.add("distinct")
         if distinct_from is not None:
             approximate.add("distinct")
             exprs = [f"count({quote(col)})" for col, _ in batch] + [f"count(DISTINCT {quote(col)})" for col, _ in batch]
@@ -133,7 +148,7 @@ def _profile(connection: sa.Connection, name: str, source: Mapping[str, Any], ty
         if source.get("sample_values", True) and family[col] in ("text", "boolean") and 0 < int(stats[col]["distinct"] or 0) <= limit:
             head, tail = _value_counts(connection, table, quote(col))
             # A sampled distinct count decided the column is categorical; the figure shown is exact.
-            distinct = _distinct_of(connection, table, quote(col)) if distinct_from is not None else int(stats[col]["distinct"])
+            distinct = _distinct_of(connection, table, quote(col)) if distinct_from is not None or estimated else int(stats[col]["distinct"])
             counts[col] = (distinct, head, tail)
 
     columns = []
@@ -172,6 +187,16 @@ def _quantiles(connection: sa.Connection, backend: str, table: str, numbers: lis
             batch = numbers[start : start + SCAN_MAX_COLUMNS]
             exprs = [f"percentile_cont({array}) WITHIN GROUP (ORDER BY CAST({quote(c)} AS double precision))" for c in batch]
             for col, value in zip(batch, connection.exec_driver_sql(f"SELECT {', '.join(exprs)} FROM {table}{sample}").one()):
+                stats[col]["quantiles"] = value
+        return
+    if backend == "spark":
+        # Spark's exact `percentile` holds every value in memory; above EXACT_QUANTILE_MAX_ROWS its approximation (accuracy 10,000).
+        array = "array(" + ", ".join(str(f) for f in fractions) + ")"
+        for start in range(0, len(numbers), SCAN_MAX_COLUMNS):
+            batch = numbers[start : start + SCAN_MAX_COLUMNS]
+            function = "percentile_approx({}, {}, 10000)" if rows > EXACT_QUANTILE_MAX_ROWS else "percentile({}, {})"
+            exprs = [function.format(f"CAST({quote(c)} AS DOUBLE)", array) for c in batch]
+            for col, value in zip(batch, connection.exec_driver_sql(f"SELECT {', '.join(exprs)} FROM {table}").one()):
                 stats[col]["quantiles"] = value
         return
     # MariaDB has percentile_cont only as a window function: one row back per column (LIMIT 1).

@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from ...memory.secrets import is_reference
-from . import sql_wait
+from . import spark_connect, sql_wait
 from .base import FetchContext, _as_text, confined_path, to_arrow_column
 from .policy import RetryPolicy, Transient
 
@@ -75,7 +75,9 @@ POSTGRES_TRANSIENT_WORDS = (
 
 
 def fetch(source: dict, ctx: FetchContext) -> pa.Table:
-    """The whole query result or table."""
+    """The whole query result or table (from Spark through Spark Connect for an `sc://` URL)."""
+    if spark_connect.is_spark(source):
+        return spark_connect.fetch(source, ctx)
     return _fetch(source, ctx, after=None)
 
 
@@ -85,6 +87,8 @@ def fetch_after(source: dict, ctx: FetchContext, last) -> pa.Table:
     `last` goes to the database as a bind parameter, never as text in the SQL; rows whose cursor
     is NULL never compare greater, so they arrive only with a full load.
     """
+    if spark_connect.is_spark(source):
+        return spark_connect.fetch(source, ctx)  # which says incremental refresh is not for Spark
     if not source.get("table") or not (source.get("incremental") or {}).get("cursor"):
         raise ctx.error(source["name"], "incremental refresh needs `table` and `incremental.cursor`")
     return _fetch(source, ctx, after=last)
