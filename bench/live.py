@@ -1,6 +1,7 @@
 """Live mode against snapshot mode and the database itself, on a generated PostgreSQL table of 1M and 5M rows.
 
     python -m bench.live [--sizes 1000000,5000000] [--repeat 5] [--big]     (PostgreSQL on 127.0.0.1:5432)
+    python -m bench.live --engine spark [--rows 10000000] [--repeat 5]      (Spark Connect beside PostgreSQL: bench.live_spark)
 
 The table (an order date, region and category, units, price, discount, revenue) is generated inside
 PostgreSQL with generate_series. One config repo holds two workspaces with the same dashboard (a region
@@ -239,11 +240,11 @@ def run_child(mode: str, folder: Path, cache_root: Path, env: dict[str, str]) ->
     return out
 
 
-def database_seconds(statements: list[list]) -> float:
+def database_seconds(statements: list[list], database: str = "test") -> float:
     """The live render's own statements through a bare psycopg2 connection: execute + fetch, connecting not timed."""
     import psycopg2
 
-    connection = psycopg2.connect(host="127.0.0.1", port=5432, user="postgres", dbname="test")
+    connection = psycopg2.connect(host="127.0.0.1", port=5432, user="postgres", dbname=database)
     try:
         cursor = connection.cursor()
         start = time.perf_counter()
@@ -346,12 +347,21 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000000,5000000")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--big", action="store_true", help="add 20M rows, if the disk has room")
+    parser.add_argument(
+        "--engine", choices=("postgresql", "spark"), default="postgresql", help="spark: bench.live_spark, 10 components over --rows in Spark and PostgreSQL"
+    )
+    parser.add_argument("--rows", type=int, default=10_000_000, help="with --engine spark: the table's rows")
     parser.add_argument("--child", choices=("live", "snapshot"), help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.folder, args.cache), default=str))
+        return
+    if args.engine == "spark":
+        from .live_spark import main as spark_main
+
+        spark_main(args.rows, args.repeat)
         return
     if args.repeat < 5:
         print(f"note: --repeat {args.repeat} is below the 5 runs the figures below should be medians of")

@@ -347,13 +347,7 @@ def run(
     backend = engine.dialect.name
     paramstyle = engine.dialect.paramstyle
     dialect = SQLGLOT_DIALECT.get(backend, backend)
-    if any(str(name).startswith(ROW_PARAM) for name in params or {}):
-        raise QueryRefused(f"parameter names starting with {ROW_PARAM} are reserved")
-    text, names_in_order = transpile(sql, source, dialect, paramstyle, max_rows, params, where)
-    values = {**bindable(params or {}, dialect), **row_values(where)}
-    missing = sorted(set(names_in_order) - values.keys())
-    if missing:
-        raise QueryError(f"no value for parameter {', '.join('$' + m for m in missing)}")
+    text, names_in_order, values = _prepared(sql, source, dialect, paramstyle, max_rows, params or {}, where)
     # The values travel beside the text, to the driver: a filter value is never part of the SQL.
     bound: Any = tuple(values[n] for n in names_in_order) if paramstyle in POSITIONAL else {n: values[n] for n in names_in_order}
     start = time.perf_counter()
@@ -387,6 +381,26 @@ def run(
     return QueryResult(table, truncated, time.perf_counter() - start, table.column_names)
 
 
+def _prepared(
+    sql: str,
+    source: Mapping[str, Any],
+    dialect: str,
+    paramstyle: str,
+    max_rows: int,
+    params: Mapping[str, Any],
+    where: tuple[str, Sequence[Any]] | None,
+) -> tuple[str, list[str], dict[str, Any]]:
+    """The query as the database's SQL, its parameter names in placeholder order, and every value they bind."""
+    if any(str(name).startswith(ROW_PARAM) for name in params):
+        raise QueryRefused(f"parameter names starting with {ROW_PARAM} are reserved")
+    text, names_in_order = transpile(sql, source, dialect, paramstyle, max_rows, params, where)
+    values = {**bindable(params, dialect), **row_values(where)}
+    missing = sorted(set(names_in_order) - values.keys())
+    if missing:
+        raise QueryError(f"no value for parameter {', '.join('$' + m for m in missing)}")
+    return text, names_in_order, values
+
+
 def _run_spark(
     source: Mapping[str, Any],
     sql: str,
@@ -398,13 +412,7 @@ def _run_spark(
     where: tuple[str, Sequence[Any]] | None,
 ) -> QueryResult:
     """`run` on a Spark Connect source: the same checks and transpiling, Spark SQL with named parameters."""
-    if any(str(name).startswith(ROW_PARAM) for name in params):
-        raise QueryRefused(f"parameter names starting with {ROW_PARAM} are reserved")
-    text, names_in_order = transpile(sql, source, "spark", "named", max_rows, params, where)
-    values = {**bindable(params, "spark"), **row_values(where)}
-    missing = sorted(set(names_in_order) - values.keys())
-    if missing:
-        raise QueryError(f"no value for parameter {', '.join('$' + m for m in missing)}")
+    text, names_in_order, values = _prepared(sql, source, "spark", "named", max_rows, params, where)
     ctx = FetchContext(workspace_path=workspace_path or Path.cwd())
     start = time.perf_counter()
     try:

@@ -30,7 +30,7 @@ from lib.memory import workspace
 from lib.roles.access import OPERATOR
 from tests.helpers import current_id
 from tests.helpers.databases import MARIADB_URL, PG_URL
-from tests.helpers.live import CONNECTION_ID, _drop_connection, _source, _url_of_its_own, _workspace
+from tests.helpers.live import CONNECTION_ID, _drop_connection, _source, _url_of_its_own, _workspace, results, same
 
 from ..conftest import ROOT, WORKSPACES, server_engine, statements_sent
 
@@ -63,30 +63,6 @@ def pg_table():
     engine.dispose()
 
 
-def _results(rendered) -> dict[str, list]:
-    """Every query result of a rendering, by component (and query name for text blocks), as rows."""
-    out = {}
-    for comp in rendered.components:
-        assert comp.error is None, (comp.id, comp.error)
-        if comp.result is not None:
-            out[comp.id] = [list(row) for row in comp.result.rows]
-        for query, result in comp.text_results.items():
-            out[f"{comp.id}.{query}"] = [list(row) for row in result.rows]
-    return out
-
-
-def _same(live_rows: dict, snapshot_rows: dict) -> None:
-    assert live_rows.keys() == snapshot_rows.keys()
-    for key in snapshot_rows:
-        assert len(live_rows[key]) == len(snapshot_rows[key]), key
-        for a, b in zip(live_rows[key], snapshot_rows[key]):
-            for x, y in zip(a, b):
-                if isinstance(y, float):
-                    assert x == pytest.approx(y, rel=1e-9), key
-                else:
-                    assert str(x) == str(y), key
-
-
 def _snapshot_tables(source: dict, tmp_path: Path) -> dict:
     return {"gates": sql_source.fetch({**source, "mode": "snapshot"}, FetchContext(workspace_path=tmp_path))}
 
@@ -107,7 +83,7 @@ def test_demo_dashboard_live_equals_snapshot_of_the_same_rows(pg_table, tmp_path
     live.LIVE_CACHE = live.LiveCache()
     with statements_sent() as sent:
         rendered = render(live_files, _live_tables(source, tmp_path), "v1", CHOSEN, cache=QueryCache())
-    _same(_results(rendered), _results(snapshot))
+    same(results(rendered), results(snapshot))
     assert [f.options for f in rendered.filters] == [f.options for f in snapshot.filters]
     selects = [s for s, _ in sent if table in s]
     assert selects and all("LIMIT" in s for s in selects)  # every result capped in the database, not after pulling
@@ -168,8 +144,8 @@ def test_refresh_and_render_in_other_processes(pg_table, tmp_path):
         CHOSEN,
         cache=QueryCache(),
     )
-    expected = json.loads(json.dumps(_results(snapshot), default=str))
-    _same(rendered["results"], expected)
+    expected = json.loads(json.dumps(results(snapshot), default=str))
+    same(rendered["results"], expected)
 
 
 # --------------------------------------------------------------------------- filters, limits, refusals
@@ -463,7 +439,7 @@ def test_mariadb_live_equals_snapshot_and_binds_its_filter(mariadb_table, tmp_pa
     )
     with statements_sent() as sent:
         rendered = render({"dashboard": dashboard, "sources": {"sources": [source]}}, _live_tables(source, tmp_path), "v1", chosen, cache=QueryCache())
-    _same(_results(rendered), _results(snapshot))
+    same(results(rendered), results(snapshot))
     assert all("Lyon" not in s for s, _ in sent if table in s)
     with pytest.raises(QueryRefused), statements_sent() as sent:
         live.run(source, "DELETE FROM gates")
@@ -548,7 +524,7 @@ def test_mariadb_multiselect_filter_equals_snapshot_with_one_parameter_per_value
     )
     with statements_sent() as sent:
         rendered = render({"dashboard": MULTISELECT, "sources": {"sources": [source]}}, _live_tables(source, tmp_path), "v1", chosen, cache=QueryCache())
-    _same(_results(rendered), _results(snapshot))
+    same(results(rendered), results(snapshot))
     assert rendered.component("units").value is not None or chosen.get("site") == ["x' OR 1=1 --"]
     queries = [(s, p) for s, p in sent if table in s and "count(*)" in s.lower()]
     assert queries

@@ -10,7 +10,6 @@ Without Java or the server installed, the tests skip saying which.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 import pytest
 
+from lib.artifacts import explore
 from lib.artifacts.render import QueryCache, render
 from lib.data import live, live_profile
 from lib.data.connectors import spark_connect, sql_source
@@ -31,6 +31,7 @@ from lib.memory import workspace
 from lib.roles.access import OPERATOR
 from tests.helpers import ROOT, WORKSPACES, current_id
 from tests.helpers import spark as spark_helper
+from tests.helpers.live import _workspace, results, same
 
 from ..conftest import FlakyProxy, free_port
 
@@ -49,9 +50,7 @@ def server(tmp_path_factory):
     srv = spark_helper.Server(folder)
     try:
         srv.wait_until_serving()
-        spark = spark_connect._client().builder.remote(srv.url).create()
-        spark_connect._set_retries(spark, spark_connect.RetryPolicy(timeout_s=10, attempts=2, backoff_s=0.2))
-        spark_connect.close_at_exit(spark)
+        spark = spark_connect.connect(srv.url)
         gates = pacsv.read_csv(GATES_CSV)
         spark.createDataFrame(gates.to_pandas()).createOrReplaceTempView("gates_csv")
         spark.sql(
@@ -73,43 +72,16 @@ def server(tmp_path_factory):
         srv.stop()
 
 
+# Beside a busy test run a Spark query over even a small table can take seconds (planning in a new session, two
+# cores shared with the suite's workers): the dashboards here get the time limit a Spark user would set.
+def _with_spark_limits(files: dict) -> dict:
+    output = files.get("output") or {}
+    injection = {"mode": "queries_at_render", **(output.get("data_injection") or {}), "query_timeout_s": 60}
+    return {**files, "output": {**output, "data_injection": injection}}
+
+
 def _source(url: str, table: str, name: str = "gates", **extra) -> dict:
     return {"name": name, "type": "sql", "url": url, "table": table, "mode": "live", "cache_ttl_s": 0, **extra}
-
-
-def _results(rendered) -> dict[str, list]:
-    out = {}
-    for comp in rendered.components:
-        assert comp.error is None, (comp.id, comp.error)
-        if comp.result is not None:
-            out[comp.id] = [list(row) for row in comp.result.rows]
-        for query, result in comp.text_results.items():
-            out[f"{comp.id}.{query}"] = [list(row) for row in result.rows]
-    return out
-
-
-def _same(got: dict, expected: dict) -> None:
-    assert got.keys() == expected.keys()
-    for key in expected:
-        assert len(got[key]) == len(expected[key]), key
-        # Rows that tie on a query's ORDER BY come in either engine's own order: compare them sorted.
-        for a, b in zip(sorted(got[key], key=str), sorted(expected[key], key=str)):
-            for x, y in zip(a, b):
-                if isinstance(y, float):
-                    assert x == pytest.approx(y, rel=1e-9), key
-                else:
-                    assert str(x) == str(y), key
-
-
-def _workspace(tmp_path: Path, source: dict) -> Path:
-    """The supply-chain demo workspace with its CSV replaced by `source`."""
-    folder = tmp_path / "spark-ws"
-    shutil.copytree(WORKSPACES / "supply-chain-weekly", folder)
-    shutil.rmtree(folder / "data")
-    ws, _ = workspace.load(folder)
-    ws.data["sources"] = {"sources": [source]}
-    workspace.save(folder, ws.data)
-    return folder
 
 
 # --------------------------------------------------------------------------- the demo dashboard, live in Spark
@@ -134,8 +106,8 @@ def test_demo_dashboard_over_spark_equals_duckdb_over_the_csv(server, tmp_path):
         "actual": "int64",
         "attainment": "double",
     }
-    rendered = render({**files, "sources": {"sources": [source]}}, {"gates": stand_in}, "v1", CHOSEN, cache=QueryCache())
-    _same(_results(rendered), _results(expected))
+    rendered = render(_with_spark_limits({**files, "sources": {"sources": [source]}}), {"gates": stand_in}, "v1", CHOSEN, cache=QueryCache())
+    same(results(rendered), results(expected), ties_in_any_order=True)
     assert [f.options for f in rendered.filters] == [f.options for f in expected.filters]
 
 
@@ -144,7 +116,9 @@ def test_refresh_query_explain_rows_changes_and_export_in_fresh_cli_processes(se
     """The user's path as separate processes: refresh reads the catalogue only, `query` answers from Spark (never
     from the empty stand-in), explain, rows and changes work, and the exported dashboard shows Spark's figures."""
     url, spark = server
-    folder = _workspace(tmp_path, _source(url, "gates"))
+    folder = _workspace(tmp_path, _source(url, "gates"), "spark-ws")
+    ws, _ = workspace.load(folder)
+    workspace.save(folder, _with_spark_limits(ws.data))
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
 
     def cli(*args: str) -> subprocess.CompletedProcess:
@@ -168,6 +142,40 @@ def test_refresh_query_explain_rows_changes_and_export_in_fresh_cli_processes(se
     done = cli("export", str(folder), "--html", str(tmp_path / "dashboard.html"))
     assert done.returncode == 0, done.stderr
     assert f"{total:,}" in (tmp_path / "dashboard.html").read_text()
+    done = cli("export", str(folder), "--report", "--html", str(tmp_path / "report.html"))
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "report.html").read_text()
+    sites = sorted(r["site"] for r in spark.sql("SELECT DISTINCT site FROM gates").toArrow().to_pylist())
+    assert all(site in report for site in sites) and 'role="alert"' not in report and 'role="alert"' not in (tmp_path / "dashboard.html").read_text()
+
+
+@pytest.mark.parametrize("grain", explore.GRAINS)
+def test_explore_asks_spark_and_answers_as_duckdb_does_over_the_csv(server, tmp_path, grain):
+    """A question with a breakdown, a time grain, filters and a top-n, built from the profile Spark computed."""
+    url, _ = server
+    source = _source(url, "gates")
+    stand_in = live.catalogue_table(source, FetchContext(workspace_path=tmp_path))
+    profile = {"tables": [live_profile.profile_live_table("gates", source, stand_in)]}
+    question = explore.Question(
+        "gates",
+        "actual",
+        "sum",
+        breakdown="site",
+        time="day",
+        grain=grain,
+        filters=(explore.Filter("gate", "in", ["Supply", "Orders"]), explore.Filter("site", "contains", "r")),
+        top=2,
+    )
+    _, got = explore.run(
+        question, _with_spark_limits({"profile": profile, "sources": {"sources": [source]}}), {}, "v1", workspace_path=tmp_path, cache=QueryCache()
+    )
+    csv = pacsv.read_csv(GATES_CSV, convert_options=pacsv.ConvertOptions(column_types={"day": "date32"}))
+    _, expected = explore.run(question, {"profile": profile}, {"gates": csv}, "v1", cache=QueryCache())
+
+    def rows(result):
+        return sorted((str(r["period"])[:10], r["site"], int(r["value"])) for r in result.table.to_pylist())
+
+    assert rows(got) == rows(expected) and rows(got)
 
 
 # --------------------------------------------------------------------------- queries: parameters, caps, limits, refusals
@@ -259,7 +267,7 @@ def test_refresh_with_a_change_marker_keeps_the_snapshot_until_spark_s_data_chan
     url, spark = server
     spark.sql("CREATE TABLE marked USING parquet AS SELECT * FROM gates")
     source = _source(url, "marked", name="gates", change_marker={"max": "day"})
-    folder = _workspace(tmp_path, source)
+    folder = _workspace(tmp_path, source, "spark-ws")
     wh = Warehouse.for_workspace(folder, tmp_path / "cache")
     first = refresh(folder, wh, user=OPERATOR)
     assert first.ok, first.summary()
@@ -364,7 +372,9 @@ def test_one_failing_component_leaves_the_rest_of_the_page_rendering(server, tmp
     broken["query"] = "SELECT reflect('java.lang.System', 'exit', 0) AS value FROM gates"
     source = _source(url, "gates")
     stand_in = live.catalogue_table(source, FetchContext(workspace_path=tmp_path))
-    rendered = render({**files, "dashboard": dashboard, "sources": {"sources": [source]}}, {"gates": stand_in}, "v1", CHOSEN, cache=QueryCache())
+    rendered = render(
+        _with_spark_limits({**files, "dashboard": dashboard, "sources": {"sources": [source]}}), {"gates": stand_in}, "v1", CHOSEN, cache=QueryCache()
+    )
     errors = {c.id: c.error for c in rendered.components if c.error}
     assert list(errors) == [broken["id"]] and "reflect" in str(errors[broken["id"]])
     assert all(c.result is not None or c.text_results for c in rendered.components if c.id != broken["id"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from lib.memory import workspace
@@ -46,3 +47,30 @@ def _url_of_its_own(url: str, tag: str) -> str:
     """`url` told apart by a harmless client name, so that its live engine (cached by url) pools only
     the connections of the test that made it."""
     return f"{url}?{'application_name' if url.startswith('postgresql') else 'program_name'}={tag}"
+
+
+def results(rendered) -> dict[str, list]:
+    """Every query result of a rendering, by component (and query name for text blocks), as rows; no component failed."""
+    out = {}
+    for comp in rendered.components:
+        assert comp.error is None, (comp.id, comp.error)
+        if comp.result is not None:
+            out[comp.id] = [list(row) for row in comp.result.rows]
+        for query, result in comp.text_results.items():
+            out[f"{comp.id}.{query}"] = [list(row) for row in result.rows]
+    return out
+
+
+def same(got: dict, expected: dict, *, ties_in_any_order: bool = False) -> None:
+    """The same results, doubles to 1e-9; `ties_in_any_order`: rows compared sorted, for engines that order the
+    rows a query's ORDER BY leaves tied in their own way."""
+    assert got.keys() == expected.keys()
+    for key in expected:
+        assert len(got[key]) == len(expected[key]), key
+        pairs = zip(sorted(got[key], key=str), sorted(expected[key], key=str)) if ties_in_any_order else zip(got[key], expected[key])
+        for a, b in pairs:
+            for x, y in zip(a, b):
+                if isinstance(y, float):
+                    assert x == pytest.approx(y, rel=1e-9), key
+                else:
+                    assert str(x) == str(y), key

@@ -35,6 +35,7 @@ from __future__ import annotations
 import atexit
 import logging
 import re
+import sys
 import threading
 import uuid
 import warnings
@@ -110,16 +111,35 @@ _SESSIONS_LOCK = threading.Lock()
 def _client() -> Any:
     """The Spark Connect client's SparkSession class, imported on first use, its own error logging silenced
     (it prints each failed query's JVM stack to stderr; ours goes to the log once, in one line)."""
-    with warnings.catch_warnings():  # "PySpark does not yet fully support pandas >= 3.0.0": it converts no pandas here
-        warnings.simplefilter("ignore", FutureWarning)
-        from pyspark.logger.logger import PySparkLogger
-        from pyspark.sql.connect.session import SparkSession
+    # The client takes a __main__ with neither a spec nor a file (an xdist worker, an embedding host) for its own
+    # doctest run and exits the process; such a __main__ gets a stand-in file name for the import only.
+    main = sys.modules.get("__main__")
+    stand_in = main is not None and getattr(main, "__spec__", None) is None and not hasattr(main, "__file__") and not hasattr(sys, "ps1")
+    if stand_in:
+        main.__file__ = "<dashmem>"  # pyright: ignore[reportOptionalMemberAccess]
+    try:
+        with warnings.catch_warnings():  # "PySpark does not yet fully support pandas >= 3.0.0": it converts no pandas here
+            warnings.simplefilter("ignore", FutureWarning)
+            from pyspark.logger.logger import PySparkLogger
+            from pyspark.sql.connect.session import SparkSession
+    finally:
+        if stand_in:
+            del main.__file__  # pyright: ignore[reportOptionalMemberAccess]
 
     # Its retry loop warns once it gives up; the failure it raises says so, in our words.
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
     return SparkSession
+
+
+def connect(url: str, attempts: int = 2) -> Any:
+    """A session of its own to the server at `url` (a tool's or a test's, outside any source): few retries, and
+    closed at exit without asking the server anything (see `close_at_exit`)."""
+    spark = _client().builder.remote(url).create()
+    _set_retries(spark, RetryPolicy(timeout_s=DEFAULT_TIMEOUT_S, attempts=attempts, backoff_s=0.2))
+    close_at_exit(spark)
+    return spark
 
 
 def session(source: Mapping[str, Any], secret: Callable[[str, str], str] | None = None) -> Any:
