@@ -306,4 +306,10 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         print(json.dumps(child(Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[2]), default=str))
     else:
-        raise SystemExit("run it as: python -m bench.live --engine spark [--rows N] [--repeat N]")
+        import argparse
+
+        parser = argparse.ArgumentParser(description="python -m bench.live --engine spark: " + (__doc__ or "").split("\n\n")[0])
+        parser.add_argument("--rows", type=int, default=10_000_000)
+        parser.add_argument("--repeat", type=int, default=5)
+        args = parser.parse_args()
+        main(args.rows, args.repeat)
