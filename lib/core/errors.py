@@ -62,7 +62,9 @@ their connector, which turns them into a `SourceError` with a message for
 the person; they never reach a page or the CLI. `data.connectors.policy.Transient`
 (a failure worth another attempt) is raised by the sql, rest and mcp connectors
 and caught by the retry policy they run under, which turns the last one into a
-`SourceError`. Python's own errors (OSError,
+`SourceError`. `data.connectors.spark_connect.SparkFailure` (a Spark Connect call that failed, in
+plain words) is caught by the live layer, the live profile and the Spark snapshot fetch, which turn it into a
+`QueryError`, `LiveProfileError` or `SourceError`. Python's own errors (OSError,
 KeyError, a bug's TypeError, ...) are not DashmemError either: their text is
 not written for a person, so a page or the CLI shows the generic message.
 

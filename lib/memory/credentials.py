@@ -80,7 +80,7 @@ _URL_USERINFO_PASSWORD = re.compile(r"(?i)^[a-z][a-z0-9+.-]*://[^/?#@\s]*:(?![0-
 
 def url_problems(url: Any) -> list[str]:
     """Credentials written into a URL: a password in `user:password@`, or a secret-looking
-    query (or fragment) parameter with a value. The messages name parameters, never values."""
+    query (or fragment, or `;name=value` path) parameter with a value. The messages name parameters, never values."""
     from urllib.parse import parse_qsl, urlsplit
 
     if not isinstance(url, str):
@@ -94,7 +94,14 @@ def url_problems(url: Any) -> list[str]:
     if password or _URL_USERINFO_PASSWORD.match(url):
         out.append("the url holds a password (user:password@host), which would be committed to git as written")
     if parts is not None:
-        names = [name for query in (parts.query, parts.fragment) for name, value in parse_qsl(query, keep_blank_values=True) if value and is_secret_name(name)]
+        # Spark Connect takes its parameters in the path: sc://host:15002/;use_ssl=true;token=...
+        path_parameters = "&".join(parts.path.split(";")[1:])
+        names = [
+            name
+            for query in (parts.query, parts.fragment, path_parameters)
+            for name, value in parse_qsl(query, keep_blank_values=True)
+            if value and is_secret_name(name)
+        ]
         if names:
             listed = ", ".join(dict.fromkeys(names))
             out.append(f"the url's query string holds a credential ({listed}), which would be committed to git as written")

@@ -70,6 +70,7 @@ INTERNAL = {
     "lib.data.connectors.result_text.NotRows",
     "lib.data.connectors.mcp_source.NoHandshake",
     "lib.data.connectors.policy.Transient",
+    "lib.data.connectors.spark_connect.SparkFailure",
 }
 
 

@@ -10,6 +10,8 @@ Without Java or the server installed, the tests skip saying which.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -361,6 +363,37 @@ def test_a_server_lost_mid_query_ends_in_plain_words(server):
         assert "cannot reach the Spark Connect server" in str(failed[0]) and "\n" not in str(failed[0])
     finally:
         proxy.stop()
+        live.OUTAGES = live.Outages()
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_query_ends_in_plain_words(tmp_path):
+    """A Spark Connect server of its own, killed (SIGKILL, by PID) while a query runs in it."""
+    srv = spark_helper.Server(tmp_path)
+    try:
+        srv.wait_until_serving()
+        source = _source(srv.url, "numbers", name="numbers", retry={"attempts": 2, "backoff_s": 0.1})
+        spark = spark_connect.connect(srv.url)
+        spark.sql("CREATE TABLE numbers USING parquet AS SELECT id FROM range(2000000)")
+        failed: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                live.run(source, "SELECT count(*) AS n FROM numbers a JOIN numbers b ON a.id % 100 = b.id % 100", {}, timeout_s=60)
+            except BaseException as exc:  # noqa: BLE001 - examined below
+                failed.append(exc)
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        time.sleep(2.0)  # running in Spark
+        start = time.monotonic()
+        os.killpg(srv.pid, signal.SIGKILL)
+        asking.join(timeout=30)
+        assert not asking.is_alive() and time.monotonic() - start < 15
+        assert len(failed) == 1 and isinstance(failed[0], QueryError), failed
+        assert f"cannot reach the Spark Connect server at 127.0.0.1:{srv.port} (is it running?)" in str(failed[0])
+    finally:
+        srv.stop()
         live.OUTAGES = live.Outages()
 
 

@@ -204,6 +204,11 @@ LEAKS = [
         "sources[0].url",
         "secret.in_url",
     ),
+    (
+        {"name": "ev", "type": "sql", "url": f"sc://spark.internal:15002/;use_ssl=true;token={SECRET}", "table": "t", "mode": "live"},
+        "sources[0].url",
+        "secret.in_url",
+    ),
     (rest(params={"status": "open", "api_key": SECRET}), "sources[0].params.api_key", "secret.literal"),
     (rest(params={"access_token": SECRET}), "sources[0].params.access_token", "secret.literal"),
     (rest(params={"apiKey": SECRET}), "sources[0].params.apiKey", "secret.literal"),
