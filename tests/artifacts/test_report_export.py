@@ -412,7 +412,8 @@ def test_an_export_interrupted_while_printing_leaves_no_pdf_and_no_chromium(supp
         stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    printing = _wait_for(lambda: any("chrom" in _command(pid) for pid in _marked(marked)))  # the printer is starting Chromium
+    # The printer is starting Chromium; beside a busy run (four workers, a Spark server) the export can take over 30 s to get there.
+    printing = _wait_for(lambda: any("chrom" in _command(pid) for pid in _marked(marked)), attempts=1200)
     proc.send_signal(how)
     _, err = proc.communicate(timeout=60)
     assert printing and proc.returncode != 0
