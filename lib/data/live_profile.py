@@ -59,8 +59,6 @@ PROFILE_TIMEOUT_S = 600.0  # a profile scans whole tables; a dashboard query's l
 
 def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table, *, workspace_path: Path | None = None) -> dict[str, Any]:
     """The profile of live source `source`'s table, named `name`, with the column types of its empty stand-in."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     types = describe({name: stand_in})[name]
 
     limit_s = float(source.get("query_timeout_s") or PROFILE_TIMEOUT_S)
@@ -72,6 +70,7 @@ def profile_live_table(name: str, source: Mapping[str, Any], stand_in: pa.Table,
             return _profile(spark_connect.Connection(source, limit_s, ctx.secret), name, source, [t for t in types if t[0] not in skipped])  # pyright: ignore[reportArgumentType]  # the calls of a connection the profile makes
         except (spark_connect.SparkFailure, SourceError) as exc:
             raise LiveProfileError(f"{source['name']}: cannot profile the live table: {str(exc).removeprefix(source['name'] + ': ')}") from None
+    from sqlalchemy.exc import SQLAlchemyError
 
     def attempt() -> dict[str, Any]:
         engine = live._engine(source, workspace_path)

@@ -63,9 +63,9 @@ URL_PARAMETERS = frozenset({"user_id", "use_ssl", "user_agent"})
 class SparkFailure(Exception):
     """A Spark call failed; `str()` is for the user, `lost` says the server was unreachable or stopped answering."""
 
-    def __init__(self, message: str, *, lost: bool = False, timed_out: bool = False):
+    def __init__(self, message: str, *, lost: bool = False):
         super().__init__(message)
-        self.lost, self.timed_out = lost, timed_out
+        self.lost = lost
 
 
 def is_spark(source: Mapping[str, Any]) -> bool:
@@ -146,7 +146,7 @@ def session(source: Mapping[str, Any], secret: Callable[[str, str], str] | None 
     """One Spark Connect session per server and credentials, shared by the process's threads (operation tags
     are per thread). Connecting is lazy in the client; a server that cannot be reached fails the first call."""
     url = remote_url(source, secret)
-    key = (url, source.get("timeout_s"), repr(source.get("retry")))
+    key = (url, repr(source.get("retry")))
     with _SESSIONS_LOCK:
         found = _SESSIONS.get(key)
         if found is not None:
@@ -239,7 +239,7 @@ def call(source: Mapping[str, Any], work: Callable[[Any], Any], timeout_s: float
                 lost=True,
             )
         if "value" not in box:
-            raise SparkFailure(f"the query ran longer than {timeout_s:g} s in {source['name']}'s Spark and was stopped", timed_out=True)
+            raise SparkFailure(f"the query ran longer than {timeout_s:g} s in {source['name']}'s Spark and was stopped")
     if "error" in box:
         raise _failure(source, box["error"]) from None
     return box["value"]
@@ -301,7 +301,7 @@ def _failure(source: Mapping[str, Any], exc: BaseException) -> SparkFailure:
     log.info("Spark source %s: %s: %s", name, type(exc).__name__, text)
     condition = getattr(exc, "getCondition", lambda: None)()
     if condition == "OPERATION_CANCELED" or "OPERATION_CANCELED" in text:
-        return SparkFailure(f"the query ran longer than its time limit in {name}'s Spark and was stopped", timed_out=True)
+        return SparkFailure(f"the query ran longer than its time limit in {name}'s Spark and was stopped")
     if _unreachable(exc):
         forget(source)
         return SparkFailure(f"{name}: cannot reach the Spark Connect server at {address(source)} (is it running?)", lost=True)
@@ -418,11 +418,12 @@ class Connection:
 
     class _Dialect:
         name = "spark"
+        identifier_preparer: Connection._Preparer
 
     def __init__(self, source: Mapping[str, Any], timeout_s: float, secret: Callable[[str, str], str] | None = None):
         self.source, self.timeout_s, self.secret = source, timeout_s, secret
         self.dialect = self._Dialect()
-        self.dialect.identifier_preparer = self._Preparer()  # pyright: ignore[reportAttributeAccessIssue]
+        self.dialect.identifier_preparer = self._Preparer()
 
     def exec_driver_sql(self, text: str) -> _Rows:
         table = plain_numbers(call(self.source, lambda spark: spark.sql(text).toArrow(), self.timeout_s, self.secret))
